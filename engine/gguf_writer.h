@@ -1,0 +1,45 @@
+// Writer of GGUF v3 files (tests write tiny models with it).
+// Source: GGUF specification, ggml/docs/gguf.md.
+#pragma once
+
+#include "gguf_reader.h"
+
+#include <string>
+#include <vector>
+
+namespace spanscope {
+
+class GgufWriter {
+public:
+    explicit GgufWriter(uint64_t alignment = 32) : alignment_(alignment) {}
+    void set_uint32(const std::string& key, uint32_t v);
+    void set_int32(const std::string& key, int32_t v);
+    void set_uint64(const std::string& key, uint64_t v);
+    void set_float32(const std::string& key, float v);
+    void set_bool(const std::string& key, bool v);
+    void set_string(const std::string& key, const std::string& v);
+    void set_string_array(const std::string& key, const std::vector<std::string>& v);
+    void set_float32_array(const std::string& key, const std::vector<float>& v);
+    void set_int32_array(const std::string& key, const std::vector<int32_t>& v);
+    /// Add a tensor from raw bytes already in `type`'s layout (ne[0] innermost).
+    /// Throws std::invalid_argument if bytes.size() does not match the shape.
+    void add_tensor(const std::string& name, TensorType type, const std::vector<int64_t>& ne,
+                    std::vector<uint8_t> bytes);
+    /// Add a tensor from floats [ne[n-1]]...[ne[0]] row-major, quantised to `type`.
+    void add_tensor_f32(const std::string& name, TensorType type, const std::vector<int64_t>& ne,
+                        const std::vector<float>& values);
+    /// Serialise the whole file.
+    std::vector<uint8_t> to_bytes() const;
+    /// Write to `path` atomically (temporary file + rename). Throws std::system_error.
+    void write(const std::string& path) const;
+
+private:
+    struct Kv { std::string key; GgufValue value; };
+    struct Tensor { std::string name; TensorType type; std::vector<int64_t> ne; std::vector<uint8_t> bytes; };
+    void set(const std::string& key, GgufValue v);
+    uint64_t alignment_;
+    std::vector<Kv> kv_;
+    std::vector<Tensor> tensors_;
+};
+
+} // namespace spanscope

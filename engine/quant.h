@@ -1,0 +1,41 @@
+// Dequantisation, quantisation and dot-product kernels for the GGUF tensor types.
+//
+// Block formats follow ggml (ggml-common.h, ggml-quants.c): Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1
+// use blocks of 32 elements with an f16 scale (and min); Q4_K, Q5_K, Q6_K, Q8_K use
+// super-blocks of 256 elements. Every kernel has a scalar reference; SIMD variants (AVX2/FMA,
+// AVX-512) are selected at run time from the CPU's features and must agree with the scalar
+// reference (tests/unit/test_quant.cpp).
+#pragma once
+
+#include "tensor_type.h"
+
+#include <cstdint>
+#include <string_view>
+
+namespace spanscope {
+
+/// Kernel implementation level. `Auto` picks the best one the CPU supports.
+enum class KernelLevel { Scalar = 0, Avx2 = 1, Avx512 = 2, Auto = 99 };
+
+/// Best level this CPU supports (cpuid + OS support for the register state).
+KernelLevel best_kernel_level();
+/// Force a level for all subsequent kernel calls (tests compare levels). Throws
+/// std::runtime_error if the CPU does not support it. Auto restores the best level.
+void set_kernel_level(KernelLevel level);
+KernelLevel kernel_level();
+std::string_view kernel_level_name(KernelLevel level);
+
+/// Dequantise n elements (n % block_size == 0) from `src` (row_bytes(t, n) bytes) into dst[n].
+void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
+
+/// Quantise n floats into `dst` (row_bytes(t, n) bytes), with ggml's reference rounding
+/// (quantize_row_*_ref). Supported for every type in TensorType. Used for activations
+/// (Q8_0, Q8_1, Q8_K) and by the GGUF writer for test models.
+void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
+
+/// Dot product of a weight row `w` of type t (n elements) with an activation row `xq` already
+/// quantised to traits(t).vec_dot_type (for F32/F16/BF16 weights the vec_dot_type is F32, so
+/// xq is a float*). Returns the dot product as float (fp32 accumulation).
+float vec_dot(TensorType t, int64_t n, const void* w, const void* xq);
+
+} // namespace spanscope
