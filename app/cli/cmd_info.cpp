@@ -1,0 +1,97 @@
+#include "commands.h"
+
+#include "model.h"
+#include "model_locator.h"
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <map>
+
+namespace spanscope::cli {
+
+std::unique_ptr<Model> open_model(const std::string& explicit_path) {
+    const auto where = locate_model(explicit_path);
+    if (where.path.empty())
+        throw std::runtime_error(missing_model_message(where));
+    try {
+        return Model::load(where.path);
+    } catch (const std::system_error& e) {
+        throw std::runtime_error("cannot open model " + where.path + ": " + e.what());
+    } catch (const GgufError& e) {
+        throw std::runtime_error("invalid model file " + where.path + ": " + e.what());
+    } catch (const ModelError& e) {
+        throw std::runtime_error("unusable model " + where.path + ": " + e.what());
+    }
+}
+
+int run_info(const InfoOptions& o) {
+    auto model = open_model(o.model);
+    const auto& I = model->info();
+    struct TypeCount {
+        int tensors = 0;
+        uint64_t bytes = 0;
+    };
+    std::map<std::string, TypeCount> by_type;
+    uint64_t total_bytes = 0;
+    for (const auto& t : model->gguf().tensors()) {
+        auto& c = by_type[std::string(traits(t.type).name)];
+        ++c.tensors;
+        c.bytes += t.nbytes;
+        total_bytes += t.nbytes;
+    }
+    int n_global = 0;
+    for (const auto& l : I.layers)
+        n_global += l.sliding() ? 0 : 1;
+
+    nlohmann::json j;
+    j["path"] = model->path();
+    j["architecture"] = I.architecture;
+    j["name"] = I.name;
+    j["kind"] = I.instruction_tuned ? "instruction-tuned" : "base";
+    j["n_layer"] = I.n_layer;
+    j["n_embd"] = I.n_embd;
+    j["n_ff"] = I.n_ff;
+    j["n_head"] = I.n_head;
+    j["n_head_kv"] = I.n_head_kv;
+    j["head_dim"] = I.head_dim;
+    j["n_vocab"] = I.n_vocab;
+    j["context_length"] = I.n_ctx_train;
+    j["sliding_window"] = I.sliding_window;
+    j["global_layers"] = n_global;
+    j["sliding_layers"] = I.n_layer - n_global;
+    j["rope_base_global"] = I.rope_base_global;
+    j["rope_base_local"] = I.rope_base_local;
+    j["rms_eps"] = I.rms_eps;
+    j["defaults_used"] = I.defaults_used;
+    j["tensors"] = model->gguf().tensors().size();
+    j["tensor_bytes"] = total_bytes;
+    for (const auto& [name, c] : by_type)
+        j["tensor_types"][name] = {{"tensors", c.tensors}, {"bytes", c.bytes}};
+    if (o.json) {
+        std::cout << j.dump(2) << "\n";
+        return 0;
+    }
+    std::cout << "model:          " << model->path() << "\n"
+              << "name:           " << I.name << " (" << I.architecture << ", "
+              << (I.instruction_tuned ? "instruction-tuned" : "base model") << ")\n"
+              << "layers:         " << I.n_layer << " (" << I.n_layer - n_global
+              << " sliding-window, " << n_global << " global)\n"
+              << "hidden:         " << I.n_embd << ", feed-forward " << I.n_ff << "\n"
+              << "heads:          " << I.n_head << " query, " << I.n_head_kv << " key/value, dim "
+              << I.head_dim << "\n"
+              << "vocabulary:     " << I.n_vocab << " tokens\n"
+              << "context:        " << I.n_ctx_train << " tokens, sliding window "
+              << I.sliding_window << "\n"
+              << "RoPE base:      " << I.rope_base_global << " global, " << I.rope_base_local
+              << " local\n";
+    for (const auto& d : I.defaults_used)
+        std::cout << "default used:   " << d << "\n";
+    std::cout << "tensors:        " << model->gguf().tensors().size() << " ("
+              << total_bytes / (1024.0 * 1024.0) << " MiB)\n";
+    for (const auto& [name, c] : by_type)
+        std::cout << "  " << name << ": " << c.tensors << " tensors, " << c.bytes << " bytes\n";
+    return 0;
+}
+
+} // namespace spanscope::cli

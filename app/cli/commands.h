@@ -1,0 +1,48 @@
+// spanscope-cli subcommands. Each returns the process exit code; errors are one line on stderr.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spanscope {
+class Model;
+}
+
+namespace spanscope::cli {
+
+struct InfoOptions {
+    std::string model;
+    bool json = false;
+};
+
+struct AskOptions {
+    std::string model;
+    std::vector<std::string> docs;
+    std::string question;
+    int max_tokens = 128;
+    float temperature = 0.0f;
+    int top_k = 40;
+    float top_p = 0.95f;
+    unsigned long long seed = 0;
+    int threads = 0;
+    bool json = false;
+};
+
+struct BenchOptions {
+    std::string model;
+    std::vector<int> lengths{512, 2048, 8192};
+    int decode_tokens = 32;
+    int threads = 0;
+    bool json = false;
+};
+
+int run_info(const InfoOptions& o);
+int run_ask(const AskOptions& o);
+int run_bench(const BenchOptions& o);
+
+/// Locate and load the model (see model_locator.h); throws std::runtime_error with a one-line
+/// message (including how to install the default model when none is found).
+std::unique_ptr<Model> open_model(const std::string& explicit_path);
+
+} // namespace spanscope::cli

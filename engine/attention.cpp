@@ -1,0 +1,71 @@
+#include "attention.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace spanscope {
+
+namespace {
+constexpr int64_t kQueryBlock = 64;
+}
+
+void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int64_t n_q,
+               const float* k, const float* v, const int32_t* kpos, int64_t n_kv, float* out,
+               ThreadPool& pool) {
+    const int group = s.n_head / s.n_kv_head;
+    const int d = s.head_dim;
+    const int q_stride = s.n_head * d;
+    const int kv_stride = s.n_kv_head * d;
+    const int64_t n_blocks = (n_q + kQueryBlock - 1) / kQueryBlock;
+    const int64_t n_tasks = n_blocks * s.n_head;
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+
+    pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int) {
+        std::vector<float> scores;
+        for (int64_t task = t0; task < t1; ++task) {
+            const int h = static_cast<int>(task % s.n_head);
+            const int64_t qb = (task / s.n_head) * kQueryBlock;
+            const int64_t nq = std::min(kQueryBlock, n_q - qb);
+            const int g = h / group;
+            scores.resize(static_cast<size_t>(nq * n_kv));
+            // scores[i][j] = q[qb+i][h] · k[j][g]
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq),
+                        static_cast<int>(n_kv), d, s.scale, q + qb * q_stride + h * d, q_stride,
+                        k + g * d, kv_stride, 0.0f, scores.data(), static_cast<int>(n_kv));
+            for (int64_t i = 0; i < nq; ++i) {
+                float* row = scores.data() + i * n_kv;
+                const int32_t p = qpos[qb + i];
+                float mx = neg_inf;
+                for (int64_t j = 0; j < n_kv; ++j) {
+                    const bool visible = kpos[j] <= p && (s.window == 0 || p - kpos[j] < s.window);
+                    if (!visible)
+                        row[j] = neg_inf;
+                    mx = std::max(mx, row[j]);
+                }
+                if (mx == neg_inf) {
+                    std::fill(row, row + n_kv, 0.0f);
+                    continue;
+                }
+                double sum = 0.0;
+                for (int64_t j = 0; j < n_kv; ++j) {
+                    const float e = row[j] == neg_inf ? 0.0f : std::exp(row[j] - mx);
+                    row[j] = e;
+                    sum += e;
+                }
+                const float inv = static_cast<float>(1.0 / sum);
+                for (int64_t j = 0; j < n_kv; ++j)
+                    row[j] *= inv;
+            }
+            // out[qb+i][h] = scores[i] · v[:, g]
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nq), d,
+                        static_cast<int>(n_kv), 1.0f, scores.data(), static_cast<int>(n_kv),
+                        v + g * d, kv_stride, 0.0f, out + qb * q_stride + h * d, q_stride);
+        }
+    });
+}
+
+} // namespace spanscope

@@ -1,0 +1,44 @@
+// Products of activations with (possibly quantised) weight matrices.
+#pragma once
+
+#include "tensor_type.h"
+#include "thread_pool.h"
+
+#include <cstdint>
+
+namespace spanscope {
+
+struct GgufTensorInfo;
+
+/// A 2-D weight matrix as stored in GGUF: `rows` rows of `cols` elements (ne[0] = cols), each
+/// row row_bytes(type, cols) bytes, in the file's mapping (never copied, never dequantised as a
+/// whole).
+struct WeightMatrix {
+    TensorType type = TensorType::F32;
+    int64_t cols = 0;
+    int64_t rows = 0;
+    const uint8_t* data = nullptr;
+    size_t row_stride = 0; ///< bytes between rows
+
+    /// View of a 2-D GGUF tensor. Throws std::runtime_error if it is not 2-D.
+    static WeightMatrix from(const GgufTensorInfo& t);
+    const uint8_t* row(int64_t r) const { return data + r * row_stride; }
+};
+
+/// y[t][r] = sum_c x[t][c] * W[r][c] for t < n_tokens (y = x · Wᵀ).
+/// x: [n_tokens][w.cols] floats (row-major), y: [n_tokens][w.rows] floats.
+/// Few tokens: x is quantised to the weight's vec_dot_type and each row uses vec_dot (integer
+/// SIMD), rows split over the pool. Many tokens: panels of W are dequantised to f32 and
+/// multiplied with OpenBLAS sgemm.
+void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+/// Same as matmul, restricted to output rows [row_begin, row_end) written densely:
+/// y: [n_tokens][row_end - row_begin].
+void matmul_rows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
+                 int64_t n_tokens, float* y, ThreadPool& pool);
+
+/// Tell OpenBLAS how many threads to use. The engine runs OpenBLAS single-threaded (1) and
+/// parallelises around it with its own pool.
+void set_blas_threads(int n);
+
+} // namespace spanscope

@@ -1,0 +1,64 @@
+// The memory (cache policy) behind each attention layer. The model asks its layer's memory to
+// store this ubatch's keys/values and to attend over what it holds; it never learns which
+// policy answers (DESIGN.md §3.3; llama.cpp's llama_memory_i is the model for this split).
+#pragma once
+
+#include "attention.h"
+#include "thread_pool.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spanscope {
+
+/// What a layer's memory holds, per tier, in bytes and rows.
+struct MemoryStats {
+    int64_t rows_resident = 0;   ///< key/value rows attention reads (per kv head group)
+    int64_t fast_tier_bytes = 0; ///< K/V rows and positions the attention reads
+    int64_t host_tier_bytes = 0; ///< slower-tier data (none for the exact policies)
+};
+
+class LayerMemory {
+public:
+    virtual ~LayerMemory() = default;
+    /// Policy name as in DESIGN.md §3.3 ("full", "sliding", ...).
+    virtual std::string_view policy() const = 0;
+    virtual const AttentionShape& shape() const = 0;
+    /// Store keys (RoPE-rotated at pos) and values of n tokens.
+    /// k, v: [n][n_kv_head][head_dim]; pos: [n] absolute positions, increasing.
+    /// Throws std::length_error when the memory cannot hold them (e.g. past the context size).
+    virtual void store(const float* k, const float* v, const int32_t* pos, int64_t n) = 0;
+    /// Attention of n_q queries over everything stored, causal by position.
+    /// q: [n_q][n_head][head_dim] rotated at qpos; out: [n_q][n_head][head_dim].
+    virtual void attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
+                        ThreadPool& pool) = 0;
+    virtual MemoryStats stats() const = 0;
+    /// Number of tokens stored so far (including any no longer resident).
+    virtual int64_t n_tokens() const = 0;
+    /// An independent copy (to branch a conversation from a prefilled document).
+    virtual std::unique_ptr<LayerMemory> clone() const = 0;
+    virtual void clear() = 0;
+};
+
+/// Every attention layer's memory, indexed by layer.
+class ModelMemory {
+public:
+    ModelMemory() = default;
+    explicit ModelMemory(std::vector<std::unique_ptr<LayerMemory>> layers)
+        : layers_(std::move(layers)) {}
+    ModelMemory clone() const;
+    LayerMemory& layer(int il) { return *layers_.at(static_cast<size_t>(il)); }
+    const LayerMemory& layer(int il) const { return *layers_.at(static_cast<size_t>(il)); }
+    int n_layers() const { return static_cast<int>(layers_.size()); }
+    int64_t n_tokens() const { return layers_.empty() ? 0 : layers_[0]->n_tokens(); }
+    MemoryStats total() const;
+    void clear();
+
+private:
+    std::vector<std::unique_ptr<LayerMemory>> layers_;
+};
+
+} // namespace spanscope

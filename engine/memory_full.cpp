@@ -1,0 +1,44 @@
+#include "memory_full.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace spanscope {
+
+FullMemory::FullMemory(const AttentionShape& shape, int64_t capacity)
+    : shape_(shape), capacity_(capacity) {}
+
+void FullMemory::store(const float* k, const float* v, const int32_t* pos, int64_t n) {
+    if (n_tokens() + n > capacity_)
+        throw std::length_error("context full: " + std::to_string(n_tokens() + n) +
+                                " tokens exceed the context size of " + std::to_string(capacity_));
+    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
+    k_.insert(k_.end(), k, k + n * row);
+    v_.insert(v_.end(), v, v + n * row);
+    pos_.insert(pos_.end(), pos, pos + n);
+}
+
+void FullMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
+                        ThreadPool& pool) {
+    attention(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(), n_tokens(), out, pool);
+}
+
+MemoryStats FullMemory::stats() const {
+    MemoryStats s;
+    s.rows_resident = n_tokens();
+    s.fast_tier_bytes = static_cast<int64_t>((k_.size() + v_.size()) * sizeof(float) +
+                                             pos_.size() * sizeof(int32_t));
+    return s;
+}
+
+std::unique_ptr<LayerMemory> FullMemory::clone() const {
+    return std::make_unique<FullMemory>(*this);
+}
+
+void FullMemory::clear() {
+    k_.clear();
+    v_.clear();
+    pos_.clear();
+}
+
+} // namespace spanscope

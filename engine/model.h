@@ -1,0 +1,93 @@
+// A loaded language model: hyper-parameters read (and checked) from GGUF metadata, weights
+// memory-mapped, the tokenizer, and the forward pass of its architecture.
+#pragma once
+
+#include "attention.h"
+#include "gguf_reader.h"
+#include "memory.h"
+#include "thread_pool.h"
+#include "tokenizer.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spanscope {
+
+/// A model file that cannot be used: wrong architecture, missing or mis-shaped tensor,
+/// inconsistent hyper-parameter. The message names the key or tensor.
+class ModelError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// One attention layer's geometry and position encoding.
+struct LayerInfo {
+    AttentionShape attn; ///< attn.window > 0 for sliding-window layers
+    double rope_base = 10000.0;
+    bool sliding() const { return attn.window > 0; }
+};
+
+/// Hyper-parameters, each read from the file ("source" says where a default was used).
+struct ModelInfo {
+    std::string architecture;
+    std::string name;
+    int n_layer = 0;
+    int n_embd = 0;
+    int n_ff = 0;
+    int n_head = 0;
+    int n_head_kv = 0;
+    int head_dim = 0;
+    int n_vocab = 0;
+    int n_ctx_train = 0; ///< context window (tokens)
+    int sliding_window = 0;
+    int sliding_pattern = 0; ///< every sliding_pattern-th layer is global
+    float rms_eps = 0.0f;
+    double rope_base_global = 0.0;
+    double rope_base_local = 0.0;
+    bool instruction_tuned = false;
+    std::string chat_template; ///< tokenizer.chat_template, may be empty
+    std::vector<std::string> defaults_used; ///< hyper-parameters absent from the file
+    std::vector<LayerInfo> layers;
+};
+
+class Model {
+public:
+    /// Open and check `path`. Throws GgufError (invalid file), ModelError (unsupported or
+    /// inconsistent model), std::system_error (cannot open).
+    static std::unique_ptr<Model> load(const std::string& path);
+    virtual ~Model() = default;
+
+    const ModelInfo& info() const { return info_; }
+    const Tokenizer& tokenizer() const { return *tokenizer_; }
+    const GgufFile& gguf() const { return *gguf_; }
+    const std::string& path() const { return path_; }
+
+    /// Run one ubatch through the model.
+    /// tokens, pos: [n] (positions absolute, increasing, continuing what `memory` holds);
+    /// memory: one LayerMemory per layer (make_memory), receives this ubatch's K/V;
+    /// logit_rows: indices (< n) of the tokens whose next-token logits are wanted;
+    /// logits: [logit_rows.size()][n_vocab] raw logits (nats before log-softmax).
+    /// Throws std::invalid_argument on an out-of-range token id,
+    /// std::length_error when the memory is full.
+    virtual void forward(const int32_t* tokens, const int32_t* pos, int64_t n,
+                         ModelMemory& memory, const std::vector<int64_t>& logit_rows,
+                         float* logits, ThreadPool& pool) const = 0;
+
+protected:
+    Model() = default;
+    std::unique_ptr<GgufFile> gguf_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    ModelInfo info_;
+    std::string path_;
+};
+
+/// Memory for every layer of a model: `global_policy` ("full") for global layers, the exact
+/// `sliding` ring buffer for sliding-window layers.
+/// n_ctx: most tokens a session will hold; max_ubatch: most tokens per forward call.
+/// Throws std::invalid_argument for an unknown policy.
+ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch,
+                        const std::string& global_policy = "full");
+
+} // namespace spanscope

@@ -1,0 +1,65 @@
+#include "ops.h"
+
+#include <cmath>
+#include <vector>
+
+namespace spanscope {
+
+void rms_norm(float* x, const float* w, int64_t rows, int64_t n, float eps) {
+    for (int64_t r = 0; r < rows; ++r) {
+        float* row = x + r * n;
+        double ss = 0.0;
+        for (int64_t i = 0; i < n; ++i)
+            ss += static_cast<double>(row[i]) * row[i];
+        const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+        for (int64_t i = 0; i < n; ++i)
+            row[i] = row[i] * scale * w[i];
+    }
+}
+
+RopeTable::RopeTable(const int32_t* pos, int64_t n_tokens, int d_, double base) : d(d_) {
+    const int half = d / 2;
+    std::vector<double> inv_freq(static_cast<size_t>(half));
+    for (int i = 0; i < half; ++i)
+        inv_freq[i] = std::pow(base, -2.0 * i / d);
+    cos.resize(static_cast<size_t>(n_tokens * half));
+    sin.resize(static_cast<size_t>(n_tokens * half));
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int i = 0; i < half; ++i) {
+            const double angle = pos[t] * inv_freq[i];
+            cos[t * half + i] = static_cast<float>(std::cos(angle));
+            sin[t * half + i] = static_cast<float>(std::sin(angle));
+        }
+}
+
+void rope_neox(float* x, const RopeTable& table, int64_t n_tokens, int n_heads) {
+    const int d = table.d, half = d / 2;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const float* cs = table.cos.data() + t * half;
+        const float* sn = table.sin.data() + t * half;
+        for (int h = 0; h < n_heads; ++h) {
+            float* v = x + (t * n_heads + h) * d;
+            for (int i = 0; i < half; ++i) {
+                const float a = v[i], b = v[i + half];
+                v[i] = a * cs[i] - b * sn[i];
+                v[i + half] = a * sn[i] + b * cs[i];
+            }
+        }
+    }
+}
+
+void geglu_tanh(float* g, const float* u, int64_t n) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = g[i];
+        const float gelu = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+        g[i] = gelu * u[i];
+    }
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        y[i] += x[i];
+}
+
+} // namespace spanscope

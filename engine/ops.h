@@ -1,0 +1,33 @@
+// Element-wise building blocks of the forward pass, shared by every architecture.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace spanscope {
+
+/// RMSNorm (Zhang & Sennrich 2019): x[r][:] <- x[r][:] / sqrt(mean(x[r]^2) + eps) * w.
+/// x: [rows][n] in place; w: [n] (Gemma's "1 + w" is already folded into w by the converter).
+void rms_norm(float* x, const float* w, int64_t rows, int64_t n, float eps);
+
+/// Cosines and sines of the rotary angles for a run of positions:
+/// angle(t, i) = pos[t] * base^(-2i/d), i < d/2 (Su et al. 2021, RoFormer §3.4.2), computed in
+/// double and stored as float. cos, sin: [n_tokens][d/2].
+struct RopeTable {
+    int d = 0;
+    std::vector<float> cos, sin;
+    RopeTable(const int32_t* pos, int64_t n_tokens, int d, double base);
+};
+
+/// Rotary position embedding, rotate-half ("NeoX") layout: (x[i], x[i+d/2]) rotated by
+/// angle(t, i). x: [n_tokens][n_heads][d] in place, n_tokens as in the table.
+void rope_neox(float* x, const RopeTable& table, int64_t n_tokens, int n_heads);
+
+/// GeGLU with the tanh approximation of GELU (Shazeer 2020; Hendrycks & Gimpel 2016 eq. for
+/// tanh GELU): g[i] <- gelu_tanh(g[i]) * u[i], n elements.
+void geglu_tanh(float* g, const float* u, int64_t n);
+
+/// y[i] += x[i], n elements.
+void add_inplace(float* y, const float* x, int64_t n);
+
+} // namespace spanscope

@@ -1,0 +1,82 @@
+#include "prompt.h"
+
+#include <stdexcept>
+
+namespace spanscope {
+
+namespace {
+std::string documents_block(const std::vector<PromptDocument>& docs) {
+    std::string s;
+    for (const auto& d : docs) {
+        s += "Document: " + d.name + "\n\n";
+        s += d.text;
+        if (s.empty() || s.back() != '\n')
+            s += "\n";
+        s += "\n";
+    }
+    return s;
+}
+} // namespace
+
+Prompt build_question_prompt(const Tokenizer& tok, bool instruction_tuned,
+                             const std::vector<PromptDocument>& docs, const std::string& question,
+                             const std::string& system) {
+    Prompt p;
+    if (tok.bos() < 0)
+        throw std::invalid_argument("the model has no BOS token");
+    p.tokens.push_back(tok.bos());
+    auto append_text = [&](const std::string& text) {
+        auto ids = tok.encode(text, /*parse_special=*/false);
+        p.tokens.insert(p.tokens.end(), ids.begin(), ids.end());
+    };
+    auto append_special = [&](const char* piece) {
+        const int32_t id = tok.find(piece);
+        if (id < 0)
+            throw std::invalid_argument(std::string("the vocabulary lacks ") + piece);
+        p.tokens.push_back(id);
+    };
+    if (instruction_tuned) {
+        p.style = PromptStyle::GemmaChat;
+        append_special("<start_of_turn>");
+        std::string user = "user\n";
+        if (!system.empty())
+            user += system + "\n\n";
+        user += documents_block(docs);
+        append_text(user);
+        p.prefix_len = static_cast<int64_t>(p.tokens.size());
+        append_text("Answer the question using the documents above.\n" + question);
+        append_special("<end_of_turn>");
+        append_text("\n");
+        append_special("<start_of_turn>");
+        append_text("model\n");
+    } else {
+        p.style = PromptStyle::Completion;
+        std::string text;
+        if (!system.empty())
+            text += system + "\n\n";
+        text += documents_block(docs);
+        append_text(text);
+        p.prefix_len = static_cast<int64_t>(p.tokens.size());
+        append_text("Question: " + question + "\nAnswer:");
+    }
+    return p;
+}
+
+bool completion_answer_done(PromptStyle style, const std::string& answer) {
+    if (style != PromptStyle::Completion)
+        return false;
+    const auto first = answer.find_first_not_of(" \t\n");
+    if (first == std::string::npos)
+        return false;
+    return answer.find('\n', first) != std::string::npos;
+}
+
+std::string clean_answer(const std::string& answer) {
+    const auto b = answer.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos)
+        return "";
+    const auto e = answer.find_last_not_of(" \t\r\n");
+    return answer.substr(b, e - b + 1);
+}
+
+} // namespace spanscope

@@ -1,0 +1,172 @@
+#include "session.h"
+
+#include "matmul.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace spanscope {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+} // namespace
+
+int64_t peak_rss_bytes() {
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    return static_cast<int64_t>(ru.ru_maxrss) * 1024; // Linux reports KiB
+}
+
+Session::Session(const Model& model, const SessionOptions& options)
+    : model_(model), options_(options),
+      n_ctx_(options.n_ctx > 0 ? options.n_ctx : model.info().n_ctx_train), pool_(options.threads) {
+    if (options.ubatch < 1)
+        throw std::invalid_argument("ubatch must be >= 1");
+    if (n_ctx_ > model.info().n_ctx_train)
+        throw std::invalid_argument("context of " + std::to_string(n_ctx_) +
+                                    " tokens exceeds the model's " +
+                                    std::to_string(model.info().n_ctx_train));
+    set_blas_threads(1);
+    memory_ = make_memory(model.info(), n_ctx_, options.ubatch, options.global_policy);
+}
+
+void Session::reset() {
+    memory_.clear();
+    n_past_ = 0;
+    prefix_.reset();
+}
+
+std::vector<float> Session::prefill(const std::vector<int32_t>& tokens,
+                                    const std::atomic<bool>* cancel,
+                                    const std::function<void(int64_t, int64_t)>& progress) {
+    const int64_t total = static_cast<int64_t>(tokens.size());
+    if (total == 0)
+        throw std::invalid_argument("prefill of no tokens");
+    if (n_past_ + total > n_ctx_)
+        throw ContextOverflow("prompt of " + std::to_string(n_past_ + total) +
+                              " tokens exceeds the context window of " + std::to_string(n_ctx_) +
+                              " tokens");
+    std::vector<float> logits(static_cast<size_t>(model_.info().n_vocab));
+    std::vector<int32_t> pos;
+    for (int64_t done = 0; done < total;) {
+        if (cancel && cancel->load())
+            throw Cancelled();
+        const int64_t n = std::min(options_.ubatch, total - done);
+        pos.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+            pos[i] = static_cast<int32_t>(n_past_ + i);
+        const bool last = done + n == total;
+        std::vector<int64_t> rows;
+        if (last)
+            rows.push_back(n - 1);
+        model_.forward(tokens.data() + done, pos.data(), n, memory_, rows, logits.data(), pool_);
+        n_past_ += n;
+        done += n;
+        if (progress)
+            progress(done, total);
+    }
+    return logits;
+}
+
+std::vector<float> Session::decode(int32_t token) {
+    return prefill({token});
+}
+
+Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& sampling,
+                    const std::function<void(const std::string&)>& on_text,
+                    const std::atomic<bool>* cancel) {
+    const auto t0 = Clock::now();
+    const int64_t n_prompt = static_cast<int64_t>(prompt.tokens.size());
+    if (n_prompt > n_ctx_)
+        throw ContextOverflow("prompt of " + std::to_string(n_prompt) +
+                              " tokens exceeds the context window of " + std::to_string(n_ctx_) +
+                              " tokens");
+    Answer ans;
+    ans.stats.prompt_tokens = n_prompt;
+    Sampler sampler(sampling);
+    const auto& tok = model_.tokenizer();
+
+    // Reuse the cached document prefix when this prompt starts with it.
+    std::vector<float> logits;
+    int64_t start = 0;
+    const bool hit = prefix_ && static_cast<int64_t>(prefix_->tokens.size()) <= n_prompt &&
+                     std::equal(prefix_->tokens.begin(), prefix_->tokens.end(),
+                                prompt.tokens.begin());
+    if (hit) {
+        memory_ = prefix_->memory.clone();
+        n_past_ = static_cast<int64_t>(prefix_->tokens.size());
+        start = n_past_;
+        logits = prefix_->last_logits;
+    } else {
+        memory_.clear();
+        n_past_ = 0;
+        prefix_.reset();
+        if (prompt.prefix_len > 0 && prompt.prefix_len < n_prompt) {
+            std::vector<int32_t> head(prompt.tokens.begin(), prompt.tokens.begin() + prompt.prefix_len);
+            logits = prefill(head, cancel);
+            prefix_ = PrefixCache{head, memory_.clone(), logits};
+            start = prompt.prefix_len;
+        }
+    }
+    ans.stats.tokens_reused = hit ? start : 0;
+    if (start < n_prompt) {
+        std::vector<int32_t> rest(prompt.tokens.begin() + start, prompt.tokens.end());
+        logits = prefill(rest, cancel);
+    }
+    ans.stats.tokens_computed = n_prompt - ans.stats.tokens_reused;
+    ans.stats.prefill_ms = ms_since(t0);
+    if (ans.stats.tokens_computed > 0 && ans.stats.prefill_ms > 0)
+        ans.stats.prefill_tokens_per_s = ans.stats.tokens_computed / (ans.stats.prefill_ms / 1000.0);
+
+    const auto t_decode = Clock::now();
+    Utf8Streamer stream;
+    std::string raw;
+    ans.stop_reason = "max_tokens";
+    for (int i = 0; i < max_tokens; ++i) {
+        if (cancel && cancel->load())
+            throw Cancelled();
+        const int32_t next = sampler.sample(logits.data(), model_.info().n_vocab);
+        if (i == 0)
+            ans.stats.ttft_ms = ms_since(t0);
+        if (tok.is_end_of_generation(next)) {
+            ans.stop_reason = "eog";
+            break;
+        }
+        ans.tokens.push_back(next);
+        const std::string piece = stream.push(tok.token_bytes(next));
+        raw += piece;
+        if (on_text && !piece.empty())
+            on_text(piece);
+        if (completion_answer_done(prompt.style, raw)) {
+            ans.stop_reason = "end_of_line";
+            break;
+        }
+        if (i + 1 == max_tokens)
+            break;
+        if (n_past_ >= n_ctx_) {
+            ans.stop_reason = "context_full";
+            break;
+        }
+        logits = decode(next);
+    }
+    const std::string tail = stream.flush();
+    raw += tail;
+    if (on_text && !tail.empty())
+        on_text(tail);
+    ans.stats.generated_tokens = static_cast<int64_t>(ans.tokens.size());
+    ans.stats.decode_ms = ms_since(t_decode);
+    // Decode speed counts the forward passes after the first token.
+    const int64_t decoded = std::max<int64_t>(0, ans.stats.generated_tokens - 1);
+    if (decoded > 0 && ans.stats.decode_ms > 0)
+        ans.stats.decode_tokens_per_s = decoded / (ans.stats.decode_ms / 1000.0);
+    ans.stats.memory = memory_.total();
+    ans.text = clean_answer(raw);
+    return ans;
+}
+
+} // namespace spanscope

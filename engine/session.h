@@ -1,0 +1,110 @@
+// A conversation with a loaded model: its memory, prefill in ubatches (cancellable), decode,
+// and question answering with reuse of a prefilled document prefix.
+#pragma once
+
+#include "memory.h"
+#include "model.h"
+#include "prompt.h"
+#include "sampler.h"
+#include "thread_pool.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spanscope {
+
+/// Thrown when a cancellation flag was seen (checked between ubatches and decode steps).
+class Cancelled : public std::runtime_error {
+public:
+    Cancelled() : std::runtime_error("cancelled") {}
+};
+
+/// Thrown when a prompt does not fit the context window; the message gives both lengths.
+class ContextOverflow : public std::length_error {
+public:
+    using std::length_error::length_error;
+};
+
+struct SessionOptions {
+    int threads = 0;         ///< <= 0: all cores
+    int64_t n_ctx = 0;       ///< tokens; 0 = the model's context window
+    int64_t ubatch = 512;    ///< tokens per forward call during prefill
+    std::string global_policy = "full";
+};
+
+struct GenerationStats {
+    int64_t prompt_tokens = 0;
+    int64_t tokens_computed = 0; ///< prompt tokens run through the model by this answer
+    int64_t tokens_reused = 0;   ///< prompt tokens whose K/V came from a cached prefix
+    int64_t generated_tokens = 0;
+    double ttft_ms = 0;          ///< from ask() to the first answer token
+    double prefill_ms = 0;
+    double decode_ms = 0;
+    double prefill_tokens_per_s = 0;
+    double decode_tokens_per_s = 0;
+    MemoryStats memory;          ///< all layers, after the answer
+};
+
+struct Answer {
+    std::string text;             ///< cleaned answer text
+    std::vector<int32_t> tokens;  ///< generated ids (without the stop token)
+    std::string stop_reason;      ///< "eog", "max_tokens", "end_of_line", "context_full"
+    GenerationStats stats;
+};
+
+class Session {
+public:
+    /// Throws std::invalid_argument for bad options (ubatch < 1, n_ctx beyond the model's).
+    Session(const Model& model, const SessionOptions& options);
+
+    const Model& model() const { return model_; }
+    int64_t n_ctx() const { return n_ctx_; }
+    int64_t n_past() const { return n_past_; }
+    ModelMemory& memory() { return memory_; }
+    ThreadPool& pool() { return pool_; }
+    /// Forget everything (memory and cached prefix).
+    void reset();
+
+    /// Run tokens after what the memory holds, in ubatches of options.ubatch; returns the
+    /// next-token logits after the last token [n_vocab]. progress(done, total) after each
+    /// ubatch; cancel checked before each ubatch (throws Cancelled, memory then holds the
+    /// ubatches done). Throws ContextOverflow if n_past + tokens > n_ctx.
+    std::vector<float> prefill(const std::vector<int32_t>& tokens,
+                               const std::atomic<bool>* cancel = nullptr,
+                               const std::function<void(int64_t, int64_t)>& progress = {});
+    /// Run one token; returns its next-token logits [n_vocab].
+    std::vector<float> decode(int32_t token);
+
+    /// Answer a question prompt: reuse the cached prefix when the prompt starts with it,
+    /// otherwise prefill from scratch (and cache prompt.prefix_len tokens for next time);
+    /// then generate up to max_tokens, calling on_text with each complete UTF-8 piece.
+    /// Throws ContextOverflow (prompt longer than the context: message gives both lengths),
+    /// Cancelled.
+    Answer ask(const Prompt& prompt, int max_tokens, const SamplingParams& sampling,
+               const std::function<void(const std::string&)>& on_text = {},
+               const std::atomic<bool>* cancel = nullptr);
+
+private:
+    const Model& model_;
+    SessionOptions options_;
+    int64_t n_ctx_;
+    ThreadPool pool_;
+    ModelMemory memory_;
+    int64_t n_past_ = 0;
+    struct PrefixCache {
+        std::vector<int32_t> tokens;
+        ModelMemory memory;
+        std::vector<float> last_logits;
+    };
+    std::optional<PrefixCache> prefix_;
+};
+
+/// Peak resident set size of this process in bytes (getrusage).
+int64_t peak_rss_bytes();
+
+} // namespace spanscope

@@ -1,0 +1,79 @@
+// SentencePiece tokenizer rebuilt from a GGUF vocabulary (tokenizer.ggml.*), so that it
+// encodes exactly like the model's own tokenizer. The ModelProto is serialised here (protobuf
+// wire format, field numbers of sentencepiece_model.proto) and loaded by libsentencepiece.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace spanscope {
+
+class GgufFile;
+
+class Tokenizer {
+public:
+    /// Build from the GGUF's tokenizer.ggml.{model,tokens,scores,token_type,*_token_id}.
+    /// Throws std::runtime_error if the vocabulary is not a SentencePiece ("llama") one or is
+    /// inconsistent (counts differ, ids out of range, no unknown piece).
+    static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
+    ~Tokenizer();
+
+    /// Token ids of `text` (UTF-8), without BOS. With parse_special, the text of control tokens
+    /// ("<start_of_turn>", "<eos>", ...) becomes those tokens (llama.cpp's parse_special);
+    /// otherwise it is ordinary text. Throws std::invalid_argument on invalid UTF-8.
+    std::vector<int32_t> encode(std::string_view text, bool parse_special = false) const;
+    /// The bytes a token stands for ("▁" -> space, <0xAB> -> byte 0xAB; control tokens -> "").
+    std::string token_bytes(int32_t id) const;
+    /// Concatenated token_bytes (may end in an incomplete UTF-8 sequence).
+    std::string decode(const std::vector<int32_t>& ids) const;
+    /// The vocabulary string of a token as stored in the model.
+    const std::string& piece(int32_t id) const { return pieces_.at(static_cast<size_t>(id)); }
+    /// Id of a vocabulary string, -1 if absent.
+    int32_t find(std::string_view piece) const;
+
+    int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
+    int32_t bos() const { return bos_; }
+    int32_t eos() const { return eos_; }
+    int32_t unk() const { return unk_; }
+    int32_t pad() const { return pad_; }
+    bool add_bos() const { return add_bos_; }
+    /// True for tokens that end generation (<eos>, <end_of_turn> where present).
+    bool is_end_of_generation(int32_t id) const;
+    bool is_control(int32_t id) const;
+
+private:
+    Tokenizer();
+    std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+    std::vector<std::string> pieces_;
+    std::vector<int32_t> types_;
+    std::unordered_map<std::string, int32_t> index_;
+    std::unordered_map<unsigned char, std::vector<std::pair<std::string, int32_t>>> control_by_first_;
+    int32_t bos_ = -1, eos_ = -1, unk_ = -1, pad_ = -1, end_of_turn_ = -1;
+    bool add_bos_ = true;
+};
+
+/// Streams token bytes out as complete UTF-8 characters (a byte-fallback character spans
+/// several tokens).
+class Utf8Streamer {
+public:
+    /// Append bytes; returns the longest complete UTF-8 prefix of everything pending.
+    std::string push(const std::string& bytes);
+    /// Whatever is pending at the end (invalid tail bytes become U+FFFD).
+    std::string flush();
+
+private:
+    std::string pending_;
+};
+
+/// True if `s` is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
+bool is_valid_utf8(std::string_view s);
+
+} // namespace spanscope
