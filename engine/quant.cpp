@@ -1,0 +1,193 @@
+// Public quantisation API: argument checks and run-time selection of the kernel level.
+#include "quant.h"
+
+#include "quant_impl.h"
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace spanscope {
+namespace {
+
+using quant_detail::KernelTable;
+
+struct CpuFeatures {
+    bool avx2 = false;   // AVX2 + FMA + F16C, with the OS saving YMM state
+    bool avx512 = false; // AVX-512 F/BW/VL/DQ/VNNI, with the OS saving ZMM and opmask state
+};
+
+CpuFeatures detect_cpu() {
+    CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) {
+        return f;
+    }
+    const bool osxsave = (c >> 27) & 1;
+    const bool fma = (c >> 12) & 1;
+    const bool f16c = (c >> 29) & 1;
+    const bool avx = (c >> 28) & 1;
+    if (!osxsave || !avx) {
+        return f;
+    }
+    // XCR0 (Intel SDM vol. 1, 13.3): bit 1 SSE, bit 2 YMM, bits 5-7 opmask/ZMM_Hi256/Hi16_ZMM.
+    unsigned xcr0_lo = 0, xcr0_hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    const bool os_ymm = (xcr0_lo & 0x6u) == 0x6u;
+    const bool os_zmm = (xcr0_lo & 0xE6u) == 0xE6u;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        return f;
+    }
+    const bool avx2 = (b >> 5) & 1;
+    const bool avx512f = (b >> 16) & 1;
+    const bool avx512dq = (b >> 17) & 1;
+    const bool avx512bw = (b >> 30) & 1;
+    const bool avx512vl = (b >> 31) & 1;
+    const bool avx512vnni = (c >> 11) & 1;
+    f.avx2 = os_ymm && avx2 && fma && f16c;
+    f.avx512 = f.avx2 && os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni;
+#endif
+    return f;
+}
+
+const CpuFeatures& cpu() {
+    static const CpuFeatures features = detect_cpu();
+    return features;
+}
+
+bool supported(KernelLevel level) {
+    switch (level) {
+    case KernelLevel::Scalar:
+        return true;
+    case KernelLevel::Avx2:
+        return cpu().avx2;
+    case KernelLevel::Avx512:
+        return cpu().avx512;
+    case KernelLevel::Auto:
+        return true;
+    }
+    return false;
+}
+
+/// One table per level; a level's table starts from the one below it, so a type without a
+/// kernel at that level falls back to the best lower one.
+struct Tables {
+    KernelTable scalar, avx2, avx512;
+    Tables() {
+        quant_detail::fill_scalar_kernels(scalar);
+        avx2 = scalar;
+        quant_detail::fill_avx2_kernels(avx2);
+        avx512 = avx2;
+        quant_detail::fill_avx512_kernels(avx512);
+    }
+};
+
+const Tables& tables() {
+    static const Tables t;
+    return t;
+}
+
+const KernelTable* table_for(KernelLevel level) {
+    switch (level) {
+    case KernelLevel::Scalar:
+        return &tables().scalar;
+    case KernelLevel::Avx2:
+        return &tables().avx2;
+    case KernelLevel::Avx512:
+        return &tables().avx512;
+    case KernelLevel::Auto:
+        break;
+    }
+    return &tables().scalar;
+}
+
+struct Current {
+    std::atomic<KernelLevel> level;
+    std::atomic<const KernelTable*> table;
+    Current() {
+        const KernelLevel best = best_kernel_level();
+        level.store(best);
+        table.store(table_for(best));
+    }
+};
+
+Current& current() {
+    static Current c;
+    return c;
+}
+
+const quant_detail::TypeKernels& kernels(TensorType t) {
+    return current().table.load(std::memory_order_relaxed)->by_type[quant_detail::slot(t)];
+}
+
+void check_row(TensorType t, int64_t n, const char* what) {
+    const auto& tr = traits(t); // throws std::invalid_argument for an unknown type
+    if (n < 0 || n % tr.block_size != 0) {
+        throw std::invalid_argument(std::string(what) + ": row of " + std::to_string(n) +
+                                    " elements is not a multiple of " +
+                                    std::to_string(tr.block_size) + " for type " +
+                                    std::string(tr.name));
+    }
+}
+
+} // namespace
+
+KernelLevel best_kernel_level() {
+    if (cpu().avx512) {
+        return KernelLevel::Avx512;
+    }
+    if (cpu().avx2) {
+        return KernelLevel::Avx2;
+    }
+    return KernelLevel::Scalar;
+}
+
+void set_kernel_level(KernelLevel level) {
+    if (!supported(level)) {
+        throw std::runtime_error("kernel level " + std::string(kernel_level_name(level)) +
+                                 " is not supported by this CPU");
+    }
+    const KernelLevel resolved = level == KernelLevel::Auto ? best_kernel_level() : level;
+    current().table.store(table_for(resolved));
+    current().level.store(resolved);
+}
+
+KernelLevel kernel_level() {
+    return current().level.load();
+}
+
+std::string_view kernel_level_name(KernelLevel level) {
+    switch (level) {
+    case KernelLevel::Scalar:
+        return "scalar";
+    case KernelLevel::Avx2:
+        return "avx2";
+    case KernelLevel::Avx512:
+        return "avx512";
+    case KernelLevel::Auto:
+        return "auto";
+    }
+    return "unknown";
+}
+
+void dequantize_row(TensorType t, const void* src, float* dst, int64_t n) {
+    check_row(t, n, "dequantize_row");
+    kernels(t).dequantize(src, dst, n);
+}
+
+void quantize_row(TensorType t, const float* src, void* dst, int64_t n) {
+    check_row(t, n, "quantize_row");
+    kernels(t).quantize(src, dst, n);
+}
+
+float vec_dot(TensorType t, int64_t n, const void* w, const void* xq) {
+    check_row(t, n, "vec_dot");
+    return kernels(t).vec_dot(n, w, xq);
+}
+
+} // namespace spanscope
