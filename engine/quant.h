@@ -26,16 +26,23 @@ KernelLevel kernel_level();
 std::string_view kernel_level_name(KernelLevel level);
 
 /// Dequantise n elements (n % block_size == 0) from `src` (row_bytes(t, n) bytes) into dst[n].
+/// Bit-exact with gguf-py and with ggml's dequantize_row_* compiled without FMA contraction, at
+/// every kernel level.
+/// Throws std::invalid_argument if n is negative or not a multiple of the block size.
 void dequantize_row(TensorType t, const void* src, float* dst, int64_t n);
 
 /// Quantise n floats into `dst` (row_bytes(t, n) bytes), with ggml's reference rounding
 /// (quantize_row_*_ref). Supported for every type in TensorType. Used for activations
-/// (Q8_0, Q8_1, Q8_K) and by the GGUF writer for test models.
+/// (Q8_0, Q8_1, Q8_K) and by the GGUF writer for test models. The output bytes are the same at
+/// every kernel level. Throws std::invalid_argument like dequantize_row.
 void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 
 /// Dot product of a weight row `w` of type t (n elements) with an activation row `xq` already
 /// quantised to traits(t).vec_dot_type (for F32/F16/BF16 weights the vec_dot_type is F32, so
-/// xq is a float*). Returns the dot product as float (fp32 accumulation).
+/// xq is a float*). Returns the dot product as float (fp32 accumulation; the integer products of
+/// a block are exact, levels differ only in the fp32 summation order). As in ggml's SIMD kernels,
+/// the activation levels must lie in [-127, 127] (quantize_row never produces -128).
+/// Throws std::invalid_argument like dequantize_row.
 float vec_dot(TensorType t, int64_t n, const void* w, const void* xq);
 
 } // namespace spanscope
