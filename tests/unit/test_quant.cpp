@@ -123,7 +123,7 @@ std::vector<KernelLevel> runnable_levels() {
 // floats computed independently from that layout. All values are small integers times powers of
 // two, so they are exact in fp32 whatever the evaluation order.
 
-TEST(QuantHandBuilt, F32F16BF16) {
+TEST(quant_HandBuilt, F32F16BF16) {
     const float f32[3] = {1.5f, -0.25f, 3.0e38f};
     std::vector<uint8_t> b(12);
     std::memcpy(b.data(), f32, 12);
@@ -167,7 +167,7 @@ TEST(QuantHandBuilt, F32F16BF16) {
     EXPECT_EQ(ob[1], 0x3F82);
 }
 
-TEST(QuantHandBuilt, Q4_0) {
+TEST(quant_HandBuilt, Q4_0) {
     // d = 0.5; qs[j] = j (low nibble, element j) | (15 - j) << 4 (element j + 16).
     std::vector<uint8_t> b(18);
     put_f16(b, 0, 0.5f);
@@ -181,7 +181,7 @@ TEST(QuantHandBuilt, Q4_0) {
     }
 }
 
-TEST(QuantHandBuilt, Q4_1) {
+TEST(quant_HandBuilt, Q4_1) {
     // d = 0.5, m = -1: x = q * 0.5 - 1.
     std::vector<uint8_t> b(20);
     put_f16(b, 0, 0.5f);
@@ -196,7 +196,7 @@ TEST(QuantHandBuilt, Q4_1) {
     }
 }
 
-TEST(QuantHandBuilt, Q5_0) {
+TEST(quant_HandBuilt, Q5_0) {
     // d = 0.25; qh = 0xAAAAAAAA: the 5th bit is set for odd elements.
     std::vector<uint8_t> b(22);
     put_f16(b, 0, 0.25f);
@@ -214,7 +214,7 @@ TEST(QuantHandBuilt, Q5_0) {
     }
 }
 
-TEST(QuantHandBuilt, Q5_1) {
+TEST(quant_HandBuilt, Q5_1) {
     // d = 0.5, m = 2; qh = 0x0000FFFF: the 5th bit set for elements 0..15.
     std::vector<uint8_t> b(24);
     put_f16(b, 0, 0.5f);
@@ -231,7 +231,7 @@ TEST(QuantHandBuilt, Q5_1) {
     }
 }
 
-TEST(QuantHandBuilt, Q8_0AndQ8_1) {
+TEST(quant_HandBuilt, Q8_0AndQ8_1) {
     std::vector<uint8_t> b(34);
     put_f16(b, 0, 0.5f);
     for (int j = 0; j < 32; ++j) {
@@ -256,7 +256,7 @@ TEST(QuantHandBuilt, Q8_0AndQ8_1) {
     }
 }
 
-TEST(QuantHandBuilt, Q4_K) {
+TEST(quant_HandBuilt, Q4_K) {
     // d = 0.5, dmin = 0.25; sub-block j has scale j + 1 + 50*(j>=4) (6 bits) and min 2j + 1;
     // element l of each 64-group: low nibble l % 16 (first sub-block), high nibble 15 - l % 16.
     std::vector<uint8_t> b(144);
@@ -279,7 +279,7 @@ TEST(QuantHandBuilt, Q4_K) {
     }
 }
 
-TEST(QuantHandBuilt, Q5_K) {
+TEST(quant_HandBuilt, Q5_K) {
     std::vector<uint8_t> b(176);
     put_f16(b, 0, 0.5f);
     put_f16(b, 2, 0.25f);
@@ -308,7 +308,7 @@ TEST(QuantHandBuilt, Q5_K) {
     }
 }
 
-TEST(QuantHandBuilt, Q6_K) {
+TEST(quant_HandBuilt, Q6_K) {
     // Layout per 128 elements: ql[0..63], qh[0..31]; element 32k + l (k = 0..3, l = 0..31) has
     // low 4 bits in ql[l + 32*(k%2)] (low nibble for k < 2, high for k >= 2) and high 2 bits in
     // qh[l] bits 2k..2k+1. Scale index = element / 16. d = 0.5.
@@ -337,7 +337,7 @@ TEST(QuantHandBuilt, Q6_K) {
     }
 }
 
-TEST(QuantHandBuilt, Q8_K) {
+TEST(quant_HandBuilt, Q8_K) {
     std::vector<uint8_t> b(292, 0);
     const float d = 0.25f;
     std::memcpy(b.data(), &d, 4);
@@ -371,7 +371,7 @@ TEST(QuantHandBuilt, Q8_K) {
     }
 }
 
-TEST(QuantHandBuilt, Q8_0QuantizeRoundsHalfAwayFromZero) {
+TEST(quant_HandBuilt, Q8_0QuantizeRoundsHalfAwayFromZero) {
     // amax = 127 -> d = 1, id = 1: 2.5 -> 3, -2.5 -> -3, 1.5 -> 2, 0.49999997 -> 0 (roundf).
     std::vector<float> x(32, 0.0f);
     x[0] = 127.0f;
@@ -396,7 +396,7 @@ TEST(QuantHandBuilt, Q8_0QuantizeRoundsHalfAwayFromZero) {
 
 // =============================================================== API behaviour
 
-TEST(QuantApi, LevelsAndErrors) {
+TEST(quant_Api, LevelsAndErrors) {
     EXPECT_EQ(kernel_level_name(KernelLevel::Scalar), "scalar");
     EXPECT_EQ(kernel_level_name(KernelLevel::Avx512), "avx512");
     EXPECT_EQ(kernel_level(), best_kernel_level());
@@ -418,7 +418,7 @@ TEST(QuantApi, LevelsAndErrors) {
 
 // =============================================================== quantisation quality
 
-TEST(QuantQuality, RoundTripErrorIsSmall) {
+TEST(quant_Quality, RoundTripErrorIsSmall) {
     // Relative RMS error of quantize -> dequantize on N(0, 1) data. Bounds are about 1.5x the
     // step / sqrt(12) of each format (e.g. Q4_0: step ~ 2.3 sigma / 8); they catch a quantiser
     // that picks wrong scales, not small differences.
@@ -453,7 +453,7 @@ double dot_tolerance(int64_t n_adds, double sum_abs_terms) {
     return 4.0 * static_cast<double>(n_adds + 16) * FLT_EPSILON * sum_abs_terms + 1e-30;
 }
 
-TEST(QuantQuality, VecDotMatchesDequantizedDot) {
+TEST(quant_Quality, VecDotMatchesDequantizedDot) {
     // vec_dot(w, q(x)) must equal sum(deq(w) * deq(q(x))): checks that the dot kernels read the
     // block layouts the same way dequantisation does.
     for (KernelLevel level : runnable_levels()) {
@@ -480,7 +480,7 @@ TEST(QuantQuality, VecDotMatchesDequantizedDot) {
 
 // =============================================================== (b) SIMD levels vs scalar
 
-class QuantLevel : public ::testing::TestWithParam<KernelLevel> {
+class quant_Level : public ::testing::TestWithParam<KernelLevel> {
 protected:
     void SetUp() override {
         if (!level_supported(GetParam())) {
@@ -498,7 +498,7 @@ std::vector<int64_t> sizes_for(TensorType t) {
     return {32, 64, 96, 640, 1024, 2048}; // 96: an odd number of blocks (kernel tails)
 }
 
-TEST_P(QuantLevel, DequantizeIsBitExact) {
+TEST_P(quant_Level, DequantizeIsBitExact) {
     // Same operations in the same order as the scalar code (d*q, then -m or +m, no FMA): the
     // floats must be identical.
     for (TensorType t : kAllTypes) {
@@ -520,7 +520,7 @@ TEST_P(QuantLevel, DequantizeIsBitExact) {
     }
 }
 
-TEST_P(QuantLevel, QuantizeIsByteIdentical) {
+TEST_P(quant_Level, QuantizeIsByteIdentical) {
     // The SIMD quantisers (Q8_0, Q8_1, Q8_K) use the reference's scale and rounding exactly
     // (roundf emulated as trunc + |frac| >= 0.5; nearest_int == round-to-nearest-even), so the
     // bytes must be identical; the other types use the scalar code at every level.
@@ -545,7 +545,7 @@ TEST_P(QuantLevel, QuantizeIsByteIdentical) {
     }
 }
 
-TEST_P(QuantLevel, VecDotMatchesScalar) {
+TEST_P(quant_Level, VecDotMatchesScalar) {
     // Both levels compute the same exact integer sums per block; they differ only in the fp32
     // order of the per-block accumulation (and FMA), see dot_tolerance.
     for (TensorType t : kAllTypes) {
@@ -574,7 +574,7 @@ TEST_P(QuantLevel, VecDotMatchesScalar) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Simd, QuantLevel,
+INSTANTIATE_TEST_SUITE_P(Simd, quant_Level,
                          ::testing::Values(KernelLevel::Avx2, KernelLevel::Avx512),
                          [](const auto& info) {
                              return std::string(kernel_level_name(info.param));
@@ -582,7 +582,7 @@ INSTANTIATE_TEST_SUITE_P(Simd, QuantLevel,
 
 // =============================================================== (c) gguf-py reference
 
-TEST(QuantReference, MatchesGgufPy) {
+TEST(quant_Reference, MatchesGgufPy) {
     const std::string path =
         spanscope::test::data_dir() + "/reference/fixtures/quant_reference.json";
     std::ifstream in(path);
