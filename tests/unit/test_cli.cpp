@@ -66,8 +66,10 @@ protected:
         cmd += quote(dir_ + "/none");
         cmd += " ";
         cmd += quote(SPANSCOPE_CLI);
-        for (const auto& a : args)
-            cmd += " " + quote(a);
+        for (const auto& a : args) {
+            cmd += " ";
+            cmd += quote(a);
+        }
         // (appended piecewise: gcc 12 warns falsely on "literal" + std::string&&)
         cmd += " >";
         cmd += quote(dir_ + "/out");
