@@ -37,9 +37,24 @@ struct BenchOptions {
     bool json = false;
 };
 
+struct QaOptions {
+    std::string model;
+    std::string set;
+    int max_tokens = 32;
+    int threads = 0;
+    int min_correct = -1; ///< exit 1 when fewer are correct
+    bool skip_missing_model = false; ///< exit 77 (CTest's skip code) without a model
+    bool json = false;
+};
+
 int run_info(const InfoOptions& o);
 int run_ask(const AskOptions& o);
 int run_bench(const BenchOptions& o);
+int run_qa(const QaOptions& o);
+
+/// The QA scoring rule: case-insensitive substring match of any accepted answer in the first
+/// line of `answer`, cut to 200 characters.
+bool qa_answer_matches(const std::string& answer, const std::vector<std::string>& accepted);
 
 /// Locate and load the model (see model_locator.h); throws std::runtime_error with a one-line
 /// message (including how to install the default model when none is found).

@@ -44,6 +44,18 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1024));
     bench_cmd->add_flag("--json", bench.json, "Print one JSON object");
 
+    QaOptions qa;
+    auto* qa_cmd = app.add_subcommand("qa", "Run and score a question set (tests/qa/questions.json)");
+    qa_cmd->add_option("--model", qa.model, "GGUF model file");
+    qa_cmd->add_option("--set", qa.set, "Question set (JSON)")->required();
+    qa_cmd->add_option("--max-tokens", qa.max_tokens, "Most answer tokens")->check(CLI::Range(1, 4096));
+    qa_cmd->add_option("--threads", qa.threads, "Worker threads (default: all cores)")
+        ->check(CLI::Range(1, 1024));
+    qa_cmd->add_option("--min-correct", qa.min_correct, "Exit 1 when fewer answers are correct");
+    qa_cmd->add_flag("--skip-missing-model", qa.skip_missing_model,
+                     "Exit 77 (test skipped) when no model is installed");
+    qa_cmd->add_flag("--json", qa.json, "Print one JSON object with every answer");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -61,6 +73,8 @@ int main(int argc, char** argv) {
             return run_ask(ask);
         if (*bench_cmd)
             return run_bench(bench);
+        if (*qa_cmd)
+            return run_qa(qa);
     } catch (const std::exception& e) {
         std::cerr << "spanscope-cli: " << e.what() << "\n";
         return 1;
