@@ -14,8 +14,8 @@ constexpr int64_t kQueryBlock = 64;
 }
 
 void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int64_t n_q,
-               const float* k, const float* v, const int32_t* kpos, int64_t n_kv, float* out,
-               ThreadPool& pool) {
+               const float* k, const float* v, const int32_t* kpos, int64_t n_kv_all, float* out,
+               ThreadPool& pool, bool keys_sorted) {
     const int group = s.n_head / s.n_kv_head;
     const int d = s.head_dim;
     const int q_stride = s.n_head * d;
@@ -31,17 +31,38 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
             const int64_t qb = (task / s.n_head) * kQueryBlock;
             const int64_t nq = std::min(kQueryBlock, n_q - qb);
             const int g = h / group;
+            // Keys [j0, j0 + n_kv) are the ones this block can see at all.
+            int64_t j0 = 0, j1 = n_kv_all;
+            if (keys_sorted) {
+                int32_t pmin = qpos[qb], pmax = qpos[qb];
+                for (int64_t i = 1; i < nq; ++i) {
+                    pmin = std::min(pmin, qpos[qb + i]);
+                    pmax = std::max(pmax, qpos[qb + i]);
+                }
+                j1 = std::upper_bound(kpos, kpos + n_kv_all, pmax) - kpos;
+                if (s.window > 0)
+                    j0 = std::lower_bound(kpos, kpos + j1, pmin - s.window + 1) - kpos;
+            }
+            const int64_t n_kv = std::max<int64_t>(0, j1 - j0);
+            const float* kb = k + j0 * kv_stride;
+            const float* vb = v + j0 * kv_stride;
+            const int32_t* kp = kpos + j0;
+            if (n_kv == 0) {
+                for (int64_t i = 0; i < nq; ++i)
+                    std::fill(out + (qb + i) * q_stride + h * d, out + (qb + i) * q_stride + (h + 1) * d, 0.0f);
+                continue;
+            }
             scores.resize(static_cast<size_t>(nq * n_kv));
             // scores[i][j] = q[qb+i][h] · k[j][g]
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq),
                         static_cast<int>(n_kv), d, s.scale, q + qb * q_stride + h * d, q_stride,
-                        k + g * d, kv_stride, 0.0f, scores.data(), static_cast<int>(n_kv));
+                        kb + g * d, kv_stride, 0.0f, scores.data(), static_cast<int>(n_kv));
             for (int64_t i = 0; i < nq; ++i) {
                 float* row = scores.data() + i * n_kv;
                 const int32_t p = qpos[qb + i];
                 float mx = neg_inf;
                 for (int64_t j = 0; j < n_kv; ++j) {
-                    const bool visible = kpos[j] <= p && (s.window == 0 || p - kpos[j] < s.window);
+                    const bool visible = kp[j] <= p && (s.window == 0 || p - kp[j] < s.window);
                     if (!visible)
                         row[j] = neg_inf;
                     mx = std::max(mx, row[j]);
@@ -63,7 +84,7 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
             // out[qb+i][h] = scores[i] · v[:, g]
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nq), d,
                         static_cast<int>(n_kv), 1.0f, scores.data(), static_cast<int>(n_kv),
-                        v + g * d, kv_stride, 0.0f, out + qb * q_stride + h * d, q_stride);
+                        vb + g * d, kv_stride, 0.0f, out + qb * q_stride + h * d, q_stride);
         }
     });
 }

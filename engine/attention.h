@@ -25,8 +25,10 @@ struct AttentionShape {
 /// out: [n_q][n_head][head_dim]
 /// A query that sees no key gets a zero output (cannot happen when its own row is stored).
 /// Accumulation is fp32; the softmax subtracts the row maximum.
+/// keys_sorted: the caller guarantees kpos is non-decreasing; each query block then reads only
+/// the keys its positions can see (causal and window limits), which halves causal prefill.
 void attention(const AttentionShape& shape, const float* q, const int32_t* qpos, int64_t n_q,
                const float* k, const float* v, const int32_t* kpos, int64_t n_kv, float* out,
-               ThreadPool& pool);
+               ThreadPool& pool, bool keys_sorted = false);
 
 } // namespace spanscope

@@ -12,6 +12,9 @@ void FullMemory::store(const float* k, const float* v, const int32_t* pos, int64
     if (n_tokens() + n > capacity_)
         throw std::length_error("context full: " + std::to_string(n_tokens() + n) +
                                 " tokens exceed the context size of " + std::to_string(capacity_));
+    for (int64_t i = 0; i < n; ++i)
+        if ((i == 0 && !pos_.empty() && pos[0] <= pos_.back()) || (i > 0 && pos[i] <= pos[i - 1]))
+            throw std::invalid_argument("positions must increase");
     const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
     k_.insert(k_.end(), k, k + n * row);
     v_.insert(v_.end(), v, v + n * row);
@@ -20,7 +23,10 @@ void FullMemory::store(const float* k, const float* v, const int32_t* pos, int64
 
 void FullMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
                         ThreadPool& pool) {
-    attention(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(), n_tokens(), out, pool);
+    // Positions are stored in increasing order (store() requires it), so attention may skip
+    // the keys a query block cannot see.
+    attention(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(), n_tokens(), out, pool,
+              /*keys_sorted=*/true);
 }
 
 MemoryStats FullMemory::stats() const {
