@@ -151,22 +151,26 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
             type = kControl;
         tok->types_[i] = type;
         tok->index_.emplace(tok->pieces_[i], static_cast<int32_t>(i));
-        // User-defined pieces are matched after whitespace escaping, so their spaces must be
-        // spelled as U+2581 too.
+        // User-defined pieces ("\n\n", runs of spaces) are matched in the raw text before
+        // SentencePiece runs, as llama.cpp and Hugging Face tokenizers do, so that a literal
+        // U+2581 in the text never becomes one of them. In the proto they are CONTROL pieces
+        // (kept at their ids, never matched by SentencePiece), respelled with U+2581 so that
+        // no two pieces collide after whitespace escaping.
+        const int32_t proto_type = type == kUserDefined ? kControl : type;
         const std::string spelled =
             type == kUserDefined ? respell_spaces(tok->pieces_[i]) : tok->pieces_[i];
         ProtoWriter piece;
         piece.bytes_field(1, spelled);
         piece.float_field(2, static_cast<float>(scores[i]));
-        piece.int_field(3, type);
+        piece.int_field(3, proto_type);
         proto.bytes_field(1, piece.out); // ModelProto.pieces
-        if (type == kControl && !tok->pieces_[i].empty())
-            tok->control_by_first_[static_cast<unsigned char>(tok->pieces_[i][0])].emplace_back(
-                tok->pieces_[i], static_cast<int32_t>(i));
+        if ((type == kControl || type == kUnknown || type == kUserDefined) &&
+            !tok->pieces_[i].empty())
+            tok->special_.push_back({tok->pieces_[i], static_cast<int32_t>(i), type == kUserDefined});
     }
-    for (auto& [c, list] : tok->control_by_first_)
-        std::stable_sort(list.begin(), list.end(),
-                         [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+    // llama.cpp's tokenizer_st_partition order: longest special text first.
+    std::stable_sort(tok->special_.begin(), tok->special_.end(),
+                     [](const auto& a, const auto& b) { return a.text.size() > b.text.size(); });
     ProtoWriter trainer; // TrainerSpec
     trainer.int_field(3, 2);             // model_type = BPE
     trainer.int_field(4, static_cast<int64_t>(n)); // vocab_size
@@ -224,34 +228,47 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
             throw std::runtime_error("SentencePiece failed to encode: " + status.ToString());
         out.insert(out.end(), ids.begin(), ids.end());
     };
-    if (!parse_special) {
-        encode_plain(text);
-        return out;
-    }
-    size_t start = 0, i = 0;
-    while (i < text.size()) {
-        auto it = control_by_first_.find(static_cast<unsigned char>(text[i]));
-        int32_t hit = -1;
-        size_t hit_len = 0;
-        if (it != control_by_first_.end()) {
-            for (const auto& [s, id] : it->second) {
-                if (text.compare(i, s.size(), s) == 0) {
-                    hit = id;
-                    hit_len = s.size();
-                    break;
-                }
+    // Partition the text on special pieces, longest first (each piece splits every remaining
+    // text fragment at all its occurrences, left to right), then encode the text fragments.
+    struct Fragment {
+        size_t begin, len;
+        int32_t id; // -1: text
+    };
+    std::vector<Fragment> frags{{0, text.size(), -1}};
+    for (const auto& sp : special_) {
+        if (!sp.always && !parse_special)
+            continue;
+        std::vector<Fragment> next;
+        bool changed = false;
+        for (const auto& f : frags) {
+            if (f.id >= 0) {
+                next.push_back(f);
+                continue;
             }
+            size_t at = f.begin;
+            const size_t end = f.begin + f.len;
+            for (;;) {
+                const size_t hit = text.substr(0, end).find(sp.text, at);
+                if (hit == std::string_view::npos)
+                    break;
+                if (hit > at)
+                    next.push_back({at, hit - at, -1});
+                next.push_back({hit, sp.text.size(), sp.id});
+                at = hit + sp.text.size();
+                changed = true;
+            }
+            if (at < end)
+                next.push_back({at, end - at, -1});
         }
-        if (hit >= 0) {
-            encode_plain(text.substr(start, i - start));
-            out.push_back(hit);
-            i += hit_len;
-            start = i;
-        } else {
-            ++i;
-        }
+        if (changed)
+            frags.swap(next);
     }
-    encode_plain(text.substr(start));
+    for (const auto& f : frags) {
+        if (f.id >= 0)
+            out.push_back(f.id);
+        else
+            encode_plain(text.substr(f.begin, f.len));
+    }
     return out;
 }
 
@@ -276,10 +293,10 @@ std::string Tokenizer::token_bytes(int32_t id) const {
     return r;
 }
 
-std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
     std::string r;
     for (int32_t id : ids)
-        r += token_bytes(id);
+        r += render_special && is_control(id) ? pieces_[id] : token_bytes(id);
     return r;
 }
 

@@ -26,14 +26,16 @@ public:
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
     ~Tokenizer();
 
-    /// Token ids of `text` (UTF-8), without BOS. With parse_special, the text of control tokens
-    /// ("<start_of_turn>", "<eos>", ...) becomes those tokens (llama.cpp's parse_special);
+    /// Token ids of `text` (UTF-8), without BOS. User-defined pieces ("\n\n", runs of spaces)
+    /// are always matched in the raw text; with parse_special, the text of control tokens
+    /// ("<start_of_turn>", "<eos>", ...) becomes those tokens too (llama.cpp's parse_special),
     /// otherwise it is ordinary text. Throws std::invalid_argument on invalid UTF-8.
     std::vector<int32_t> encode(std::string_view text, bool parse_special = false) const;
     /// The bytes a token stands for ("▁" -> space, <0xAB> -> byte 0xAB; control tokens -> "").
     std::string token_bytes(int32_t id) const;
-    /// Concatenated token_bytes (may end in an incomplete UTF-8 sequence).
-    std::string decode(const std::vector<int32_t>& ids) const;
+    /// Concatenated token_bytes (may end in an incomplete UTF-8 sequence); with
+    /// render_special, control tokens appear as their text ("<start_of_turn>").
+    std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
     /// The vocabulary string of a token as stored in the model.
     const std::string& piece(int32_t id) const { return pieces_.at(static_cast<size_t>(id)); }
     /// Id of a vocabulary string, -1 if absent.
@@ -55,7 +57,12 @@ private:
     std::vector<std::string> pieces_;
     std::vector<int32_t> types_;
     std::unordered_map<std::string, int32_t> index_;
-    std::unordered_map<unsigned char, std::vector<std::pair<std::string, int32_t>>> control_by_first_;
+    struct SpecialPiece {
+        std::string text;
+        int32_t id;
+        bool always; ///< user-defined: matched even without parse_special
+    };
+    std::vector<SpecialPiece> special_; ///< longest text first
     int32_t bos_ = -1, eos_ = -1, unk_ = -1, pad_ = -1, end_of_turn_ = -1;
     bool add_bos_ = true;
 };
