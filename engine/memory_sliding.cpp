@@ -10,6 +10,8 @@ namespace spanscope {
 namespace {
 // Marks a slot never written; attend() reads only the filled prefix of the ring, so such a
 // slot never reaches the attention mask.
+// Below this many queries attend() reads the ring as it is instead of unrolling it.
+constexpr int64_t kUnrollMinQueries = 32;
 constexpr int32_t kEmpty = std::numeric_limits<int32_t>::min();
 } // namespace
 
@@ -24,6 +26,11 @@ SlidingMemory::SlidingMemory(const AttentionShape& shape, int64_t max_ubatch)
 }
 
 void SlidingMemory::store(const float* k, const float* v, const int32_t* pos, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const int32_t prev = i > 0 ? pos[i - 1] : (n_stored_ > 0 ? pos_[(n_stored_ - 1) % capacity_] : INT32_MIN);
+        if (pos[i] <= prev)
+            throw std::invalid_argument("positions must increase");
+    }
     if (n > capacity_ - (shape_.window - 1))
         throw std::length_error("ubatch of " + std::to_string(n) +
                                 " tokens is larger than the sliding memory was built for");
@@ -39,10 +46,33 @@ void SlidingMemory::store(const float* k, const float* v, const int32_t* pos, in
 
 void SlidingMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
                            ThreadPool& pool) {
-    // Slots fill in order until the first wrap, so the filled ones are a prefix of the ring.
-    // Rows older than the window stay in the ring until overwritten; the mask hides them.
+    // Unroll the ring into position order (oldest slot first) so that attention can skip, per
+    // query block, the rows outside its window; rows older than the window are masked anyway.
     const int64_t filled = std::min(n_stored_, capacity_);
-    attention(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(), filled, out, pool);
+    const int64_t oldest = n_stored_ <= capacity_ ? 0 : n_stored_ % capacity_;
+    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
+    if (oldest == 0 || n_q < kUnrollMinQueries) {
+        // Few queries (decode): reading the whole ring is cheaper than unrolling it.
+        if (oldest != 0) {
+            attention(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(), filled, out, pool);
+            return;
+        }
+        attention(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(), filled, out, pool,
+                  /*keys_sorted=*/true);
+        return;
+    }
+    lin_k_.resize(k_.size());
+    lin_v_.resize(v_.size());
+    lin_pos_.resize(pos_.size());
+    const int64_t tail = capacity_ - oldest; // slots [oldest, capacity) come first
+    std::copy(k_.begin() + oldest * row, k_.end(), lin_k_.begin());
+    std::copy(k_.begin(), k_.begin() + oldest * row, lin_k_.begin() + tail * row);
+    std::copy(v_.begin() + oldest * row, v_.end(), lin_v_.begin());
+    std::copy(v_.begin(), v_.begin() + oldest * row, lin_v_.begin() + tail * row);
+    std::copy(pos_.begin() + oldest, pos_.end(), lin_pos_.begin());
+    std::copy(pos_.begin(), pos_.begin() + oldest, lin_pos_.begin() + tail);
+    attention(shape_, q, qpos, n_q, lin_k_.data(), lin_v_.data(), lin_pos_.data(), filled, out,
+              pool, /*keys_sorted=*/true);
 }
 
 MemoryStats SlidingMemory::stats() const {
