@@ -11,6 +11,8 @@ namespace spanscope {
 
 namespace {
 constexpr int64_t kQueryBlock = 64;
+// Up to this many queries in a block, matrix-vector products replace sgemm.
+constexpr int64_t kGemvMaxQueries = 4;
 }
 
 void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int64_t n_q,
@@ -53,10 +55,19 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                 continue;
             }
             scores.resize(static_cast<size_t>(nq * n_kv));
-            // scores[i][j] = q[qb+i][h] · k[j][g]
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq),
-                        static_cast<int>(n_kv), d, s.scale, q + qb * q_stride + h * d, q_stride,
-                        kb + g * d, kv_stride, 0.0f, scores.data(), static_cast<int>(n_kv));
+            // scores[i][j] = q[qb+i][h] · k[j][g]. A few queries (decode) use gemv: sgemm would
+            // pack all of K for every call.
+            if (nq <= kGemvMaxQueries) {
+                for (int64_t i = 0; i < nq; ++i)
+                    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n_kv), d, s.scale,
+                                kb + g * d, kv_stride, q + (qb + i) * q_stride + h * d, 1, 0.0f,
+                                scores.data() + i * n_kv, 1);
+            } else {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq),
+                            static_cast<int>(n_kv), d, s.scale, q + qb * q_stride + h * d,
+                            q_stride, kb + g * d, kv_stride, 0.0f, scores.data(),
+                            static_cast<int>(n_kv));
+            }
             for (int64_t i = 0; i < nq; ++i) {
                 float* row = scores.data() + i * n_kv;
                 const int32_t p = qpos[qb + i];
@@ -82,9 +93,16 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                     row[j] *= inv;
             }
             // out[qb+i][h] = scores[i] · v[:, g]
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nq), d,
-                        static_cast<int>(n_kv), 1.0f, scores.data(), static_cast<int>(n_kv),
-                        vb + g * d, kv_stride, 0.0f, out + qb * q_stride + h * d, q_stride);
+            if (nq <= kGemvMaxQueries) {
+                for (int64_t i = 0; i < nq; ++i)
+                    cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(n_kv), d, 1.0f,
+                                vb + g * d, kv_stride, scores.data() + i * n_kv, 1, 0.0f,
+                                out + (qb + i) * q_stride + h * d, 1);
+            } else {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nq), d,
+                            static_cast<int>(n_kv), 1.0f, scores.data(), static_cast<int>(n_kv),
+                            vb + g * d, kv_stride, 0.0f, out + qb * q_stride + h * d, q_stride);
+            }
         }
     });
 }

@@ -46,11 +46,23 @@ void matmul_vec_dot(const WeightMatrix& w, int64_t r0, int64_t r1, const float* 
             quantize_row(dot_type, x + t * w.cols, xq.data() + t * xq_row, w.cols);
     }
     const int64_t n_out = r1 - r0;
+    if (n_tokens == 1) {
+        pool.parallel_for(n_out, [&](int64_t b, int64_t e, int) {
+            vec_dot_rows(w.type, w.cols, e - b, w.row(r0 + b), w.row_stride, xq.data(), y + b);
+        });
+        return;
+    }
+    // Several tokens: a block of rows stays in cache while every token reads it.
+    constexpr int64_t kRowBlock = 32;
     pool.parallel_for(n_out, [&](int64_t b, int64_t e, int) {
-        for (int64_t r = b; r < e; ++r) {
-            const uint8_t* wr = w.row(r0 + r);
-            for (int64_t t = 0; t < n_tokens; ++t)
-                y[t * n_out + r] = vec_dot(w.type, w.cols, wr, xq.data() + t * xq_row);
+        float col[kRowBlock];
+        for (int64_t rb = b; rb < e; rb += kRowBlock) {
+            const int64_t nr = std::min(kRowBlock, e - rb);
+            for (int64_t t = 0; t < n_tokens; ++t) {
+                vec_dot_rows(w.type, w.cols, nr, w.row(r0 + rb), w.row_stride,
+                             xq.data() + t * xq_row, col);
+                std::copy(col, col + nr, y + t * n_out + rb);
+            }
         }
     });
 }

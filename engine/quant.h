@@ -45,4 +45,9 @@ void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 /// Throws std::invalid_argument like dequantize_row.
 float vec_dot(TensorType t, int64_t n, const void* w, const void* xq);
 
+/// out[r] = vec_dot(t, n, w + r * row_stride, xq) for r < n_rows, with one dispatch and one
+/// argument check for all rows (the decode hot loop: a whole weight matrix times one vector).
+void vec_dot_rows(TensorType t, int64_t n, int64_t n_rows, const void* w, size_t row_stride,
+                  const void* xq, float* out);
+
 } // namespace spanscope

@@ -67,22 +67,25 @@ TEST(Attention, MatchesNaiveReferenceSortedOrNot) {
     std::mt19937_64 rng(1);
     AttentionShape s{4, 2, 16, 0.25f, 0};
     ThreadPool pool(2);
-    const int n_kv = 150, n_q = 70;
-    auto k = randn(n_kv * 2 * 16, rng), v = randn(n_kv * 2 * 16, rng);
-    auto q = randn(n_q * 4 * 16, rng);
-    std::vector<int32_t> kpos(n_kv), qpos(n_q);
-    for (int j = 0; j < n_kv; ++j)
-        kpos[j] = 1000 + j;
-    for (int i = 0; i < n_q; ++i)
-        qpos[i] = 1000 + 80 + i;
-    for (int window : {0, 16}) {
-        s.window = window;
-        const auto ref = naive(s, q, qpos, k, v, kpos);
-        for (bool sorted : {false, true}) {
-            std::vector<float> out(q.size());
-            attention(s, q.data(), qpos.data(), n_q, k.data(), v.data(), kpos.data(), n_kv,
-                      out.data(), pool, sorted);
-            EXPECT_LT(max_diff(out, ref), 1e-5f) << "window " << window << " sorted " << sorted;
+    for (int n_q : {70, 3, 1}) { // sgemm blocks, and the matrix-vector path of decode
+        const int n_kv = 150;
+        auto k = randn(n_kv * 2 * 16, rng), v = randn(n_kv * 2 * 16, rng);
+        auto q = randn(n_q * 4 * 16, rng);
+        std::vector<int32_t> kpos(n_kv), qpos(n_q);
+        for (int j = 0; j < n_kv; ++j)
+            kpos[j] = 1000 + j;
+        for (int i = 0; i < n_q; ++i)
+            qpos[i] = 1000 + 80 + i;
+        for (int window : {0, 16}) {
+            s.window = window;
+            const auto ref = naive(s, q, qpos, k, v, kpos);
+            for (bool sorted : {false, true}) {
+                std::vector<float> out(q.size());
+                attention(s, q.data(), qpos.data(), n_q, k.data(), v.data(), kpos.data(), n_kv,
+                          out.data(), pool, sorted);
+                EXPECT_LT(max_diff(out, ref), 1e-5f)
+                    << "n_q " << n_q << " window " << window << " sorted " << sorted;
+            }
         }
     }
 }
