@@ -13,7 +13,7 @@ namespace {
 constexpr int64_t kQueryBlock = 64;
 // Up to this many queries in a block, matrix-vector products replace sgemm.
 constexpr int64_t kGemvMaxQueries = 4;
-}
+} // namespace
 
 void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int64_t n_q,
                const float* k, const float* v, const int32_t* kpos, int64_t n_kv_all, float* out,
@@ -51,7 +51,8 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
             const int32_t* kp = kpos + j0;
             if (n_kv == 0) {
                 for (int64_t i = 0; i < nq; ++i)
-                    std::fill(out + (qb + i) * q_stride + h * d, out + (qb + i) * q_stride + (h + 1) * d, 0.0f);
+                    std::fill(out + (qb + i) * q_stride + h * d,
+                              out + (qb + i) * q_stride + (h + 1) * d, 0.0f);
                 continue;
             }
             scores.resize(static_cast<size_t>(nq * n_kv));
@@ -64,9 +65,8 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                                 scores.data() + i * n_kv, 1);
             } else {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq),
-                            static_cast<int>(n_kv), d, s.scale, q + qb * q_stride + h * d,
-                            q_stride, kb + g * d, kv_stride, 0.0f, scores.data(),
-                            static_cast<int>(n_kv));
+                            static_cast<int>(n_kv), d, s.scale, q + qb * q_stride + h * d, q_stride,
+                            kb + g * d, kv_stride, 0.0f, scores.data(), static_cast<int>(n_kv));
             }
             for (int64_t i = 0; i < nq; ++i) {
                 float* row = scores.data() + i * n_kv;

@@ -24,8 +24,19 @@ public:
 
 /// GGUF metadata value types (explicit on-disk values).
 enum class GgufValueType : uint32_t {
-    UInt8 = 0, Int8 = 1, UInt16 = 2, Int16 = 3, UInt32 = 4, Int32 = 5, Float32 = 6, Bool = 7,
-    String = 8, Array = 9, UInt64 = 10, Int64 = 11, Float64 = 12,
+    UInt8 = 0,
+    Int8 = 1,
+    UInt16 = 2,
+    Int16 = 3,
+    UInt32 = 4,
+    Int32 = 5,
+    Float32 = 6,
+    Bool = 7,
+    String = 8,
+    Array = 9,
+    UInt64 = 10,
+    Int64 = 11,
+    Float64 = 12,
 };
 
 /// One metadata value. Arrays hold their element type and the elements as a vector of the
@@ -42,9 +53,9 @@ struct GgufValue {
 struct GgufTensorInfo {
     std::string name;
     TensorType type = TensorType::F32;
-    std::vector<int64_t> ne;   ///< dims, ne[0] = innermost (row length), as ggml orders them
-    uint64_t offset = 0;       ///< from the start of the data section
-    size_t nbytes = 0;         ///< validated: rows * row_bytes(type, ne[0])
+    std::vector<int64_t> ne;       ///< dims, ne[0] = innermost (row length), as ggml orders them
+    uint64_t offset = 0;           ///< from the start of the data section
+    size_t nbytes = 0;             ///< validated: rows * row_bytes(type, ne[0])
     const uint8_t* data = nullptr; ///< inside the mapping, valid while the GgufFile lives
     int64_t n_elements() const;
 };

@@ -47,8 +47,16 @@ public:
     void write(const std::string& path) const;
 
 private:
-    struct Kv { std::string key; GgufValue value; };
-    struct Tensor { std::string name; TensorType type; std::vector<int64_t> ne; std::vector<uint8_t> bytes; };
+    struct Kv {
+        std::string key;
+        GgufValue value;
+    };
+    struct Tensor {
+        std::string name;
+        TensorType type;
+        std::vector<int64_t> ne;
+        std::vector<uint8_t> bytes;
+    };
     void set(const std::string& key, GgufValue v);
     uint64_t alignment_;
     std::vector<Kv> kv_;

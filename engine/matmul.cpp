@@ -23,8 +23,9 @@ WeightMatrix WeightMatrix::from(const GgufTensorInfo& t) {
     return w;
 }
 
-void set_blas_threads(int n) { openblas_set_num_threads(std::max(1, n)); }
-
+void set_blas_threads(int n) {
+    openblas_set_num_threads(std::max(1, n));
+}
 
 namespace {
 
@@ -33,8 +34,8 @@ constexpr int64_t kGemmMinTokens = 8;
 // Rows of W dequantised at a time for sgemm (keeps the panel in L2/L3).
 constexpr int64_t kPanelRows = 256;
 
-void matmul_vec_dot(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x,
-                    int64_t n_tokens, float* y, ThreadPool& pool) {
+void matmul_vec_dot(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t n_tokens,
+                    float* y, ThreadPool& pool) {
     const TensorType dot_type = traits(w.type).vec_dot_type;
     const size_t xq_row = row_bytes(dot_type, w.cols);
     std::vector<uint8_t> xq(xq_row * n_tokens);

@@ -27,7 +27,8 @@ SlidingMemory::SlidingMemory(const AttentionShape& shape, int64_t max_ubatch)
 
 void SlidingMemory::store(const float* k, const float* v, const int32_t* pos, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
-        const int32_t prev = i > 0 ? pos[i - 1] : (n_stored_ > 0 ? pos_[(n_stored_ - 1) % capacity_] : INT32_MIN);
+        const int32_t prev =
+            i > 0 ? pos[i - 1] : (n_stored_ > 0 ? pos_[(n_stored_ - 1) % capacity_] : INT32_MIN);
         if (pos[i] <= prev)
             throw std::invalid_argument("positions must increase");
     }

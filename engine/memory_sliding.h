@@ -26,7 +26,7 @@ public:
 private:
     AttentionShape shape_;
     int64_t capacity_;
-    int64_t n_stored_ = 0; ///< tokens ever stored
+    int64_t n_stored_ = 0;     ///< tokens ever stored
     std::vector<float> k_, v_; ///< ring: [capacity][n_kv_head * head_dim]
     std::vector<int32_t> pos_; ///< ring positions; INT32_MIN marks an empty slot
     // Scratch: the ring unrolled into position order for attend() (not part of the state).

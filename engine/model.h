@@ -47,7 +47,7 @@ struct ModelInfo {
     double rope_base_global = 0.0;
     double rope_base_local = 0.0;
     bool instruction_tuned = false;
-    std::string chat_template; ///< tokenizer.chat_template, may be empty
+    std::string chat_template;              ///< tokenizer.chat_template, may be empty
     std::vector<std::string> defaults_used; ///< hyper-parameters absent from the file
     std::vector<LayerInfo> layers;
 };
@@ -71,9 +71,9 @@ public:
     /// logits: [logit_rows.size()][n_vocab] raw logits (nats before log-softmax).
     /// Throws std::invalid_argument on an out-of-range token id,
     /// std::length_error when the memory is full.
-    virtual void forward(const int32_t* tokens, const int32_t* pos, int64_t n,
-                         ModelMemory& memory, const std::vector<int64_t>& logit_rows,
-                         float* logits, ThreadPool& pool) const = 0;
+    virtual void forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
+                         const std::vector<int64_t>& logit_rows, float* logits,
+                         ThreadPool& pool) const = 0;
 
 protected:
     Model() = default;

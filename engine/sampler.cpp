@@ -54,7 +54,8 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab) {
             }
         }
     }
-    std::discrete_distribution<size_t> dist(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(cut));
+    std::discrete_distribution<size_t> dist(p.begin(),
+                                            p.begin() + static_cast<std::ptrdiff_t>(cut));
     return ids[dist(rng_)];
 }
 

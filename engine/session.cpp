@@ -94,9 +94,9 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
     // Reuse the cached document prefix when this prompt starts with it.
     std::vector<float> logits;
     int64_t start = 0;
-    const bool hit = prefix_ && static_cast<int64_t>(prefix_->tokens.size()) <= n_prompt &&
-                     std::equal(prefix_->tokens.begin(), prefix_->tokens.end(),
-                                prompt.tokens.begin());
+    const bool hit =
+        prefix_ && static_cast<int64_t>(prefix_->tokens.size()) <= n_prompt &&
+        std::equal(prefix_->tokens.begin(), prefix_->tokens.end(), prompt.tokens.begin());
     if (hit) {
         memory_ = prefix_->memory.clone();
         n_past_ = static_cast<int64_t>(prefix_->tokens.size());
@@ -107,7 +107,8 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
         n_past_ = 0;
         prefix_.reset();
         if (prompt.prefix_len > 0 && prompt.prefix_len < n_prompt) {
-            std::vector<int32_t> head(prompt.tokens.begin(), prompt.tokens.begin() + prompt.prefix_len);
+            std::vector<int32_t> head(prompt.tokens.begin(),
+                                      prompt.tokens.begin() + prompt.prefix_len);
             logits = prefill(head, cancel);
             prefix_ = PrefixCache{head, memory_.clone(), logits};
             start = prompt.prefix_len;
@@ -121,7 +122,8 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
     ans.stats.tokens_computed = n_prompt - ans.stats.tokens_reused;
     ans.stats.prefill_ms = ms_since(t0);
     if (ans.stats.tokens_computed > 0 && ans.stats.prefill_ms > 0)
-        ans.stats.prefill_tokens_per_s = ans.stats.tokens_computed / (ans.stats.prefill_ms / 1000.0);
+        ans.stats.prefill_tokens_per_s =
+            ans.stats.tokens_computed / (ans.stats.prefill_ms / 1000.0);
 
     const auto t_decode = Clock::now();
     Utf8Streamer stream;

@@ -31,9 +31,9 @@ public:
 };
 
 struct SessionOptions {
-    int threads = 0;         ///< <= 0: all cores
-    int64_t n_ctx = 0;       ///< tokens; 0 = the model's context window
-    int64_t ubatch = 512;    ///< tokens per forward call during prefill
+    int threads = 0;      ///< <= 0: all cores
+    int64_t n_ctx = 0;    ///< tokens; 0 = the model's context window
+    int64_t ubatch = 512; ///< tokens per forward call during prefill
     std::string global_policy = "full";
 };
 
@@ -42,18 +42,18 @@ struct GenerationStats {
     int64_t tokens_computed = 0; ///< prompt tokens run through the model by this answer
     int64_t tokens_reused = 0;   ///< prompt tokens whose K/V came from a cached prefix
     int64_t generated_tokens = 0;
-    double ttft_ms = 0;          ///< from ask() to the first answer token
+    double ttft_ms = 0; ///< from ask() to the first answer token
     double prefill_ms = 0;
     double decode_ms = 0;
     double prefill_tokens_per_s = 0;
     double decode_tokens_per_s = 0;
-    MemoryStats memory;          ///< all layers, after the answer
+    MemoryStats memory; ///< all layers, after the answer
 };
 
 struct Answer {
-    std::string text;             ///< cleaned answer text
-    std::vector<int32_t> tokens;  ///< generated ids (without the stop token)
-    std::string stop_reason;      ///< "eog", "max_tokens", "end_of_line", "context_full"
+    std::string text;            ///< cleaned answer text
+    std::vector<int32_t> tokens; ///< generated ids (without the stop token)
+    std::string stop_reason;     ///< "eog", "max_tokens", "end_of_line", "context_full"
     GenerationStats stats;
 };
 

@@ -25,38 +25,64 @@ constexpr TensorTypeTraits kQ8_K{"q8_K", kQK_K, 292, true, TensorType::Q8_K};
 
 std::optional<TensorTypeTraits> tensor_type_traits(uint32_t id) {
     switch (static_cast<TensorType>(id)) {
-    case TensorType::F32: return kF32;
-    case TensorType::F16: return kF16;
-    case TensorType::BF16: return kBF16;
-    case TensorType::Q4_0: return kQ4_0;
-    case TensorType::Q4_1: return kQ4_1;
-    case TensorType::Q5_0: return kQ5_0;
-    case TensorType::Q5_1: return kQ5_1;
-    case TensorType::Q8_0: return kQ8_0;
-    case TensorType::Q8_1: return kQ8_1;
-    case TensorType::Q4_K: return kQ4_K;
-    case TensorType::Q5_K: return kQ5_K;
-    case TensorType::Q6_K: return kQ6_K;
-    case TensorType::Q8_K: return kQ8_K;
+    case TensorType::F32:
+        return kF32;
+    case TensorType::F16:
+        return kF16;
+    case TensorType::BF16:
+        return kBF16;
+    case TensorType::Q4_0:
+        return kQ4_0;
+    case TensorType::Q4_1:
+        return kQ4_1;
+    case TensorType::Q5_0:
+        return kQ5_0;
+    case TensorType::Q5_1:
+        return kQ5_1;
+    case TensorType::Q8_0:
+        return kQ8_0;
+    case TensorType::Q8_1:
+        return kQ8_1;
+    case TensorType::Q4_K:
+        return kQ4_K;
+    case TensorType::Q5_K:
+        return kQ5_K;
+    case TensorType::Q6_K:
+        return kQ6_K;
+    case TensorType::Q8_K:
+        return kQ8_K;
     }
     return std::nullopt;
 }
 
 const TensorTypeTraits& traits(TensorType t) {
     switch (t) {
-    case TensorType::F32: return kF32;
-    case TensorType::F16: return kF16;
-    case TensorType::BF16: return kBF16;
-    case TensorType::Q4_0: return kQ4_0;
-    case TensorType::Q4_1: return kQ4_1;
-    case TensorType::Q5_0: return kQ5_0;
-    case TensorType::Q5_1: return kQ5_1;
-    case TensorType::Q8_0: return kQ8_0;
-    case TensorType::Q8_1: return kQ8_1;
-    case TensorType::Q4_K: return kQ4_K;
-    case TensorType::Q5_K: return kQ5_K;
-    case TensorType::Q6_K: return kQ6_K;
-    case TensorType::Q8_K: return kQ8_K;
+    case TensorType::F32:
+        return kF32;
+    case TensorType::F16:
+        return kF16;
+    case TensorType::BF16:
+        return kBF16;
+    case TensorType::Q4_0:
+        return kQ4_0;
+    case TensorType::Q4_1:
+        return kQ4_1;
+    case TensorType::Q5_0:
+        return kQ5_0;
+    case TensorType::Q5_1:
+        return kQ5_1;
+    case TensorType::Q8_0:
+        return kQ8_0;
+    case TensorType::Q8_1:
+        return kQ8_1;
+    case TensorType::Q4_K:
+        return kQ4_K;
+    case TensorType::Q5_K:
+        return kQ5_K;
+    case TensorType::Q6_K:
+        return kQ6_K;
+    case TensorType::Q8_K:
+        return kQ8_K;
     }
     throw std::invalid_argument("unknown tensor type " + std::to_string(static_cast<uint32_t>(t)));
 }
@@ -64,9 +90,9 @@ const TensorTypeTraits& traits(TensorType t) {
 size_t row_bytes(TensorType t, int64_t n) {
     const auto& tr = traits(t);
     if (n < 0 || n % tr.block_size != 0) {
-        throw std::invalid_argument("row of " + std::to_string(n) + " elements is not a multiple of " +
-                                    std::to_string(tr.block_size) + " for type " +
-                                    std::string(tr.name));
+        throw std::invalid_argument(
+            "row of " + std::to_string(n) + " elements is not a multiple of " +
+            std::to_string(tr.block_size) + " for type " + std::string(tr.name));
     }
     return static_cast<size_t>(n / tr.block_size) * tr.block_bytes;
 }

@@ -31,9 +31,9 @@ enum class TensorType : uint32_t {
 inline constexpr int64_t kQK_K = 256;
 
 struct TensorTypeTraits {
-    std::string_view name;   ///< "f32", "q4_K", ... as ggml names them
-    int64_t block_size;      ///< elements per block (1 for float types)
-    size_t block_bytes;      ///< bytes per block
+    std::string_view name; ///< "f32", "q4_K", ... as ggml names them
+    int64_t block_size;    ///< elements per block (1 for float types)
+    size_t block_bytes;    ///< bytes per block
     bool quantized;
     TensorType vec_dot_type; ///< type the activation vector is quantised to for vec_dot
 };

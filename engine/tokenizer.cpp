@@ -166,19 +166,20 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
         proto.bytes_field(1, piece.out); // ModelProto.pieces
         if ((type == kControl || type == kUnknown || type == kUserDefined) &&
             !tok->pieces_[i].empty())
-            tok->special_.push_back({tok->pieces_[i], static_cast<int32_t>(i), type == kUserDefined});
+            tok->special_.push_back(
+                {tok->pieces_[i], static_cast<int32_t>(i), type == kUserDefined});
     }
     // llama.cpp's tokenizer_st_partition order: longest special text first.
     std::stable_sort(tok->special_.begin(), tok->special_.end(),
                      [](const auto& a, const auto& b) { return a.text.size() > b.text.size(); });
-    ProtoWriter trainer; // TrainerSpec
-    trainer.int_field(3, 2);             // model_type = BPE
+    ProtoWriter trainer;                           // TrainerSpec
+    trainer.int_field(3, 2);                       // model_type = BPE
     trainer.int_field(4, static_cast<int64_t>(n)); // vocab_size
-    trainer.bool_field(35, true);        // byte_fallback
-    trainer.int_field(40, tok->unk_);    // unk_id
-    trainer.int_field(41, tok->bos_);    // bos_id
-    trainer.int_field(42, tok->eos_);    // eos_id
-    trainer.int_field(43, tok->pad_);    // pad_id
+    trainer.bool_field(35, true);                  // byte_fallback
+    trainer.int_field(40, tok->unk_);              // unk_id
+    trainer.int_field(41, tok->bos_);              // bos_id
+    trainer.int_field(42, tok->eos_);              // eos_id
+    trainer.int_field(43, tok->pad_);              // pad_id
     trainer.bytes_field(45, tok->pieces_[tok->unk_]);
     if (tok->bos_ >= 0)
         trainer.bytes_field(46, tok->pieces_[tok->bos_]);
@@ -308,7 +309,11 @@ std::string Utf8Streamer::push(const std::string& bytes) {
         const unsigned char c = static_cast<unsigned char>(pending_[pending_.size() - back]);
         if ((c & 0xc0) == 0x80)
             continue; // continuation byte: keep looking for the lead byte
-        int len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
+        int len = c < 0x80             ? 1
+                  : (c & 0xe0) == 0xc0 ? 2
+                  : (c & 0xf0) == 0xe0 ? 3
+                  : (c & 0xf8) == 0xf0 ? 4
+                                       : 1;
         if (static_cast<size_t>(len) > back)
             cut = pending_.size() - back;
         break;

@@ -40,7 +40,8 @@ int run_bench(const BenchOptions& o) {
     auto model = open_model(o.model);
     using Clock = std::chrono::steady_clock;
     nlohmann::json results = nlohmann::json::array();
-    const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+    const int threads =
+        o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     if (!o.json)
         std::printf("%-10s %-14s %-14s\n", "prompt", "prefill tok/s", "decode tok/s");
     for (int len : o.lengths) {

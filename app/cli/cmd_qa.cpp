@@ -82,11 +82,12 @@ int run_qa(const QaOptions& o) {
             skipped += static_cast<int>(by_doc[doc].size());
             continue;
         }
-        const std::vector<PromptDocument> docs{{std::filesystem::path(doc).filename().string(), text}};
+        const std::vector<PromptDocument> docs{
+            {std::filesystem::path(doc).filename().string(), text}};
         for (const auto& q : by_doc[doc]) {
-            const auto prompt = build_question_prompt(model->tokenizer(),
-                                                      model->info().instruction_tuned, docs,
-                                                      q.at("question").get<std::string>());
+            const auto prompt =
+                build_question_prompt(model->tokenizer(), model->info().instruction_tuned, docs,
+                                      q.at("question").get<std::string>());
             const Answer ans = session.ask(prompt, o.max_tokens, greedy);
             const auto accepted = q.at("answers").get<std::vector<std::string>>();
             const bool ok = qa_answer_matches(ans.text, accepted);
@@ -108,8 +109,8 @@ int run_qa(const QaOptions& o) {
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (o.json) {
-        nlohmann::json j{{"set", o.set},       {"model", model->path()}, {"correct", correct},
-                         {"asked", asked},     {"skipped", skipped},     {"seconds", secs},
+        nlohmann::json j{{"set", o.set},      {"model", model->path()}, {"correct", correct},
+                         {"asked", asked},    {"skipped", skipped},     {"seconds", secs},
                          {"results", results}};
         std::cout << j.dump(2) << "\n";
     } else {

@@ -42,7 +42,7 @@ struct QaOptions {
     std::string set;
     int max_tokens = 32;
     int threads = 0;
-    int min_correct = -1; ///< exit 1 when fewer are correct
+    int min_correct = -1;            ///< exit 1 when fewer are correct
     bool skip_missing_model = false; ///< exit 77 (CTest's skip code) without a model
     bool json = false;
 };

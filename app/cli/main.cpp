@@ -24,8 +24,10 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 32768));
     ask_cmd->add_option("--temperature", ask.temperature, "0 = greedy")
         ->check(CLI::Range(0.0, 10.0));
-    ask_cmd->add_option("--top-k", ask.top_k, "Top-k cut (0 = none)")->check(CLI::Range(0, 1 << 20));
-    ask_cmd->add_option("--top-p", ask.top_p, "Nucleus cut (1 = none)")->check(CLI::Range(0.01, 1.0));
+    ask_cmd->add_option("--top-k", ask.top_k, "Top-k cut (0 = none)")
+        ->check(CLI::Range(0, 1 << 20));
+    ask_cmd->add_option("--top-p", ask.top_p, "Nucleus cut (1 = none)")
+        ->check(CLI::Range(0.01, 1.0));
     ask_cmd->add_option("--seed", ask.seed, "Sampling seed");
     ask_cmd->add_option("--threads", ask.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
@@ -38,17 +40,20 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--lengths", bench.lengths, "Prompt lengths in tokens")
         ->delimiter(',')
         ->check(CLI::Range(2, 32768));
-    bench_cmd->add_option("--decode-tokens", bench.decode_tokens, "Tokens decoded after each prompt")
+    bench_cmd
+        ->add_option("--decode-tokens", bench.decode_tokens, "Tokens decoded after each prompt")
         ->check(CLI::Range(1, 4096));
     bench_cmd->add_option("--threads", bench.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     bench_cmd->add_flag("--json", bench.json, "Print one JSON object");
 
     QaOptions qa;
-    auto* qa_cmd = app.add_subcommand("qa", "Run and score a question set (tests/qa/questions.json)");
+    auto* qa_cmd =
+        app.add_subcommand("qa", "Run and score a question set (tests/qa/questions.json)");
     qa_cmd->add_option("--model", qa.model, "GGUF model file");
     qa_cmd->add_option("--set", qa.set, "Question set (JSON)")->required();
-    qa_cmd->add_option("--max-tokens", qa.max_tokens, "Most answer tokens")->check(CLI::Range(1, 4096));
+    qa_cmd->add_option("--max-tokens", qa.max_tokens, "Most answer tokens")
+        ->check(CLI::Range(1, 4096));
     qa_cmd->add_option("--threads", qa.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     qa_cmd->add_option("--min-correct", qa.min_correct, "Exit 1 when fewer answers are correct");

@@ -66,7 +66,8 @@ Gemma3Model::Gemma3Model(std::unique_ptr<GgufFile> gguf, const std::string& path
     const auto& I = info_;
     if (tokenizer_->n_vocab() != I.n_vocab)
         throw ModelError("the vocabulary has " + std::to_string(tokenizer_->n_vocab()) +
-                         " tokens but token_embd.weight has " + std::to_string(I.n_vocab) + " rows");
+                         " tokens but token_embd.weight has " + std::to_string(I.n_vocab) +
+                         " rows");
     const int64_t q_dim = static_cast<int64_t>(I.n_head) * I.head_dim;
     const int64_t kv_dim = static_cast<int64_t>(I.n_head_kv) * I.head_dim;
     output_norm_ = norm_weight("output_norm.weight", I.n_embd);
@@ -153,7 +154,8 @@ void Gemma3Model::read_hparams() {
         I.sliding_pattern = 6;
         I.defaults_used.push_back("attention.sliding_window_pattern = 6 (5 local : 1 global)");
     }
-    I.chat_template = g.has("tokenizer.chat_template") ? g.get_string("tokenizer.chat_template") : "";
+    I.chat_template =
+        g.has("tokenizer.chat_template") ? g.get_string("tokenizer.chat_template") : "";
     std::string lname = I.name;
     std::transform(lname.begin(), lname.end(), lname.begin(), ::tolower);
     const std::string finetune = g.has("general.finetune") ? g.get_string("general.finetune") : "";
@@ -163,7 +165,8 @@ void Gemma3Model::read_hparams() {
 
     const auto* embd = g.find_tensor("token_embd.weight");
     if (!embd || embd->ne.size() != 2 || embd->ne[0] != I.n_embd)
-        throw ModelError("token_embd.weight missing or not [" + std::to_string(I.n_embd) + ", n_vocab]");
+        throw ModelError("token_embd.weight missing or not [" + std::to_string(I.n_embd) +
+                         ", n_vocab]");
     I.n_vocab = static_cast<int>(embd->ne[1]);
     tok_embd_ = WeightMatrix::from(*embd);
 
@@ -205,9 +208,9 @@ WeightMatrix Gemma3Model::matrix(const std::string& name, int64_t cols, int64_t 
     return WeightMatrix::from(t);
 }
 
-void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n,
-                          ModelMemory& memory, const std::vector<int64_t>& logit_rows,
-                          float* logits, ThreadPool& pool) const {
+void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
+                          const std::vector<int64_t>& logit_rows, float* logits,
+                          ThreadPool& pool) const {
     const auto& I = info_;
     const int64_t E = I.n_embd, F = I.n_ff;
     const int64_t q_dim = static_cast<int64_t>(I.n_head) * I.head_dim;

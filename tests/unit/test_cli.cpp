@@ -113,9 +113,9 @@ TEST_F(Cli, JsonStatisticsAreConsistent) {
     const auto j = nlohmann::json::parse(r.out);
     ASSERT_TRUE(j.contains("answer"));
     const auto& s = j.at("stats");
-    for (const char* k : {"prompt_tokens", "tokens_computed", "tokens_reused", "ttft_ms",
-                          "prefill_tokens_per_s", "decode_tokens_per_s", "generated_tokens",
-                          "peak_rss_bytes"})
+    for (const char* k :
+         {"prompt_tokens", "tokens_computed", "tokens_reused", "ttft_ms", "prefill_tokens_per_s",
+          "decode_tokens_per_s", "generated_tokens", "peak_rss_bytes"})
         EXPECT_TRUE(s.contains(k)) << k;
     EXPECT_EQ(s["tokens_computed"].get<int64_t>() + s["tokens_reused"].get<int64_t>(),
               s["prompt_tokens"].get<int64_t>());

@@ -76,7 +76,8 @@ std::vector<std::vector<float>> reference_logits(const std::string& path, const 
         const bool global = (il + 1) % c.sliding_pattern == 0;
         const double base = global ? c.rope_base : c.rope_base_local;
         const auto Wq = load_f32(*g, p + "attn_q.weight"), Wk = load_f32(*g, p + "attn_k.weight"),
-                   Wv = load_f32(*g, p + "attn_v.weight"), Wo = load_f32(*g, p + "attn_output.weight"),
+                   Wv = load_f32(*g, p + "attn_v.weight"),
+                   Wo = load_f32(*g, p + "attn_output.weight"),
                    Wg = load_f32(*g, p + "ffn_gate.weight"), Wu = load_f32(*g, p + "ffn_up.weight"),
                    Wd = load_f32(*g, p + "ffn_down.weight");
         const auto n_attn = load_f32(*g, p + "attn_norm.weight"),
@@ -135,7 +136,9 @@ std::vector<std::vector<float>> reference_logits(const std::string& path, const 
             auto gt = linear(Wg, E, F, h, 0), up = linear(Wu, E, F, h, 0);
             for (int i = 0; i < F; ++i) {
                 const double z = gt[i];
-                gt[i] = float(0.5 * z * (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z))) * up[i]);
+                gt[i] = float(0.5 * z *
+                              (1 + std::tanh(std::sqrt(2 / M_PI) * (z + 0.044715 * z * z * z))) *
+                              up[i]);
             }
             auto d = linear(Wd, F, E, gt, 0);
             rms(d, 0, E, n_pf);
@@ -184,8 +187,8 @@ protected:
 // Logits of every position via a session that prefills in ubatches of `ubatch` tokens, with
 // the logits of position t taken from a separate run ending at t (the session returns the
 // last position's logits only).
-std::vector<float> session_logits_at(const Model& m, const std::vector<int32_t>& tokens, int64_t upto,
-                                     int64_t ubatch) {
+std::vector<float> session_logits_at(const Model& m, const std::vector<int32_t>& tokens,
+                                     int64_t upto, int64_t ubatch) {
     SessionOptions o;
     o.threads = 2;
     o.ubatch = ubatch;
@@ -223,7 +226,8 @@ TEST_F(TinyGemma3, WindowMatters) {
     const auto tokens = random_tokens(30, m->info().n_vocab, 3);
     const auto a = session_logits_at(*m, tokens, 5, 4), b = session_logits_at(*mw, tokens, 5, 4);
     EXPECT_LT(max_abs_diff(a, b), 1e-5f) << "inside the window both must agree";
-    const auto a2 = session_logits_at(*m, tokens, 29, 4), b2 = session_logits_at(*mw, tokens, 29, 4);
+    const auto a2 = session_logits_at(*m, tokens, 29, 4),
+               b2 = session_logits_at(*mw, tokens, 29, 4);
     EXPECT_GT(max_abs_diff(a2, b2), 1e-3f) << "past the window they must differ";
 }
 
@@ -243,8 +247,7 @@ TEST_F(TinyGemma3, QuantisedWeightsMatchTheirDequantisedReference) {
         for (int64_t ub : {1, 20}) {
             const auto got = session_logits_at(*model, tokens, 19, ub);
             const float tol = 0.15f;
-            EXPECT_LT(max_abs_diff(got, ref[19]), tol)
-                << traits(type).name << " ubatch " << ub;
+            EXPECT_LT(max_abs_diff(got, ref[19]), tol) << traits(type).name << " ubatch " << ub;
         }
     }
 }

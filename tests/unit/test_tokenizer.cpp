@@ -114,7 +114,7 @@ TEST(Tokenizer, RejectsInvalidUtf8) {
     auto g = GgufFile::open(dir + "/t.gguf");
     auto tok = Tokenizer::from_gguf(*g);
     EXPECT_THROW(tok->encode("ab\xff"), std::invalid_argument);
-    EXPECT_THROW(tok->encode("\xc0\xaf"), std::invalid_argument); // overlong '/'
+    EXPECT_THROW(tok->encode("\xc0\xaf"), std::invalid_argument);     // overlong '/'
     EXPECT_THROW(tok->encode("\xed\xa0\x80"), std::invalid_argument); // surrogate
     // Byte fallback: a character outside the tiny vocabulary becomes its UTF-8 bytes.
     const auto ids = tok->encode("\xc3\xa9");

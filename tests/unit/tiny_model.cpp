@@ -9,15 +9,22 @@
 namespace spanscope::test {
 
 std::vector<std::string> tiny_vocab() {
-    std::vector<std::string> v{"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>",
-                               "<end_of_turn>", "\n"};
+    std::vector<std::string> v{"<pad>",           "<eos>",         "<bos>", "<unk>",
+                               "<start_of_turn>", "<end_of_turn>", "\n"};
     char buf[8];
     for (int b = 0; b < 256; ++b) {
         std::snprintf(buf, sizeof buf, "<0x%02X>", b);
         v.emplace_back(buf);
     }
     for (const char* w : {"\xe2\x96\x81", "a", "b", "c", "e", "h", "t", "th", "the",
-                          "\xe2\x96\x81" "the", "\xe2\x96\x81" "a", "at", "\xe2\x96\x81" "cat", "c", "o"}) {
+                          "\xe2\x96\x81"
+                          "the",
+                          "\xe2\x96\x81"
+                          "a",
+                          "at",
+                          "\xe2\x96\x81"
+                          "cat",
+                          "c", "o"}) {
         bool dup = false;
         for (const auto& s : v)
             dup = dup || s == w;
@@ -77,7 +84,8 @@ void write_tiny_gemma3(const std::string& path, const TinyGemma3Config& c) {
         return v;
     };
     const int64_t E = c.n_embd, V = static_cast<int64_t>(vocab.size());
-    const int64_t q_dim = int64_t{c.n_head} * c.head_dim, kv_dim = int64_t{c.n_head_kv} * c.head_dim;
+    const int64_t q_dim = int64_t{c.n_head} * c.head_dim,
+                  kv_dim = int64_t{c.n_head_kv} * c.head_dim;
     w.add_tensor_f32("token_embd.weight", c.embd_type, {E, V}, random(E * V, 0.5f));
     w.add_tensor_f32("output_norm.weight", TensorType::F32, {E}, random(E, 0.1f, 1.0f));
     for (int il = 0; il < c.n_layer; ++il) {

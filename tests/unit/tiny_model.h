@@ -19,10 +19,10 @@ struct TinyGemma3Config {
     int head_dim = 32;
     int n_ctx = 256;
     int sliding_window = 8;
-    int sliding_pattern = 2;        ///< written as gemma3.attention.sliding_window_pattern
+    int sliding_pattern = 2; ///< written as gemma3.attention.sliding_window_pattern
     float rope_base = 1000000.0f;
     float rope_base_local = 10000.0f;
-    bool write_local_base = true;   ///< write gemma3.rope.freq_base_swa
+    bool write_local_base = true;             ///< write gemma3.rope.freq_base_swa
     TensorType matrix_type = TensorType::F32; ///< type of the projection matrices
     TensorType embd_type = TensorType::F32;
     uint64_t seed = 1;
