@@ -9,7 +9,9 @@
 
 namespace spanscope::test {
 
-std::string data_dir() { return SPANSCOPE_TEST_DATA; }
+std::string data_dir() {
+    return SPANSCOPE_TEST_DATA;
+}
 
 std::optional<std::string> real_model_path() {
     auto found = locate_model("");
