@@ -92,7 +92,8 @@ TEST_F(RealTokenizer, SpecialIdsMatch) {
 }
 
 TEST_F(RealTokenizer, PiecesDecodeLikeLlamaCpp) {
-    for (const auto& p : fixture()["pieces"]) {
+    const auto f = fixture(); // keep the document alive while iterating over a member
+    for (const auto& p : f["pieces"]) {
         const int id = p["id"].get<int>();
         EXPECT_EQ(tok_->token_bytes(id), from_hex(p["piece"]["hex"].get<std::string>())) << id;
     }
