@@ -1,12 +1,19 @@
 #include "model.h"
 
+#include "matmul.h"
 #include "memory_full.h"
 #include "memory_sliding.h"
 #include "models/gemma3.h"
 
+#include <mutex>
+
 namespace spanscope {
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
+    // The engine parallelises around OpenBLAS with its own pool; OpenBLAS's own threads would
+    // oversubscribe the cores whoever calls forward().
+    static std::once_flag blas_once;
+    std::call_once(blas_once, [] { set_blas_threads(1); });
     auto gguf = GgufFile::open(path);
     if (!gguf->has("general.architecture"))
         throw ModelError("not a model file: general.architecture is missing");

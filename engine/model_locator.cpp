@@ -35,13 +35,12 @@ ModelLocation locate_model(const std::string& explicit_path) {
         return loc;
     }
     if (const char* env = std::getenv("SPANSCOPE_MODEL"); env && *env) {
+        // Set means chosen: a wrong path is reported when it is opened, never replaced by
+        // another model.
         loc.searched.emplace_back(env);
-        std::error_code ec;
-        if (fs::is_regular_file(env, ec)) {
-            loc.path = env;
-            loc.source = "SPANSCOPE_MODEL";
-            return loc;
-        }
+        loc.path = env;
+        loc.source = "SPANSCOPE_MODEL";
+        return loc;
     }
     for (const auto& dir : xdg_data_dirs()) {
         std::string p = dir + "/spanscope/models/" + kDefaultModelName;

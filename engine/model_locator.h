@@ -16,8 +16,8 @@ struct ModelLocation {
     std::vector<std::string> searched; ///< every place looked at, in order
 };
 
-/// Resolve the model path. An explicit path (from --model) is returned as is, even if it does
-/// not exist (opening it then gives the error). Never throws.
+/// Resolve the model path. An explicit path (from --model, or $SPANSCOPE_MODEL when set) is
+/// returned as is, even if it does not exist (opening it then gives the error). Never throws.
 ModelLocation locate_model(const std::string& explicit_path);
 
 /// A multi-line message telling the user how to install the default model.

@@ -64,8 +64,16 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& tokens,
         std::vector<int64_t> rows;
         if (last)
             rows.push_back(n - 1);
-        model_.forward(tokens.data() + done, pos.data(), n, memory_, rows, logits.data(), pool_);
+        try {
+            model_.forward(tokens.data() + done, pos.data(), n, memory_, rows, logits.data(),
+                           pool_);
+        } catch (...) {
+            // Some layers may have stored this ubatch and others not: start over clean.
+            reset();
+            throw;
+        }
         n_past_ += n;
+        tokens_processed_ += n;
         done += n;
         if (progress)
             progress(done, total);
@@ -82,6 +90,8 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
                     const std::atomic<bool>* cancel) {
     const auto t0 = Clock::now();
     const int64_t n_prompt = static_cast<int64_t>(prompt.tokens.size());
+    if (n_prompt == 0)
+        throw std::invalid_argument("empty prompt");
     if (n_prompt > n_ctx_)
         throw ContextOverflow("prompt of " + std::to_string(n_prompt) +
                               " tokens exceeds the context window of " + std::to_string(n_ctx_) +
@@ -91,6 +101,7 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
     Sampler sampler(sampling);
     const auto& tok = model_.tokenizer();
 
+    const int64_t processed_before = tokens_processed_;
     // Reuse the cached document prefix when this prompt starts with it.
     std::vector<float> logits;
     int64_t start = 0;
@@ -119,13 +130,14 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
         std::vector<int32_t> rest(prompt.tokens.begin() + start, prompt.tokens.end());
         logits = prefill(rest, cancel);
     }
-    ans.stats.tokens_computed = n_prompt - ans.stats.tokens_reused;
+    ans.stats.tokens_computed = tokens_processed_ - processed_before;
     ans.stats.prefill_ms = ms_since(t0);
     if (ans.stats.tokens_computed > 0 && ans.stats.prefill_ms > 0)
         ans.stats.prefill_tokens_per_s =
             ans.stats.tokens_computed / (ans.stats.prefill_ms / 1000.0);
 
     const auto t_decode = Clock::now();
+    const int64_t processed_at_decode = tokens_processed_;
     Utf8Streamer stream;
     std::string raw;
     ans.stop_reason = "max_tokens";
@@ -162,8 +174,8 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
         on_text(tail);
     ans.stats.generated_tokens = static_cast<int64_t>(ans.tokens.size());
     ans.stats.decode_ms = ms_since(t_decode);
-    // Decode speed counts the forward passes after the first token.
-    const int64_t decoded = std::max<int64_t>(0, ans.stats.generated_tokens - 1);
+    // Decode speed counts the forward passes that decoding ran.
+    const int64_t decoded = tokens_processed_ - processed_at_decode;
     if (decoded > 0 && ans.stats.decode_ms > 0)
         ans.stats.decode_tokens_per_s = decoded / (ans.stats.decode_ms / 1000.0);
     ans.stats.memory = memory_.total();

@@ -40,6 +40,7 @@ struct SessionOptions {
 struct GenerationStats {
     int64_t prompt_tokens = 0;
     int64_t tokens_computed = 0; ///< prompt tokens run through the model by this answer
+                                 ///< (counted by the session at each forward call)
     int64_t tokens_reused = 0;   ///< prompt tokens whose K/V came from a cached prefix
     int64_t generated_tokens = 0;
     double ttft_ms = 0; ///< from ask() to the first answer token
@@ -65,6 +66,9 @@ public:
     const Model& model() const { return model_; }
     int64_t n_ctx() const { return n_ctx_; }
     int64_t n_past() const { return n_past_; }
+    /// Tokens run through the model by this session so far (prefill and decode), counted where
+    /// the forward pass is called: the statistics of ask() are differences of this counter.
+    int64_t tokens_processed() const { return tokens_processed_; }
     ModelMemory& memory() { return memory_; }
     ThreadPool& pool() { return pool_; }
     /// Forget everything (memory and cached prefix).
@@ -73,18 +77,21 @@ public:
     /// Run tokens after what the memory holds, in ubatches of options.ubatch; returns the
     /// next-token logits after the last token [n_vocab]. progress(done, total) after each
     /// ubatch; cancel checked before each ubatch (throws Cancelled, memory then holds the
-    /// ubatches done). Throws ContextOverflow if n_past + tokens > n_ctx.
+    /// ubatches done). Throws ContextOverflow if n_past + tokens > n_ctx. Any other exception
+    /// from the forward pass resets the session (memory and cached prefix), so that it never
+    /// holds half a ubatch.
     std::vector<float> prefill(const std::vector<int32_t>& tokens,
                                const std::atomic<bool>* cancel = nullptr,
                                const std::function<void(int64_t, int64_t)>& progress = {});
-    /// Run one token; returns its next-token logits [n_vocab].
+    /// Run one token; returns its next-token logits [n_vocab]. Throws ContextOverflow when the
+    /// context is full.
     std::vector<float> decode(int32_t token);
 
     /// Answer a question prompt: reuse the cached prefix when the prompt starts with it,
     /// otherwise prefill from scratch (and cache prompt.prefix_len tokens for next time);
     /// then generate up to max_tokens, calling on_text with each complete UTF-8 piece.
     /// Throws ContextOverflow (prompt longer than the context: message gives both lengths),
-    /// Cancelled.
+    /// Cancelled, std::invalid_argument for an empty prompt.
     Answer ask(const Prompt& prompt, int max_tokens, const SamplingParams& sampling,
                const std::function<void(const std::string&)>& on_text = {},
                const std::atomic<bool>* cancel = nullptr);
@@ -96,6 +103,7 @@ private:
     ThreadPool pool_;
     ModelMemory memory_;
     int64_t n_past_ = 0;
+    int64_t tokens_processed_ = 0;
     struct PrefixCache {
         std::vector<int32_t> tokens;
         ModelMemory memory;

@@ -38,18 +38,27 @@ std::string read_text_document(const std::string& path, size_t max_bytes) {
         throw DocumentError(path + ": no such file");
     if (fs::is_directory(path, ec))
         throw DocumentError(path + ": is a directory, not a document");
+    // Devices, pipes and sockets (/dev/zero, /dev/stdin) have no end to read to.
+    if (!fs::is_regular_file(path, ec))
+        throw DocumentError(path + ": is not a regular file");
     std::ifstream in(path, std::ios::binary);
     if (!in)
         throw DocumentError(path + ": cannot be read (" + std::strerror(errno) + ")");
     const auto size = fs::file_size(path, ec);
-    if (!ec && size > max_bytes)
+    if (ec)
+        throw DocumentError(path + ": cannot be read (" + ec.message() + ")");
+    if (size > max_bytes)
         throw DocumentError(path + ": is " + std::to_string(size) + " bytes, more than the " +
                             std::to_string(max_bytes) + " bytes a document may have");
-    std::ostringstream ss;
-    ss << in.rdbuf();
+    // Read at most what the size said (plus one byte to notice a file that grew meanwhile).
+    std::string text(static_cast<size_t>(size) + 1, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
     if (in.bad())
         throw DocumentError(path + ": read error");
-    std::string text = ss.str();
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (text.size() > max_bytes)
+        throw DocumentError(path + ": grew past " + std::to_string(max_bytes) +
+                            " bytes while read");
     if (text.compare(0, 3, "\xef\xbb\xbf") == 0)
         text.erase(0, 3);
     if (const auto nul = text.find('\0'); nul != std::string::npos)

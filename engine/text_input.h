@@ -14,7 +14,8 @@ public:
 };
 
 /// Read `path` as UTF-8 text (a leading UTF-8 BOM is dropped, CRLF kept as is).
-/// Throws DocumentError: missing/unreadable file, a directory, a binary file (NUL byte),
+/// Throws DocumentError: missing/unreadable file, a directory or other non-regular file, a
+/// binary file (NUL byte),
 /// invalid UTF-8 (with the byte offset), or a document with no non-whitespace text.
 /// max_bytes bounds what is read (default 64 MiB).
 std::string read_text_document(const std::string& path, size_t max_bytes = 64u << 20);

@@ -51,10 +51,10 @@ step_model() {
     mv "$MODEL.part" "$MODEL"
 }
 
-step_build() {
+step_build() { # [target]
     echo "== building in $BUILD"
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" -j "$JOBS"
+    cmake --build "$BUILD" -j "$JOBS" ${1:+--target "$1"}
 }
 
 step_fuzz_build() {
@@ -71,7 +71,7 @@ build) step_deps; step_build ;;
 demo)
     step_deps
     step_model
-    step_build
+    step_build spanscope-cli
     doc=/usr/share/common-licenses/GPL-3
     q="How many days does a licensee have to cure a first violation after being notified?"
     echo "== spanscope-cli ask --doc $doc \"$q\""

@@ -76,7 +76,8 @@ int run_ask(const AskOptions& o) {
                   {"peak_rss_bytes", peak_rss_bytes()},
                   {"memory_fast_tier_bytes", s.memory.fast_tier_bytes},
                   {"memory_host_tier_bytes", s.memory.host_tier_bytes}};
-    std::cout << j.dump() << "\n";
+    // replace: a byte-fallback answer may end in an incomplete UTF-8 sequence.
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
 }
 

@@ -44,6 +44,12 @@ int run_bench(const BenchOptions& o) {
         o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     if (!o.json)
         std::printf("%-10s %-14s %-14s\n", "prompt", "prefill tok/s", "decode tok/s");
+    for (int len : o.lengths)
+        if (len + o.decode_tokens > model->info().n_ctx_train)
+            throw std::runtime_error("prompt length " + std::to_string(len) + " plus " +
+                                     std::to_string(o.decode_tokens) +
+                                     " decoded tokens exceeds the context window of " +
+                                     std::to_string(model->info().n_ctx_train) + " tokens");
     for (int len : o.lengths) {
         SessionOptions so;
         so.threads = threads;

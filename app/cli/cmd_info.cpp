@@ -14,14 +14,15 @@ std::unique_ptr<Model> open_model(const std::string& explicit_path) {
     const auto where = locate_model(explicit_path);
     if (where.path.empty())
         throw std::runtime_error(missing_model_message(where));
+    const std::string from = where.source == "--model" ? "" : " (from " + where.source + ")";
     try {
         return Model::load(where.path);
     } catch (const std::system_error& e) {
-        throw std::runtime_error("cannot open model " + where.path + ": " + e.what());
+        throw std::runtime_error("cannot open model " + where.path + from + ": " + e.what());
     } catch (const GgufError& e) {
-        throw std::runtime_error("invalid model file " + where.path + ": " + e.what());
+        throw std::runtime_error("invalid model file " + where.path + from + ": " + e.what());
     } catch (const ModelError& e) {
-        throw std::runtime_error("unusable model " + where.path + ": " + e.what());
+        throw std::runtime_error("unusable model " + where.path + from + ": " + e.what());
     }
 }
 

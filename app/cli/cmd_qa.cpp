@@ -5,6 +5,7 @@
 #include "commands.h"
 
 #include "model.h"
+#include "model_locator.h"
 #include "prompt.h"
 #include "session.h"
 #include "text_input.h"
@@ -46,16 +47,15 @@ int run_qa(const QaOptions& o) {
     } catch (const nlohmann::json::exception& e) {
         throw std::runtime_error(o.set + ": not valid JSON (" + e.what() + ")");
     }
-    std::unique_ptr<Model> model;
-    try {
-        model = open_model(o.model);
-    } catch (const std::exception& e) {
-        if (o.skip_missing_model) {
-            std::cout << "SKIP: " << e.what() << "\n";
+    if (o.skip_missing_model && o.model.empty()) {
+        const auto where = locate_model("");
+        if (where.path.empty()) {
+            std::cout << "SKIP: " << missing_model_message(where) << "\n";
             return 77;
         }
-        throw;
     }
+    // A model that is found but broken is an error, never a skip.
+    auto model = open_model(o.model);
     SessionOptions so;
     so.threads = o.threads;
     Session session(*model, so);
@@ -112,10 +112,14 @@ int run_qa(const QaOptions& o) {
         nlohmann::json j{{"set", o.set},      {"model", model->path()}, {"correct", correct},
                          {"asked", asked},    {"skipped", skipped},     {"seconds", secs},
                          {"results", results}};
-        std::cout << j.dump(2) << "\n";
+        std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
         std::cout << "QA: " << correct << " of " << asked << " answered correctly (" << skipped
                   << " skipped, " << static_cast<int>(secs) << " s)\n";
+    }
+    if (o.min_correct >= 0 && asked == 0) {
+        std::cerr << "QA: no question could be asked (every document is missing)\n";
+        return 1;
     }
     if (o.min_correct >= 0 && correct < o.min_correct) {
         std::cerr << "QA regression: " << correct << " correct, the baseline is " << o.min_correct

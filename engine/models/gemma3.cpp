@@ -122,6 +122,9 @@ void Gemma3Model::read_hparams() {
     if (I.head_dim % 2 != 0)
         throw ModelError("key_length must be even for RoPE");
     I.sliding_window = static_cast<int>(need_int(a + "attention.sliding_window"));
+    if (I.sliding_window > I.n_ctx_train)
+        throw ModelError("attention.sliding_window " + std::to_string(I.sliding_window) +
+                         " is larger than the context length " + std::to_string(I.n_ctx_train));
     if (!g.has(a + "attention.layer_norm_rms_epsilon"))
         throw ModelError("missing hyper-parameter " + a + "attention.layer_norm_rms_epsilon");
     I.rms_eps = static_cast<float>(g.get_float(a + "attention.layer_norm_rms_epsilon"));

@@ -57,8 +57,15 @@ protected:
     }
 
     // CliRun the CLI with an isolated environment (no installed model is found by accident).
-    CliRun run(const std::vector<std::string>& args) {
-        std::string cmd = "env -u SPANSCOPE_MODEL HOME=";
+    CliRun run(const std::vector<std::string>& args, const std::string& model_env = "") {
+        std::string cmd = "env ";
+        if (model_env.empty()) {
+            cmd += "-u SPANSCOPE_MODEL";
+        } else {
+            cmd += "SPANSCOPE_MODEL=";
+            cmd += quote(model_env);
+        }
+        cmd += " HOME=";
         cmd += quote(dir_);
         cmd += " XDG_DATA_HOME=";
         cmd += quote(dir_ + "/xdg");
@@ -103,7 +110,20 @@ TEST_F(Cli, AnswersWithATinyModel) {
     const auto r = run({"ask", "--model", model_, "--doc", doc_, "--max-tokens", "5", "What?"});
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.err, "");
-    EXPECT_FALSE(r.out.empty());
+    EXPECT_GT(r.out.size(), 1u); // more than the closing newline
+    EXPECT_EQ(r.out.back(), '\n');
+}
+
+TEST_F(Cli, ModelFromTheEnvironment) {
+    const auto ok = run({"info", "--json"}, model_);
+    EXPECT_EQ(ok.status, 0) << ok.err;
+    // Set but wrong: an error naming the variable, never a fall-back to another model.
+    expect_clean_error(run({"info"}, dir_ + "/missing.gguf"), "SPANSCOPE_MODEL");
+}
+
+TEST_F(Cli, DeviceAsDocument) {
+    expect_clean_error(run({"ask", "--model", model_, "--doc", "/dev/zero", "Q?"}),
+                       "not a regular file");
 }
 
 TEST_F(Cli, JsonStatisticsAreConsistent) {

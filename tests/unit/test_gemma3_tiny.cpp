@@ -221,7 +221,7 @@ TEST_F(TinyGemma3, WindowMatters) {
     TinyGemma3Config c;
     const auto path = write(c, "a.gguf");
     TinyGemma3Config wide = c;
-    wide.sliding_window = 1000;
+    wide.sliding_window = wide.n_ctx; // wider than the 30-token sequence
     const auto path_wide = write(wide, "b.gguf");
     auto m = Model::load(path), mw = Model::load(path_wide);
     const auto tokens = random_tokens(30, m->info().n_vocab, 3);
@@ -382,7 +382,47 @@ TEST_F(TinyGemma3, MaxTokensGuardEndsGeneration) {
     auto m = Model::load(write(c));
     const auto p = build_question_prompt(m->tokenizer(), true, {{"d", "the cat"}}, "cat?");
     Session s(*m, SessionOptions{});
+    // Premise: left alone, this model runs past 3 tokens (an instruction-style prompt has no
+    // end-of-line stop).
+    const auto free_run = s.ask(p, 40, SamplingParams{});
+    ASSERT_GT(free_run.stats.generated_tokens, 3) << "stop reason " << free_run.stop_reason;
     const auto a = s.ask(p, 3, SamplingParams{});
-    EXPECT_LE(a.stats.generated_tokens, 3);
-    EXPECT_TRUE(a.stop_reason == "max_tokens" || a.stop_reason == "eog") << a.stop_reason;
+    EXPECT_EQ(a.stats.generated_tokens, 3);
+    EXPECT_EQ(a.stop_reason, "max_tokens");
+    EXPECT_EQ(std::vector<int32_t>(free_run.tokens.begin(), free_run.tokens.begin() + 3), a.tokens);
+}
+
+TEST_F(TinyGemma3, ArchitectureDefaultsWhenTheFileIsSilent) {
+    // The real file has neither rope.freq_base_swa nor sliding_window_pattern: the Gemma 3
+    // values (10 000, every 6th layer global) apply and are reported.
+    TinyGemma3Config c;
+    c.n_layer = 6;
+    c.write_local_base = false;
+    c.write_pattern = false;
+    auto m = Model::load(write(c));
+    const auto& I = m->info();
+    EXPECT_EQ(I.sliding_pattern, 6);
+    EXPECT_DOUBLE_EQ(I.rope_base_local, 10000.0);
+    EXPECT_EQ(I.defaults_used.size(), 2u);
+    for (int il = 0; il < 6; ++il)
+        EXPECT_EQ(I.layers[il].sliding(), il != 5) << il;
+}
+
+TEST_F(TinyGemma3, ComputedTokensAreCountedByTheEngine) {
+    TinyGemma3Config c;
+    auto m = Model::load(write(c));
+    const std::vector<PromptDocument> docs{{"d.txt", "the cat at the cat\n"}};
+    Session s(*m, SessionOptions{});
+    const auto p = build_question_prompt(m->tokenizer(), false, docs, "cat?");
+    const int64_t before = s.tokens_processed();
+    const auto a = s.ask(p, 2, SamplingParams{});
+    const int64_t prompt_work = static_cast<int64_t>(p.tokens.size());
+    // Every prompt token ran once, then one forward pass per decoded token.
+    EXPECT_EQ(a.stats.tokens_computed, prompt_work);
+    EXPECT_GE(s.tokens_processed() - before, prompt_work);
+    const int64_t before2 = s.tokens_processed();
+    const auto b = s.ask(p, 1, SamplingParams{});
+    EXPECT_EQ(b.stats.tokens_reused, p.prefix_len);
+    EXPECT_EQ(s.tokens_processed() - before2, prompt_work - p.prefix_len);
+    EXPECT_THROW(s.ask(Prompt{}, 1, SamplingParams{}), std::invalid_argument);
 }

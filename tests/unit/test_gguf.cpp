@@ -519,12 +519,10 @@ TEST(GgufCorrupt, HugeCountsFailFast) {
     for (uint64_t n : {uint64_t{1} << 60, UINT64_MAX, uint64_t{1000}}) {
         auto f = small_valid();
         f.kv_count = n;
-        const auto t0 = std::chrono::steady_clock::now();
         expect_gguf_error(f.build(), "key/value count " + std::to_string(n));
         auto g = small_valid();
         g.tensor_count = n;
         expect_gguf_error(g.build(), "tensor count " + std::to_string(n));
-        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
     }
     // A count that fits the bound but not the actual entries still ends in "truncated".
     auto f = small_valid();

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 using namespace spanscope;
@@ -47,8 +48,18 @@ protected:
     static void SetUpTestSuite() {
         std::ifstream in(data_dir() + "/reference/fixtures/logits.json");
         fixture_ = new nlohmann::json(nlohmann::json::parse(in));
-        if (const auto path = real_model_path())
+        if (const auto path = real_model_path()) {
+            // The fixture belongs to one file: a different model would fail confusingly.
+            const auto want = (*fixture_)["meta"]["model_size_bytes"].get<uintmax_t>();
+            const auto have = std::filesystem::file_size(*path);
+            if (have != want)
+                throw std::runtime_error("the installed model " + *path + " has " +
+                                         std::to_string(have) +
+                                         " bytes; the fixture was made "
+                                         "from a file of " +
+                                         std::to_string(want) + " bytes");
             model_ = Model::load(*path).release();
+        }
     }
     static void TearDownTestSuite() {
         delete model_;

@@ -52,7 +52,9 @@ void write_tiny_gemma3(const std::string& path, const TinyGemma3Config& c) {
     if (c.write_local_base)
         w.set_float32(a + "rope.freq_base_swa", c.rope_base_local);
     w.set_uint32(a + "attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
-    w.set_uint32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(c.sliding_pattern));
+    if (c.write_pattern)
+        w.set_uint32(a + "attention.sliding_window_pattern",
+                     static_cast<uint32_t>(c.sliding_pattern));
 
     const auto vocab = tiny_vocab();
     std::vector<float> scores;

@@ -23,6 +23,7 @@ struct TinyGemma3Config {
     float rope_base = 1000000.0f;
     float rope_base_local = 10000.0f;
     bool write_local_base = true;             ///< write gemma3.rope.freq_base_swa
+    bool write_pattern = true;                ///< write gemma3.attention.sliding_window_pattern
     TensorType matrix_type = TensorType::F32; ///< type of the projection matrices
     TensorType embd_type = TensorType::F32;
     uint64_t seed = 1;
