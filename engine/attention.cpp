@@ -1,5 +1,7 @@
 #include "attention.h"
 
+#include "simd.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -82,12 +84,7 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                     std::fill(row, row + n_kv, 0.0f);
                     continue;
                 }
-                double sum = 0.0;
-                for (int64_t j = 0; j < n_kv; ++j) {
-                    const float e = row[j] == neg_inf ? 0.0f : std::exp(row[j] - mx);
-                    row[j] = e;
-                    sum += e;
-                }
+                const double sum = exp_shifted_sum(row, n_kv, mx); // masked -inf -> 0
                 const float inv = static_cast<float>(1.0 / sum);
                 for (int64_t j = 0; j < n_kv; ++j)
                     row[j] *= inv;
