@@ -8,10 +8,10 @@
 namespace spanscope {
 
 namespace {
-// Marks a slot never written; attend() reads only the filled prefix of the ring, so such a
-// slot never reaches the attention mask.
 // Below this many queries attend() reads the ring as it is instead of unrolling it.
 constexpr int64_t kUnrollMinQueries = 32;
+// Marks a slot never written; attend() reads only the filled prefix of the ring, so such a
+// slot never reaches the attention mask.
 constexpr int32_t kEmpty = std::numeric_limits<int32_t>::min();
 } // namespace
 

@@ -1,5 +1,6 @@
 #include "tensor_type.h"
 
+#include <array>
 #include <stdexcept>
 #include <string>
 
@@ -56,35 +57,16 @@ std::optional<TensorTypeTraits> tensor_type_traits(uint32_t id) {
 }
 
 const TensorTypeTraits& traits(TensorType t) {
-    switch (t) {
-    case TensorType::F32:
-        return kF32;
-    case TensorType::F16:
-        return kF16;
-    case TensorType::BF16:
-        return kBF16;
-    case TensorType::Q4_0:
-        return kQ4_0;
-    case TensorType::Q4_1:
-        return kQ4_1;
-    case TensorType::Q5_0:
-        return kQ5_0;
-    case TensorType::Q5_1:
-        return kQ5_1;
-    case TensorType::Q8_0:
-        return kQ8_0;
-    case TensorType::Q8_1:
-        return kQ8_1;
-    case TensorType::Q4_K:
-        return kQ4_K;
-    case TensorType::Q5_K:
-        return kQ5_K;
-    case TensorType::Q6_K:
-        return kQ6_K;
-    case TensorType::Q8_K:
-        return kQ8_K;
-    }
-    throw std::invalid_argument("unknown tensor type " + std::to_string(static_cast<uint32_t>(t)));
+    static const auto table = [] {
+        std::array<std::optional<TensorTypeTraits>, 64> all{};
+        for (uint32_t id = 0; id < all.size(); ++id)
+            all[id] = tensor_type_traits(id);
+        return all;
+    }();
+    const auto id = static_cast<uint32_t>(t);
+    if (id >= table.size() || !table[id])
+        throw std::invalid_argument("unknown tensor type " + std::to_string(id));
+    return *table[id];
 }
 
 size_t row_bytes(TensorType t, int64_t n) {

@@ -745,12 +745,12 @@ TEST(GgufCorrupt, OpenErrorsNameThePath) {
 }
 
 TEST(GgufCorrupt, SeedCorpusFilesAreHandled) {
-    // The fuzz seeds (tests/fuzz/corpus, written by gguf-py) are valid and must parse; any
-    // other file there (a saved fuzz finding) must parse or fail with GgufError.
+    // The fuzz seeds (tests/fuzz/corpus, written by gguf-py) are valid and must parse; the
+    // committed corrupted files (bad-*.bin: truncations, bad version, magic and counts) must
+    // fail with GgufError; any other file (a saved fuzz finding) must parse or fail cleanly.
     const auto dir = test::data_dir() + "/fuzz/corpus";
-    if (!std::filesystem::exists(dir))
-        GTEST_SKIP() << "no corpus at " << dir;
-    size_t n = 0;
+    ASSERT_TRUE(std::filesystem::exists(dir)) << "the committed corpus is missing: " << dir;
+    size_t n = 0, bad = 0;
     for (const auto& e : std::filesystem::directory_iterator(dir)) {
         std::ifstream in(e.path(), std::ios::binary);
         std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)), {});
@@ -758,9 +758,14 @@ TEST(GgufCorrupt, SeedCorpusFilesAreHandled) {
         if (e.path().extension() == ".gguf") {
             EXPECT_TRUE(ok) << e.path();
         }
+        if (e.path().filename().string().rfind("bad-", 0) == 0) {
+            EXPECT_FALSE(ok) << e.path() << " must be rejected";
+            ++bad;
+        }
         ++n;
     }
-    EXPECT_GE(n, 4u);
+    EXPECT_GE(n, 12u);
+    EXPECT_GE(bad, 8u);
 }
 
 TEST(GgufCorrupt, ReadsFilesWrittenByGgufPy) {
