@@ -1,4 +1,4 @@
-// Internal to the quantisation kernels (quant.cpp, quant_scalar.cpp, quant_avx2.cpp,
+// Internal to the quantisation kernels (quant.cpp, quant_scalar*.cpp, quant_avx2.cpp,
 // quant_avx512.cpp): ggml's block structures and the per-level tables of kernel functions.
 // Not part of the engine's public interface; use quant.h.
 //
@@ -120,6 +120,12 @@ static inline constexpr size_t slot(TensorType t) {
 
 /// Fills every type with the scalar reference kernels.
 void fill_scalar_kernels(KernelTable& table);
+/// The scalar reference kernels of one family each (called by fill_scalar_kernels):
+/// F32/F16/BF16 (quant_scalar_float.cpp), the 32-element blocks Q4_0..Q8_1
+/// (quant_scalar_q32.cpp), the K-quants Q4_K..Q8_K (quant_scalar_kquant.cpp).
+void fill_scalar_float_kernels(KernelTable& table);
+void fill_scalar_q32_kernels(KernelTable& table);
+void fill_scalar_kquant_kernels(KernelTable& table);
 /// Overwrites the entries that have an AVX2/FMA/F16C implementation (call after the scalar fill).
 void fill_avx2_kernels(KernelTable& table);
 /// Overwrites the entries that have an AVX-512 implementation (call after the AVX2 fill).
