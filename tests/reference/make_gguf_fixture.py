@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dump a GGUF file's metadata and tensor table with gguf-py (an independent reader) to JSON.
 
-tests/unit/test_gguf.cpp compares Spanscope's reader against this fixture.
+tests/unit/test_gguf_real_model.cpp compares Spanscope's reader against this fixture.
 
     python3 tests/reference/make_gguf_fixture.py MODEL.gguf tests/reference/fixtures/gguf_real_model.json
 
