@@ -73,7 +73,7 @@ demo)
     step_model
     step_build spanscope-cli
     doc=/usr/share/common-licenses/GPL-3
-    q="How many days does a licensee have to cure a first violation after being notified?"
+    q="Which organization holds the copyright on the text of this license?"
     echo "== spanscope-cli ask --doc $doc \"$q\""
     "$BUILD/app/cli/spanscope-cli" ask --doc "$doc" "$q"
     ;;

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -15,12 +16,17 @@ std::unique_ptr<Model> open_model(const std::string& explicit_path) {
     if (where.path.empty())
         throw std::runtime_error(missing_model_message(where));
     const std::string from = where.source == "--model" ? "" : " (from " + where.source + ")";
+    if (std::error_code ec; std::filesystem::is_directory(where.path, ec))
+        throw std::runtime_error("model " + where.path + from + " is a directory, not a GGUF file");
     try {
         return Model::load(where.path);
     } catch (const std::system_error& e) {
-        throw std::runtime_error("cannot open model " + where.path + from + ": " + e.what());
+        // The reader's message repeats the path; the error code says what went wrong.
+        throw std::runtime_error("cannot open model " + where.path + from + ": " +
+                                 e.code().message());
     } catch (const GgufError& e) {
-        throw std::runtime_error("invalid model file " + where.path + from + ": " + e.what());
+        // GgufError from open() already ends in "(file PATH)".
+        throw std::runtime_error("invalid model file" + from + ": " + e.what());
     } catch (const ModelError& e) {
         throw std::runtime_error("unusable model " + where.path + from + ": " + e.what());
     }

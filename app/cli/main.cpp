@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
     using namespace spanscope::cli;
     CLI::App app{"Spanscope: question long documents with a local language model"};
     app.require_subcommand(1);
+    app.option_defaults()->always_capture_default(); // --help shows every default
 
     InfoOptions info;
     auto* info_cmd = app.add_subcommand("info", "Print the model's metadata and tensor types");
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0, 1 << 20));
     ask_cmd->add_option("--top-p", ask.top_p, "Nucleus cut (1 = none)")
         ->check(CLI::Range(0.01, 1.0));
-    ask_cmd->add_option("--seed", ask.seed, "Sampling seed");
+    ask_cmd->add_option("--seed", ask.seed, "Sampling seed (fixed by default: runs repeat)");
     ask_cmd->add_option("--threads", ask.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     ask_cmd->add_flag("--json", ask.json, "Print one JSON object with the answer and statistics");
