@@ -82,9 +82,10 @@ test)
     step_model
     step_build
     step_fuzz_build
+    echo "== replaying the fuzz corpus"
+    ctest --test-dir "$BUILD-fuzz" --output-on-failure -R fuzz_
     echo "== running the test suite"
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
-    ctest --test-dir "$BUILD-fuzz" --output-on-failure -R fuzz_
     ;;
 *)
     sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
