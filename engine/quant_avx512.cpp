@@ -6,11 +6,7 @@
 // vpdpbusd (one instruction instead of maddubs + madd + add) on 256-bit vectors, which avoids the
 // frequency drop of 512-bit registers on older Xeons for this memory-bound work.
 
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "quant_no_contract.h" // first: no automatic FMA below
 
 #include "fp16.h"
 #include "quant_impl.h"

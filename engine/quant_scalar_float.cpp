@@ -1,13 +1,7 @@
 // Scalar reference kernels of the unquantised types F32, F16 and BF16: conversion by fp16.h and
 // plain dot products against f32 activations (ggml-cpu's generic C code).
 
-// Fused multiply-add would change the rounding of d*q - m and of the quantisers' error sums;
-// keep every product rounded as in ggml's reference C code and gguf-py (numpy).
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "quant_no_contract.h" // first: no automatic FMA below
 
 #include "fp16.h"
 #include "quant_impl.h"

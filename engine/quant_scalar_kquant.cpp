@@ -2,13 +2,7 @@
 // quantisers (make_qx_quants, make_qkx2_quants, quantize_row_*_K_ref): dequantisation and dot
 // products follow ggml's generic C code (ggml-quants.c, ggml-cpu/quants.c).
 
-// Fused multiply-add would change the rounding of d*q - m and of the quantisers' error sums;
-// keep every product rounded as in ggml's reference C code and gguf-py (numpy).
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "quant_no_contract.h" // first: no automatic FMA below
 
 #include "fp16.h"
 #include "quant_impl.h"

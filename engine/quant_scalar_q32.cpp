@@ -2,13 +2,7 @@
 // dequantisation and dot products follow ggml's generic C code (ggml-quants.c,
 // ggml-cpu/quants.c), quantisation follows quantize_row_*_ref.
 
-// Fused multiply-add would change the rounding of d*q - m and of the quantisers' error sums;
-// keep every product rounded as in ggml's reference C code and gguf-py (numpy).
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "quant_no_contract.h" // first: no automatic FMA below
 
 #include "fp16.h"
 #include "quant_impl.h"
@@ -254,8 +248,9 @@ void quantize_q8_0(const float* x, void* dst, int64_t n) {
     }
 }
 
-void dequantize_q8_0(const void* src, float* y, int64_t n) {
-    const auto* x = static_cast<const BlockQ8_0*>(src);
+// Q8_0 and Q8_1 share the quants and the scale; Q8_1's extra sum s only serves Q4_1/Q5_1 dots.
+template <class Block> void dequantize_q8(const void* src, float* y, int64_t n) {
+    const auto* x = static_cast<const Block*>(src);
     for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
         const float d = fp16_to_fp32(x[i].d);
         for (int j = 0; j < kQK; ++j) {
@@ -264,9 +259,9 @@ void dequantize_q8_0(const void* src, float* y, int64_t n) {
     }
 }
 
-float vec_dot_q8_0(int64_t n, const void* w, const void* xq) {
-    const auto* x = static_cast<const BlockQ8_0*>(w);
-    const auto* y = static_cast<const BlockQ8_0*>(xq);
+template <class Block> float vec_dot_q8(int64_t n, const void* w, const void* xq) {
+    const auto* x = static_cast<const Block*>(w);
+    const auto* y = static_cast<const Block*>(xq);
     float sumf = 0.0f;
     for (int64_t i = 0; i < n / kQK; ++i) {
         int sumi = 0;
@@ -297,30 +292,6 @@ void quantize_q8_1(const float* x, void* dst, int64_t n) {
     }
 }
 
-void dequantize_q8_1(const void* src, float* y, int64_t n) {
-    const auto* x = static_cast<const BlockQ8_1*>(src);
-    for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
-        const float d = fp16_to_fp32(x[i].d);
-        for (int j = 0; j < kQK; ++j) {
-            y[j] = static_cast<float>(x[i].qs[j]) * d;
-        }
-    }
-}
-
-float vec_dot_q8_1(int64_t n, const void* w, const void* xq) {
-    const auto* x = static_cast<const BlockQ8_1*>(w);
-    const auto* y = static_cast<const BlockQ8_1*>(xq);
-    float sumf = 0.0f;
-    for (int64_t i = 0; i < n / kQK; ++i) {
-        int sumi = 0;
-        for (int j = 0; j < kQK; ++j) {
-            sumi += x[i].qs[j] * y[i].qs[j];
-        }
-        sumf += static_cast<float>(sumi) * (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
-    }
-    return sumf;
-}
-
 } // namespace
 
 void fill_scalar_q32_kernels(KernelTable& table) {
@@ -331,8 +302,8 @@ void fill_scalar_q32_kernels(KernelTable& table) {
     set(TensorType::Q4_1, dequantize_q4_1, quantize_q4_1, vec_dot_q4_1);
     set(TensorType::Q5_0, dequantize_q5_0, quantize_q5_0, vec_dot_q5_0);
     set(TensorType::Q5_1, dequantize_q5_1, quantize_q5_1, vec_dot_q5_1);
-    set(TensorType::Q8_0, dequantize_q8_0, quantize_q8_0, vec_dot_q8_0);
-    set(TensorType::Q8_1, dequantize_q8_1, quantize_q8_1, vec_dot_q8_1);
+    set(TensorType::Q8_0, dequantize_q8<BlockQ8_0>, quantize_q8_0, vec_dot_q8<BlockQ8_0>);
+    set(TensorType::Q8_1, dequantize_q8<BlockQ8_1>, quantize_q8_1, vec_dot_q8<BlockQ8_1>);
 }
 
 } // namespace spanscope::quant_detail
