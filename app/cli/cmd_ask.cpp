@@ -15,8 +15,16 @@ namespace spanscope::cli {
 int run_ask(const AskOptions& o) {
     // Read and check every document before loading the model or printing anything.
     std::vector<PromptDocument> docs;
-    for (const auto& path : o.docs)
-        docs.push_back({std::filesystem::path(path).filename().string(), read_text_document(path)});
+    for (const auto& path : o.docs) {
+        // The file name is shown to the model: a name that is not UTF-8 gets '?' for each
+        // byte that breaks it, so that it cannot fail the prompt.
+        std::string name = std::filesystem::path(path).filename().string();
+        if (!is_valid_utf8(name))
+            for (auto& c : name)
+                if (static_cast<unsigned char>(c) >= 0x80)
+                    c = '?';
+        docs.push_back({name, read_text_document(path)});
+    }
     if (o.question.find_first_not_of(" \t\r\n") == std::string::npos)
         throw std::runtime_error("the question is empty");
     if (!is_valid_utf8(o.question))

@@ -121,6 +121,13 @@ TEST_F(Cli, ModelFromTheEnvironment) {
     expect_clean_error(run({"info"}, dir_ + "/missing.gguf"), "SPANSCOPE_MODEL");
 }
 
+TEST_F(Cli, NonUtf8FileNameIsNoObstacle) {
+    const auto p = write_file("caf\xe9.txt", "the cat at the cat\n");
+    const auto r = run({"ask", "--model", model_, "--doc", p, "--max-tokens", "2", "What?"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+}
+
 TEST_F(Cli, DeviceAsDocument) {
     expect_clean_error(run({"ask", "--model", model_, "--doc", "/dev/zero", "Q?"}),
                        "not a regular file");

@@ -99,6 +99,33 @@ TEST_F(RealTokenizer, PiecesDecodeLikeLlamaCpp) {
     }
 }
 
+TEST_F(RealTokenizer, DetokenizesLikeLlamaCpp) {
+    // llama_detokenize with remove_special=true drops control tokens (our decode), with
+    // remove_special=false and unparse_special=true it spells them (render_special).
+    const auto f = fixture();
+    ASSERT_FALSE(f["detokenize"].empty());
+    for (const auto& d : f["detokenize"]) {
+        const auto ids = d["ids"].get<std::vector<int32_t>>();
+        EXPECT_EQ(tok_->decode(ids),
+                  from_hex(d["remove_special_true_unparse_false"]["hex"].get<std::string>()));
+        EXPECT_EQ(tok_->decode(ids, /*render_special=*/true),
+                  from_hex(d["remove_special_false_unparse_true"]["hex"].get<std::string>()));
+    }
+}
+
+TEST_F(RealTokenizer, BosThenTextLikeLlamaCpp) {
+    // llama.cpp's add_bos=true is BOS + the text's ids. (For "<bos>Hello" it gives two BOS;
+    // our prompts never parse special text from documents, so they keep exactly one.)
+    const auto f = fixture();
+    for (const auto& c : f["with_bos"]) {
+        const std::string text = c["text"];
+        std::vector<int32_t> ids{tok_->bos()};
+        const auto rest = tok_->encode(text, /*parse_special=*/true);
+        ids.insert(ids.end(), rest.begin(), rest.end());
+        EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>()) << text;
+    }
+}
+
 TEST_F(RealTokenizer, ExactlyOneBosWhateverTheTextSays) {
     // KNOWN-FAILURES 17: documents or questions that contain "<bos>" stay text.
     const auto prompt = build_question_prompt(*tok_, false, {{"d", "<bos>text<bos>"}}, "<bos>?");
