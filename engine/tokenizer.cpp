@@ -150,7 +150,6 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
         else if (type == kUnknown)
             type = kControl;
         tok->types_[i] = type;
-        tok->index_.emplace(tok->pieces_[i], static_cast<int32_t>(i));
         // User-defined pieces ("\n\n", runs of spaces) are matched in the raw text before
         // SentencePiece runs, as llama.cpp and Hugging Face tokenizers do, so that a literal
         // U+2581 in the text never becomes one of them. In the proto they are CONTROL pieces
@@ -204,8 +203,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
 }
 
 int32_t Tokenizer::find(std::string_view piece) const {
-    auto it = index_.find(std::string(piece));
-    return it == index_.end() ? -1 : it->second;
+    // Called for a few special pieces per prompt: a scan beats building a 262 144-entry map
+    // at every start.
+    const auto it = std::find(pieces_.begin(), pieces_.end(), piece);
+    return it == pieces_.end() ? -1 : static_cast<int32_t>(it - pieces_.begin());
 }
 
 bool Tokenizer::is_end_of_generation(int32_t id) const {

@@ -7,7 +7,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace sentencepiece {
@@ -56,7 +55,6 @@ private:
     std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
     std::vector<std::string> pieces_;
     std::vector<int32_t> types_;
-    std::unordered_map<std::string, int32_t> index_;
     struct SpecialPiece {
         std::string text;
         int32_t id;

@@ -2,6 +2,7 @@
 // kernel level this CPU runs.
 #include "ops.h"
 #include "quant.h"
+#include "quant_test_util.h"
 #include "simd.h"
 
 #include <gtest/gtest.h>
@@ -13,22 +14,12 @@
 
 using namespace spanscope;
 
-namespace {
-std::vector<KernelLevel> levels() {
-    std::vector<KernelLevel> l{KernelLevel::Scalar};
-    if (best_kernel_level() != KernelLevel::Scalar)
-        l.push_back(KernelLevel::Avx2);
-    return l;
-}
-struct RestoreLevel {
-    ~RestoreLevel() { set_kernel_level(KernelLevel::Auto); }
-};
-} // namespace
+using spanscope::test::LevelGuard;
+using spanscope::test::runnable_levels;
 
 TEST(Ops, ExpShiftedSumIsAccurate) {
-    RestoreLevel restore;
-    for (KernelLevel level : levels()) {
-        set_kernel_level(level);
+    for (KernelLevel level : runnable_levels()) {
+        LevelGuard guard(level);
         std::vector<float> x;
         for (float v = -87.0f; v <= 88.0f; v += 0.0137f)
             x.push_back(v);
@@ -50,7 +41,6 @@ TEST(Ops, ExpShiftedSumIsAccurate) {
 }
 
 TEST(Ops, GegluMatchesTheTanhDefinition) {
-    RestoreLevel restore;
     std::mt19937 rng(3);
     std::normal_distribution<float> d(0.0f, 3.0f);
     std::vector<float> g0(1003), u(1003);
@@ -60,8 +50,8 @@ TEST(Ops, GegluMatchesTheTanhDefinition) {
     }
     g0[0] = -100.0f; // exp overflow side: gelu -> -0
     g0[1] = 100.0f;
-    for (KernelLevel level : levels()) {
-        set_kernel_level(level);
+    for (KernelLevel level : runnable_levels()) {
+        LevelGuard guard(level);
         auto g = g0;
         geglu_tanh(g.data(), u.data(), static_cast<int64_t>(g.size()));
         for (size_t i = 0; i < g.size(); ++i) {
