@@ -1,6 +1,20 @@
 #include "memory.h"
 
+#include "fp16.h"
+
+#include <stdexcept>
+
 namespace spanscope {
+
+int64_t LayerMemory::read_rows(int32_t, int32_t, std::vector<float>&, std::vector<float>&,
+                               std::vector<int32_t>&) const {
+    throw std::logic_error("the '" + std::string(policy()) + "' memory cannot export its rows");
+}
+
+void round_through_f16(float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
+}
 
 ModelMemory ModelMemory::clone() const {
     std::vector<std::unique_ptr<LayerMemory>> copy;

@@ -29,8 +29,16 @@ public:
     virtual const AttentionShape& shape() const = 0;
     /// Store keys (RoPE-rotated at pos) and values of n tokens.
     /// k, v: [n][n_kv_head][head_dim]; pos: [n] absolute positions, increasing.
+    /// The exact policies keep every value at f16 precision (rounded to nearest even, as
+    /// llama.cpp's default F16 KV cache does), so that a state saved as f16 restores exactly.
     /// Throws std::length_error when the memory cannot hold them (e.g. past the context size).
     virtual void store(const float* k, const float* v, const int32_t* pos, int64_t n) = 0;
+    /// Copy out the resident rows whose positions lie in [pos_begin, pos_end), in position
+    /// order: k, v: [rows][n_kv_head][head_dim] (keys as stored, rotated at their positions),
+    /// pos: [rows]. Returns the number of rows. Policies whose rows cannot be exported throw
+    /// std::logic_error (the default).
+    virtual int64_t read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
+                              std::vector<float>& v, std::vector<int32_t>& pos) const;
     /// Attention of n_q queries over everything stored, causal by position.
     /// q: [n_q][n_head][head_dim] rotated at qpos; out: [n_q][n_head][head_dim].
     virtual void attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
@@ -42,6 +50,9 @@ public:
     virtual std::unique_ptr<LayerMemory> clone() const = 0;
     virtual void clear() = 0;
 };
+
+/// x[i] <- fp32(f16(x[i])) (round to nearest even), n elements.
+void round_through_f16(float* x, int64_t n);
 
 /// Every attention layer's memory, indexed by layer.
 class ModelMemory {

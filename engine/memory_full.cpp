@@ -1,5 +1,6 @@
 #include "memory_full.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -16,9 +17,24 @@ void FullMemory::store(const float* k, const float* v, const int32_t* pos, int64
         if ((i == 0 && !pos_.empty() && pos[0] <= pos_.back()) || (i > 0 && pos[i] <= pos[i - 1]))
             throw std::invalid_argument("positions must increase");
     const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
+    const size_t old = k_.size();
     k_.insert(k_.end(), k, k + n * row);
     v_.insert(v_.end(), v, v + n * row);
+    round_through_f16(k_.data() + old, n * row);
+    round_through_f16(v_.data() + old, n * row);
     pos_.insert(pos_.end(), pos, pos + n);
+}
+
+int64_t FullMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
+                              std::vector<float>& v, std::vector<int32_t>& pos) const {
+    const auto b = std::lower_bound(pos_.begin(), pos_.end(), pos_begin) - pos_.begin();
+    const auto e = std::lower_bound(pos_.begin(), pos_.end(), pos_end) - pos_.begin();
+    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
+    const int64_t n = std::max<int64_t>(0, e - b);
+    k.assign(k_.begin() + b * row, k_.begin() + (b + n) * row);
+    v.assign(v_.begin() + b * row, v_.begin() + (b + n) * row);
+    pos.assign(pos_.begin() + b, pos_.begin() + b + n);
+    return n;
 }
 
 void FullMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,

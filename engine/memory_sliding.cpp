@@ -40,9 +40,30 @@ void SlidingMemory::store(const float* k, const float* v, const int32_t* pos, in
         const int64_t slot = (n_stored_ + i) % capacity_;
         std::copy(k + i * row, k + (i + 1) * row, k_.begin() + slot * row);
         std::copy(v + i * row, v + (i + 1) * row, v_.begin() + slot * row);
+        round_through_f16(k_.data() + slot * row, row);
+        round_through_f16(v_.data() + slot * row, row);
         pos_[slot] = pos[i];
     }
     n_stored_ += n;
+}
+
+int64_t SlidingMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
+                                 std::vector<float>& v, std::vector<int32_t>& pos) const {
+    const int64_t filled = std::min(n_stored_, capacity_);
+    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
+    k.clear();
+    v.clear();
+    pos.clear();
+    // Slots in storage order, oldest first: positions increase along it.
+    for (int64_t i = n_stored_ - filled; i < n_stored_; ++i) {
+        const int64_t slot = i % capacity_;
+        if (pos_[slot] < pos_begin || pos_[slot] >= pos_end)
+            continue;
+        k.insert(k.end(), k_.begin() + slot * row, k_.begin() + (slot + 1) * row);
+        v.insert(v.end(), v_.begin() + slot * row, v_.begin() + (slot + 1) * row);
+        pos.push_back(pos_[slot]);
+    }
+    return static_cast<int64_t>(pos.size());
 }
 
 void SlidingMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,

@@ -17,6 +17,8 @@ public:
     void store(const float* k, const float* v, const int32_t* pos, int64_t n) override;
     void attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
                 ThreadPool& pool) override;
+    int64_t read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
+                      std::vector<float>& v, std::vector<int32_t>& pos) const override;
     MemoryStats stats() const override;
     int64_t n_tokens() const override { return n_stored_; }
     int64_t capacity() const { return capacity_; }

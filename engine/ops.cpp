@@ -50,6 +50,14 @@ void rope_neox(float* x, const RopeTable& table, int64_t n_tokens, int n_heads) 
     }
 }
 
+void rope_shift_neox(float* x, int64_t n_rows, int n_heads, int d, int32_t delta, double base) {
+    if (delta == 0 || n_rows == 0)
+        return;
+    const RopeTable table(&delta, 1, d, base);
+    for (int64_t r = 0; r < n_rows; ++r)
+        rope_neox(x + r * n_heads * d, table, 1, n_heads);
+}
+
 void geglu_tanh(float* g, const float* u, int64_t n) {
     geglu_tanh_rows(g, u, n);
 }

@@ -23,6 +23,11 @@ struct RopeTable {
 /// angle(t, i). x: [n_tokens][n_heads][d] in place, n_tokens as in the table.
 void rope_neox(float* x, const RopeTable& table, int64_t n_tokens, int n_heads);
 
+/// Move keys rotated at position p to position p + delta: rotate every (x[i], x[i+d/2]) pair by
+/// delta * base^(-2i/d). RoPE rotations compose (R(p + delta) = R(delta) R(p); RoFormer §3.4.2),
+/// so this equals rotating the unrotated key at p + delta up to float rounding.
+/// x: [n_rows][n_heads][d] in place; base: the layer's own RoPE base (KNOWN-FAILURES 1).
+void rope_shift_neox(float* x, int64_t n_rows, int n_heads, int d, int32_t delta, double base);
 /// GeGLU with the tanh approximation of GELU (Shazeer 2020; Hendrycks & Gimpel 2016 eq. for
 /// tanh GELU): g[i] <- gelu_tanh(g[i]) * u[i], n elements.
 void geglu_tanh(float* g, const float* u, int64_t n);

@@ -62,6 +62,55 @@ Prompt build_question_prompt(const Tokenizer& tok, bool instruction_tuned,
     return p;
 }
 
+namespace {
+int32_t special(const Tokenizer& tok, const char* piece) {
+    const int32_t id = tok.find(piece);
+    if (id < 0)
+        throw std::invalid_argument(std::string("the vocabulary lacks ") + piece);
+    return id;
+}
+void append(std::vector<int32_t>& out, const std::vector<int32_t>& ids) {
+    out.insert(out.end(), ids.begin(), ids.end());
+}
+} // namespace
+
+std::vector<int32_t> document_unit_header(const Tokenizer& tok, bool instruction_tuned,
+                                          const std::string& name, int part, int parts) {
+    if (tok.bos() < 0)
+        throw std::invalid_argument("the model has no BOS token");
+    std::vector<int32_t> out{tok.bos()};
+    std::string text;
+    if (instruction_tuned) {
+        out.push_back(special(tok, "<start_of_turn>"));
+        text = "user\n";
+    }
+    text += "Document: " + name;
+    if (parts > 1)
+        text += " (part " + std::to_string(part) + " of " + std::to_string(parts) + ")";
+    text += "\n\n";
+    append(out, tok.encode(text));
+    return out;
+}
+
+std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_in_newline) {
+    return tok.encode(text_ends_in_newline ? "\n" : "\n\n");
+}
+
+std::vector<int32_t> question_tokens(const Tokenizer& tok, bool instruction_tuned,
+                                     const std::string& question) {
+    std::vector<int32_t> out;
+    if (instruction_tuned) {
+        append(out, tok.encode("Answer the question using the documents above.\n" + question));
+        out.push_back(special(tok, "<end_of_turn>"));
+        append(out, tok.encode("\n"));
+        out.push_back(special(tok, "<start_of_turn>"));
+        append(out, tok.encode("model\n"));
+    } else {
+        append(out, tok.encode("Question: " + question + "\nAnswer:"));
+    }
+    return out;
+}
+
 bool completion_answer_done(PromptStyle style, const std::string& answer) {
     if (style != PromptStyle::Completion)
         return false;

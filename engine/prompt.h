@@ -37,6 +37,21 @@ Prompt build_question_prompt(const Tokenizer& tok, bool instruction_tuned,
                              const std::vector<PromptDocument>& docs, const std::string& question,
                              const std::string& system = "");
 
+/// Tokens that open a document unit (chunking.h): BOS, in the turn format <start_of_turn> and
+/// "user\n", then "Document: NAME\n\n" — "Document: NAME (part K of N)\n\n" when the document
+/// is split into parts > 1 sections (part is 1-based). Throws std::invalid_argument when the
+/// vocabulary lacks BOS or the turn tokens.
+std::vector<int32_t> document_unit_header(const Tokenizer& tok, bool instruction_tuned,
+                                          const std::string& name, int part, int parts);
+/// Tokens that close a unit's text: "\n\n", or "\n" when the text already ends in a newline.
+std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_in_newline);
+/// The prompt's part after the document units: the question and the answer cue.
+/// Completion: "Question: Q\nAnswer:"; turn format: "Answer the question using the documents
+/// above.\nQ<end_of_turn>\n<start_of_turn>model\n". Throws std::invalid_argument on invalid
+/// UTF-8.
+std::vector<int32_t> question_tokens(const Tokenizer& tok, bool instruction_tuned,
+                                     const std::string& question);
+
 /// Whether generation should stop given the answer text so far (base-model completion stops at
 /// the end of the first non-empty line).
 bool completion_answer_done(PromptStyle style, const std::string& answer_so_far);

@@ -41,9 +41,19 @@ void Session::reset() {
     prefix_.reset();
 }
 
+void Session::adopt_memory(int64_t n_past) {
+    if (n_past < 0 || n_past > n_ctx_)
+        throw std::invalid_argument("adopted context of " + std::to_string(n_past) +
+                                    " tokens is outside the context window of " +
+                                    std::to_string(n_ctx_));
+    n_past_ = n_past;
+    prefix_.reset();
+}
+
 std::vector<float> Session::prefill(const std::vector<int32_t>& tokens,
                                     const std::atomic<bool>* cancel,
-                                    const std::function<void(int64_t, int64_t)>& progress) {
+                                    const std::function<void(int64_t, int64_t)>& progress,
+                                    float* surprisal, int32_t next_token) {
     const int64_t total = static_cast<int64_t>(tokens.size());
     if (total == 0)
         throw std::invalid_argument("prefill of no tokens");
@@ -64,9 +74,19 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& tokens,
         std::vector<int64_t> rows;
         if (last)
             rows.push_back(n - 1);
+        // Row i predicts token done + i + 1; the call's last row predicts next_token.
+        std::vector<int32_t> targets;
+        SurprisalRequest req;
+        if (surprisal) {
+            targets.resize(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i)
+                targets[i] = done + i + 1 < total ? tokens[done + i + 1] : next_token;
+            req.targets = targets.data();
+            req.surprisal = surprisal + done;
+        }
         try {
-            model_.forward(tokens.data() + done, pos.data(), n, memory_, rows, logits.data(),
-                           pool_);
+            model_.forward(tokens.data() + done, pos.data(), n, memory_, rows, logits.data(), pool_,
+                           surprisal ? &req : nullptr);
         } catch (...) {
             // Some layers may have stored this ubatch and others not: start over clean.
             reset();
@@ -98,9 +118,6 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
                               " tokens");
     Answer ans;
     ans.stats.prompt_tokens = n_prompt;
-    Sampler sampler(sampling);
-    const auto& tok = model_.tokenizer();
-
     const int64_t processed_before = tokens_processed_;
     // Reuse the cached document prefix when this prompt starts with it.
     std::vector<float> logits;
@@ -131,10 +148,37 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
         logits = prefill(rest, cancel);
     }
     ans.stats.tokens_computed = tokens_processed_ - processed_before;
+    generate(std::move(logits), prompt.style, max_tokens, sampling, on_text, cancel, t0, ans);
+    return ans;
+}
+
+Answer Session::answer_after_context(const std::vector<int32_t>& question, PromptStyle style,
+                                     int max_tokens, const SamplingParams& sampling,
+                                     const std::function<void(const std::string&)>& on_text,
+                                     const std::atomic<bool>* cancel) {
+    const auto t0 = Clock::now();
+    if (question.empty())
+        throw std::invalid_argument("empty question");
+    Answer ans;
+    ans.stats.prompt_tokens = n_past_ + static_cast<int64_t>(question.size());
+    ans.stats.tokens_reused = n_past_;
+    const int64_t processed_before = tokens_processed_;
+    auto logits = prefill(question, cancel);
+    ans.stats.tokens_computed = tokens_processed_ - processed_before;
+    generate(std::move(logits), style, max_tokens, sampling, on_text, cancel, t0, ans);
+    return ans;
+}
+
+void Session::generate(std::vector<float> logits, PromptStyle style, int max_tokens,
+                       const SamplingParams& sampling,
+                       const std::function<void(const std::string&)>& on_text,
+                       const std::atomic<bool>* cancel, Clock::time_point t0, Answer& ans) {
     ans.stats.prefill_ms = ms_since(t0);
     if (ans.stats.tokens_computed > 0 && ans.stats.prefill_ms > 0)
         ans.stats.prefill_tokens_per_s =
             ans.stats.tokens_computed / (ans.stats.prefill_ms / 1000.0);
+    Sampler sampler(sampling);
+    const auto& tok = model_.tokenizer();
 
     const auto t_decode = Clock::now();
     const int64_t processed_at_decode = tokens_processed_;
@@ -156,7 +200,7 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
         raw += piece;
         if (on_text && !piece.empty())
             on_text(piece);
-        if (completion_answer_done(prompt.style, raw)) {
+        if (completion_answer_done(style, raw)) {
             ans.stop_reason = "end_of_line";
             break;
         }
@@ -180,7 +224,6 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
         ans.stats.decode_tokens_per_s = decoded / (ans.stats.decode_ms / 1000.0);
     ans.stats.memory = memory_.total();
     ans.text = clean_answer(raw);
-    return ans;
 }
 
 } // namespace spanscope

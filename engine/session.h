@@ -9,6 +9,7 @@
 #include "thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -66,6 +67,7 @@ public:
     const Model& model() const { return model_; }
     int64_t n_ctx() const { return n_ctx_; }
     int64_t n_past() const { return n_past_; }
+    int64_t ubatch() const { return options_.ubatch; }
     /// Tokens run through the model by this session so far (prefill and decode), counted where
     /// the forward pass is called: the statistics of ask() are differences of this counter.
     int64_t tokens_processed() const { return tokens_processed_; }
@@ -73,6 +75,10 @@ public:
     ThreadPool& pool() { return pool_; }
     /// Forget everything (memory and cached prefix).
     void reset();
+    /// The caller has filled memory() with the rows of positions [0, n_past) from elsewhere (a
+    /// stored chunk state): continue after them. Drops the cached prefix. Throws
+    /// std::invalid_argument when n_past is outside [0, n_ctx].
+    void adopt_memory(int64_t n_past);
 
     /// Run tokens after what the memory holds, in ubatches of options.ubatch; returns the
     /// next-token logits after the last token [n_vocab]. progress(done, total) after each
@@ -80,9 +86,14 @@ public:
     /// ubatches done). Throws ContextOverflow if n_past + tokens > n_ctx. Any other exception
     /// from the forward pass resets the session (memory and cached prefix), so that it never
     /// holds half a ubatch.
+    /// surprisal: optional [tokens.size()], computed in the same forward passes: each row's
+    /// surprisal of the token that follows it, in nats: surprisal[i] = -log p(tokens[i+1] |
+    /// tokens up to i) for i < n-1, and surprisal[n-1] = -log p(next_token | all tokens), NaN
+    /// when next_token < 0.
     std::vector<float> prefill(const std::vector<int32_t>& tokens,
                                const std::atomic<bool>* cancel = nullptr,
-                               const std::function<void(int64_t, int64_t)>& progress = {});
+                               const std::function<void(int64_t, int64_t)>& progress = {},
+                               float* surprisal = nullptr, int32_t next_token = -1);
     /// Run one token; returns its next-token logits [n_vocab]. Throws ContextOverflow when the
     /// context is full.
     std::vector<float> decode(int32_t token);
@@ -96,7 +107,23 @@ public:
                const std::function<void(const std::string&)>& on_text = {},
                const std::atomic<bool>* cancel = nullptr);
 
+    /// Answer after what the memory already holds (documents prefilled or restored): prefill
+    /// `question` (the prompt's remaining tokens; at least one) and generate as ask() does.
+    /// stats.tokens_reused is the n_past found on entry; stats.tokens_computed counts the
+    /// forward passes of the question. Throws as ask().
+    Answer answer_after_context(const std::vector<int32_t>& question, PromptStyle style,
+                                int max_tokens, const SamplingParams& sampling,
+                                const std::function<void(const std::string&)>& on_text = {},
+                                const std::atomic<bool>* cancel = nullptr);
+
 private:
+    /// Generate from `logits` (the next-token logits after the prompt) into `ans`.
+    void generate(std::vector<float> logits, PromptStyle style, int max_tokens,
+                  const SamplingParams& sampling,
+                  const std::function<void(const std::string&)>& on_text,
+                  const std::atomic<bool>* cancel, std::chrono::steady_clock::time_point t0,
+                  Answer& ans);
+
     const Model& model_;
     SessionOptions options_;
     int64_t n_ctx_;

@@ -19,11 +19,13 @@ JOBS="$(nproc)"
 
 # Debian 12 packages: toolchain, libraries the code links, the fuzzing compiler, and the
 # packages whose files the tests and the demo read (base-files: /usr/share/common-licenses,
-# vim-runtime: the vim user manual, bash: /usr/share/doc/bash/RBASH).
+# vim-runtime: the vim user manual, bash: /usr/share/doc/bash/RBASH, shared-mime-info: a PDF and
+# an HTML spec, poppler-utils: pdftotext, the reference for PDF text extraction).
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
           libopenblas-dev libsentencepiece-dev libcli11-dev nlohmann-json3-dev libgtest-dev
+          libsqlite3-dev libxml2-dev libpoppler-cpp-dev zlib1g-dev libuchardet-dev libxxhash-dev
           clang-14 libclang-rt-14-dev python3 python3-venv python3-pip
-          base-files vim-runtime bash)
+          base-files vim-runtime bash poppler-utils shared-mime-info)
 
 step_deps() {
     local missing=()

@@ -1,9 +1,13 @@
 #include "commands.h"
 
+#include "chunking.h"
+#include "document_loader.h"
 #include "model.h"
+#include "project_support.h"
 #include "prompt.h"
 #include "session.h"
 #include "text_input.h"
+#include "unit_prefill.h"
 
 #include <nlohmann/json.hpp>
 
@@ -12,9 +16,48 @@
 
 namespace spanscope::cli {
 
+nlohmann::json answer_stats_json(const Answer& ans) {
+    const auto& s = ans.stats;
+    return {{"prompt_tokens", s.prompt_tokens},
+            {"tokens_computed", s.tokens_computed},
+            {"tokens_reused", s.tokens_reused},
+            {"ttft_ms", s.ttft_ms},
+            {"prefill_tokens_per_s", s.prefill_tokens_per_s},
+            {"decode_tokens_per_s", s.decode_tokens_per_s},
+            {"generated_tokens", s.generated_tokens},
+            {"peak_rss_bytes", peak_rss_bytes()},
+            {"memory_fast_tier_bytes", s.memory.fast_tier_bytes},
+            {"memory_host_tier_bytes", s.memory.host_tier_bytes}};
+}
+
+/// Prints answer pieces to stdout as they stream: leading whitespace of a completion
+/// ("Answer: 30") is dropped, and a completion ends at its first line.
+std::function<void(const std::string&)> answer_printer(PromptStyle style, bool* printed_any) {
+    return [style, printed_any](const std::string& piece) {
+        std::string p = piece;
+        if (!*printed_any) {
+            const auto b = p.find_first_not_of(" \t\n");
+            if (b == std::string::npos)
+                return;
+            p = p.substr(b);
+        }
+        if (style == PromptStyle::Completion && p.find('\n') != std::string::npos)
+            p = p.substr(0, p.find('\n'));
+        std::cout << p << std::flush;
+        *printed_any = true;
+    };
+}
+
 int run_ask(const AskOptions& o) {
+    if (o.use_project)
+        return run_ask_project(o);
+    if (o.docs.empty())
+        throw std::runtime_error("give documents with --doc, or a project with --project");
     // Read and check every document before loading the model or printing anything.
-    std::vector<PromptDocument> docs;
+    struct Doc {
+        std::string name, text;
+    };
+    std::vector<Doc> docs;
     for (const auto& path : o.docs) {
         // The file name is shown to the model: a name that is not UTF-8 gets '?' for each
         // byte that breaks it, so that it cannot fail the prompt.
@@ -23,21 +66,41 @@ int run_ask(const AskOptions& o) {
             for (auto& c : name)
                 if (static_cast<unsigned char>(c) >= 0x80)
                     c = '?';
-        docs.push_back({name, read_text_document(path)});
+        auto loaded = load_document(path);
+        for (const auto& w : loaded.warnings)
+            std::cerr << path << ": " << w << "\n";
+        docs.push_back({name, std::move(loaded.text)});
     }
     if (o.question.find_first_not_of(" \t\r\n") == std::string::npos)
         throw std::runtime_error("the question is empty");
     if (!is_valid_utf8(o.question))
         throw std::runtime_error("the question is not valid UTF-8");
+    install_interrupt_handler();
 
     auto model = open_model(o.model);
-    const auto prompt = build_question_prompt(model->tokenizer(), model->info().instruction_tuned,
-                                              docs, o.question);
-    const int64_t n_ctx = model->info().n_ctx_train;
-    if (static_cast<int64_t>(prompt.tokens.size()) > n_ctx)
-        throw ContextOverflow("the prompt is " + std::to_string(prompt.tokens.size()) +
+    const auto& info = model->info();
+    const int64_t n_ctx = info.n_ctx_train;
+    // The documents are cut and tokenised exactly as a project stores them (chunking.h), so a
+    // cold answer here and a warm one from `ask --project` see the same tokens.
+    ChunkingOptions co;
+    co.instruction_tuned = info.instruction_tuned;
+    co.max_unit_tokens = INT64_MAX / 4; // one unit per document: a prompt too long is refused below
+    std::vector<DocumentUnit> units;
+    int64_t total = 0;
+    for (const auto& d : docs) {
+        for (auto& u : build_document_units(model->tokenizer(), d.name, d.text, co)) {
+            total += u.n_tokens();
+            units.push_back(std::move(u));
+        }
+    }
+    const auto question = question_tokens(model->tokenizer(), info.instruction_tuned, o.question);
+    total += static_cast<int64_t>(question.size());
+    if (total > n_ctx)
+        throw ContextOverflow("the prompt is " + std::to_string(total) +
                               " tokens, longer than the model's context window of " +
-                              std::to_string(n_ctx) + " tokens");
+                              std::to_string(n_ctx) +
+                              " tokens (a project splits long documents into sections: "
+                              "spanscope-cli ingest)");
 
     SessionOptions so;
     so.threads = o.threads;
@@ -48,42 +111,36 @@ int run_ask(const AskOptions& o) {
     sp.top_p = o.top_p;
     sp.seed = o.seed;
 
-    std::function<void(const std::string&)> on_text;
+    const auto t0 = std::chrono::steady_clock::now();
+    Answer ans;
     bool printed_any = false;
-    if (!o.json)
-        on_text = [&](const std::string& piece) {
-            // Leading whitespace of a completion ("Answer: 30") is not part of the answer.
-            std::string p = piece;
-            if (!printed_any) {
-                const auto b = p.find_first_not_of(" \t\n");
-                if (b == std::string::npos)
-                    return;
-                p = p.substr(b);
-            }
-            if (prompt.style == PromptStyle::Completion && p.find('\n') != std::string::npos)
-                p = p.substr(0, p.find('\n'));
-            std::cout << p << std::flush;
-            printed_any = true;
-        };
-    const Answer ans = session.ask(prompt, o.max_tokens, sp, on_text);
+    const PromptStyle style =
+        info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
+    try {
+        for (const auto& u : units)
+            prefill_unit(session, u, 0, session.n_past(), {}, &g_interrupted, {},
+                         /*surprisal=*/false);
+        const double prefill_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        ans = session.answer_after_context(question, style, o.max_tokens, sp,
+                                           o.json ? nullptr : answer_printer(style, &printed_any),
+                                           &g_interrupted);
+        ans.stats.ttft_ms += prefill_ms;
+        ans.stats.tokens_reused = 0;
+        ans.stats.tokens_computed = session.tokens_processed();
+    } catch (const Cancelled&) {
+        std::cerr << "\ninterrupted\n";
+        return 130;
+    }
     if (!o.json) {
         std::cout << "\n";
         return 0;
     }
-    const auto& s = ans.stats;
     nlohmann::json j;
     j["answer"] = ans.text;
     j["stop_reason"] = ans.stop_reason;
-    j["stats"] = {{"prompt_tokens", s.prompt_tokens},
-                  {"tokens_computed", s.tokens_computed},
-                  {"tokens_reused", s.tokens_reused},
-                  {"ttft_ms", s.ttft_ms},
-                  {"prefill_tokens_per_s", s.prefill_tokens_per_s},
-                  {"decode_tokens_per_s", s.decode_tokens_per_s},
-                  {"generated_tokens", s.generated_tokens},
-                  {"peak_rss_bytes", peak_rss_bytes()},
-                  {"memory_fast_tier_bytes", s.memory.fast_tier_bytes},
-                  {"memory_host_tier_bytes", s.memory.host_tier_bytes}};
+    j["stats"] = answer_stats_json(ans);
     // replace: a byte-fallback answer may end in an incomplete UTF-8 sequence.
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;

@@ -19,6 +19,10 @@ struct InfoOptions {
 struct AskOptions {
     std::string model;
     std::vector<std::string> docs;
+    std::string project;          ///< answer from this project's stored chunk states
+    bool use_project = false;     ///< --project given
+    std::vector<int64_t> doc_ids; ///< with --project: only these documents
+    int64_t chat = 0;             ///< with --project: continue this chat (0: a new chat)
     std::string question;
     int max_tokens = 128;
     float temperature = 0.0f;
@@ -47,7 +51,29 @@ struct QaOptions {
     bool json = false;
 };
 
+struct IngestOptions {
+    std::string model;
+    std::string project;
+    std::vector<std::string> docs;
+    int threads = 0;
+    int64_t chunk_tokens = 0; ///< 0: the project's setting (1024 by default)
+    bool json = false;
+};
+
+struct ProjectOptions {
+    std::string action; ///< info, list-docs, remove-doc, vacuum, set-cache-limit, events
+    std::string project;
+    std::string model; ///< info: also show the sizes for this model
+    std::vector<int64_t> doc_ids;
+    std::string cache_limit;
+    bool json = false;
+};
+
 int run_info(const InfoOptions& o);
+int run_ingest(const IngestOptions& o);
+int run_project(const ProjectOptions& o);
+/// ask --project: answer from stored chunk states (cmd_ask_project.cpp).
+int run_ask_project(const AskOptions& o);
 int run_ask(const AskOptions& o);
 int run_bench(const BenchOptions& o);
 int run_qa(const QaOptions& o);

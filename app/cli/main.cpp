@@ -17,10 +17,21 @@ int main(int argc, char** argv) {
     info_cmd->add_flag("--json", info.json, "Print one JSON object");
 
     AskOptions ask;
-    auto* ask_cmd = app.add_subcommand("ask", "Answer a question about plain-text documents");
+    auto* ask_cmd = app.add_subcommand(
+        "ask", "Answer a question about documents (given with --doc, or stored in a project)");
     ask_cmd->add_option("--model", ask.model, "GGUF model file");
-    ask_cmd->add_option("--doc", ask.docs, "Plain-text (UTF-8) document; repeat for several")
-        ->required();
+    ask_cmd->add_option("--doc", ask.docs,
+                        "Document (text, Markdown, HTML, PDF, or .gz of these); repeat for "
+                        "several. With --project it is added to the project first");
+    auto* ask_project = ask_cmd->add_option(
+        "--project", ask.project,
+        "Project file, or a name in $XDG_DATA_HOME/spanscope/projects (\"\" = default)");
+    ask_cmd->add_option("--doc-id", ask.doc_ids, "With --project: only these documents")
+        ->needs(ask_project)
+        ->check(CLI::PositiveNumber);
+    ask_cmd->add_option("--chat", ask.chat, "With --project: continue this chat")
+        ->needs(ask_project)
+        ->check(CLI::PositiveNumber);
     ask_cmd->add_option("--max-tokens", ask.max_tokens, "Most answer tokens")
         ->check(CLI::Range(1, 32768));
     ask_cmd->add_option("--temperature", ask.temperature, "0 = greedy")
@@ -34,6 +45,50 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1024));
     ask_cmd->add_flag("--json", ask.json, "Print one JSON object with the answer and statistics");
     ask_cmd->add_option("question", ask.question, "The question")->required();
+
+    IngestOptions ingest;
+    auto* ingest_cmd =
+        app.add_subcommand("ingest", "Add documents to a project and store their prefilled chunks");
+    ingest_cmd->add_option("--project", ingest.project,
+                           "Project file, or a name in $XDG_DATA_HOME/spanscope/projects");
+    ingest_cmd->add_option("--model", ingest.model, "GGUF model file");
+    ingest_cmd->add_option("--threads", ingest.threads, "Worker threads (default: all cores)")
+        ->check(CLI::Range(1, 1024));
+    ingest_cmd
+        ->add_option("--chunk-tokens", ingest.chunk_tokens,
+                     "Tokens per chunk (saved as the project's setting; default 1024)")
+        ->check(CLI::Range(16, 8192));
+    ingest_cmd->add_flag("--json", ingest.json,
+                         "Print the project's documents as JSON [{id, path, tokens, chunks}]");
+    ingest_cmd->add_option("documents", ingest.docs, "Files to add")->required();
+
+    ProjectOptions proj;
+    auto* project_cmd = app.add_subcommand("project", "Inspect and maintain a project");
+    project_cmd->require_subcommand(1);
+    auto add_project_option = [&](CLI::App* c) {
+        c->add_option("--project", proj.project,
+                      "Project file, or a name in $XDG_DATA_HOME/spanscope/projects");
+    };
+    auto* p_info = project_cmd->add_subcommand("info", "Sizes: documents, chunks, chunk states");
+    add_project_option(p_info);
+    p_info->add_option("--model", proj.model, "Also show token counts for this model");
+    p_info->add_flag("--json", proj.json, "Print one JSON object");
+    auto* p_list = project_cmd->add_subcommand("list-docs", "List the documents in order");
+    add_project_option(p_list);
+    p_list->add_option("--model", proj.model, "GGUF model file (for token counts)");
+    p_list->add_flag("--json", proj.json, "Print [{id, path, tokens, chunks}]");
+    auto* p_remove = project_cmd->add_subcommand("remove-doc", "Remove documents (chats stay)");
+    add_project_option(p_remove);
+    p_remove->add_option("ids", proj.doc_ids, "Document ids")->required();
+    auto* p_vacuum = project_cmd->add_subcommand("vacuum", "Give freed space back to the disk");
+    add_project_option(p_vacuum);
+    auto* p_limit = project_cmd->add_subcommand(
+        "set-cache-limit", "Bound the chunk states' size (least recently used evicted first)");
+    add_project_option(p_limit);
+    p_limit->add_option("size", proj.cache_limit, "e.g. 500M, 2G")->required();
+    auto* p_events = project_cmd->add_subcommand(
+        "events", "Show the event log (recomputed or evicted chunk states)");
+    add_project_option(p_events);
 
     BenchOptions bench;
     auto* bench_cmd = app.add_subcommand("bench", "Measure prefill and decode speed");
@@ -75,8 +130,17 @@ int main(int argc, char** argv) {
     try {
         if (*info_cmd)
             return run_info(info);
-        if (*ask_cmd)
+        if (*ask_cmd) {
+            ask.use_project = ask_project->count() > 0;
             return run_ask(ask);
+        }
+        if (*ingest_cmd)
+            return run_ingest(ingest);
+        if (*project_cmd) {
+            for (auto* c : project_cmd->get_subcommands())
+                proj.action = c->get_name();
+            return run_project(proj);
+        }
         if (*bench_cmd)
             return run_bench(bench);
         if (*qa_cmd)

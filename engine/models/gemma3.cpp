@@ -31,8 +31,8 @@ class Gemma3Model final : public Model {
 public:
     Gemma3Model(std::unique_ptr<GgufFile> gguf, const std::string& path);
     void forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
-                 const std::vector<int64_t>& logit_rows, float* logits,
-                 ThreadPool& pool) const override;
+                 const std::vector<int64_t>& logit_rows, float* logits, ThreadPool& pool,
+                 const SurprisalRequest* surprisal = nullptr) const override;
 
 private:
     void read_hparams();
@@ -212,8 +212,8 @@ WeightMatrix Gemma3Model::matrix(const std::string& name, int64_t cols, int64_t 
 }
 
 void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
-                          const std::vector<int64_t>& logit_rows, float* logits,
-                          ThreadPool& pool) const {
+                          const std::vector<int64_t>& logit_rows, float* logits, ThreadPool& pool,
+                          const SurprisalRequest* surprisal) const {
     const auto& I = info_;
     const int64_t E = I.n_embd, F = I.n_ff;
     const int64_t q_dim = static_cast<int64_t>(I.n_head) * I.head_dim;
@@ -271,6 +271,19 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
         add_inplace(x.data(), o.data(), n * E);
     }
 
+    if (surprisal) {
+        rms_norm(x.data(), output_norm_, n, E, I.rms_eps); // x is not needed unnormed below
+        token_surprisal(tok_embd_, x.data(), n, surprisal->targets, surprisal->surprisal, pool);
+        if (logit_rows.empty())
+            return;
+        for (size_t r = 0; r < logit_rows.size(); ++r) {
+            const int64_t t = logit_rows[r];
+            if (t < 0 || t >= n)
+                throw std::invalid_argument("logit row outside the ubatch");
+            matmul(tok_embd_, x.data() + t * E, 1, logits + r * I.n_vocab, pool);
+        }
+        return;
+    }
     if (logit_rows.empty())
         return;
     std::vector<float> sel(logit_rows.size() * static_cast<size_t>(E));

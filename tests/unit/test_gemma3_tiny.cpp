@@ -102,6 +102,11 @@ std::vector<std::vector<float>> reference_logits(const std::string& path, const 
                 rms(K[t], hh * D, D, n_k);
                 rope(K[t], hh * D, t, base);
             }
+            // The KV cache keeps f16 precision (memory.h, like llama.cpp's default F16 cache);
+            // the compiler's _Float16 conversion rounds to nearest even independently of ours.
+            for (auto* kv : {&K[t], &Vv[t]})
+                for (auto& e : *kv)
+                    e = static_cast<float>(static_cast<_Float16>(e));
         }
         for (int t = 0; t < n; ++t) {
             std::vector<float> att(H * D, 0.0f);

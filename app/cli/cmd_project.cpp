@@ -1,0 +1,129 @@
+#include "commands.h"
+
+#include "project_support.h"
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+namespace spanscope::cli {
+
+/// [{"id", "path", "tokens", "chunks"}] in project order; tokens and chunks under the given
+/// model's chunking (null without a model or before the document was chunked for it).
+nlohmann::json documents_json(Project& project, const Model* model) {
+    std::string key;
+    if (model)
+        key = chunking_key(*model, chunking_for(project, *model));
+    auto out = nlohmann::json::array();
+    for (const auto& d : project.documents()) {
+        nlohmann::json j{{"id", d.id}, {"path", d.path}, {"tokens", nullptr}, {"chunks", nullptr}};
+        if (model)
+            if (const auto s = project.chunking_summary(d.id, key)) {
+                j["tokens"] = s->tokens;
+                j["chunks"] = s->chunks;
+            }
+        j["name"] = d.name;
+        j["format"] = d.format;
+        j["text_bytes"] = d.text_bytes;
+        if (!d.warnings.empty())
+            j["warnings"] = d.warnings;
+        out.push_back(std::move(j));
+    }
+    return out;
+}
+
+int run_project(const ProjectOptions& o) {
+    const std::string path = resolve_project_path(o.project);
+    auto project = Project::open(path, /*create=*/false);
+    std::unique_ptr<Model> model;
+    const bool want_model = o.action == "list-docs" || (o.action == "info" && !o.model.empty());
+    if (want_model) {
+        try {
+            model = open_model(o.model);
+        } catch (const std::exception& e) {
+            if (!o.model.empty())
+                throw;
+            std::cerr << "note: " << e.what() << " (token counts omitted)\n";
+        }
+    }
+    if (o.action == "list-docs") {
+        const auto docs = documents_json(*project, model.get());
+        if (o.json) {
+            std::cout << docs.dump() << "\n";
+            return 0;
+        }
+        for (const auto& d : docs)
+            std::cout << d["id"] << "\t" << (d["tokens"].is_null() ? "-" : d["tokens"].dump())
+                      << " tokens\t" << (d["chunks"].is_null() ? "-" : d["chunks"].dump())
+                      << " chunks\t" << d["path"].get<std::string>() << "\n";
+        return 0;
+    }
+    if (o.action == "remove-doc") {
+        int missing = 0;
+        for (const auto id : o.doc_ids) {
+            if (project->remove_document(id))
+                std::cerr << "removed document " << id << "\n";
+            else {
+                std::cerr << "spanscope-cli: " << path << " has no document " << id << "\n";
+                ++missing;
+            }
+        }
+        return missing ? 1 : 0;
+    }
+    if (o.action == "vacuum") {
+        const auto before = project->info().file_bytes;
+        project->vacuum();
+        std::cerr << "vacuumed: " << human_bytes(before) << " -> "
+                  << human_bytes(project->info().file_bytes) << "\n";
+        return 0;
+    }
+    if (o.action == "set-cache-limit") {
+        project->set_cache_limit_bytes(parse_bytes(o.cache_limit));
+        const auto evicted = project->evict_to_limit();
+        std::cerr << "cache limit " << human_bytes(project->cache_limit_bytes()) << "; evicted "
+                  << human_bytes(evicted) << "\n";
+        return 0;
+    }
+    if (o.action == "events") {
+        for (const auto& [kind, message] : project->events())
+            std::cout << kind << "\t" << message << "\n";
+        return 0;
+    }
+    // info
+    const auto i = project->info();
+    if (o.json) {
+        nlohmann::json j{{"path", i.path},
+                         {"schema_version", i.schema_version},
+                         {"file_bytes", i.file_bytes},
+                         {"documents", i.documents},
+                         {"chunks", i.chunks},
+                         {"chats", i.chats},
+                         {"messages", i.messages},
+                         {"states", i.states},
+                         {"state_bytes", i.state_bytes},
+                         {"cache_limit_bytes", i.cache_limit_bytes}};
+        j["models"] = nlohmann::json::array();
+        for (const auto& m : i.models)
+            j["models"].push_back({{"fingerprint", m.fingerprint},
+                                   {"states", m.states},
+                                   {"bytes", m.bytes},
+                                   {"tokens", m.tokens},
+                                   {"bytes_per_token", m.tokens ? m.bytes / m.tokens : 0}});
+        std::cout << j.dump() << "\n";
+        return 0;
+    }
+    std::cout << "project:        " << i.path << "\n"
+              << "schema version: " << i.schema_version << "\n"
+              << "file size:      " << human_bytes(i.file_bytes) << "\n"
+              << "documents:      " << i.documents << " (" << i.chunks << " chunks)\n"
+              << "chats:          " << i.chats << " (" << i.messages << " messages)\n"
+              << "chunk states:   " << i.states << ", " << human_bytes(i.state_bytes)
+              << " (cache limit " << human_bytes(i.cache_limit_bytes) << ")\n";
+    for (const auto& m : i.models)
+        std::cout << "  model " << m.fingerprint << ": " << human_bytes(m.bytes) << " for "
+                  << m.tokens << " tokens (" << (m.tokens ? m.bytes / m.tokens : 0)
+                  << " bytes per token)\n";
+    return 0;
+}
+
+} // namespace spanscope::cli

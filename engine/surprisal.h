@@ -1,0 +1,30 @@
+// Surprisal of every token of a prefill: -log p(actual next token), in nats, from the same
+// forward pass (SEKV cuts spans at high-surprisal tokens; DESIGN.md §3.4). Computing it needs
+// the logits of every row, so the output projection runs over vocabulary slices with a running
+// log-sum-exp instead of materialising [n][n_vocab] logits.
+#pragma once
+
+#include "matmul.h"
+#include "thread_pool.h"
+
+#include <cstdint>
+
+namespace spanscope {
+
+/// What forward() should also compute: for every row t of the ubatch with targets[t] >= 0,
+/// surprisal[t] = logsumexp(logits_t) - logits_t[targets[t]] (nats); rows with targets[t] < 0
+/// get NaN. targets, surprisal: [n] (n = the ubatch's token count).
+struct SurprisalRequest {
+    const int32_t* targets = nullptr;
+    float* surprisal = nullptr;
+};
+
+/// Surprisal of `targets` under logits = hidden · lm_headᵀ.
+/// hidden: [n][lm_head.cols] (final-normed hidden states); targets, out: [n].
+/// Throws std::invalid_argument for a target outside [0, lm_head.rows).
+/// slice_rows: vocabulary rows per slice (memory: n * slice_rows floats).
+void token_surprisal(const WeightMatrix& lm_head, const float* hidden, int64_t n,
+                     const int32_t* targets, float* out, ThreadPool& pool,
+                     int64_t slice_rows = 8192);
+
+} // namespace spanscope

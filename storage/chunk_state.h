@@ -1,0 +1,81 @@
+// The chunk state blob: what the project store keeps per chunk and model (DESIGN.md §3.5, §4).
+//
+// Format version 1, all integers little-endian, fields naturally aligned:
+//   offset size
+//     0    8  magic "SSCHUNK\0"
+//     8    4  format version (1)
+//    12    4  byte-order mark 0x01020304 as written by the host (read back 04 03 02 01 on a
+//             little-endian file; anything else is refused)
+//    16   16  model fingerprint (model_fingerprint.h)
+//    32    4  kind: 1 = attention rows of the chunk's tokens (global layers) + surprisal,
+//                   2 = sliding-window tail (the last W-1 rows a continuation still sees)
+//    36    4  dtype: 1 = IEEE f16
+//    40    4  n_layers   44 4 n_kv_head   48 4 head_dim
+//    52    4  pos_begin (unit-local position of the first row; keys are rotated at it)
+//    56    4  n_rows     60 4 n_surprisal (n_rows for kind 1, 0 for kind 2)
+//    64    8  XXH3-64 of the chunk's token ids (int32 little-endian): every hit verifies them
+//    72    8  payload bytes
+//    80    8  XXH3-64 of the payload
+//    88    8  XXH3-64 of header bytes [0, 88)
+//    96       payload: u32 layer index [n_layers], 4 zero bytes when n_layers is odd; per
+//             layer K then V, each f16 [n_rows][n_kv_head][head_dim]; f32 surprisal
+//             [n_surprisal] (nats; row i's surprisal of the token after it, NaN for none).
+// Size per token of kind 1 for Gemma 3 270M: 3 layers × 2 × 256 × 2 B + 4 B = 3 076 bytes.
+#pragma once
+
+#include "kv_rows.h"
+#include "model_fingerprint.h"
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spanscope {
+
+enum class StateKind : uint32_t { AttentionRows = 1, SlidingTail = 2 };
+enum class StateDtype : uint32_t { F16 = 1 };
+
+constexpr uint32_t kChunkStateVersion = 1;
+constexpr size_t kChunkStateHeaderBytes = 96;
+
+/// A blob that must not be used; what() says why (checksum, fingerprint, shape, version...).
+class StateError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct ChunkState {
+    StateKind kind = StateKind::AttentionRows;
+    Fingerprint fingerprint{};
+    uint64_t token_hash = 0;
+    int32_t pos_begin = 0;
+    int64_t n_rows = 0;
+    int n_kv_head = 0, head_dim = 0;
+    std::vector<LayerRows> layers; ///< each: pos_begin, n_rows as above
+    std::vector<float> surprisal;  ///< [n_rows] for AttentionRows, empty otherwise
+};
+
+/// What a reader requires of a blob before it uses it.
+struct StateExpectation {
+    StateKind kind = StateKind::AttentionRows;
+    Fingerprint fingerprint{};
+    uint64_t token_hash = 0;
+    int32_t pos_begin = 0;
+    int64_t n_rows = 0;
+    std::vector<int> layers;
+    int n_kv_head = 0, head_dim = 0;
+};
+
+/// XXH3-64 of token ids (as int32 little-endian).
+uint64_t token_ids_hash(const std::vector<int32_t>& ids);
+
+/// Serialise. Throws std::invalid_argument when the rows do not match the declared shape.
+std::vector<uint8_t> encode_chunk_state(const ChunkState& s);
+
+/// Parse and check everything: size, magic, version, byte order, header checksum, the
+/// expected kind, fingerprint, token hash, positions, layers and shapes, payload size and
+/// checksum. Throws StateError naming the first mismatch.
+ChunkState decode_chunk_state(const uint8_t* data, size_t size, const StateExpectation& expect);
+
+} // namespace spanscope

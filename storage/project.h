@@ -1,0 +1,153 @@
+// A Spanscope project: one SQLite file (*.spanscope) holding documents (source path, content
+// hash, extracted text, offset map), their chunks per tokenizer, chunk states per model
+// (chunk_state.h blobs), chats with their messages, settings, an event log, and room for the
+// SEKV segmentation and zoom traces (DESIGN.md §4).
+//
+// WAL journal, foreign keys on, a busy timeout; every write is a short transaction, so a killed
+// process leaves a database that opens and holds every committed chunk. The schema carries a
+// version and is upgraded by numbered migrations (schema.cpp).
+#pragma once
+
+#include "chunk_state.h"
+#include "chunking.h"
+#include "document_loader.h"
+#include "sqlite_db.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spanscope {
+
+/// A project file that cannot be used (empty, truncated, not SQLite, not a Spanscope project,
+/// from a newer version, damaged). The message names the file and says that nothing was
+/// changed.
+class ProjectError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+struct DocumentRecord {
+    int64_t id = 0;
+    int64_t position = 0; ///< project order
+    std::string path, name, format, encoding, content_hash, added_at;
+    int64_t text_bytes = 0;
+    std::vector<std::string> warnings;
+};
+
+/// Tokens and chunks of a document under one chunking key (model_fingerprint.h).
+struct ChunkingSummary {
+    int64_t tokens = 0;
+    int64_t chunks = 0;
+    int units = 0;
+};
+
+struct MessageRecord {
+    int64_t id = 0;
+    std::string role; ///< "user" or "assistant"
+    std::string text;
+    std::string stats_json; ///< assistant messages: the answer's statistics
+    std::string created_at;
+};
+
+struct ProjectInfo {
+    std::string path;
+    int schema_version = 0;
+    int64_t file_bytes = 0; ///< database file (without the WAL)
+    int64_t documents = 0, chats = 0, messages = 0;
+    int64_t chunks = 0, states = 0;
+    int64_t state_bytes = 0; ///< all chunk state blobs
+    int64_t cache_limit_bytes = 0;
+    struct PerModel {
+        std::string fingerprint;
+        int64_t states = 0, bytes = 0, tokens = 0; ///< tokens: rows of attention-row states
+    };
+    std::vector<PerModel> models;
+};
+
+class Project {
+public:
+    /// Open `path`; create: make a new project when the file does not exist (parent
+    /// directories included). Throws ProjectError with a clear message for a 0-byte, truncated,
+    /// damaged, foreign or newer file — never writes to such a file.
+    static std::unique_ptr<Project> open(const std::string& path, bool create);
+    ~Project();
+
+    const std::string& path() const { return db_->path(); }
+    int schema_version();
+    Db& db() { return *db_; }
+
+    // Documents ------------------------------------------------------------------------------
+    /// Add a loaded document (in one transaction); returns its id. A document with the same
+    /// content hash already in the project is not added again: its id is returned and
+    /// *existing set.
+    int64_t add_document(const std::string& source_path, const LoadedDocument& doc,
+                         bool* existing = nullptr);
+    std::vector<DocumentRecord> documents();
+    std::optional<DocumentRecord> document(int64_t id);
+    std::string document_text(int64_t id);
+    std::vector<SourceAnchor> document_offset_map(int64_t id);
+    /// Delete a document with its chunks and states (chats keep their messages).
+    /// Returns false when there is no such document.
+    bool remove_document(int64_t id);
+
+    // Chunks ---------------------------------------------------------------------------------
+    bool has_chunks(int64_t document_id, const std::string& key);
+    /// Store the chunks of every unit (one transaction).
+    void insert_chunks(int64_t document_id, const std::string& key,
+                       const std::vector<DocumentUnit>& units);
+    /// The units as stored (tokens, offsets, ranges); chunk_ids receives [unit][chunk] row ids.
+    std::vector<DocumentUnit> load_units(int64_t document_id, const std::string& key,
+                                         std::vector<std::vector<int64_t>>* chunk_ids = nullptr);
+    std::optional<ChunkingSummary> chunking_summary(int64_t document_id, const std::string& key);
+
+    // Chunk states ---------------------------------------------------------------------------
+    std::optional<std::vector<uint8_t>> state_blob(int64_t chunk_id, const std::string& fingerprint,
+                                                   StateKind kind);
+    /// Commit a chunk's attention-row state and its sliding tail, and drop the tail of the
+    /// unit's previous chunk (drop_tail_of, or 0) — one transaction.
+    void commit_chunk_state(int64_t chunk_id, const std::string& fingerprint,
+                            const std::vector<uint8_t>& rows_blob,
+                            const std::vector<uint8_t>& tail_blob, int64_t drop_tail_of);
+    /// Bytes of the stored states of these chunks for this model.
+    int64_t state_bytes(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint);
+    /// Delete every state of these chunks for this model (before recomputing them).
+    void delete_states(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint);
+    /// Mark states as used now (least-recently-used eviction).
+    void touch_states(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint);
+    /// Evict whole units' states, least recently used first, until the states fit the cache
+    /// limit; never the chunks in `keep`. Returns the bytes evicted.
+    int64_t evict_to_limit(const std::vector<int64_t>& keep = {});
+
+    // Chats ----------------------------------------------------------------------------------
+    int64_t create_chat(const std::string& title);
+    bool has_chat(int64_t chat_id);
+    int64_t add_message(int64_t chat_id, const std::string& role, const std::string& text,
+                        const std::string& stats_json = "");
+    std::vector<MessageRecord> messages(int64_t chat_id);
+
+    // Settings, events, maintenance ------------------------------------------------------------
+    int64_t cache_limit_bytes();
+    void set_cache_limit_bytes(int64_t bytes);
+    void log_event(const std::string& kind, const std::string& message);
+    std::vector<std::pair<std::string, std::string>> events(); ///< (kind, message), oldest first
+    ProjectInfo info();
+    void vacuum();
+
+private:
+    explicit Project(std::unique_ptr<Db> db);
+    std::unique_ptr<Db> db_;
+};
+
+/// The default cache limit for chunk states: 8 GiB.
+constexpr int64_t kDefaultCacheLimitBytes = int64_t{8} << 30;
+
+/// The default project file: $XDG_DATA_HOME/spanscope/projects/default.spanscope (XDG_DATA_HOME
+/// defaults to ~/.local/share). A --project value without a '/' and without the .spanscope
+/// suffix names a project in that directory.
+std::string resolve_project_path(const std::string& value);
+
+} // namespace spanscope

@@ -1,0 +1,153 @@
+#include "project_schema.h"
+
+#include "project.h"
+
+#include <sys/stat.h>
+
+#include <array>
+#include <cstring>
+#include <fstream>
+
+namespace spanscope {
+
+namespace {
+
+// Migration k brings the schema from version k - 1 to version k. Never edit a released one:
+// add the next (tests/unit/test_project.cpp opens the committed fixture of every version).
+const char* const kMigrations[] = {
+    // 1: the first schema.
+    R"sql(
+CREATE TABLE schema_version(version INTEGER NOT NULL);
+INSERT INTO schema_version VALUES (0);
+CREATE TABLE settings(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE documents(
+    id INTEGER PRIMARY KEY,
+    position INTEGER NOT NULL,
+    path TEXT NOT NULL,
+    name TEXT NOT NULL,
+    format TEXT NOT NULL,
+    encoding TEXT NOT NULL,
+    content_hash TEXT NOT NULL UNIQUE,
+    text TEXT NOT NULL,
+    offset_map BLOB NOT NULL,      -- SourceAnchor entries: 4 x int64 little-endian each
+    warnings TEXT NOT NULL,        -- one per line
+    added_at TEXT NOT NULL);
+CREATE TABLE chunks(
+    id INTEGER PRIMARY KEY,
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    chunking TEXT NOT NULL,        -- tokenizer hash and chunking options
+    unit INTEGER NOT NULL,         -- section of the document (own position space)
+    ordinal INTEGER NOT NULL,      -- chunk within the unit
+    units INTEGER NOT NULL,        -- sections of the document under this chunking
+    char_begin INTEGER NOT NULL, char_end INTEGER NOT NULL,
+    token_begin INTEGER NOT NULL, token_end INTEGER NOT NULL,
+    tokens BLOB NOT NULL,          -- int32 little-endian ids
+    token_chars BLOB NOT NULL,     -- int32 little-endian text offsets, -1 for header tokens
+    UNIQUE(document_id, chunking, unit, ordinal));
+CREATE TABLE chunk_states(
+    chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    fingerprint TEXT NOT NULL,
+    kind INTEGER NOT NULL,         -- chunk_state.h StateKind
+    blob BLOB NOT NULL,
+    bytes INTEGER NOT NULL,
+    rows INTEGER NOT NULL,
+    last_used INTEGER NOT NULL,    -- milliseconds since the epoch
+    PRIMARY KEY(chunk_id, fingerprint, kind));
+CREATE INDEX chunk_states_lru ON chunk_states(last_used);
+CREATE TABLE segmentations(
+    chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    fingerprint TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY(chunk_id, fingerprint));
+CREATE TABLE chats(id INTEGER PRIMARY KEY, title TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE messages(
+    id INTEGER PRIMARY KEY,
+    chat_id INTEGER NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+    role TEXT NOT NULL CHECK(role IN ('user', 'assistant')),
+    text TEXT NOT NULL,
+    stats TEXT NOT NULL,
+    created_at TEXT NOT NULL);
+CREATE TABLE zoom_traces(
+    message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+    data BLOB NOT NULL);
+CREATE TABLE events(id INTEGER PRIMARY KEY, at TEXT NOT NULL, kind TEXT NOT NULL,
+                    message TEXT NOT NULL);
+)sql",
+};
+static_assert(std::size(kMigrations) == kSchemaVersion);
+
+[[noreturn]] void refuse(const std::string& path, const std::string& why) {
+    throw ProjectError(path + ": " + why + "; the file was not changed");
+}
+
+uint32_t be16(const unsigned char* p) {
+    return (uint32_t{p[0]} << 8) | p[1];
+}
+uint32_t be32(const unsigned char* p) {
+    return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+} // namespace
+
+void check_project_file(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        refuse(path, std::string("cannot be read (") + std::strerror(errno) + ")");
+    if (!S_ISREG(st.st_mode))
+        refuse(path, "is not a regular file");
+    if (st.st_size == 0)
+        refuse(path, "is empty (0 bytes), not a Spanscope project");
+    std::ifstream f(path, std::ios::binary);
+    std::array<unsigned char, 100> h{};
+    if (!f.read(reinterpret_cast<char*>(h.data()), h.size()))
+        refuse(path,
+               "is too short (" + std::to_string(st.st_size) + " bytes) to be a Spanscope project");
+    if (std::memcmp(h.data(), "SQLite format 3", 16) != 0)
+        refuse(path, "is not a Spanscope project (not an SQLite database)");
+    uint32_t page = be16(h.data() + 16);
+    if (page == 1)
+        page = 65536;
+    if (page < 512 || page > 65536 || (page & (page - 1)) != 0)
+        refuse(path, "is damaged (invalid page size " + std::to_string(page) + ")");
+    // The in-header page count is valid when the version-valid-for number matches the change
+    // counter (SQLite file format §1.3.7).
+    const uint32_t pages = be32(h.data() + 28);
+    if (be32(h.data() + 92) == be32(h.data() + 24) && pages > 0 &&
+        static_cast<uint64_t>(st.st_size) < uint64_t{pages} * page)
+        refuse(path, "is truncated (" + std::to_string(st.st_size) + " bytes; its header says " +
+                         std::to_string(uint64_t{pages} * page) + ")");
+    if (st.st_size % page != 0)
+        refuse(path, "is truncated (" + std::to_string(st.st_size) +
+                         " bytes, not a whole number of " + std::to_string(page) + "-byte pages)");
+}
+
+int read_schema_version(Db& db) {
+    auto tables = db.prepare("SELECT count(*) FROM sqlite_master");
+    tables.step();
+    if (tables.int64(0) == 0)
+        return 0;
+    auto has = db.prepare(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+    has.step();
+    if (has.int64(0) == 0)
+        return -1;
+    auto v = db.prepare("SELECT version FROM schema_version");
+    if (!v.step())
+        return -1;
+    return static_cast<int>(v.int64(0));
+}
+
+void migrate(Db& db, int from) {
+    if (from > kSchemaVersion)
+        throw ProjectError(db.path() + ": written by a newer Spanscope (schema version " +
+                           std::to_string(from) + "; this build reads up to " +
+                           std::to_string(kSchemaVersion) + "); the file was not changed");
+    for (int v = from + 1; v <= kSchemaVersion; ++v) {
+        Transaction tx(db);
+        db.exec(kMigrations[v - 1]);
+        db.prepare("UPDATE schema_version SET version = ?").bind(1, int64_t{v}).run();
+        tx.commit();
+    }
+}
+
+} // namespace spanscope

@@ -1,0 +1,170 @@
+#include "sqlite_db.h"
+
+#include <sqlite3.h>
+
+namespace spanscope {
+
+namespace {
+[[noreturn]] void fail(sqlite3* db, int rc, const std::string& context) {
+    const char* msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    throw DbError(context + ": " + (msg ? msg : sqlite3_errstr(rc)), rc);
+}
+} // namespace
+
+Db::Db(const std::string& path, bool create) : path_(path) {
+    const int flags =
+        SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
+    const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    if (rc != SQLITE_OK) {
+        const std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+        sqlite3_close(db_);
+        db_ = nullptr;
+        throw DbError(path + ": " + msg, rc);
+    }
+    sqlite3_extended_result_codes(db_, 1);
+}
+
+Db::~Db() {
+    sqlite3_close_v2(db_);
+}
+
+void Db::exec(std::string_view sql) {
+    char* err = nullptr;
+    const std::string s(sql);
+    const int rc = sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+        const std::string msg = err ? err : sqlite3_errstr(rc);
+        sqlite3_free(err);
+        throw DbError(path_ + ": " + msg, rc);
+    }
+}
+
+Stmt Db::prepare(std::string_view sql) {
+    return Stmt(*this, sql);
+}
+
+int64_t Db::last_insert_id() const {
+    return sqlite3_last_insert_rowid(db_);
+}
+
+int Db::changes() const {
+    return sqlite3_changes(db_);
+}
+
+Stmt::Stmt(Db& db, std::string_view sql) : db_(&db), sql_(sql) {
+    const int rc =
+        sqlite3_prepare_v2(db.handle(), sql_.data(), static_cast<int>(sql_.size()), &st_, nullptr);
+    if (rc != SQLITE_OK)
+        fail(db.handle(), rc, db.path());
+}
+
+Stmt::~Stmt() {
+    sqlite3_finalize(st_);
+}
+
+Stmt::Stmt(Stmt&& o) noexcept : db_(o.db_), st_(o.st_), sql_(std::move(o.sql_)) {
+    o.st_ = nullptr;
+}
+
+Stmt& Stmt::bind(int i, int64_t v) {
+    const int rc = sqlite3_bind_int64(st_, i, v);
+    if (rc != SQLITE_OK)
+        fail(db_->handle(), rc, db_->path());
+    return *this;
+}
+
+Stmt& Stmt::bind(int i, double v) {
+    const int rc = sqlite3_bind_double(st_, i, v);
+    if (rc != SQLITE_OK)
+        fail(db_->handle(), rc, db_->path());
+    return *this;
+}
+
+Stmt& Stmt::bind(int i, std::string_view text) {
+    const int rc =
+        sqlite3_bind_text64(st_, i, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+    if (rc != SQLITE_OK)
+        fail(db_->handle(), rc, db_->path());
+    return *this;
+}
+
+Stmt& Stmt::bind_blob(int i, const void* data, size_t bytes) {
+    // A zero-length blob is still a blob (not NULL).
+    const int rc = bytes == 0 ? sqlite3_bind_zeroblob(st_, i, 0)
+                              : sqlite3_bind_blob64(st_, i, data, bytes, SQLITE_TRANSIENT);
+    if (rc != SQLITE_OK)
+        fail(db_->handle(), rc, db_->path());
+    return *this;
+}
+
+Stmt& Stmt::bind_null(int i) {
+    const int rc = sqlite3_bind_null(st_, i);
+    if (rc != SQLITE_OK)
+        fail(db_->handle(), rc, db_->path());
+    return *this;
+}
+
+bool Stmt::step() {
+    const int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW)
+        return true;
+    if (rc == SQLITE_DONE)
+        return false;
+    fail(db_->handle(), rc, db_->path());
+}
+
+void Stmt::run() {
+    while (step()) {
+    }
+    reset();
+}
+
+void Stmt::reset() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+}
+
+int64_t Stmt::int64(int col) const {
+    return sqlite3_column_int64(st_, col);
+}
+
+double Stmt::real(int col) const {
+    return sqlite3_column_double(st_, col);
+}
+
+std::string Stmt::text(int col) const {
+    const auto* p = sqlite3_column_text(st_, col);
+    const int n = sqlite3_column_bytes(st_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n))
+             : std::string();
+}
+
+std::vector<uint8_t> Stmt::blob(int col) const {
+    const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(st_, col));
+    const int n = sqlite3_column_bytes(st_, col);
+    return p ? std::vector<uint8_t>(p, p + n) : std::vector<uint8_t>();
+}
+
+bool Stmt::is_null(int col) const {
+    return sqlite3_column_type(st_, col) == SQLITE_NULL;
+}
+
+Transaction::Transaction(Db& db) : db_(db) {
+    db_.exec("BEGIN IMMEDIATE");
+}
+
+Transaction::~Transaction() {
+    if (!done_) {
+        try {
+            db_.exec("ROLLBACK");
+        } catch (...) {
+        }
+    }
+}
+
+void Transaction::commit() {
+    db_.exec("COMMIT");
+    done_ = true;
+}
+
+} // namespace spanscope

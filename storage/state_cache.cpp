@@ -1,0 +1,243 @@
+#include "state_cache.h"
+
+#include "kv_rows.h"
+
+#include <chrono>
+#include <stdexcept>
+
+namespace spanscope {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}
+
+StateCache::StateCache(Project& project, const Model& model, const ChunkingOptions& chunking)
+    : project_(project), model_(model), chunking_(chunking), fingerprint_(model_fingerprint(model)),
+      fingerprint_hex_(fingerprint_hex(fingerprint_)),
+      key_(spanscope::chunking_key(model, chunking)), global_(global_layers(model.info())),
+      sliding_(sliding_layers(model.info())) {
+    if (chunking.max_unit_tokens < 1)
+        throw std::invalid_argument("the chunking needs a unit size");
+    for (const int il : sliding_) {
+        const int w = model.info().layers[static_cast<size_t>(il)].attn.window;
+        if (window_ != 0 && w != window_)
+            throw std::invalid_argument("sliding layers with different windows are not supported");
+        window_ = w;
+    }
+}
+
+std::vector<DocumentUnit> StateCache::units(int64_t document_id,
+                                            std::vector<std::vector<int64_t>>* chunk_ids) {
+    if (!project_.has_chunks(document_id, key_)) {
+        const auto doc = project_.document(document_id);
+        if (!doc)
+            throw ProjectError(project_.path() + ": no document " + std::to_string(document_id));
+        const auto units = build_document_units(model_.tokenizer(), doc->name,
+                                                project_.document_text(document_id), chunking_);
+        project_.insert_chunks(document_id, key_, units);
+    }
+    return project_.load_units(document_id, key_, chunk_ids);
+}
+
+StateExpectation StateCache::expect_rows(const TextChunk& c) const {
+    StateExpectation e;
+    e.kind = StateKind::AttentionRows;
+    e.fingerprint = fingerprint_;
+    e.token_hash = token_ids_hash(c.tokens);
+    e.pos_begin = static_cast<int32_t>(c.token_begin);
+    e.n_rows = static_cast<int64_t>(c.tokens.size());
+    e.layers = global_;
+    e.n_kv_head = model_.info().n_head_kv;
+    e.head_dim = model_.info().head_dim;
+    return e;
+}
+
+StateExpectation StateCache::expect_tail(const DocumentUnit& u) const {
+    // The tail after the unit's chunks so far: u may be a prefix of the unit.
+    StateExpectation e;
+    e.kind = StateKind::SlidingTail;
+    e.fingerprint = fingerprint_;
+    const int64_t end = u.n_tokens();
+    const int64_t begin = sliding_.empty() ? end : std::max<int64_t>(0, end - (window_ - 1));
+    // The tail is tied to every token id it covers and to the last chunk's ids.
+    std::vector<int32_t> ids;
+    for (const auto& c : u.chunks)
+        ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
+    e.token_hash = token_ids_hash(ids);
+    e.pos_begin = static_cast<int32_t>(begin);
+    e.n_rows = end - begin;
+    e.layers = sliding_;
+    e.n_kv_head = model_.info().n_head_kv;
+    e.head_dim = model_.info().head_dim;
+    return e;
+}
+
+UnitStates StateCache::decode(const DocumentUnit& u, const std::vector<int64_t>& ids, size_t n) {
+    UnitStates s;
+    s.chunk_ids.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
+    for (size_t c = 0; c < n; ++c) {
+        const auto blob = project_.state_blob(ids[c], fingerprint_hex_, StateKind::AttentionRows);
+        if (!blob)
+            throw StateError("chunk " + std::to_string(c) + " has no stored state");
+        try {
+            s.rows.push_back(
+                decode_chunk_state(blob->data(), blob->size(), expect_rows(u.chunks[c])));
+        } catch (const StateError& e) {
+            throw StateError("chunk " + std::to_string(c) + ": " + e.what());
+        }
+    }
+    if (n > 0) {
+        const auto blob = project_.state_blob(ids[n - 1], fingerprint_hex_, StateKind::SlidingTail);
+        if (!blob)
+            throw StateError("chunk " + std::to_string(n - 1) + " has no stored sliding tail");
+        DocumentUnit prefix;
+        prefix.chunks.assign(u.chunks.begin(), u.chunks.begin() + static_cast<std::ptrdiff_t>(n));
+        try {
+            s.tail = decode_chunk_state(blob->data(), blob->size(), expect_tail(prefix));
+        } catch (const StateError& e) {
+            throw StateError("chunk " + std::to_string(n - 1) + " tail: " + e.what());
+        }
+    }
+    return s;
+}
+
+UnitStates StateCache::load_unit(int64_t document_id, int unit) {
+    std::vector<std::vector<int64_t>> ids;
+    const auto us = units(document_id, &ids);
+    if (unit < 0 || unit >= static_cast<int>(us.size()))
+        throw std::invalid_argument("document " + std::to_string(document_id) + " has no unit " +
+                                    std::to_string(unit));
+    const auto& u = us[static_cast<size_t>(unit)];
+    return decode(u, ids[static_cast<size_t>(unit)], u.chunks.size());
+}
+
+int64_t StateCache::restore_unit(const UnitStates& states, Session& session, int64_t offset) {
+    auto& memory = session.memory();
+    const auto& info = model_.info();
+    const auto delta = static_cast<int32_t>(offset);
+    int64_t restored = 0;
+    for (const auto& chunk : states.rows)
+        for (const auto& rows : chunk.layers) {
+            import_rows(memory, info, rows, delta, session.ubatch());
+            if (rows.layer == global_.front())
+                restored += rows.n_rows;
+        }
+    for (const auto& rows : states.tail.layers)
+        import_rows(memory, info, rows, delta, session.ubatch());
+    project_.touch_states(states.chunk_ids, fingerprint_hex_);
+    return restored;
+}
+
+IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
+                                const std::atomic<bool>* cancel,
+                                const std::function<void(const IngestProgress&)>& progress) {
+    std::vector<std::vector<int64_t>> ids;
+    const auto us = units(document_id, &ids);
+    const auto doc = project_.document(document_id);
+    IngestResult res;
+    res.units = static_cast<int>(us.size());
+    for (const auto& u : us) {
+        res.tokens += u.n_tokens();
+        res.chunks += static_cast<int64_t>(u.chunks.size());
+    }
+
+    // Where each unit resumes: its first chunk without a usable state.
+    std::vector<size_t> resume(us.size());
+    std::vector<UnitStates> loaded(us.size());
+    int64_t to_do = 0;
+    for (size_t ui = 0; ui < us.size(); ++ui) {
+        const auto& u = us[ui];
+        size_t r = 0;
+        while (r < u.chunks.size() &&
+               project_.state_blob(ids[ui][r], fingerprint_hex_, StateKind::AttentionRows))
+            ++r;
+        try {
+            loaded[ui] = decode(u, ids[ui], r);
+        } catch (const StateError& e) {
+            project_.log_event("recomputed", "document " + std::to_string(document_id) + " unit " +
+                                                 std::to_string(ui) + ": " + e.what());
+            project_.delete_states(ids[ui], fingerprint_hex_);
+            loaded[ui] = UnitStates{};
+            r = 0;
+            ++res.recomputed_units;
+        }
+        resume[ui] = r;
+        res.chunks_reused += static_cast<int64_t>(r);
+        if (r < u.chunks.size())
+            to_do += u.n_tokens() - u.chunks[r].token_begin;
+    }
+
+    const auto t0 = Clock::now();
+    const int64_t processed0 = scratch.tokens_processed();
+    int64_t committed = res.chunks_reused;
+    for (size_t ui = 0; ui < us.size(); ++ui) {
+        const auto& u = us[ui];
+        const size_t first = resume[ui];
+        if (first == u.chunks.size())
+            continue;
+        scratch.reset();
+        if (first > 0) {
+            restore_unit(loaded[ui], scratch, 0);
+            scratch.adopt_memory(u.chunks[first].token_begin);
+        }
+        loaded[ui] = UnitStates{};
+        auto report = [&](int64_t, int64_t) {
+            if (!progress)
+                return;
+            IngestProgress p;
+            p.document_id = document_id;
+            p.name = doc ? doc->name : "";
+            p.unit = static_cast<int>(ui);
+            p.units = res.units;
+            p.chunk = committed;
+            p.chunks = res.chunks;
+            p.tokens_done = scratch.tokens_processed() - processed0;
+            p.tokens_to_do = to_do;
+            const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+            p.tokens_per_s = s > 0 ? p.tokens_done / s : 0;
+            p.seconds_left = p.tokens_per_s > 0 ? (to_do - p.tokens_done) / p.tokens_per_s : 0;
+            progress(p);
+        };
+        auto on_chunk = [&](size_t c, const std::vector<float>& surprisal,
+                            const std::vector<float>&) {
+            const auto& chunk = u.chunks[c];
+            ChunkState rows;
+            rows.kind = StateKind::AttentionRows;
+            rows.fingerprint = fingerprint_;
+            rows.token_hash = token_ids_hash(chunk.tokens);
+            rows.pos_begin = static_cast<int32_t>(chunk.token_begin);
+            rows.n_rows = static_cast<int64_t>(chunk.tokens.size());
+            rows.n_kv_head = model_.info().n_head_kv;
+            rows.head_dim = model_.info().head_dim;
+            rows.layers = export_rows(scratch.memory(), global_, rows.pos_begin,
+                                      static_cast<int32_t>(chunk.token_end()));
+            rows.surprisal = surprisal;
+            DocumentUnit prefix;
+            prefix.chunks.assign(u.chunks.begin(),
+                                 u.chunks.begin() + static_cast<std::ptrdiff_t>(c) + 1);
+            const auto te = expect_tail(prefix);
+            ChunkState tail;
+            tail.kind = StateKind::SlidingTail;
+            tail.fingerprint = fingerprint_;
+            tail.token_hash = te.token_hash;
+            tail.pos_begin = te.pos_begin;
+            tail.n_rows = te.n_rows;
+            tail.n_kv_head = rows.n_kv_head;
+            tail.head_dim = rows.head_dim;
+            tail.layers = export_rows(scratch.memory(), sliding_, te.pos_begin,
+                                      static_cast<int32_t>(chunk.token_end()));
+            project_.commit_chunk_state(ids[ui][c], fingerprint_hex_, encode_chunk_state(rows),
+                                        encode_chunk_state(tail), c > 0 ? ids[ui][c - 1] : 0);
+            ++committed;
+            project_.evict_to_limit(ids[ui]);
+            report(0, 0);
+        };
+        prefill_unit(scratch, u, first, 0, on_chunk, cancel, report);
+    }
+    res.tokens_computed = scratch.tokens_processed() - processed0;
+    for (size_t ui = 0; ui < us.size(); ++ui)
+        res.bytes_stored += project_.state_bytes(ids[ui], fingerprint_hex_);
+    return res;
+}
+
+} // namespace spanscope

@@ -1,0 +1,99 @@
+// Chunk states of one model in one project: computing them (ingest, resumable at the first
+// missing chunk), checking them, and restoring them into a session (DESIGN.md §3.5, §4).
+//
+// Per chunk the store keeps the global (full-attention) layers' K and V of the chunk's tokens,
+// keys rotated at unit-local positions, and the surprisal of each row. Of the sliding-window
+// layers it keeps only what a continuation can still see: the last W-1 rows at the end of the
+// unit's last committed chunk (the previous chunk's tail is dropped in the same transaction).
+// A blob whose checksum, fingerprint, token ids or shape does not match is never used: the
+// unit is recomputed and an event is logged.
+#pragma once
+
+#include "chunk_state.h"
+#include "project.h"
+#include "session.h"
+#include "unit_prefill.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace spanscope {
+
+struct IngestProgress {
+    int64_t document_id = 0;
+    std::string name;
+    int unit = 0, units = 0;       ///< unit being prefilled (0-based) of the document's
+    int64_t chunk = 0, chunks = 0; ///< chunks committed so far / in the document
+    int64_t tokens_done = 0;       ///< tokens computed by this ingest so far
+    int64_t tokens_to_do = 0;      ///< tokens this ingest computes in all
+    double tokens_per_s = 0;
+    double seconds_left = 0;
+};
+
+struct IngestResult {
+    int64_t tokens = 0; ///< document tokens (all units)
+    int64_t chunks = 0;
+    int units = 0;
+    int64_t tokens_computed = 0;  ///< forward passes run by this ingest (engine count)
+    int64_t chunks_reused = 0;    ///< chunks whose state was already stored and valid
+    int64_t recomputed_units = 0; ///< units whose stored states were unusable
+    int64_t bytes_stored = 0;     ///< state bytes of the document now stored for this model
+};
+
+/// One unit's states, decoded and checked, ready to restore.
+struct UnitStates {
+    std::vector<ChunkState> rows; ///< one per chunk
+    ChunkState tail;              ///< sliding tail at the unit's end
+    std::vector<int64_t> chunk_ids;
+};
+
+class StateCache {
+public:
+    /// chunking.max_unit_tokens must be set. The fingerprint is computed here (milliseconds).
+    StateCache(Project& project, const Model& model, const ChunkingOptions& chunking);
+
+    const std::string& fingerprint() const { return fingerprint_hex_; }
+    const std::string& chunking_key() const { return key_; }
+
+    /// The document's units under this model's tokenizer, chunked (and stored) now if needed.
+    /// chunk_ids: [unit][chunk] row ids.
+    std::vector<DocumentUnit> units(int64_t document_id,
+                                    std::vector<std::vector<int64_t>>* chunk_ids = nullptr);
+
+    /// Make every chunk state of the document present and valid: reuses what is stored,
+    /// resumes at the first missing chunk of each unit, recomputes units with unusable blobs.
+    /// `scratch` is used for the prefill (it is reset). Commits chunk by chunk. Throws
+    /// Cancelled (what was committed stays), ContextOverflow.
+    IngestResult ingest(int64_t document_id, Session& scratch,
+                        const std::atomic<bool>* cancel = nullptr,
+                        const std::function<void(const IngestProgress&)>& progress = {});
+
+    /// Decode and check the states of one unit. Throws StateError (missing or unusable blob;
+    /// the message says which chunk and why).
+    UnitStates load_unit(int64_t document_id, int unit);
+
+    /// Store a unit's rows into `session`'s memory at positions offset + unit-local position
+    /// (keys re-rotated by `offset` with each layer's own RoPE base). The caller then calls
+    /// session.adopt_memory(). Returns the rows restored into each global layer (the unit's
+    /// tokens), counted as they are stored. Marks the states as used.
+    int64_t restore_unit(const UnitStates& states, Session& session, int64_t offset);
+
+private:
+    StateExpectation expect_rows(const TextChunk& c) const;
+    StateExpectation expect_tail(const DocumentUnit& u) const;
+    /// Decode rows of chunks [0, n) and the tail of chunk n - 1; throws StateError.
+    UnitStates decode(const DocumentUnit& u, const std::vector<int64_t>& ids, size_t n);
+
+    Project& project_;
+    const Model& model_;
+    ChunkingOptions chunking_;
+    Fingerprint fingerprint_{};
+    std::string fingerprint_hex_, key_;
+    std::vector<int> global_, sliding_;
+    int window_ = 0;
+};
+
+} // namespace spanscope

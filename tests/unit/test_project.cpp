@@ -1,0 +1,236 @@
+// The project database (storage/project.h): creation, what a damaged or foreign file gets (a
+// clear error, the file untouched), documents, chunks, chats, least-recently-used eviction of
+// chunk states, and the committed project of schema version 1 (KNOWN-FAILURES 15).
+#include "project.h"
+#include "project_schema.h"
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+using namespace spanscope;
+using namespace spanscope::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+LoadedDocument text_doc(const std::string& text) {
+    LoadedDocument d;
+    d.text = text;
+    d.source_encoding = "UTF-8";
+    d.offset_map = {{0, 0, 0, 1}};
+    return d;
+}
+
+DocumentUnit one_chunk_unit(int index, int64_t chars, std::vector<int32_t> tokens) {
+    DocumentUnit u;
+    u.index = index;
+    TextChunk c;
+    c.char_end = chars;
+    c.tokens = std::move(tokens);
+    c.token_chars.assign(c.tokens.size(), 0);
+    u.chunks.push_back(c);
+    u.char_end = chars;
+    return u;
+}
+
+class ProjectTest : public ::testing::Test {
+protected:
+    void SetUp() override { dir_ = temp_dir(); }
+    void TearDown() override { fs::remove_all(dir_); }
+    // Expect open() to refuse `path` with `phrase` in the message and leave it unchanged.
+    void expect_refused(const std::string& path, const std::string& phrase) {
+        const auto before = read_all(path);
+        try {
+            Project::open(path, /*create=*/true);
+            ADD_FAILURE() << path << " was opened";
+        } catch (const ProjectError& e) {
+            const std::string m = e.what();
+            EXPECT_NE(m.find(phrase), std::string::npos) << m;
+            EXPECT_NE(m.find(path), std::string::npos) << "names the file: " << m;
+            EXPECT_NE(m.find("not changed"), std::string::npos) << m;
+        }
+        EXPECT_EQ(read_all(path), before) << "the file was modified";
+        EXPECT_FALSE(fs::exists(path + "-wal")) << "a journal was created";
+    }
+    std::string dir_;
+};
+
+} // namespace
+
+TEST_F(ProjectTest, NewProjectUsesWalForeignKeysAndTheCurrentSchema) {
+    const auto path = dir_ + "/sub/dir/new.spanscope";
+    auto p = Project::open(path, true);
+    EXPECT_EQ(p->schema_version(), kSchemaVersion);
+    auto q = p->db().prepare("PRAGMA journal_mode");
+    ASSERT_TRUE(q.step());
+    EXPECT_EQ(q.text(0), "wal");
+    auto f = p->db().prepare("PRAGMA foreign_keys");
+    ASSERT_TRUE(f.step());
+    EXPECT_EQ(f.int64(0), 1);
+    EXPECT_EQ(p->cache_limit_bytes(), kDefaultCacheLimitBytes);
+    EXPECT_THROW(Project::open(dir_ + "/missing.spanscope", false), ProjectError);
+}
+
+TEST_F(ProjectTest, ZeroByteFileIsRefusedUntouched) {
+    const auto path = dir_ + "/empty.spanscope";
+    std::ofstream(path).close();
+    expect_refused(path, "empty (0 bytes)");
+}
+
+TEST_F(ProjectTest, TruncatedFileIsRefusedUntouched) {
+    const auto path = dir_ + "/p.spanscope";
+    {
+        auto p = Project::open(path, true);
+        for (int i = 0; i < 20; ++i)
+            p->add_document("/doc" + std::to_string(i), text_doc(std::string(3000, 'a' + i % 26)));
+        p->vacuum(); // everything in the main file
+    }
+    const auto full = read_all(path);
+    for (const size_t keep : {full.size() / 2, size_t{4096} + 100, size_t{50}}) {
+        const auto cut = dir_ + "/cut" + std::to_string(keep) + ".spanscope";
+        std::ofstream(cut, std::ios::binary).write(full.data(), static_cast<std::streamsize>(keep));
+        expect_refused(cut, keep == 50 ? "too short" : "truncated");
+    }
+}
+
+TEST_F(ProjectTest, ForeignAndNewerFilesAreRefusedUntouched) {
+    const auto text = dir_ + "/notes.spanscope";
+    std::ofstream(text) << std::string(5000, 'x');
+    expect_refused(text, "not an SQLite database");
+
+    const auto other = dir_ + "/other.sqlite";
+    {
+        Db db(other, true);
+        db.exec("CREATE TABLE t(x); INSERT INTO t VALUES (1)");
+    }
+    expect_refused(other, "not a Spanscope project");
+
+    const auto newer = dir_ + "/newer.spanscope";
+    {
+        auto p = Project::open(newer, true);
+        p->db().exec("UPDATE schema_version SET version = 99");
+        p->vacuum();
+    }
+    fs::remove(newer + "-wal");
+    fs::remove(newer + "-shm");
+    expect_refused(newer, "newer Spanscope");
+}
+
+TEST_F(ProjectTest, DocumentsChunksAndChats) {
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    bool existing = true;
+    const auto a = p->add_document("/x/a.txt", text_doc("alpha text"), &existing);
+    EXPECT_FALSE(existing);
+    const auto b = p->add_document("/x/b.txt", text_doc("beta text"));
+    EXPECT_EQ(p->add_document("/elsewhere/a-copy.txt", text_doc("alpha text"), &existing), a);
+    EXPECT_TRUE(existing) << "the same content is one document";
+    const auto docs = p->documents();
+    ASSERT_EQ(docs.size(), 2u);
+    EXPECT_EQ(docs[0].id, a);
+    EXPECT_EQ(docs[1].id, b);
+    EXPECT_EQ(docs[0].name, "a.txt");
+    EXPECT_EQ(p->document_text(b), "beta text");
+    EXPECT_EQ(p->document_offset_map(a).size(), 1u);
+
+    p->insert_chunks(a, "key", {one_chunk_unit(0, 10, {2, 5, 6})});
+    EXPECT_TRUE(p->has_chunks(a, "key"));
+    EXPECT_FALSE(p->has_chunks(a, "other key"));
+    std::vector<std::vector<int64_t>> ids;
+    const auto units = p->load_units(a, "key", &ids);
+    ASSERT_EQ(units.size(), 1u);
+    EXPECT_EQ(units[0].chunks[0].tokens, (std::vector<int32_t>{2, 5, 6}));
+    p->commit_chunk_state(ids[0][0], "fp", std::vector<uint8_t>(100, 1),
+                          std::vector<uint8_t>(50, 2), 0);
+    EXPECT_TRUE(p->state_blob(ids[0][0], "fp", StateKind::AttentionRows));
+    EXPECT_FALSE(p->state_blob(ids[0][0], "another model", StateKind::AttentionRows));
+
+    const auto chat = p->create_chat("a question");
+    p->add_message(chat, "user", "What?");
+    p->add_message(chat, "assistant", "That.", R"({"tokens_reused": 3})");
+    EXPECT_THROW(p->add_message(chat, "system", "no such role"), DbError);
+
+    EXPECT_TRUE(p->remove_document(a));
+    EXPECT_FALSE(p->remove_document(a));
+    EXPECT_FALSE(p->has_chunks(a, "key")) << "chunks go with their document";
+    EXPECT_EQ(p->info().states, 0) << "states go with their chunks";
+    ASSERT_EQ(p->messages(chat).size(), 2u) << "chats stay";
+    EXPECT_EQ(p->messages(chat)[1].stats_json, R"({"tokens_reused": 3})");
+}
+
+TEST_F(ProjectTest, EvictionTakesTheLeastRecentlyUsedUnitsFirst) {
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    std::vector<int64_t> chunk_of_doc;
+    for (int d = 0; d < 3; ++d) {
+        const auto id =
+            p->add_document("/d" + std::to_string(d), text_doc("doc " + std::to_string(d)));
+        p->insert_chunks(id, "key", {one_chunk_unit(0, 5, {2, 7})});
+        std::vector<std::vector<int64_t>> ids;
+        p->load_units(id, "key", &ids);
+        chunk_of_doc.push_back(ids[0][0]);
+        p->commit_chunk_state(ids[0][0], "fp", std::vector<uint8_t>(1000, 1),
+                              std::vector<uint8_t>(0), 0);
+    }
+    // Use order: doc 1 oldest, then doc 0, then doc 2.
+    p->db().exec("UPDATE chunk_states SET last_used = 100 WHERE chunk_id = " +
+                 std::to_string(chunk_of_doc[1]));
+    p->db().exec("UPDATE chunk_states SET last_used = 200 WHERE chunk_id = " +
+                 std::to_string(chunk_of_doc[0]));
+    p->db().exec("UPDATE chunk_states SET last_used = 300 WHERE chunk_id = " +
+                 std::to_string(chunk_of_doc[2]));
+    p->set_cache_limit_bytes(2500);
+    EXPECT_EQ(p->evict_to_limit(), 1000);
+    EXPECT_FALSE(p->state_blob(chunk_of_doc[1], "fp", StateKind::AttentionRows));
+    EXPECT_TRUE(p->state_blob(chunk_of_doc[0], "fp", StateKind::AttentionRows));
+    // A protected unit is kept even when it is the oldest.
+    p->set_cache_limit_bytes(500);
+    p->evict_to_limit({chunk_of_doc[0]});
+    EXPECT_TRUE(p->state_blob(chunk_of_doc[0], "fp", StateKind::AttentionRows));
+    EXPECT_FALSE(p->state_blob(chunk_of_doc[2], "fp", StateKind::AttentionRows));
+    EXPECT_EQ(p->documents().size(), 3u) << "documents are never evicted";
+    int evicted_events = 0;
+    for (const auto& [kind, message] : p->events())
+        evicted_events += kind == "evicted";
+    EXPECT_EQ(evicted_events, 2);
+    EXPECT_THROW(p->set_cache_limit_bytes(-1), std::invalid_argument);
+}
+
+TEST_F(ProjectTest, CommittedVersion1ProjectStillOpens) {
+    const auto fixture = data_dir() + "/fixtures/project_v1.spanscope";
+    if (std::getenv("SPANSCOPE_WRITE_GOLDEN")) {
+        fs::remove(fixture);
+        auto p = Project::open(fixture, true);
+        const auto id = p->add_document("/usr/share/common-licenses/MIT",
+                                        text_doc("Permission is hereby granted"));
+        p->insert_chunks(id, "key", {one_chunk_unit(0, 28, {2, 40, 41, 42})});
+        const auto chat = p->create_chat("Who grants permission?");
+        p->add_message(chat, "user", "Who grants permission?");
+        p->add_message(chat, "assistant", "The copyright holder.", "{}");
+        p->vacuum();
+        p.reset();
+        fs::remove(fixture + "-wal");
+        fs::remove(fixture + "-shm");
+    }
+    // Work on a copy: opening upgrades a project in place.
+    const auto copy = dir_ + "/v1.spanscope";
+    fs::copy_file(fixture, copy);
+    auto p = Project::open(copy, false);
+    EXPECT_EQ(p->schema_version(), kSchemaVersion);
+    const auto docs = p->documents();
+    ASSERT_EQ(docs.size(), 1u);
+    EXPECT_EQ(p->document_text(docs[0].id), "Permission is hereby granted");
+    const auto units = p->load_units(docs[0].id, "key");
+    ASSERT_EQ(units.size(), 1u);
+    EXPECT_EQ(units[0].chunks[0].tokens, (std::vector<int32_t>{2, 40, 41, 42}));
+    ASSERT_EQ(p->messages(1).size(), 2u);
+    EXPECT_EQ(p->messages(1)[1].text, "The copyright holder.");
+}

@@ -1,0 +1,354 @@
+// Chunk states end to end on tiny models (storage/state_cache.h): a unit restored from the
+// store gives bit-identical logits to a cold prefill (KNOWN-FAILURES 5), a resumed ingest
+// equals an uninterrupted one, an unusable or foreign blob is recomputed and logged, a unit
+// moved to new positions matches a fresh prefill there (KNOWN-FAILURES 1), reordered units
+// assemble (KNOWN-FAILURES 10), and the stored surprisal is -log softmax of the full logits.
+#include "kv_rows.h"
+#include "model_fingerprint.h"
+#include "prompt.h"
+#include "state_cache.h"
+#include "test_support.h"
+#include "tiny_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+using namespace spanscope;
+using namespace spanscope::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string prose(int paragraphs, uint64_t seed) {
+    static const char* words[] = {"the",   "cat",   "sat",  "on",     "a",
+                                  "mat",   "while", "rain", "fell",   "over",
+                                  "quiet", "hills", "and",  "rivers", "ran"};
+    std::mt19937_64 rng(seed);
+    std::string t;
+    for (int p = 0; p < paragraphs; ++p) {
+        for (int s = 0; s < 3; ++s) {
+            const int n = 3 + static_cast<int>(rng() % 6);
+            for (int w = 0; w < n; ++w)
+                t += std::string(words[rng() % std::size(words)]) + (w + 1 < n ? " " : ". ");
+        }
+        t += "\n\n";
+    }
+    return t;
+}
+
+LoadedDocument text_doc(const std::string& text) {
+    LoadedDocument d;
+    d.text = text;
+    d.source_encoding = "UTF-8";
+    d.offset_map = {{0, 0, 0, 1}};
+    return d;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    float m = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        m = std::max(m, std::abs(a[i] - b[i]));
+    return m;
+}
+
+// All blobs of a project for one model, in (document order, unit, chunk, kind) order.
+std::vector<std::vector<uint8_t>> all_blobs(Project& p) {
+    std::vector<std::vector<uint8_t>> out;
+    auto q = p.db().prepare("SELECT s.blob FROM chunk_states s JOIN chunks c ON c.id = s.chunk_id "
+                            "JOIN documents d ON d.id = c.document_id "
+                            "ORDER BY d.position, c.unit, c.ordinal, s.kind");
+    while (q.step())
+        out.push_back(q.blob(0));
+    return out;
+}
+
+class StateCacheTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = temp_dir();
+        config_.n_ctx = 2048;
+        config_.sliding_window = 16;
+        config_.n_layer = 4;
+        write_tiny_gemma3(dir_ + "/a.gguf", config_);
+        model_ = Model::load(dir_ + "/a.gguf");
+        chunking_.target_tokens = 64;
+        chunking_.max_unit_tokens = 1500;
+        options_.threads = 2;
+        options_.ubatch = 32; // chunks span several ubatches
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::unique_ptr<Project> project(const std::string& name) {
+        return Project::open(dir_ + "/" + name + ".spanscope", true);
+    }
+    TinyGemma3Config config_;
+    std::string dir_;
+    std::unique_ptr<Model> model_;
+    ChunkingOptions chunking_;
+    SessionOptions options_;
+};
+
+} // namespace
+
+TEST_F(StateCacheTest, RestoredUnitGivesTheColdLogitsExactly) {
+    auto p = project("p");
+    const auto id = p->add_document("/d.txt", text_doc(prose(12, 1)));
+    StateCache cache(*p, *model_, chunking_);
+    Session scratch(*model_, options_);
+    const auto r = cache.ingest(id, scratch);
+    EXPECT_GT(r.chunks, 4);
+    EXPECT_EQ(r.tokens_computed, r.tokens) << "every token prefilled once";
+    const auto units = cache.units(id);
+    ASSERT_EQ(units.size(), 1u);
+    const auto question = question_tokens(model_->tokenizer(), false, "the cat?");
+
+    // Cold: the same chunks prefilled in a fresh session.
+    Session cold(*model_, options_);
+    const auto after_doc = prefill_unit(cold, units[0], 0, 0, {}, nullptr, {}, false);
+    const auto cold_logits = cold.prefill(question);
+
+    // Warm: restored from the store in another session.
+    Session warm(*model_, options_);
+    const auto states = cache.load_unit(id, 0);
+    EXPECT_EQ(cache.restore_unit(states, warm, 0), units[0].n_tokens());
+    warm.adopt_memory(units[0].n_tokens());
+    EXPECT_EQ(warm.tokens_processed(), 0) << "nothing recomputed";
+    const auto warm_logits = warm.prefill(question);
+    EXPECT_EQ(warm.tokens_processed(), static_cast<int64_t>(question.size()));
+    EXPECT_EQ(cold_logits, warm_logits) << "max diff " << max_abs_diff(cold_logits, warm_logits);
+
+    // And the memories hold the same rows.
+    for (int il = 0; il < model_->info().n_layer; ++il) {
+        const int32_t n = static_cast<int32_t>(units[0].n_tokens());
+        const int32_t b = model_->info().layers[il].sliding() ? n - 15 : 0;
+        const auto a = export_rows(cold.memory(), {il}, b, n);
+        const auto w = export_rows(warm.memory(), {il}, b, n);
+        EXPECT_EQ(a[0].k, w[0].k) << "layer " << il;
+        EXPECT_EQ(a[0].v, w[0].v) << "layer " << il;
+    }
+    (void)after_doc;
+}
+
+TEST_F(StateCacheTest, ResumedIngestEqualsAnUninterruptedOne) {
+    const std::string text = prose(30, 2);
+    auto a = project("a");
+    const auto ida = a->add_document("/d.txt", text_doc(text));
+    {
+        StateCache cache(*a, *model_, chunking_);
+        Session s(*model_, options_);
+        cache.ingest(ida, s);
+    }
+    auto b = project("b");
+    const auto idb = b->add_document("/d.txt", text_doc(text));
+    StateCache cache(*b, *model_, chunking_);
+    int interrupted = 0;
+    for (const int64_t stop_after : {1, 3, 4, 9}) {
+        Session s(*model_, options_);
+        std::atomic<bool> cancel{false};
+        try {
+            cache.ingest(idb, s, &cancel, [&](const IngestProgress& pr) {
+                if (pr.chunk >= stop_after)
+                    cancel = true;
+            });
+        } catch (const Cancelled&) {
+            ++interrupted;
+        }
+        auto q = b->db().prepare("SELECT count(*) FROM chunk_states WHERE kind = 2");
+        q.step();
+        EXPECT_EQ(q.int64(0), 1) << "one sliding tail: the last committed chunk's";
+    }
+    EXPECT_EQ(interrupted, 4);
+    Session s(*model_, options_);
+    const auto r = cache.ingest(idb, s);
+    EXPECT_GT(r.chunks_reused, 8);
+    EXPECT_EQ(all_blobs(*a), all_blobs(*b));
+    const auto again = cache.ingest(idb, s);
+    EXPECT_EQ(again.tokens_computed, 0) << "a complete document is not prefilled again";
+}
+
+TEST_F(StateCacheTest, FlippedByteIsDetectedRecomputedAndLogged) {
+    auto p = project("p");
+    const auto id = p->add_document("/d.txt", text_doc(prose(12, 3)));
+    StateCache cache(*p, *model_, chunking_);
+    Session s(*model_, options_);
+    cache.ingest(id, s);
+    const auto before = all_blobs(*p);
+    std::vector<std::vector<int64_t>> ids;
+    cache.units(id, &ids);
+    auto blob = *p->state_blob(ids[0][2], cache.fingerprint(), StateKind::AttentionRows);
+    blob[blob.size() / 2] ^= 0x01;
+    p->db()
+        .prepare("UPDATE chunk_states SET blob = ? WHERE chunk_id = ? AND kind = 1")
+        .bind_blob(1, blob.data(), blob.size())
+        .bind(2, ids[0][2])
+        .run();
+    EXPECT_THROW(cache.load_unit(id, 0), StateError);
+    const auto r = cache.ingest(id, s);
+    EXPECT_EQ(r.recomputed_units, 1);
+    EXPECT_EQ(r.tokens_computed, r.tokens);
+    EXPECT_EQ(all_blobs(*p), before) << "recomputed states equal the originals";
+    bool logged = false;
+    for (const auto& [kind, message] : p->events())
+        logged = logged || (kind == "recomputed" && message.find("checksum") != std::string::npos);
+    EXPECT_TRUE(logged);
+    EXPECT_NO_THROW(cache.load_unit(id, 0));
+}
+
+TEST_F(StateCacheTest, AnotherModelIgnoresTheStatesAndKeepsDocumentsAndChats) {
+    auto p = project("p");
+    const auto id = p->add_document("/d.txt", text_doc(prose(8, 4)));
+    const auto chat = p->create_chat("q");
+    p->add_message(chat, "user", "q");
+    {
+        StateCache cache(*p, *model_, chunking_);
+        Session s(*model_, options_);
+        cache.ingest(id, s);
+    }
+    auto other_config = config_;
+    other_config.seed = 99;
+    write_tiny_gemma3(dir_ + "/b.gguf", other_config);
+    auto other = Model::load(dir_ + "/b.gguf");
+    ASSERT_NE(model_fingerprint(*other), model_fingerprint(*model_));
+    StateCache cache(*p, *other, chunking_);
+    try {
+        cache.load_unit(id, 0);
+        ADD_FAILURE() << "states of another model were accepted";
+    } catch (const StateError& e) {
+        EXPECT_NE(std::string(e.what()).find("no stored state"), std::string::npos) << e.what();
+    }
+    Session s(*other, options_);
+    const auto r = cache.ingest(id, s);
+    EXPECT_EQ(r.tokens_computed, r.tokens);
+    EXPECT_NO_THROW(cache.load_unit(id, 0));
+    EXPECT_EQ(p->documents().size(), 1u);
+    EXPECT_EQ(p->messages(chat).size(), 1u);
+    EXPECT_EQ(p->info().models.size(), 2u) << "the first model's states are kept";
+}
+
+TEST_F(StateCacheTest, MovedUnitMatchesAFreshPrefillAtTheNewPositions) {
+    auto p = project("p");
+    const auto id = p->add_document("/d.txt", text_doc(prose(6, 5)));
+    StateCache cache(*p, *model_, chunking_);
+    Session s(*model_, options_);
+    cache.ingest(id, s);
+    const auto unit = cache.units(id)[0];
+    std::vector<int32_t> tokens;
+    for (const auto& c : unit.chunks)
+        tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
+    const auto n = static_cast<int32_t>(tokens.size());
+    const int32_t delta = 700;
+    ThreadPool pool(2);
+    const auto question = question_tokens(model_->tokenizer(), false, "rain?");
+    std::vector<int32_t> qpos(question.size());
+    for (size_t i = 0; i < qpos.size(); ++i)
+        qpos[i] = delta + n + static_cast<int32_t>(i);
+    const std::vector<int64_t> last{static_cast<int64_t>(question.size()) - 1};
+    const auto V = model_->info().n_vocab;
+
+    // Fresh: the unit's tokens run at positions delta, delta+1, ...
+    auto fresh = make_memory(model_->info(), 2048, 2048);
+    std::vector<int32_t> pos(tokens.size());
+    for (int32_t i = 0; i < n; ++i)
+        pos[i] = delta + i;
+    model_->forward(tokens.data(), pos.data(), n, fresh, {}, nullptr, pool);
+    std::vector<float> fresh_logits(V), moved_logits(V), wrong_logits(V);
+    model_->forward(question.data(), qpos.data(), static_cast<int64_t>(question.size()), fresh,
+                    last, fresh_logits.data(), pool);
+
+    // Moved: the stored rows re-rotated by delta (each layer with its own RoPE base).
+    Session moved(*model_, options_);
+    const auto states = cache.load_unit(id, 0);
+    cache.restore_unit(states, moved, delta);
+    moved.adopt_memory(delta + n);
+    model_->forward(question.data(), qpos.data(), static_cast<int64_t>(question.size()),
+                    moved.memory(), last, moved_logits.data(), pool);
+    const float diff = max_abs_diff(fresh_logits, moved_logits);
+    std::printf("moved by %d positions: max |logit difference| %.2e\n", delta, diff);
+    EXPECT_LT(diff, 2e-3f);
+
+    // Rotating every layer with the global base instead is measurably wrong (the test can fail).
+    auto info = model_->info();
+    for (auto& l : info.layers)
+        l.rope_base = model_->info().rope_base_global;
+    auto wrong = make_memory(model_->info(), 2048, options_.ubatch);
+    for (const auto& c : states.rows)
+        for (const auto& rows : c.layers)
+            import_rows(wrong, info, rows, delta, options_.ubatch);
+    for (const auto& rows : states.tail.layers)
+        import_rows(wrong, info, rows, delta, options_.ubatch);
+    model_->forward(question.data(), qpos.data(), static_cast<int64_t>(question.size()), wrong,
+                    last, wrong_logits.data(), pool);
+    EXPECT_GT(max_abs_diff(fresh_logits, wrong_logits), 20 * std::max(diff, 1e-4f));
+}
+
+TEST_F(StateCacheTest, UnitsAssembleInAnyOrder) {
+    auto p = project("p");
+    const auto a = p->add_document("/a.txt", text_doc(prose(5, 6)));
+    const auto b = p->add_document("/b.txt", text_doc(prose(7, 7)));
+    StateCache cache(*p, *model_, chunking_);
+    Session s(*model_, options_);
+    cache.ingest(a, s);
+    cache.ingest(b, s);
+    const auto na = cache.units(a)[0].n_tokens(), nb = cache.units(b)[0].n_tokens();
+    const auto question = question_tokens(model_->tokenizer(), false, "hills?");
+    for (const auto& order : {std::vector<int64_t>{a, b}, std::vector<int64_t>{b, a}}) {
+        Session session(*model_, options_);
+        int64_t offset = 0, restored = 0;
+        for (const auto id : order) {
+            restored += cache.restore_unit(cache.load_unit(id, 0), session, offset);
+            offset += id == a ? na : nb;
+        }
+        session.adopt_memory(offset);
+        EXPECT_EQ(restored, na + nb);
+        const auto ans = session.answer_after_context(question, PromptStyle::Completion, 4, {});
+        EXPECT_EQ(ans.stats.tokens_reused, na + nb);
+        EXPECT_EQ(ans.stats.tokens_computed, static_cast<int64_t>(question.size()))
+            << "only the question is computed";
+    }
+}
+
+TEST_F(StateCacheTest, StoredSurprisalIsMinusLogSoftmaxOfTheFullLogits) {
+    auto p = project("p");
+    const auto id = p->add_document("/d.txt", text_doc(prose(3, 8)));
+    StateCache cache(*p, *model_, chunking_);
+    Session s(*model_, options_);
+    cache.ingest(id, s);
+    const auto unit = cache.units(id)[0];
+    const auto states = cache.load_unit(id, 0);
+    std::vector<int32_t> tokens;
+    for (const auto& c : unit.chunks)
+        tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
+    // Reference: every row's logits from one forward pass, log-softmax in double.
+    const auto n = static_cast<int64_t>(tokens.size());
+    const auto V = model_->info().n_vocab;
+    auto memory = make_memory(model_->info(), 2048, n);
+    std::vector<int32_t> pos(tokens.size());
+    std::vector<int64_t> rows(tokens.size());
+    for (int64_t i = 0; i < n; ++i) {
+        pos[i] = static_cast<int32_t>(i);
+        rows[i] = i;
+    }
+    std::vector<float> logits(static_cast<size_t>(n * V));
+    ThreadPool pool(2);
+    model_->forward(tokens.data(), pos.data(), n, memory, rows, logits.data(), pool);
+    int64_t at = 0, checked = 0;
+    for (const auto& c : states.rows)
+        for (size_t i = 0; i < c.surprisal.size(); ++i, ++at) {
+            if (at + 1 == n) {
+                EXPECT_TRUE(std::isnan(c.surprisal[i])) << "nothing follows the last token";
+                continue;
+            }
+            const float* l = logits.data() + at * V;
+            double mx = l[0], sum = 0;
+            for (int v = 1; v < V; ++v)
+                mx = std::max<double>(mx, l[v]);
+            for (int v = 0; v < V; ++v)
+                sum += std::exp(l[v] - mx);
+            const double ref = mx + std::log(sum) - l[tokens[at + 1]];
+            EXPECT_NEAR(c.surprisal[i], ref, 2e-3 + 1e-3 * ref) << "row " << at;
+            ++checked;
+        }
+    EXPECT_EQ(checked, n - 1);
+}
