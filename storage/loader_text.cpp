@@ -314,6 +314,7 @@ LoadedDocument load_text(const std::string& path, const std::string& bytes, Docu
         if (const size_t nul = doc.text.find('\0'); nul != std::string::npos)
             throw DocumentError(path + ": is a binary file (U+0000 in its " + encoding +
                                 " text), not text");
+        doc.warnings.push_back("not UTF-8: read as " + encoding + " and converted");
     }
     if (mostly_control_bytes(doc.text))
         throw DocumentError(path + ": is a binary file (many control bytes), not text");

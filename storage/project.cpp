@@ -5,6 +5,9 @@
 #include <xxhash.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cstdlib>
@@ -115,29 +118,56 @@ std::string resolve_project_path(const std::string& value) {
 Project::Project(std::unique_ptr<Db> db) : db_(std::move(db)) {}
 Project::~Project() = default;
 
+namespace {
+// Make a new project atomically: the schema is written into a temporary file beside `path`,
+// which is then linked into place, so a process killed at any moment leaves either no project
+// or a complete empty one (never a file that later runs refuse).
+void create_project_file(const std::string& path) {
+    const std::string tmp = path + ".creating";
+    std::filesystem::remove(tmp); // left over by a creation that was killed
+    std::filesystem::remove(tmp + "-wal");
+    std::filesystem::remove(tmp + "-shm");
+    try {
+        Db db(tmp, /*create=*/true);
+        db.exec("PRAGMA journal_mode = WAL");
+        migrate(db, 0);
+    } catch (const DbError& e) {
+        std::filesystem::remove(tmp);
+        throw ProjectError(path + ": cannot be created (" + e.what() + ")");
+    }
+    // link() fails rather than replace a file another process created meanwhile.
+    if (::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
+        const std::string why = std::strerror(errno);
+        std::filesystem::remove(tmp);
+        throw ProjectError(path + ": cannot be created (" + why + ")");
+    }
+    std::filesystem::remove(tmp);
+}
+} // namespace
+
 std::unique_ptr<Project> Project::open(const std::string& path, bool create) {
     struct stat st {};
-    const bool exists = ::stat(path.c_str(), &st) == 0;
+    bool exists = ::stat(path.c_str(), &st) == 0;
     if (!exists && !create)
         throw ProjectError(path + ": no such project");
-    if (exists)
-        check_project_file(path);
-    else if (const auto parent = std::filesystem::path(path).parent_path(); !parent.empty())
-        std::filesystem::create_directories(parent);
+    if (!exists) {
+        if (const auto parent = std::filesystem::path(path).parent_path(); !parent.empty())
+            std::filesystem::create_directories(parent);
+        create_project_file(path);
+    }
+    check_project_file(path);
 
     std::unique_ptr<Db> db;
     int version = 0;
     try {
-        db = std::make_unique<Db>(path, /*create=*/!exists);
+        db = std::make_unique<Db>(path, /*create=*/false);
         db->exec("PRAGMA busy_timeout = 5000");
         version = read_schema_version(*db);
     } catch (const DbError& e) {
-        if (!exists)
-            std::filesystem::remove(path);
         throw ProjectError(path + ": cannot be read as a project (" + e.what() +
                            "); the file was not changed");
     }
-    if (version < 0 || (exists && version == 0))
+    if (version <= 0)
         throw ProjectError(path + ": is an SQLite database but not a Spanscope project; the file "
                                   "was not changed");
     if (version > kSchemaVersion)
@@ -147,9 +177,6 @@ std::unique_ptr<Project> Project::open(const std::string& path, bool create) {
                  "PRAGMA foreign_keys = ON");
         migrate(*db, version);
     } catch (const DbError& e) {
-        db.reset();
-        if (!exists)
-            std::filesystem::remove(path);
         throw ProjectError(path + ": cannot be opened as a project (" + e.what() + ")");
     }
     return std::unique_ptr<Project>(new Project(std::move(db)));

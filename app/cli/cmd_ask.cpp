@@ -120,6 +120,7 @@ int run_ask(const AskOptions& o) {
         for (const auto& u : units)
             prefill_unit(session, u, 0, session.n_past(), {}, &g_interrupted, {},
                          /*surprisal=*/false);
+        const int64_t processed_before_question = session.tokens_processed();
         const double prefill_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
@@ -128,7 +129,7 @@ int run_ask(const AskOptions& o) {
                                            &g_interrupted);
         ans.stats.ttft_ms += prefill_ms;
         ans.stats.tokens_reused = 0;
-        ans.stats.tokens_computed = session.tokens_processed();
+        ans.stats.tokens_computed += processed_before_question; // the documents, then the question
     } catch (const Cancelled&) {
         std::cerr << "\ninterrupted\n";
         return 130;

@@ -115,9 +115,10 @@ int run_ask_project(const AskOptions& o) {
         std::cerr << "\ninterrupted\n";
         return 130;
     }
-    // Every forward pass of this ask, counted by the sessions; rows restored from storage,
-    // counted as they were stored into the memory.
-    ans.stats.tokens_computed = session.tokens_processed() + scratch.tokens_processed();
+    // Prompt tokens run through the model by this ask, counted by the sessions (the question,
+    // and any unit that had to be recomputed); rows restored from storage, counted as they
+    // were stored into the memory.
+    ans.stats.tokens_computed += scratch.tokens_processed();
     ans.stats.tokens_reused = restored;
     ans.stats.ttft_ms += assembly_ms;
 

@@ -170,9 +170,19 @@ TEST_F(Cli, BinaryDocument) {
 }
 
 TEST_F(Cli, InvalidUtf8Document) {
-    const auto p = write_file("latin1.txt", "caf\xe9 au lait\n");
+    // Mostly UTF-8 with one stray byte: refused, with the offset.
+    const auto p = write_file("broken.txt", "caf\xc3\xa9 au lait, caf\xe9 noir, th\xc3\xa9\n");
     expect_clean_error(run({"ask", "--model", model_, "--doc", p, "Q?"}),
-                       "not valid UTF-8 (first invalid byte at offset 3)");
+                       "not valid UTF-8 (first invalid byte at offset 18)");
+}
+
+TEST_F(Cli, Latin1DocumentIsConvertedAndSaysSo) {
+    const auto p = write_file("latin1.txt", "caf\xe9 au lait, cr\xe8me br\xfbl\xe9"
+                                            "e, na\xef"
+                                            "ve\n");
+    const auto r = run({"ask", "--model", model_, "--doc", p, "--max-tokens", "2", "Q?"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("not UTF-8: read as"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, EmptyDocument) {
