@@ -16,8 +16,10 @@ StateCache::StateCache(Project& project, const Model& model, const ChunkingOptio
       fingerprint_hex_(fingerprint_hex(fingerprint_)),
       key_(spanscope::chunking_key(model, chunking)), global_(global_layers(model.info())),
       sliding_(sliding_layers(model.info())) {
-    if (chunking.max_unit_tokens < 1)
-        throw std::invalid_argument("the chunking needs a unit size");
+    if (chunking.max_unit_tokens < 1 || chunking.max_unit_tokens > model.info().n_ctx_train)
+        throw std::invalid_argument("a unit of " + std::to_string(chunking.max_unit_tokens) +
+                                    " tokens does not fit the model's context of " +
+                                    std::to_string(model.info().n_ctx_train));
     for (const int il : sliding_) {
         const int w = model.info().layers[static_cast<size_t>(il)].attn.window;
         if (window_ != 0 && w != window_)

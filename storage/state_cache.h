@@ -52,7 +52,8 @@ struct UnitStates {
 
 class StateCache {
 public:
-    /// chunking.max_unit_tokens must be set. The fingerprint is computed here (milliseconds).
+    /// chunking.max_unit_tokens must be in [1, the model's context] (else
+    /// std::invalid_argument). The fingerprint is computed here (milliseconds).
     StateCache(Project& project, const Model& model, const ChunkingOptions& chunking);
 
     const std::string& fingerprint() const { return fingerprint_hex_; }

@@ -352,3 +352,29 @@ TEST_F(StateCacheTest, StoredSurprisalIsMinusLogSoftmaxOfTheFullLogits) {
         }
     EXPECT_EQ(checked, n - 1);
 }
+
+TEST_F(StateCacheTest, DocumentOfOver100000TokensIsStoredInSections) {
+    // The tiny vocabulary is byte-level: ~1 token per byte of text.
+    auto p = project("p");
+    const auto id = p->add_document("/long.txt", text_doc(prose(1450, 9)));
+    chunking_.target_tokens = 512;
+    chunking_.max_unit_tokens = 1800;
+    options_.ubatch = 512;
+    StateCache cache(*p, *model_, chunking_);
+    Session s(*model_, options_);
+    const auto r = cache.ingest(id, s);
+    std::printf("%lld tokens, %lld chunks, %d sections\n", static_cast<long long>(r.tokens),
+                static_cast<long long>(r.chunks), r.units);
+    EXPECT_GE(r.tokens, 100000);
+    EXPECT_GE(r.units, 55);
+    EXPECT_EQ(r.tokens_computed, r.tokens);
+    auto tails = p->db().prepare("SELECT count(*) FROM chunk_states WHERE kind = 2");
+    tails.step();
+    EXPECT_EQ(tails.int64(0), r.units) << "one sliding tail per section";
+    // Any section restores on its own, and a later one at a moved position.
+    Session session(*model_, options_);
+    const auto last = cache.units(id).back();
+    EXPECT_EQ(cache.restore_unit(cache.load_unit(id, r.units - 1), session, 100), last.n_tokens());
+    session.adopt_memory(100 + last.n_tokens());
+    EXPECT_NO_THROW(session.prefill(question_tokens(model_->tokenizer(), false, "rain?")));
+}
