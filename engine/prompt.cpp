@@ -96,17 +96,34 @@ std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_
     return tok.encode(text_ends_in_newline ? "\n" : "\n\n");
 }
 
-std::vector<int32_t> question_tokens(const Tokenizer& tok, bool instruction_tuned,
-                                     const std::string& question) {
+std::vector<int32_t>
+question_tokens(const Tokenizer& tok, bool instruction_tuned, const std::string& question,
+                const std::vector<std::pair<std::string, std::string>>& history) {
     std::vector<int32_t> out;
     if (instruction_tuned) {
-        append(out, tok.encode("Answer the question using the documents above.\n" + question));
+        std::string first = "Answer the question using the documents above.\n";
+        for (const auto& [q, a] : history) {
+            append(out, tok.encode(first + q));
+            first.clear();
+            out.push_back(special(tok, "<end_of_turn>"));
+            append(out, tok.encode("\n"));
+            out.push_back(special(tok, "<start_of_turn>"));
+            append(out, tok.encode("model\n" + a));
+            out.push_back(special(tok, "<end_of_turn>"));
+            append(out, tok.encode("\n"));
+            out.push_back(special(tok, "<start_of_turn>"));
+            append(out, tok.encode("user\n"));
+        }
+        append(out, tok.encode(first + question));
         out.push_back(special(tok, "<end_of_turn>"));
         append(out, tok.encode("\n"));
         out.push_back(special(tok, "<start_of_turn>"));
         append(out, tok.encode("model\n"));
     } else {
-        append(out, tok.encode("Question: " + question + "\nAnswer:"));
+        std::string text;
+        for (const auto& [q, a] : history)
+            text += "Question: " + q + "\nAnswer: " + a + "\n";
+        append(out, tok.encode(text + "Question: " + question + "\nAnswer:"));
     }
     return out;
 }

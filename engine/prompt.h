@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spanscope {
@@ -49,8 +50,11 @@ std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_
 /// Completion: "Question: Q\nAnswer:"; turn format: "Answer the question using the documents
 /// above.\nQ<end_of_turn>\n<start_of_turn>model\n". Throws std::invalid_argument on invalid
 /// UTF-8.
-std::vector<int32_t> question_tokens(const Tokenizer& tok, bool instruction_tuned,
-                                     const std::string& question);
+/// history: earlier (question, answer) pairs of the same chat, oldest first; they come before
+/// the question in the same format ("Question: q\nAnswer: a\n" / user and model turns).
+std::vector<int32_t>
+question_tokens(const Tokenizer& tok, bool instruction_tuned, const std::string& question,
+                const std::vector<std::pair<std::string, std::string>>& history = {});
 
 /// Whether generation should stop given the answer text so far (base-model completion stops at
 /// the end of the first non-empty line).

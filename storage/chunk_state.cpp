@@ -30,6 +30,18 @@ std::string fp_hex(const Fingerprint& f) {
 
 } // namespace
 
+ChunkState state_header(const StateExpectation& e) {
+    ChunkState s;
+    s.kind = e.kind;
+    s.fingerprint = e.fingerprint;
+    s.token_hash = e.token_hash;
+    s.pos_begin = e.pos_begin;
+    s.n_rows = e.n_rows;
+    s.n_kv_head = e.n_kv_head;
+    s.head_dim = e.head_dim;
+    return s;
+}
+
 uint64_t token_ids_hash(const std::vector<int32_t>& ids) {
     return XXH3_64bits(ids.data(), ids.size() * sizeof(int32_t));
 }

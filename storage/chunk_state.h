@@ -67,6 +67,9 @@ struct StateExpectation {
     int n_kv_head = 0, head_dim = 0;
 };
 
+/// A state with the expectation's header fields and no rows yet (for the writer).
+ChunkState state_header(const StateExpectation& e);
+
 /// XXH3-64 of token ids (as int32 little-endian).
 uint64_t token_ids_hash(const std::vector<int32_t>& ids);
 

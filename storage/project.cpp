@@ -1,6 +1,7 @@
 #include "project.h"
 
 #include "project_schema.h"
+#include "tokenizer.h"
 
 #include <xxhash.h>
 
@@ -110,9 +111,9 @@ std::string resolve_project_path(const std::string& value) {
         dir = "spanscope-projects";
     if (value.empty())
         return dir + "/default.spanscope";
-    if (value.find('/') != std::string::npos || value.ends_with(".spanscope"))
+    if (value.find('/') != std::string::npos)
         return value;
-    return dir + "/" + value + ".spanscope";
+    return dir + "/" + value + (value.ends_with(".spanscope") ? "" : ".spanscope");
 }
 
 Project::Project(std::unique_ptr<Db> db) : db_(std::move(db)) {}
@@ -123,8 +124,10 @@ namespace {
 // which is then linked into place, so a process killed at any moment leaves either no project
 // or a complete empty one (never a file that later runs refuse).
 void create_project_file(const std::string& path) {
-    const std::string tmp = path + ".creating";
-    std::filesystem::remove(tmp); // left over by a creation that was killed
+    // A name of this process's own: two processes creating the same project never touch each
+    // other's file (a killed creation leaves a stray PATH.creating-PID behind, nothing else).
+    const std::string tmp = path + ".creating-" + std::to_string(::getpid());
+    std::filesystem::remove(tmp);
     std::filesystem::remove(tmp + "-wal");
     std::filesystem::remove(tmp + "-shm");
     try {
@@ -135,7 +138,8 @@ void create_project_file(const std::string& path) {
         std::filesystem::remove(tmp);
         throw ProjectError(path + ": cannot be created (" + e.what() + ")");
     }
-    // link() fails rather than replace a file another process created meanwhile.
+    // link() fails rather than replace a file another process created meanwhile (EEXIST: that
+    // complete project is used).
     if (::link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
         const std::string why = std::strerror(errno);
         std::filesystem::remove(tmp);
@@ -187,17 +191,8 @@ int Project::schema_version() {
 }
 
 int64_t Project::add_document(const std::string& source_path, const LoadedDocument& doc,
-                              bool* existing) {
+                              AddOutcome* outcome) {
     const std::string hash = content_hash(doc.text);
-    auto find = db_->prepare("SELECT id FROM documents WHERE content_hash = ?");
-    find.bind(1, hash);
-    if (find.step()) {
-        if (existing)
-            *existing = true;
-        return find.int64(0);
-    }
-    if (existing)
-        *existing = false;
     std::vector<int64_t> map;
     for (const auto& a : doc.offset_map) {
         map.push_back(a.text_offset);
@@ -208,18 +203,62 @@ int64_t Project::add_document(const std::string& source_path, const LoadedDocume
     std::string warnings;
     for (const auto& w : doc.warnings)
         warnings += (warnings.empty() ? "" : "\n") + w;
+    // The name is shown to the model and must be UTF-8: each byte that breaks it becomes '?'.
+    std::string name = std::filesystem::path(source_path).filename().string();
+    if (!is_valid_utf8(name))
+        for (auto& c : name)
+            if (static_cast<unsigned char>(c) >= 0x80)
+                c = '?';
+    const auto blob = to_blob(map);
+    const std::string format = std::string(format_name(doc.format)) + (doc.gzip ? "+gzip" : "");
+
+    // Look-ups and the write in one transaction: two processes adding the same file agree.
     Transaction tx(*db_);
+    auto same = db_->prepare("SELECT id FROM documents WHERE content_hash = ?");
+    same.bind(1, hash);
+    if (same.step()) {
+        const int64_t id = same.int64(0);
+        same.reset();
+        tx.commit();
+        if (outcome)
+            *outcome = AddOutcome::Unchanged;
+        return id;
+    }
+    auto by_path = db_->prepare("SELECT id FROM documents WHERE path = ? ORDER BY id DESC LIMIT 1");
+    by_path.bind(1, source_path);
+    if (by_path.step()) {
+        // The file changed since it was added: new text, new chunks (their states go with them).
+        const int64_t id = by_path.int64(0);
+        by_path.reset();
+        db_->prepare("DELETE FROM chunks WHERE document_id = ?").bind(1, id).run();
+        db_->prepare("UPDATE documents SET name = ?, format = ?, encoding = ?, content_hash = ?, "
+                     "text = ?, offset_map = ?, warnings = ?, added_at = ? WHERE id = ?")
+            .bind(1, name)
+            .bind(2, format)
+            .bind(3, doc.source_encoding)
+            .bind(4, hash)
+            .bind(5, doc.text)
+            .bind_blob(6, blob.data(), blob.size())
+            .bind(7, warnings)
+            .bind(8, now_iso())
+            .bind(9, id)
+            .run();
+        tx.commit();
+        if (outcome)
+            *outcome = AddOutcome::Updated;
+        return id;
+    }
     auto pos = db_->prepare("SELECT coalesce(max(position), 0) + 1 FROM documents");
     pos.step();
     const int64_t position = pos.int64(0);
+    pos.reset();
     auto ins = db_->prepare(
         "INSERT INTO documents(position, path, name, format, encoding, content_hash, text, "
         "offset_map, warnings, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    const auto blob = to_blob(map);
     ins.bind(1, position)
         .bind(2, source_path)
-        .bind(3, std::filesystem::path(source_path).filename().string())
-        .bind(4, std::string(format_name(doc.format)) + (doc.gzip ? "+gzip" : ""))
+        .bind(3, name)
+        .bind(4, format)
         .bind(5, doc.source_encoding)
         .bind(6, hash)
         .bind(7, doc.text)
@@ -229,6 +268,8 @@ int64_t Project::add_document(const std::string& source_path, const LoadedDocume
     ins.run();
     const int64_t id = db_->last_insert_id();
     tx.commit();
+    if (outcome)
+        *outcome = AddOutcome::Added;
     return id;
 }
 
@@ -286,9 +327,15 @@ bool Project::has_chunks(int64_t document_id, const std::string& key) {
     return q.step();
 }
 
-void Project::insert_chunks(int64_t document_id, const std::string& key,
+bool Project::insert_chunks(int64_t document_id, const std::string& key,
                             const std::vector<DocumentUnit>& units) {
     Transaction tx(*db_);
+    auto exists =
+        db_->prepare("SELECT 1 FROM chunks WHERE document_id = ? AND chunking = ? LIMIT 1");
+    exists.bind(1, document_id).bind(2, key);
+    if (exists.step())
+        return false; // another process chunked it meanwhile: the same chunks
+    exists.reset();
     auto ins = db_->prepare(
         "INSERT INTO chunks(document_id, chunking, unit, ordinal, units, char_begin, char_end, "
         "token_begin, token_end, tokens, token_chars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -312,6 +359,7 @@ void Project::insert_chunks(int64_t document_id, const std::string& key,
             ins.run();
         }
     tx.commit();
+    return true;
 }
 
 std::vector<DocumentUnit> Project::load_units(int64_t document_id, const std::string& key,
@@ -372,10 +420,26 @@ std::optional<ChunkingSummary> Project::chunking_summary(int64_t document_id,
     return ChunkingSummary{q.int64(1), q.int64(0), static_cast<int>(q.int64(2))};
 }
 
+void Project::delete_chunks(int64_t document_id, const std::string& key) {
+    Transaction tx(*db_);
+    db_->prepare("DELETE FROM chunks WHERE document_id = ? AND chunking = ?")
+        .bind(1, document_id)
+        .bind(2, key)
+        .run();
+    tx.commit();
+}
+
+bool Project::has_state(int64_t chunk_id, const std::string& fingerprint, StateKind kind) {
+    auto q = db_->prepare(
+        "SELECT 1 FROM chunk_states WHERE chunk_id = ? AND fingerprint = ? AND kind = ?");
+    q.bind(1, chunk_id).bind(2, fingerprint).bind(3, static_cast<int64_t>(kind));
+    return q.step();
+}
+
 std::optional<std::vector<uint8_t>>
 Project::state_blob(int64_t chunk_id, const std::string& fingerprint, StateKind kind) {
     auto q = db_->prepare(
-        "SELECT blob FROM chunk_states WHERE chunk_id = ? AND fingerprint = ? AND kind = ?");
+        "SELECT blob FROM chunk_state_blobs WHERE chunk_id = ? AND fingerprint = ? AND kind = ?");
     q.bind(1, chunk_id).bind(2, fingerprint).bind(3, static_cast<int64_t>(kind));
     if (!q.step())
         return std::nullopt;
@@ -386,8 +450,11 @@ void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprin
                                  const std::vector<uint8_t>& rows_blob,
                                  const std::vector<uint8_t>& tail_blob, int64_t drop_tail_of) {
     Transaction tx(*db_);
-    auto ins = db_->prepare("INSERT OR REPLACE INTO chunk_states(chunk_id, fingerprint, kind, "
-                            "blob, bytes, rows, last_used) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    // REPLACE of the metadata row deletes the old blob (cascade); the new one follows.
+    auto meta = db_->prepare("INSERT OR REPLACE INTO chunk_states(chunk_id, fingerprint, kind, "
+                             "bytes, rows, last_used) VALUES (?, ?, ?, ?, ?, ?)");
+    auto data = db_->prepare("INSERT INTO chunk_state_blobs(chunk_id, fingerprint, kind, blob) "
+                             "VALUES (?, ?, ?, ?)");
     auto rows_of = [](const std::vector<uint8_t>& b) {
         uint32_t n = 0;
         if (b.size() >= kChunkStateHeaderBytes)
@@ -397,14 +464,18 @@ void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprin
     const int64_t t = now_ms();
     for (const auto& [kind, blob] : {std::pair{StateKind::AttentionRows, &rows_blob},
                                      std::pair{StateKind::SlidingTail, &tail_blob}}) {
-        ins.bind(1, chunk_id)
+        meta.bind(1, chunk_id)
             .bind(2, fingerprint)
             .bind(3, static_cast<int64_t>(kind))
-            .bind_blob(4, blob->data(), blob->size())
-            .bind(5, static_cast<int64_t>(blob->size()))
-            .bind(6, rows_of(*blob))
-            .bind(7, t);
-        ins.run();
+            .bind(4, static_cast<int64_t>(blob->size()))
+            .bind(5, rows_of(*blob))
+            .bind(6, t);
+        meta.run();
+        data.bind(1, chunk_id)
+            .bind(2, fingerprint)
+            .bind(3, static_cast<int64_t>(kind))
+            .bind_blob(4, blob->data(), blob->size());
+        data.run();
     }
     if (drop_tail_of > 0)
         db_->prepare("DELETE FROM chunk_states WHERE chunk_id = ? AND fingerprint = ? AND kind = ?")

@@ -81,11 +81,13 @@ public:
     Db& db() { return *db_; }
 
     // Documents ------------------------------------------------------------------------------
-    /// Add a loaded document (in one transaction); returns its id. A document with the same
-    /// content hash already in the project is not added again: its id is returned and
-    /// *existing set.
+    enum class AddOutcome { Added, Unchanged, Updated };
+    /// Add a loaded document (in one transaction); returns its id. Content already in the
+    /// project is not added again (Unchanged: that document's id). A document from the same
+    /// source path with other content is updated in place: new text, its chunks and states
+    /// dropped (Updated). The name shown to the model is the file name, non-UTF-8 bytes as '?'.
     int64_t add_document(const std::string& source_path, const LoadedDocument& doc,
-                         bool* existing = nullptr);
+                         AddOutcome* outcome = nullptr);
     std::vector<DocumentRecord> documents();
     std::optional<DocumentRecord> document(int64_t id);
     std::string document_text(int64_t id);
@@ -96,8 +98,9 @@ public:
 
     // Chunks ---------------------------------------------------------------------------------
     bool has_chunks(int64_t document_id, const std::string& key);
-    /// Store the chunks of every unit (one transaction).
-    void insert_chunks(int64_t document_id, const std::string& key,
+    /// Store the chunks of every unit (one transaction); false (and nothing written) when the
+    /// document already has chunks under this key.
+    bool insert_chunks(int64_t document_id, const std::string& key,
                        const std::vector<DocumentUnit>& units);
     /// The units as stored (tokens, offsets, ranges); chunk_ids receives [unit][chunk] row ids.
     std::vector<DocumentUnit> load_units(int64_t document_id, const std::string& key,
@@ -105,6 +108,9 @@ public:
     std::optional<ChunkingSummary> chunking_summary(int64_t document_id, const std::string& key);
 
     // Chunk states ---------------------------------------------------------------------------
+    /// Delete the document's chunks under this key (their states go with them).
+    void delete_chunks(int64_t document_id, const std::string& key);
+    bool has_state(int64_t chunk_id, const std::string& fingerprint, StateKind kind);
     std::optional<std::vector<uint8_t>> state_blob(int64_t chunk_id, const std::string& fingerprint,
                                                    StateKind kind);
     /// Commit a chunk's attention-row state and its sliding tail, and drop the tail of the
@@ -146,8 +152,8 @@ private:
 constexpr int64_t kDefaultCacheLimitBytes = int64_t{8} << 30;
 
 /// The default project file: $XDG_DATA_HOME/spanscope/projects/default.spanscope (XDG_DATA_HOME
-/// defaults to ~/.local/share). A --project value without a '/' and without the .spanscope
-/// suffix names a project in that directory.
+/// defaults to ~/.local/share). A --project value without a '/' names a project in that
+/// directory (".spanscope" is added when missing); a value with a '/' is a path, used as given.
 std::string resolve_project_path(const std::string& value);
 
 } // namespace spanscope

@@ -44,15 +44,23 @@ CREATE TABLE chunks(
     tokens BLOB NOT NULL,          -- int32 little-endian ids
     token_chars BLOB NOT NULL,     -- int32 little-endian text offsets, -1 for header tokens
     UNIQUE(document_id, chunking, unit, ordinal));
-CREATE TABLE chunk_states(
+CREATE TABLE chunk_states(       -- what is known of a blob without reading it
     chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
     fingerprint TEXT NOT NULL,
     kind INTEGER NOT NULL,         -- chunk_state.h StateKind
-    blob BLOB NOT NULL,
     bytes INTEGER NOT NULL,
     rows INTEGER NOT NULL,
     last_used INTEGER NOT NULL,    -- milliseconds since the epoch
     PRIMARY KEY(chunk_id, fingerprint, kind));
+-- The blobs in a table of their own: summing sizes or marking a use never reads or rewrites one.
+CREATE TABLE chunk_state_blobs(
+    chunk_id INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    kind INTEGER NOT NULL,
+    blob BLOB NOT NULL,
+    PRIMARY KEY(chunk_id, fingerprint, kind),
+    FOREIGN KEY(chunk_id, fingerprint, kind) REFERENCES chunk_states(chunk_id, fingerprint, kind)
+        ON DELETE CASCADE);
 CREATE INDEX chunk_states_lru ON chunk_states(last_used);
 CREATE TABLE segmentations(
     chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
@@ -109,6 +117,11 @@ void check_project_file(const std::string& path) {
         page = 65536;
     if (page < 512 || page > 65536 || (page & (page - 1)) != 0)
         refuse(path, "is damaged (invalid page size " + std::to_string(page) + ")");
+    // With a write-ahead log the main file may legitimately be shorter than its header says (a
+    // checkpoint writes page 1 before it extends the file): SQLite recovers from the log.
+    struct stat wal {};
+    if (::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0)
+        return;
     // The in-header page count is valid when the version-valid-for number matches the change
     // counter (SQLite file format §1.3.7).
     const uint32_t pages = be32(h.data() + 28);

@@ -132,7 +132,7 @@ int run_ask(const AskOptions& o) {
         ans.stats.tokens_computed += processed_before_question; // the documents, then the question
     } catch (const Cancelled&) {
         std::cerr << "\ninterrupted\n";
-        return 130;
+        return interrupted_exit_code();
     }
     if (!o.json) {
         std::cout << "\n";

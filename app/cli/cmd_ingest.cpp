@@ -7,52 +7,80 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <iostream>
 
 namespace spanscope::cli {
 
 nlohmann::json documents_json(Project& project, const Model* model);
 
+namespace {
+std::string plural(int64_t n, const char* one, const char* many) {
+    return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+} // namespace
+
 int run_ingest(const IngestOptions& o) {
     install_interrupt_handler();
-    auto project = Project::open(resolve_project_path(o.project), /*create=*/true);
-    if (o.chunk_tokens > 0)
-        set_project_chunk_tokens(*project, o.chunk_tokens);
+    // The model first: a command that cannot run creates no project.
     auto model = open_model(o.model);
-    StateCache cache(*project, *model, chunking_for(*project, *model));
+    auto project = Project::open(resolve_project_path(o.project), /*create=*/true);
+    if (o.chunk_tokens > 0 && o.chunk_tokens != project_chunk_tokens(*project)) {
+        if (!project->documents().empty())
+            std::cerr << "note: chunks of " << o.chunk_tokens << " tokens from now on; the "
+                      << "documents already in the project are cut again and recomputed when "
+                         "next asked about\n";
+        set_project_chunk_tokens(*project, o.chunk_tokens);
+    }
+    const auto chunking = chunking_for(*project, *model);
+    StateCache cache(*project, *model, chunking);
     SessionOptions so;
     so.threads = o.threads;
     Session scratch(*model, so);
 
     // One bad file never blocks the others (KNOWN-FAILURES 14): each is reported and skipped.
     int failed = 0;
-    for (size_t i = 0; i < o.docs.size(); ++i) {
-        const auto& path = o.docs[i];
-        int64_t id = 0;
+    for (const auto& given : o.docs) {
+        const std::string path = std::filesystem::absolute(given).lexically_normal().string();
         try {
-            const auto doc = load_document(path);
+            const auto doc = load_document(given);
             for (const auto& w : doc.warnings)
-                std::cerr << path << ": " << w << "\n";
-            bool existing = false;
-            id = project->add_document(path, doc, &existing);
-            if (existing)
-                std::cerr << path << ": already in the project as document " << id << "\n";
+                std::cerr << given << ": " << w << "\n";
+            // Cut it before adding it: a document that cannot be chunked is never stored.
+            build_document_units(model->tokenizer(),
+                                 std::filesystem::path(path).filename().string(), doc.text,
+                                 chunking);
+            Project::AddOutcome outcome{};
+            const int64_t id = project->add_document(path, doc, &outcome);
+            if (outcome == Project::AddOutcome::Unchanged)
+                std::cerr << given << ": already in the project as document " << id
+                          << " (completing its chunk states if any are missing)\n";
+            else if (outcome == Project::AddOutcome::Updated)
+                std::cerr << given << ": changed since it was added; document " << id
+                          << " now holds the new text\n";
             const auto r = cache.ingest(id, scratch, &g_interrupted, print_ingest_progress);
-            std::cerr << (r.tokens_computed > 0 ? "\n" : "") << path << ": document " << id << ", "
-                      << r.tokens << " tokens in " << r.chunks << " chunks (" << r.units
-                      << (r.units == 1 ? " unit" : " units") << "), " << r.tokens_computed
-                      << " tokens computed, " << r.chunks_reused << " chunks reused, "
-                      << human_bytes(r.bytes_stored) << " of states ("
+            end_progress_line();
+            std::cerr << given << ": document " << id << ", " << plural(r.tokens, "token", "tokens")
+                      << " in " << plural(r.chunks, "chunk", "chunks")
+                      << (r.units > 1 ? " (" + plural(r.units, "section", "sections") + ")" : "")
+                      << "; " << r.tokens_computed << " computed now, "
+                      << plural(r.chunks_reused, "chunk", "chunks") << " already stored"
+                      << (r.recomputed_units
+                              ? "; " + plural(r.recomputed_units, "section", "sections") +
+                                    " recomputed (unusable states, see project events)"
+                              : "")
+                      << "; " << human_bytes(r.bytes_stored) << " of states ("
                       << (r.tokens ? r.bytes_stored / r.tokens : 0) << " bytes per token)\n";
         } catch (const Cancelled&) {
-            std::cerr << "\ninterrupted: what was committed is kept; run the same command to "
+            end_progress_line();
+            std::cerr << "interrupted: what was committed is kept; run the same command to "
                          "resume\n";
-            return 130;
+            return interrupted_exit_code();
         } catch (const DocumentError& e) {
             std::cerr << "spanscope-cli: " << e.what() << " (skipped)\n";
             ++failed;
-        } catch (const std::invalid_argument& e) {
-            std::cerr << "spanscope-cli: " << path << ": " << e.what() << " (skipped)\n";
+        } catch (const std::exception& e) {
+            std::cerr << "spanscope-cli: " << given << ": " << e.what() << " (skipped)\n";
             ++failed;
         }
     }

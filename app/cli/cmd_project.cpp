@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include "model_fingerprint.h"
 #include "project_support.h"
 
 #include <nlohmann/json.hpp>
@@ -8,19 +9,32 @@
 
 namespace spanscope::cli {
 
-/// [{"id", "path", "tokens", "chunks"}] in project order; tokens and chunks under the given
-/// model's chunking (null without a model or before the document was chunked for it).
+/// [{"id", "path", "tokens", "chunks", "chunks_stored", ...}] in project order; tokens and
+/// chunks under the given model's chunking, chunks_stored: chunks with a stored state for that
+/// model (null without a model or before the document was chunked for it).
 nlohmann::json documents_json(Project& project, const Model* model) {
-    std::string key;
-    if (model)
+    std::string key, fingerprint;
+    if (model) {
         key = chunking_key(*model, chunking_for(project, *model));
+        fingerprint = fingerprint_hex(model_fingerprint(*model));
+    }
     auto out = nlohmann::json::array();
     for (const auto& d : project.documents()) {
-        nlohmann::json j{{"id", d.id}, {"path", d.path}, {"tokens", nullptr}, {"chunks", nullptr}};
+        nlohmann::json j{{"id", d.id},
+                         {"path", d.path},
+                         {"tokens", nullptr},
+                         {"chunks", nullptr},
+                         {"chunks_stored", nullptr}};
         if (model)
             if (const auto s = project.chunking_summary(d.id, key)) {
                 j["tokens"] = s->tokens;
                 j["chunks"] = s->chunks;
+                auto q = project.db().prepare(
+                    "SELECT count(*) FROM chunks c JOIN chunk_states s ON s.chunk_id = c.id AND "
+                    "s.kind = 1 AND s.fingerprint = ? WHERE c.document_id = ? AND c.chunking = ?");
+                q.bind(1, fingerprint).bind(2, d.id).bind(3, key);
+                q.step();
+                j["chunks_stored"] = q.int64(0);
             }
         j["name"] = d.name;
         j["format"] = d.format;
@@ -36,7 +50,7 @@ int run_project(const ProjectOptions& o) {
     const std::string path = resolve_project_path(o.project);
     auto project = Project::open(path, /*create=*/false);
     std::unique_ptr<Model> model;
-    const bool want_model = o.action == "list-docs" || (o.action == "info" && !o.model.empty());
+    const bool want_model = o.action == "list-docs";
     if (want_model) {
         try {
             model = open_model(o.model);
@@ -52,10 +66,19 @@ int run_project(const ProjectOptions& o) {
             std::cout << docs.dump() << "\n";
             return 0;
         }
-        for (const auto& d : docs)
+        if (docs.empty())
+            std::cerr << "no documents (add some with spanscope-cli ingest)\n";
+        for (const auto& d : docs) {
+            std::string state = "-";
+            if (!d["chunks"].is_null())
+                state = d["chunks_stored"] == d["chunks"]
+                            ? "stored"
+                            : d["chunks_stored"].dump() + "/" + d["chunks"].dump() +
+                                  " chunks stored (ingest again to complete)";
             std::cout << d["id"] << "\t" << (d["tokens"].is_null() ? "-" : d["tokens"].dump())
                       << " tokens\t" << (d["chunks"].is_null() ? "-" : d["chunks"].dump())
-                      << " chunks\t" << d["path"].get<std::string>() << "\n";
+                      << " chunks\t" << state << "\t" << d["path"].get<std::string>() << "\n";
+        }
         return 0;
     }
     if (o.action == "remove-doc") {
@@ -85,6 +108,8 @@ int run_project(const ProjectOptions& o) {
         return 0;
     }
     if (o.action == "events") {
+        if (project->events().empty())
+            std::cerr << "no events\n";
         for (const auto& [kind, message] : project->events())
             std::cout << kind << "\t" << message << "\n";
         return 0;

@@ -19,19 +19,29 @@ int main(int argc, char** argv) {
     AskOptions ask;
     auto* ask_cmd = app.add_subcommand(
         "ask", "Answer a question about documents (given with --doc, or stored in a project)");
+    ask_cmd->footer("Without --project, the documents are read and prefilled now (nothing is "
+                    "stored).");
     ask_cmd->add_option("--model", ask.model, "GGUF model file");
     ask_cmd->add_option("--doc", ask.docs,
                         "Document (text, Markdown, HTML, PDF, or .gz of these); repeat for "
                         "several. With --project it is added to the project first");
     auto* ask_project = ask_cmd->add_option(
         "--project", ask.project,
-        "Project file, or a name in $XDG_DATA_HOME/spanscope/projects (\"\" = default)");
-    ask_cmd->add_option("--doc-id", ask.doc_ids, "With --project: only these documents")
+        "Project: a path (with a '/'), or a name in $XDG_DATA_HOME/spanscope/projects "
+        "(\"\" = default.spanscope)");
+    ask_cmd
+        ->add_option("--doc-id", ask.doc_ids,
+                     "With --project: only these documents (ids from project list-docs)")
         ->needs(ask_project)
-        ->check(CLI::PositiveNumber);
-    ask_cmd->add_option("--chat", ask.chat, "With --project: continue this chat")
+        ->check(CLI::Range(int64_t{1}, INT64_MAX).description("id >= 1"));
+    ask_cmd
+        ->add_option("--chat", ask.chat,
+                     "With --project: continue this chat (its earlier questions and answers "
+                     "come before the question; its documents unless --doc-id or --doc)")
         ->needs(ask_project)
-        ->check(CLI::PositiveNumber);
+        ->check(CLI::Range(int64_t{1}, INT64_MAX).description("id >= 1"))
+        ->capture_default_str()
+        ->default_str("");
     ask_cmd->add_option("--max-tokens", ask.max_tokens, "Most answer tokens")
         ->check(CLI::Range(1, 32768));
     ask_cmd->add_option("--temperature", ask.temperature, "0 = greedy")
@@ -50,14 +60,16 @@ int main(int argc, char** argv) {
     auto* ingest_cmd =
         app.add_subcommand("ingest", "Add documents to a project and store their prefilled chunks");
     ingest_cmd->add_option("--project", ingest.project,
-                           "Project file, or a name in $XDG_DATA_HOME/spanscope/projects");
+                           "Project: a path (with a '/'), or a name in "
+                           "$XDG_DATA_HOME/spanscope/projects (default: default.spanscope)");
     ingest_cmd->add_option("--model", ingest.model, "GGUF model file");
     ingest_cmd->add_option("--threads", ingest.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     ingest_cmd
         ->add_option("--chunk-tokens", ingest.chunk_tokens,
-                     "Tokens per chunk (saved as the project's setting; default 1024)")
-        ->check(CLI::Range(16, 8192));
+                     "Tokens per chunk, saved as the project's setting (a new project: 1024)")
+        ->check(CLI::Range(16, 8192))
+        ->default_str("the project's");
     ingest_cmd->add_flag("--json", ingest.json,
                          "Print the project's documents as JSON [{id, path, tokens, chunks}]");
     ingest_cmd->add_option("documents", ingest.docs, "Files to add")->required();
@@ -67,11 +79,11 @@ int main(int argc, char** argv) {
     project_cmd->require_subcommand(1);
     auto add_project_option = [&](CLI::App* c) {
         c->add_option("--project", proj.project,
-                      "Project file, or a name in $XDG_DATA_HOME/spanscope/projects");
+                      "Project: a path (with a '/'), or a name in "
+                      "$XDG_DATA_HOME/spanscope/projects (default: default.spanscope)");
     };
     auto* p_info = project_cmd->add_subcommand("info", "Sizes: documents, chunks, chunk states");
     add_project_option(p_info);
-    p_info->add_option("--model", proj.model, "Also show token counts for this model");
     p_info->add_flag("--json", proj.json, "Print one JSON object");
     auto* p_list = project_cmd->add_subcommand("list-docs", "List the documents in order");
     add_project_option(p_list);
@@ -85,7 +97,7 @@ int main(int argc, char** argv) {
     auto* p_limit = project_cmd->add_subcommand(
         "set-cache-limit", "Bound the chunk states' size (least recently used evicted first)");
     add_project_option(p_limit);
-    p_limit->add_option("size", proj.cache_limit, "e.g. 500M, 2G")->required();
+    p_limit->add_option("size", proj.cache_limit, "e.g. 500M, 2G (a new project: 8G)")->required();
     auto* p_events = project_cmd->add_subcommand(
         "events", "Show the event log (recomputed or evicted chunk states)");
     add_project_option(p_events);
@@ -117,6 +129,10 @@ int main(int argc, char** argv) {
                      "Exit 77 (test skipped) when no model is installed");
     qa_cmd->add_flag("--json", qa.json, "Print one JSON object with every answer");
 
+    if (argc < 2) {
+        std::cout << app.help();
+        return 2;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

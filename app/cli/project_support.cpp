@@ -15,7 +15,9 @@ namespace spanscope::cli {
 std::atomic<bool> g_interrupted{false};
 
 namespace {
-extern "C" void on_interrupt(int) {
+std::atomic<int> g_signal{0};
+extern "C" void on_interrupt(int sig) {
+    g_signal.store(sig);
     g_interrupted.store(true);
 }
 
@@ -44,9 +46,25 @@ void install_interrupt_handler() {
     sigaction(SIGTERM, &sa, nullptr);
 }
 
+int interrupted_exit_code() {
+    const int sig = g_signal.load();
+    return 128 + (sig ? sig : SIGINT);
+}
+
 int64_t project_chunk_tokens(Project& project) {
     auto q = project.db().prepare("SELECT value FROM settings WHERE key = 'chunk_tokens'");
-    return q.step() ? std::stoll(q.text(0)) : 1024;
+    if (!q.step())
+        return 1024;
+    const std::string v = q.text(0);
+    try {
+        const long long n = std::stoll(v);
+        if (n >= 16 && n <= 8192)
+            return n;
+    } catch (const std::exception&) {
+    }
+    std::cerr << "note: " << project.path() << " has an unusable chunk_tokens setting ('" << v
+              << "'); using 1024\n";
+    return 1024;
 }
 
 void set_project_chunk_tokens(Project& project, int64_t tokens) {
@@ -105,18 +123,40 @@ int64_t parse_bytes(const std::string& text) {
     return static_cast<int64_t>(std::llround(v * mult));
 }
 
+namespace {
+bool g_progress_open = false; // a progress line without its newline is on a terminal
+int64_t g_last_chunk = -1;
+} // namespace
+
 void print_ingest_progress(const IngestProgress& p) {
     static const bool tty = isatty(STDERR_FILENO) != 0;
-    char line[256];
+    // Into a file or pipe: one line per stored chunk, not one per ubatch.
+    if (!tty && p.chunk == g_last_chunk)
+        return;
+    g_last_chunk = p.chunk;
+    char section[48] = "";
+    if (p.units > 1)
+        std::snprintf(section, sizeof section, " (section %d of %d)", p.unit + 1, p.units);
+    char line[320];
     std::snprintf(line, sizeof line,
-                  "%s: chunk %lld/%lld (unit %d/%d), %lld/%lld tokens, %.0f tokens/s, %.0f s left",
+                  "%s: %lld of %lld chunks stored%s, %lld of %lld tokens to compute done, "
+                  "%.0f tokens/s, %.0f s left",
                   p.name.c_str(), static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
-                  p.unit + 1, p.units, static_cast<long long>(p.tokens_done),
+                  section, static_cast<long long>(p.tokens_done),
                   static_cast<long long>(p.tokens_to_do), p.tokens_per_s, p.seconds_left);
-    if (tty)
+    if (tty) {
         std::cerr << "\r\033[K" << line << std::flush;
-    else
+        g_progress_open = true;
+    } else {
         std::cerr << line << "\n";
+    }
+}
+
+void end_progress_line() {
+    if (g_progress_open)
+        std::cerr << "\n";
+    g_progress_open = false;
+    g_last_chunk = -1;
 }
 
 std::vector<ChosenUnit>

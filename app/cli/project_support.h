@@ -17,6 +17,8 @@ namespace spanscope::cli {
 /// ubatches, so Ctrl-C stops at the next ubatch and what was committed stays.
 extern std::atomic<bool> g_interrupted;
 void install_interrupt_handler();
+/// 128 + the signal that interrupted (130 for SIGINT, 143 for SIGTERM).
+int interrupted_exit_code();
 
 /// Chunk size (tokens) of a project: its "chunk_tokens" setting, 1024 by default.
 int64_t project_chunk_tokens(Project& project);
@@ -28,6 +30,8 @@ ChunkingOptions chunking_for(Project& project, const Model& model);
 
 /// One line on stderr (rewritten in place on a terminal): document, chunk, rate, time left.
 void print_ingest_progress(const IngestProgress& p);
+/// End the progress line (a newline on a terminal) before other output.
+void end_progress_line();
 
 /// "1.5 GiB"-style size.
 std::string human_bytes(int64_t bytes);

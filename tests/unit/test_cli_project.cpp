@@ -100,7 +100,7 @@ struct StateRow {
 std::vector<StateRow> states_of(const std::string& project) {
     spanscope::Db db(project, /*create=*/false);
     std::vector<StateRow> out;
-    auto q = db.prepare("SELECT c.unit, c.ordinal, s.kind, s.blob FROM chunk_states s JOIN "
+    auto q = db.prepare("SELECT c.unit, c.ordinal, s.kind, s.blob FROM chunk_state_blobs s JOIN "
                         "chunks c ON c.id = s.chunk_id ORDER BY c.unit, c.ordinal, s.kind");
     while (q.step())
         out.push_back({q.int64(0), q.int64(1), q.int64(2), q.blob(3)});
@@ -378,7 +378,7 @@ TEST_F(CliProject, SigintStopsIngestAndTheSameCommandResumes) {
     // Interrupt once the progress lines show two committed chunks.
     const pid_t pid = start(cmd(project_));
     const auto deadline = Clock::now() + std::chrono::duration<double>(10 * T + 10);
-    while (slurp(dir_ + "/err").find("chunk 2/") == std::string::npos && Clock::now() < deadline)
+    while (slurp(dir_ + "/err").find(": 2 of ") == std::string::npos && Clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ::kill(pid, SIGINT);
     const auto r = finish(pid);
@@ -391,7 +391,7 @@ TEST_F(CliProject, SigintStopsIngestAndTheSameCommandResumes) {
     const auto resumed = run(cmd(project_));
     ASSERT_EQ(resumed.status, 0) << resumed.err;
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(resumed.err, m, std::regex("([0-9]+) chunks reused")))
+    ASSERT_TRUE(std::regex_search(resumed.err, m, std::regex("([0-9]+) chunks? already stored")))
         << resumed.err;
     EXPECT_EQ(std::stoll(m[1]), kept) << resumed.err;
     EXPECT_EQ(info(project_)["states"], info(reference)["states"]);
@@ -508,7 +508,13 @@ TEST_F(CliProject, RemoveDocVacuumAndCacheLimit) {
     const json cold = ask(project_, "What keeps the letter?");
     EXPECT_EQ(cold["stats"]["units_recomputed"], 1) << cold;
     EXPECT_EQ(cold["answer"], warm["answer"]);
-    EXPECT_EQ(cold["stats"]["tokens_reused"], l[0]["tokens"]) << cold;
+    // The recomputed section's tokens count as computed, not reused (KNOWN-FAILURES 9).
+    EXPECT_EQ(cold["stats"]["tokens_reused"], 0) << cold;
+    EXPECT_EQ(cold["stats"]["tokens_computed"].get<int64_t>(),
+              cold["stats"]["prompt_tokens"].get<int64_t>())
+        << cold;
+    EXPECT_LE(info(project_)["state_bytes"].get<int64_t>(), 1024)
+        << "after the answer the project is within its limit again";
     const auto ev2 = run({"project", "events", "--project", project_});
     EXPECT_NE(ev2.out.find("recomputed"), std::string::npos) << ev2.out;
 }

@@ -148,7 +148,7 @@ Snapshot snapshot(const std::string& path) {
     auto n = db.prepare("SELECT count(*) FROM chunks");
     n.step();
     s.chunks = n.int64(0);
-    auto q = db.prepare("SELECT c.unit, c.ordinal, s.kind, s.blob FROM chunk_states s JOIN "
+    auto q = db.prepare("SELECT c.unit, c.ordinal, s.kind, s.blob FROM chunk_state_blobs s JOIN "
                         "chunks c ON c.id = s.chunk_id ORDER BY c.unit, c.ordinal, s.kind");
     while (q.step())
         s.states.push_back({q.int64(0), q.int64(1), q.int64(2), q.blob(3)});

@@ -128,12 +128,12 @@ TEST_F(ProjectTest, ForeignAndNewerFilesAreRefusedUntouched) {
 
 TEST_F(ProjectTest, DocumentsChunksAndChats) {
     auto p = Project::open(dir_ + "/p.spanscope", true);
-    bool existing = true;
-    const auto a = p->add_document("/x/a.txt", text_doc("alpha text"), &existing);
-    EXPECT_FALSE(existing);
+    Project::AddOutcome outcome{};
+    const auto a = p->add_document("/x/a.txt", text_doc("alpha text"), &outcome);
+    EXPECT_EQ(outcome, Project::AddOutcome::Added);
     const auto b = p->add_document("/x/b.txt", text_doc("beta text"));
-    EXPECT_EQ(p->add_document("/elsewhere/a-copy.txt", text_doc("alpha text"), &existing), a);
-    EXPECT_TRUE(existing) << "the same content is one document";
+    EXPECT_EQ(p->add_document("/elsewhere/a-copy.txt", text_doc("alpha text"), &outcome), a);
+    EXPECT_EQ(outcome, Project::AddOutcome::Unchanged) << "the same content is one document";
     const auto docs = p->documents();
     ASSERT_EQ(docs.size(), 2u);
     EXPECT_EQ(docs[0].id, a);
@@ -158,6 +158,18 @@ TEST_F(ProjectTest, DocumentsChunksAndChats) {
     p->add_message(chat, "user", "What?");
     p->add_message(chat, "assistant", "That.", R"({"tokens_reused": 3})");
     EXPECT_THROW(p->add_message(chat, "system", "no such role"), DbError);
+
+    // The same path with new content: the document is updated, its chunks and states dropped.
+    const auto c = p->add_document("/x/c.txt", text_doc("gamma, first version"));
+    p->insert_chunks(c, "key", {one_chunk_unit(0, 5, {2, 9})});
+    EXPECT_EQ(p->add_document("/x/c.txt", text_doc("gamma, second version"), &outcome), c);
+    EXPECT_EQ(outcome, Project::AddOutcome::Updated);
+    EXPECT_EQ(p->document_text(c), "gamma, second version");
+    EXPECT_FALSE(p->has_chunks(c, "key"));
+    EXPECT_EQ(p->documents().size(), 3u);
+    // A name that is not UTF-8 is shown with '?'.
+    const auto bad = p->add_document("/x/caf\xe9.txt", text_doc("delta"));
+    EXPECT_EQ(p->document(bad)->name, "caf?.txt");
 
     EXPECT_TRUE(p->remove_document(a));
     EXPECT_FALSE(p->remove_document(a));

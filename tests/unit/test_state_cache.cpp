@@ -57,9 +57,10 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // All blobs of a project for one model, in (document order, unit, chunk, kind) order.
 std::vector<std::vector<uint8_t>> all_blobs(Project& p) {
     std::vector<std::vector<uint8_t>> out;
-    auto q = p.db().prepare("SELECT s.blob FROM chunk_states s JOIN chunks c ON c.id = s.chunk_id "
-                            "JOIN documents d ON d.id = c.document_id "
-                            "ORDER BY d.position, c.unit, c.ordinal, s.kind");
+    auto q =
+        p.db().prepare("SELECT s.blob FROM chunk_state_blobs s JOIN chunks c ON c.id = s.chunk_id "
+                       "JOIN documents d ON d.id = c.document_id "
+                       "ORDER BY d.position, c.unit, c.ordinal, s.kind");
     while (q.step())
         out.push_back(q.blob(0));
     return out;
@@ -180,7 +181,7 @@ TEST_F(StateCacheTest, FlippedByteIsDetectedRecomputedAndLogged) {
     auto blob = *p->state_blob(ids[0][2], cache.fingerprint(), StateKind::AttentionRows);
     blob[blob.size() / 2] ^= 0x01;
     p->db()
-        .prepare("UPDATE chunk_states SET blob = ? WHERE chunk_id = ? AND kind = 1")
+        .prepare("UPDATE chunk_state_blobs SET blob = ? WHERE chunk_id = ? AND kind = 1")
         .bind_blob(1, blob.data(), blob.size())
         .bind(2, ids[0][2])
         .run();

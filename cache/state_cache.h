@@ -60,17 +60,24 @@ public:
     const std::string& chunking_key() const { return key_; }
 
     /// The document's units under this model's tokenizer, chunked (and stored) now if needed.
+    /// Stored chunk rows are checked (token ids inside the vocabulary, ranges inside the text,
+    /// positions adding up); damaged ones are logged, dropped and cut again.
     /// chunk_ids: [unit][chunk] row ids.
     std::vector<DocumentUnit> units(int64_t document_id,
                                     std::vector<std::vector<int64_t>>* chunk_ids = nullptr);
 
     /// Make every chunk state of the document present and valid: reuses what is stored,
-    /// resumes at the first missing chunk of each unit, recomputes units with unusable blobs.
-    /// `scratch` is used for the prefill (it is reset). Commits chunk by chunk. Throws
+    /// resumes at the first missing chunk of each unit, recomputes units with unusable blobs
+    /// (logged). `scratch` is used for the prefill (it is reset). Commits chunk by chunk; the
+    /// cache limit never evicts this document's own states while it is ingested. Throws
     /// Cancelled (what was committed stays), ContextOverflow.
     IngestResult ingest(int64_t document_id, Session& scratch,
                         const std::atomic<bool>* cancel = nullptr,
                         const std::function<void(const IngestProgress&)>& progress = {});
+
+    /// Keep these chunks' states from eviction while this cache lives (the units an answer is
+    /// being assembled from).
+    void protect(const std::vector<int64_t>& chunk_ids);
 
     /// Decode and check the states of one unit. Throws StateError (missing or unusable blob;
     /// the message says which chunk and why).
@@ -94,6 +101,7 @@ private:
     Fingerprint fingerprint_{};
     std::string fingerprint_hex_, key_;
     std::vector<int> global_, sliding_;
+    std::vector<int64_t> protected_;
     int window_ = 0;
 };
 

@@ -28,17 +28,52 @@ StateCache::StateCache(Project& project, const Model& model, const ChunkingOptio
     }
 }
 
+namespace {
+// Why stored chunk rows cannot be what build_document_units made, or "" when they can.
+std::string damaged_chunks(const std::vector<DocumentUnit>& units, int64_t text_bytes,
+                           int32_t n_vocab) {
+    for (const auto& u : units) {
+        int64_t pos = 0;
+        for (const auto& c : u.chunks) {
+            if (c.token_begin != pos || c.tokens.empty())
+                return "token positions do not add up";
+            pos = c.token_end();
+            if (c.char_begin < 0 || c.char_begin > c.char_end || c.char_end > text_bytes)
+                return "a character range lies outside the text";
+            for (const auto t : c.tokens)
+                if (t < 0 || t >= n_vocab)
+                    return "a token id lies outside the vocabulary";
+            for (const auto ch : c.token_chars)
+                if (ch < -1 || ch >= text_bytes)
+                    return "a token offset lies outside the text";
+        }
+    }
+    return units.empty() ? "no chunks" : "";
+}
+} // namespace
+
 std::vector<DocumentUnit> StateCache::units(int64_t document_id,
                                             std::vector<std::vector<int64_t>>* chunk_ids) {
-    if (!project_.has_chunks(document_id, key_)) {
-        const auto doc = project_.document(document_id);
-        if (!doc)
-            throw ProjectError(project_.path() + ": no document " + std::to_string(document_id));
-        const auto units = build_document_units(model_.tokenizer(), doc->name,
-                                                project_.document_text(document_id), chunking_);
-        project_.insert_chunks(document_id, key_, units);
+    const auto doc = project_.document(document_id);
+    if (!doc)
+        throw ProjectError(project_.path() + ": no document " + std::to_string(document_id));
+    for (int attempt = 0;; ++attempt) {
+        if (!project_.has_chunks(document_id, key_))
+            project_.insert_chunks(document_id, key_,
+                                   build_document_units(model_.tokenizer(), doc->name,
+                                                        project_.document_text(document_id),
+                                                        chunking_));
+        auto units = project_.load_units(document_id, key_, chunk_ids);
+        const auto why = damaged_chunks(units, doc->text_bytes, model_.info().n_vocab);
+        if (why.empty() || attempt > 0)
+            return units;
+        project_.log_event("rechunked", "document " + std::to_string(document_id) + ": " + why);
+        project_.delete_chunks(document_id, key_);
     }
-    return project_.load_units(document_id, key_, chunk_ids);
+}
+
+void StateCache::protect(const std::vector<int64_t>& chunk_ids) {
+    protected_.insert(protected_.end(), chunk_ids.begin(), chunk_ids.end());
 }
 
 StateExpectation StateCache::expect_rows(const TextChunk& c) const {
@@ -138,51 +173,59 @@ IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
     const auto doc = project_.document(document_id);
     IngestResult res;
     res.units = static_cast<int>(us.size());
-    for (const auto& u : us) {
-        res.tokens += u.n_tokens();
-        res.chunks += static_cast<int64_t>(u.chunks.size());
+    std::vector<int64_t> keep = protected_;
+    for (size_t ui = 0; ui < us.size(); ++ui) {
+        res.tokens += us[ui].n_tokens();
+        res.chunks += static_cast<int64_t>(us[ui].chunks.size());
+        keep.insert(keep.end(), ids[ui].begin(), ids[ui].end());
     }
 
-    // Where each unit resumes: its first chunk without a usable state.
+    // Where each unit resumes: after its chunks with stored states (checked when the unit's
+    // turn comes, one unit in memory at a time).
     std::vector<size_t> resume(us.size());
-    std::vector<UnitStates> loaded(us.size());
     int64_t to_do = 0;
     for (size_t ui = 0; ui < us.size(); ++ui) {
-        const auto& u = us[ui];
         size_t r = 0;
-        while (r < u.chunks.size() &&
-               project_.state_blob(ids[ui][r], fingerprint_hex_, StateKind::AttentionRows))
+        while (r < us[ui].chunks.size() &&
+               project_.has_state(ids[ui][r], fingerprint_hex_, StateKind::AttentionRows))
             ++r;
-        try {
-            loaded[ui] = decode(u, ids[ui], r);
-        } catch (const StateError& e) {
-            project_.log_event("recomputed", "document " + std::to_string(document_id) + " unit " +
-                                                 std::to_string(ui) + ": " + e.what());
-            project_.delete_states(ids[ui], fingerprint_hex_);
-            loaded[ui] = UnitStates{};
-            r = 0;
-            ++res.recomputed_units;
-        }
         resume[ui] = r;
-        res.chunks_reused += static_cast<int64_t>(r);
-        if (r < u.chunks.size())
-            to_do += u.n_tokens() - u.chunks[r].token_begin;
+        if (r < us[ui].chunks.size())
+            to_do += us[ui].n_tokens() - us[ui].chunks[r].token_begin;
     }
 
     const auto t0 = Clock::now();
     const int64_t processed0 = scratch.tokens_processed();
-    int64_t committed = res.chunks_reused;
+    int64_t committed = 0;
+    for (size_t ui = 0; ui < us.size(); ++ui)
+        committed += static_cast<int64_t>(resume[ui]);
     for (size_t ui = 0; ui < us.size(); ++ui) {
         const auto& u = us[ui];
-        const size_t first = resume[ui];
+        size_t first = resume[ui];
+        UnitStates loaded;
+        if (first > 0) {
+            try {
+                loaded = decode(u, ids[ui], first);
+            } catch (const StateError& e) {
+                project_.log_event("recomputed", "document " + std::to_string(document_id) +
+                                                     " section " + std::to_string(ui + 1) + ": " +
+                                                     e.what());
+                project_.delete_states(ids[ui], fingerprint_hex_);
+                committed -= static_cast<int64_t>(first);
+                to_do += first < u.chunks.size() ? u.chunks[first].token_begin : u.n_tokens();
+                first = 0;
+                ++res.recomputed_units;
+            }
+        }
+        res.chunks_reused += static_cast<int64_t>(first);
         if (first == u.chunks.size())
             continue;
         scratch.reset();
         if (first > 0) {
-            restore_unit(loaded[ui], scratch, 0);
+            restore_unit(loaded, scratch, 0);
             scratch.adopt_memory(u.chunks[first].token_begin);
         }
-        loaded[ui] = UnitStates{};
+        loaded = UnitStates{};
         auto report = [&](int64_t, int64_t) {
             if (!progress)
                 return;
@@ -203,35 +246,20 @@ IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
         auto on_chunk = [&](size_t c, const std::vector<float>& surprisal,
                             const std::vector<float>&) {
             const auto& chunk = u.chunks[c];
-            ChunkState rows;
-            rows.kind = StateKind::AttentionRows;
-            rows.fingerprint = fingerprint_;
-            rows.token_hash = token_ids_hash(chunk.tokens);
-            rows.pos_begin = static_cast<int32_t>(chunk.token_begin);
-            rows.n_rows = static_cast<int64_t>(chunk.tokens.size());
-            rows.n_kv_head = model_.info().n_head_kv;
-            rows.head_dim = model_.info().head_dim;
+            ChunkState rows = state_header(expect_rows(chunk));
             rows.layers = export_rows(scratch.memory(), global_, rows.pos_begin,
                                       static_cast<int32_t>(chunk.token_end()));
             rows.surprisal = surprisal;
             DocumentUnit prefix;
             prefix.chunks.assign(u.chunks.begin(),
                                  u.chunks.begin() + static_cast<std::ptrdiff_t>(c) + 1);
-            const auto te = expect_tail(prefix);
-            ChunkState tail;
-            tail.kind = StateKind::SlidingTail;
-            tail.fingerprint = fingerprint_;
-            tail.token_hash = te.token_hash;
-            tail.pos_begin = te.pos_begin;
-            tail.n_rows = te.n_rows;
-            tail.n_kv_head = rows.n_kv_head;
-            tail.head_dim = rows.head_dim;
-            tail.layers = export_rows(scratch.memory(), sliding_, te.pos_begin,
+            ChunkState tail = state_header(expect_tail(prefix));
+            tail.layers = export_rows(scratch.memory(), sliding_, tail.pos_begin,
                                       static_cast<int32_t>(chunk.token_end()));
             project_.commit_chunk_state(ids[ui][c], fingerprint_hex_, encode_chunk_state(rows),
                                         encode_chunk_state(tail), c > 0 ? ids[ui][c - 1] : 0);
             ++committed;
-            project_.evict_to_limit(ids[ui]);
+            project_.evict_to_limit(keep);
             report(0, 0);
         };
         prefill_unit(scratch, u, first, 0, on_chunk, cancel, report);
