@@ -46,46 +46,12 @@ struct CliRun {
     std::string out, err;
 };
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 int exit_code(int st) {
     if (WIFEXITED(st))
         return WEXITSTATUS(st);
     if (WIFSIGNALED(st))
         return 128 + WTERMSIG(st);
     return -1;
-}
-
-/// Varied text: sentences from a word list (fixed seed), paragraphs separated by blank lines.
-std::string make_text(uint32_t seed, size_t min_bytes) {
-    static const char* const kWords[] = {
-        "river",  "stone",   "lantern", "harbour", "winter",  "signal", "garden", "copper",
-        "silent", "morning", "bridge",  "letter",  "orchard", "engine", "window", "marble",
-        "cat",    "the",     "at",      "a",       "of",      "and",    "keeps",  "holds"};
-    constexpr size_t kN = sizeof kWords / sizeof kWords[0];
-    std::mt19937 rng(seed);
-    auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
-    std::string text;
-    while (text.size() < min_bytes) {
-        const size_t sentences = 1 + pick(3);
-        for (size_t s = 0; s < sentences; ++s) {
-            const size_t words = 4 + pick(8);
-            for (size_t w = 0; w < words; ++w) {
-                std::string word = kWords[pick(kN)];
-                if (w == 0)
-                    word[0] = static_cast<char>(word[0] - 'a' + 'A');
-                text += word;
-                text += w + 1 < words ? " " : ".";
-            }
-            text += s + 1 < sentences ? " " : "\n\n";
-        }
-    }
-    return text;
 }
 
 struct StateRow {
@@ -191,7 +157,7 @@ protected:
         while (waitpid(pid, &st, 0) < 0)
             if (errno != EINTR)
                 throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-        return {exit_code(st), slurp(dir_ + "/out"), slurp(dir_ + "/err")};
+        return {exit_code(st), read_file(dir_ + "/out"), read_file(dir_ + "/err")};
     }
 
     CliRun run(const std::vector<std::string>& args) { return finish(start(args)); }
@@ -245,7 +211,7 @@ protected:
         const int64_t ctx = m->info().n_ctx_train;
         o.max_unit_tokens = ctx - std::min<int64_t>(1024, ctx / 4);
         const auto units = spanscope::build_document_units(
-            m->tokenizer(), std::filesystem::path(path).filename().string(), slurp(path), o);
+            m->tokenizer(), std::filesystem::path(path).filename().string(), read_file(path), o);
         int64_t tokens = 0, chunks = 0;
         for (const auto& u : units) {
             tokens += u.n_tokens();
@@ -260,8 +226,8 @@ protected:
 } // namespace
 
 TEST_F(CliProject, IngestJsonAndListDocsAgree) {
-    const auto a = write_file("alpha.txt", make_text(1, 300));
-    const auto b = write_file("beta.txt", make_text(2, 700));
+    const auto a = write_file("alpha.txt", sample_prose(1, 300));
+    const auto b = write_file("beta.txt", sample_prose(2, 700));
     auto args = ingest(project_, {a, b});
     args.insert(args.end(), {"--chunk-tokens", "64", "--json"});
     const json j = run_json(args);
@@ -292,7 +258,7 @@ TEST_F(CliProject, IngestJsonAndListDocsAgree) {
 TEST_F(CliProject, AskReusesTheStoredDocumentAndAnswersLikeAColdAsk) {
     // One chunk (the default chunk size is 1024 tokens), so the cold run prefills the same
     // token sequence in the same ubatch (KNOWN-FAILURES 5).
-    const auto doc = write_file("doc.txt", make_text(3, 400));
+    const auto doc = write_file("doc.txt", sample_prose(3, 400));
     ASSERT_EQ(run(ingest(project_, {doc})).status, 0);
     const json docs = list_docs(project_);
     ASSERT_EQ(docs.size(), 1u);
@@ -331,7 +297,7 @@ TEST_F(CliProject, AskReusesTheStoredDocumentAndAnswersLikeAColdAsk) {
 }
 
 TEST_F(CliProject, UnknownDocIdIsRefusedAndAddsNothing) {
-    const auto doc = write_file("doc.txt", make_text(4, 200));
+    const auto doc = write_file("doc.txt", sample_prose(4, 200));
     ASSERT_EQ(run(ingest(project_, {doc})).status, 0);
     const json before = info(project_);
     const auto r = run(
@@ -348,7 +314,7 @@ TEST_F(CliProject, UnknownDocIdIsRefusedAndAddsNothing) {
 
 TEST_F(CliProject, OneBadFileNeverBlocksTheOthers) {
     const auto empty = write_file("empty.txt", "");
-    const auto good = write_file("good.txt", make_text(5, 300));
+    const auto good = write_file("good.txt", sample_prose(5, 300));
     const auto r = run(ingest(project_, {empty, good}));
     EXPECT_EQ(r.status, 1) << r.err;
     EXPECT_NE(r.err.find(empty), std::string::npos) << r.err;
@@ -361,7 +327,7 @@ TEST_F(CliProject, OneBadFileNeverBlocksTheOthers) {
 
 TEST_F(CliProject, SigintStopsIngestAndTheSameCommandResumes) {
     const auto slow = slow_model();
-    const auto doc = write_file("long.txt", make_text(6, 2200));
+    const auto doc = write_file("long.txt", sample_prose(6, 2200));
     auto cmd = [&](const std::string& project) {
         auto a = ingest(project, {doc}, slow);
         a.insert(a.end(), {"--chunk-tokens", "32"});
@@ -378,7 +344,7 @@ TEST_F(CliProject, SigintStopsIngestAndTheSameCommandResumes) {
     // Interrupt once the progress lines show two committed chunks.
     const pid_t pid = start(cmd(project_));
     const auto deadline = Clock::now() + std::chrono::duration<double>(10 * T + 10);
-    while (slurp(dir_ + "/err").find(": 2 of ") == std::string::npos && Clock::now() < deadline)
+    while (read_file(dir_ + "/err").find(": 2 of ") == std::string::npos && Clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ::kill(pid, SIGINT);
     const auto r = finish(pid);
@@ -409,14 +375,14 @@ TEST_F(CliProject, SigintStopsIngestAndTheSameCommandResumes) {
 }
 
 TEST_F(CliProject, DamagedProjectFilesAreRefusedAndLeftUnchanged) {
-    const auto doc = write_file("doc.txt", make_text(7, 300));
+    const auto doc = write_file("doc.txt", sample_prose(7, 300));
     ASSERT_EQ(run(ingest(project_, {doc})).status, 0);
-    const std::string whole = slurp(project_);
+    const std::string whole = read_file(project_);
     ASSERT_GT(whole.size(), 8192u);
     const std::string empty = write_file("empty.spanscope", "");
     const std::string half = write_file("half.spanscope", whole.substr(0, whole.size() / 2));
     for (const auto& f : {empty, half}) {
-        const std::string bytes = slurp(f);
+        const std::string bytes = read_file(f);
         const std::vector<std::vector<std::string>> commands{
             {"project", "info", "--project", f},
             {"project", "info", "--json", "--project", f},
@@ -438,7 +404,7 @@ TEST_F(CliProject, DamagedProjectFilesAreRefusedAndLeftUnchanged) {
             EXPECT_EQ(r.out, "") << shown;
             EXPECT_NE(r.err.find(f), std::string::npos) << shown << "\n" << r.err;
             EXPECT_NE(r.err.find("not changed"), std::string::npos) << shown << "\n" << r.err;
-            EXPECT_TRUE(slurp(f) == bytes) << shown << ": the file was changed";
+            EXPECT_TRUE(read_file(f) == bytes) << shown << ": the file was changed";
             for (const char* side : {"-wal", "-shm", "-journal"})
                 EXPECT_FALSE(std::filesystem::exists(f + side)) << shown << ": left " << f << side;
         }
@@ -446,7 +412,7 @@ TEST_F(CliProject, DamagedProjectFilesAreRefusedAndLeftUnchanged) {
 }
 
 TEST_F(CliProject, AnswersFromTheStoredTextAfterTheFileIsGone) {
-    const auto doc = write_file("gone.txt", make_text(8, 400));
+    const auto doc = write_file("gone.txt", sample_prose(8, 400));
     ASSERT_EQ(run(ingest(project_, {doc})).status, 0);
     const int64_t tokens = list_docs(project_)[0]["tokens"];
     const json before = ask(project_, "Where is the garden?");
@@ -459,8 +425,8 @@ TEST_F(CliProject, AnswersFromTheStoredTextAfterTheFileIsGone) {
 }
 
 TEST_F(CliProject, RemoveDocVacuumAndCacheLimit) {
-    const auto a = write_file("a.txt", make_text(9, 300));
-    const auto b = write_file("b.txt", make_text(10, 300));
+    const auto a = write_file("a.txt", sample_prose(9, 300));
+    const auto b = write_file("b.txt", sample_prose(10, 300));
     ASSERT_EQ(run(ingest(project_, {a, b})).status, 0);
     const json docs = list_docs(project_);
     ASSERT_EQ(docs.size(), 2u);

@@ -44,43 +44,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-/// Varied English-looking text: sentences of 4-11 words from a fixed word list, one to three
-/// sentences a paragraph, paragraphs separated by blank lines; at least `min_bytes` bytes.
-std::string make_document(uint32_t seed, size_t min_bytes) {
-    static const char* const kWords[] = {
-        "river",  "stone",   "lantern", "harbour",   "winter",  "signal",  "garden",  "copper",
-        "silent", "morning", "bridge",  "letter",    "orchard", "engine",  "window",  "marble",
-        "quiet",  "field",   "north",   "ledger",    "candle",  "meadow",  "thunder", "paper",
-        "cat",    "the",     "at",      "a",         "of",      "and",     "under",   "beside",
-        "keeps",  "holds",   "carries", "remembers", "opens",   "follows", "counts",  "turns"};
-    constexpr size_t kN = sizeof kWords / sizeof kWords[0];
-    std::mt19937 rng(seed);
-    auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
-    std::string text;
-    while (text.size() < min_bytes) {
-        const size_t sentences = 1 + pick(3);
-        for (size_t s = 0; s < sentences; ++s) {
-            const size_t words = 4 + pick(8);
-            for (size_t w = 0; w < words; ++w) {
-                std::string word = kWords[pick(kN)];
-                if (w == 0)
-                    word[0] = static_cast<char>(word[0] - 'a' + 'A');
-                text += word;
-                text += w + 1 < words ? " " : (pick(5) == 0 ? "?" : ".");
-            }
-            text += s + 1 < sentences ? " " : "\n\n";
-        }
-    }
-    return text;
-}
-
 /// Start spanscope-cli with `args` (stdin and stdout /dev/null, stderr to `err_path`) as a
 /// separate process.
 pid_t spawn_cli(const std::vector<std::string>& args, const std::string& err_path) {
@@ -227,7 +190,7 @@ TEST(IngestKill, RandomSigkillsLeaveAConsistentResumableProject) {
     write_tiny_gemma3(model, cfg);
     // About 70 chunks of 32 tokens (one byte ~ one token), in two units of at most 1536 tokens.
     const std::string doc = dir + "/notes.txt";
-    std::ofstream(doc, std::ios::binary) << make_document(7, 2200);
+    std::ofstream(doc, std::ios::binary) << sample_prose(7, 2200);
     const std::string err = dir + "/stderr.txt";
     auto ingest_args = [&](const std::string& project) {
         return std::vector<std::string>{"ingest", "--project", project, "--model",
@@ -240,7 +203,7 @@ TEST(IngestKill, RandomSigkillsLeaveAConsistentResumableProject) {
     const auto t0 = Clock::now();
     const int ref_status = wait_status(spawn_cli(ingest_args(ref_path), err));
     const double T = std::chrono::duration<double>(Clock::now() - t0).count();
-    ASSERT_TRUE(WIFEXITED(ref_status) && WEXITSTATUS(ref_status) == 0) << slurp(err);
+    ASSERT_TRUE(WIFEXITED(ref_status) && WEXITSTATUS(ref_status) == 0) << read_file(err);
     const Snapshot ref = snapshot(ref_path);
     ASSERT_EQ(ref.integrity, "ok");
     const int64_t n_chunks = ref.rows_committed();
@@ -298,7 +261,7 @@ TEST(IngestKill, RandomSigkillsLeaveAConsistentResumableProject) {
             } else {
                 ASSERT_TRUE(WIFEXITED(st));
                 ASSERT_EQ(WEXITSTATUS(st), 0) << "ingest failed after earlier kills:\n"
-                                              << slurp(err);
+                                              << read_file(err);
                 completed = true;
             }
             const std::string where = "campaign " + std::to_string(campaign) + " round " +
@@ -363,7 +326,7 @@ TEST(IngestKill, KillsWhileTheProjectIsCreatedLeaveAResumableProject) {
     cfg.sliding_window = 16;
     write_tiny_gemma3(model, cfg);
     const std::string doc = dir + "/short.txt";
-    std::ofstream(doc, std::ios::binary) << make_document(11, 300);
+    std::ofstream(doc, std::ios::binary) << sample_prose(11, 300);
     const std::string err = dir + "/stderr.txt";
     auto ingest_args = [&](const std::string& project) {
         return std::vector<std::string>{"ingest", "--project", project, "--model",
@@ -378,7 +341,7 @@ TEST(IngestKill, KillsWhileTheProjectIsCreatedLeaveAResumableProject) {
     const pid_t ref_pid = spawn_cli(ingest_args(ref_path), err);
     double S = 0;
     while (S == 0 && waitpid(ref_pid, nullptr, WNOHANG) == 0) {
-        if (slurp(err).find("chunk 1/") != std::string::npos)
+        if (read_file(err).find("chunk 1/") != std::string::npos)
             S = std::chrono::duration<double>(Clock::now() - t0).count();
         else
             std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -387,7 +350,7 @@ TEST(IngestKill, KillsWhileTheProjectIsCreatedLeaveAResumableProject) {
         S = std::chrono::duration<double>(Clock::now() - t0).count();
     } else {
         const int st = wait_status(ref_pid);
-        ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << slurp(err);
+        ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << read_file(err);
     }
     const Snapshot ref = snapshot(ref_path);
     ASSERT_EQ(ref.integrity, "ok");
@@ -429,7 +392,7 @@ TEST(IngestKill, KillsWhileTheProjectIsCreatedLeaveAResumableProject) {
         const int st = wait_status(spawn_cli(ingest_args(b), err));
         EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
             << where << " (" << state << "): re-running the same ingest failed:\n"
-            << slurp(err);
+            << read_file(err);
         std::printf("[ early kill ] %5.1f ms: %s; re-run %s\n", sleep * 1000, state.c_str(),
                     WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "completed" : "FAILED");
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {

@@ -23,14 +23,6 @@ std::string read_all(const std::string& path) {
     return {std::istreambuf_iterator<char>(in), {}};
 }
 
-LoadedDocument text_doc(const std::string& text) {
-    LoadedDocument d;
-    d.text = text;
-    d.source_encoding = "UTF-8";
-    d.offset_map = {{0, 0, 0, 1}};
-    return d;
-}
-
 DocumentUnit one_chunk_unit(int index, int64_t chars, std::vector<int32_t> tokens) {
     DocumentUnit u;
     u.index = index;
@@ -92,7 +84,8 @@ TEST_F(ProjectTest, TruncatedFileIsRefusedUntouched) {
     {
         auto p = Project::open(path, true);
         for (int i = 0; i < 20; ++i)
-            p->add_document("/doc" + std::to_string(i), text_doc(std::string(3000, 'a' + i % 26)));
+            p->add_document("/doc" + std::to_string(i),
+                            text_document(std::string(3000, 'a' + i % 26)));
         p->vacuum(); // everything in the main file
     }
     const auto full = read_all(path);
@@ -129,10 +122,10 @@ TEST_F(ProjectTest, ForeignAndNewerFilesAreRefusedUntouched) {
 TEST_F(ProjectTest, DocumentsChunksAndChats) {
     auto p = Project::open(dir_ + "/p.spanscope", true);
     Project::AddOutcome outcome{};
-    const auto a = p->add_document("/x/a.txt", text_doc("alpha text"), &outcome);
+    const auto a = p->add_document("/x/a.txt", text_document("alpha text"), &outcome);
     EXPECT_EQ(outcome, Project::AddOutcome::Added);
-    const auto b = p->add_document("/x/b.txt", text_doc("beta text"));
-    EXPECT_EQ(p->add_document("/elsewhere/a-copy.txt", text_doc("alpha text"), &outcome), a);
+    const auto b = p->add_document("/x/b.txt", text_document("beta text"));
+    EXPECT_EQ(p->add_document("/elsewhere/a-copy.txt", text_document("alpha text"), &outcome), a);
     EXPECT_EQ(outcome, Project::AddOutcome::Unchanged) << "the same content is one document";
     const auto docs = p->documents();
     ASSERT_EQ(docs.size(), 2u);
@@ -160,15 +153,15 @@ TEST_F(ProjectTest, DocumentsChunksAndChats) {
     EXPECT_THROW(p->add_message(chat, "system", "no such role"), DbError);
 
     // The same path with new content: the document is updated, its chunks and states dropped.
-    const auto c = p->add_document("/x/c.txt", text_doc("gamma, first version"));
+    const auto c = p->add_document("/x/c.txt", text_document("gamma, first version"));
     p->insert_chunks(c, "key", {one_chunk_unit(0, 5, {2, 9})});
-    EXPECT_EQ(p->add_document("/x/c.txt", text_doc("gamma, second version"), &outcome), c);
+    EXPECT_EQ(p->add_document("/x/c.txt", text_document("gamma, second version"), &outcome), c);
     EXPECT_EQ(outcome, Project::AddOutcome::Updated);
     EXPECT_EQ(p->document_text(c), "gamma, second version");
     EXPECT_FALSE(p->has_chunks(c, "key"));
     EXPECT_EQ(p->documents().size(), 3u);
     // A name that is not UTF-8 is shown with '?'.
-    const auto bad = p->add_document("/x/caf\xe9.txt", text_doc("delta"));
+    const auto bad = p->add_document("/x/caf\xe9.txt", text_document("delta"));
     EXPECT_EQ(p->document(bad)->name, "caf?.txt");
 
     EXPECT_TRUE(p->remove_document(a));
@@ -184,7 +177,7 @@ TEST_F(ProjectTest, EvictionTakesTheLeastRecentlyUsedUnitsFirst) {
     std::vector<int64_t> chunk_of_doc;
     for (int d = 0; d < 3; ++d) {
         const auto id =
-            p->add_document("/d" + std::to_string(d), text_doc("doc " + std::to_string(d)));
+            p->add_document("/d" + std::to_string(d), text_document("doc " + std::to_string(d)));
         p->insert_chunks(id, "key", {one_chunk_unit(0, 5, {2, 7})});
         std::vector<std::vector<int64_t>> ids;
         p->load_units(id, "key", &ids);
@@ -222,7 +215,7 @@ TEST_F(ProjectTest, CommittedVersion1ProjectStillOpens) {
         fs::remove(fixture);
         auto p = Project::open(fixture, true);
         const auto id = p->add_document("/usr/share/common-licenses/MIT",
-                                        text_doc("Permission is hereby granted"));
+                                        text_document("Permission is hereby granted"));
         p->insert_chunks(id, "key", {one_chunk_unit(0, 28, {2, 40, 41, 42})});
         const auto chat = p->create_chat("Who grants permission?");
         p->add_message(chat, "user", "Who grants permission?");

@@ -56,11 +56,7 @@ TEST(StoreRealModel, WarmAnswerEqualsColdAnswer) {
 
     const auto dir = temp_dir();
     auto project = Project::open(dir + "/p.spanscope", true);
-    LoadedDocument doc;
-    doc.text = text;
-    doc.source_encoding = "UTF-8";
-    doc.offset_map = {{0, 0, 0, 1}};
-    const auto id = project->add_document("/vim-manual.txt", doc);
+    const auto id = project->add_document("/vim-manual.txt", text_document(text));
     ChunkingOptions co;
     co.target_tokens = 1024;
     co.max_unit_tokens = model->info().n_ctx_train - 1024;

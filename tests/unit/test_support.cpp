@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
 #include <stdexcept>
 #include <unistd.h>
 
@@ -25,6 +28,49 @@ std::string temp_dir() {
     if (!mkdtemp(tmpl.data()))
         throw std::runtime_error("mkdtemp failed");
     return tmpl;
+}
+
+std::string sample_prose(uint32_t seed, size_t min_bytes) {
+    static const char* const kWords[] = {
+        "river",  "stone",   "lantern", "harbour",   "winter",  "signal",  "garden",  "copper",
+        "silent", "morning", "bridge",  "letter",    "orchard", "engine",  "window",  "marble",
+        "quiet",  "field",   "north",   "ledger",    "candle",  "meadow",  "thunder", "paper",
+        "cat",    "the",     "at",      "a",         "of",      "and",     "under",   "beside",
+        "keeps",  "holds",   "carries", "remembers", "opens",   "follows", "counts",  "turns"};
+    constexpr size_t kN = sizeof kWords / sizeof kWords[0];
+    std::mt19937 rng(seed);
+    auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+    std::string text;
+    while (text.size() < min_bytes) {
+        const size_t sentences = 1 + pick(3);
+        for (size_t s = 0; s < sentences; ++s) {
+            const size_t words = 4 + pick(8);
+            for (size_t w = 0; w < words; ++w) {
+                std::string word = kWords[pick(kN)];
+                if (w == 0)
+                    word[0] = static_cast<char>(word[0] - 'a' + 'A');
+                text += word;
+                text += w + 1 < words ? " " : (pick(5) == 0 ? "?" : ".");
+            }
+            text += s + 1 < sentences ? " " : "\n\n";
+        }
+    }
+    return text;
+}
+
+LoadedDocument text_document(const std::string& text) {
+    LoadedDocument d;
+    d.text = text;
+    d.source_encoding = "UTF-8";
+    d.offset_map = {{0, 0, 0, 1}};
+    return d;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
 }
 
 } // namespace spanscope::test

@@ -1,0 +1,107 @@
+// Project: chats and messages, settings, the event log, sizes and maintenance.
+#include "project.h"
+#include "project_clock.h"
+#include "project_schema.h"
+
+#include <filesystem>
+
+namespace spanscope {
+
+int64_t Project::create_chat(const std::string& title) {
+    db_->prepare("INSERT INTO chats(title, created_at) VALUES (?, ?)")
+        .bind(1, title)
+        .bind(2, now_iso())
+        .run();
+    return db_->last_insert_id();
+}
+
+bool Project::has_chat(int64_t chat_id) {
+    auto q = db_->prepare("SELECT 1 FROM chats WHERE id = ?");
+    q.bind(1, chat_id);
+    return q.step();
+}
+
+int64_t Project::add_message(int64_t chat_id, const std::string& role, const std::string& text,
+                             const std::string& stats_json) {
+    db_->prepare("INSERT INTO messages(chat_id, role, text, stats, created_at) VALUES (?, ?, ?, "
+                 "?, ?)")
+        .bind(1, chat_id)
+        .bind(2, role)
+        .bind(3, text)
+        .bind(4, stats_json)
+        .bind(5, now_iso())
+        .run();
+    return db_->last_insert_id();
+}
+
+std::vector<MessageRecord> Project::messages(int64_t chat_id) {
+    auto q = db_->prepare(
+        "SELECT id, role, text, stats, created_at FROM messages WHERE chat_id = ? ORDER BY id");
+    q.bind(1, chat_id);
+    std::vector<MessageRecord> out;
+    while (q.step())
+        out.push_back({q.int64(0), q.text(1), q.text(2), q.text(3), q.text(4)});
+    return out;
+}
+
+int64_t Project::cache_limit_bytes() {
+    auto q = db_->prepare("SELECT value FROM settings WHERE key = 'cache_limit_bytes'");
+    if (!q.step())
+        return kDefaultCacheLimitBytes;
+    return std::stoll(q.text(0));
+}
+
+void Project::set_cache_limit_bytes(int64_t bytes) {
+    if (bytes < 0)
+        throw std::invalid_argument("the cache limit cannot be negative");
+    db_->prepare("INSERT OR REPLACE INTO settings(key, value) VALUES ('cache_limit_bytes', ?)")
+        .bind(1, std::to_string(bytes))
+        .run();
+}
+
+void Project::log_event(const std::string& kind, const std::string& message) {
+    db_->prepare("INSERT INTO events(at, kind, message) VALUES (?, ?, ?)")
+        .bind(1, now_iso())
+        .bind(2, kind)
+        .bind(3, message)
+        .run();
+}
+
+std::vector<std::pair<std::string, std::string>> Project::events() {
+    std::vector<std::pair<std::string, std::string>> out;
+    auto q = db_->prepare("SELECT kind, message FROM events ORDER BY id");
+    while (q.step())
+        out.emplace_back(q.text(0), q.text(1));
+    return out;
+}
+
+ProjectInfo Project::info() {
+    ProjectInfo i;
+    i.path = path();
+    i.schema_version = schema_version();
+    std::error_code ec;
+    i.file_bytes = static_cast<int64_t>(std::filesystem::file_size(path(), ec));
+    auto count = [&](const char* sql) {
+        auto q = db_->prepare(sql);
+        q.step();
+        return q.int64(0);
+    };
+    i.documents = count("SELECT count(*) FROM documents");
+    i.chats = count("SELECT count(*) FROM chats");
+    i.messages = count("SELECT count(*) FROM messages");
+    i.chunks = count("SELECT count(*) FROM chunks");
+    i.states = count("SELECT count(*) FROM chunk_states");
+    i.state_bytes = count("SELECT coalesce(sum(bytes), 0) FROM chunk_states");
+    i.cache_limit_bytes = cache_limit_bytes();
+    auto q = db_->prepare("SELECT fingerprint, count(*), sum(bytes), sum(CASE WHEN kind = 1 THEN "
+                          "rows ELSE 0 END) FROM chunk_states GROUP BY fingerprint");
+    while (q.step())
+        i.models.push_back({q.text(0), q.int64(1), q.int64(2), q.int64(3)});
+    return i;
+}
+
+void Project::vacuum() {
+    db_->exec("PRAGMA wal_checkpoint(TRUNCATE); VACUUM");
+}
+
+} // namespace spanscope

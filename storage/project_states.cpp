@@ -1,0 +1,145 @@
+// Project: chunk states — storing, checking presence, least-recently-used eviction.
+#include "project.h"
+#include "project_clock.h"
+
+#include <cstring>
+#include <set>
+
+namespace spanscope {
+
+bool Project::has_state(int64_t chunk_id, const std::string& fingerprint, StateKind kind) {
+    auto q = db_->prepare(
+        "SELECT 1 FROM chunk_states WHERE chunk_id = ? AND fingerprint = ? AND kind = ?");
+    q.bind(1, chunk_id).bind(2, fingerprint).bind(3, static_cast<int64_t>(kind));
+    return q.step();
+}
+
+std::optional<std::vector<uint8_t>>
+Project::state_blob(int64_t chunk_id, const std::string& fingerprint, StateKind kind) {
+    auto q = db_->prepare(
+        "SELECT blob FROM chunk_state_blobs WHERE chunk_id = ? AND fingerprint = ? AND kind = ?");
+    q.bind(1, chunk_id).bind(2, fingerprint).bind(3, static_cast<int64_t>(kind));
+    if (!q.step())
+        return std::nullopt;
+    return q.blob(0);
+}
+
+void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprint,
+                                 const std::vector<uint8_t>& rows_blob,
+                                 const std::vector<uint8_t>& tail_blob, int64_t drop_tail_of) {
+    Transaction tx(*db_);
+    // REPLACE of the metadata row deletes the old blob (cascade); the new one follows.
+    auto meta = db_->prepare("INSERT OR REPLACE INTO chunk_states(chunk_id, fingerprint, kind, "
+                             "bytes, rows, last_used) VALUES (?, ?, ?, ?, ?, ?)");
+    auto data = db_->prepare("INSERT INTO chunk_state_blobs(chunk_id, fingerprint, kind, blob) "
+                             "VALUES (?, ?, ?, ?)");
+    auto rows_of = [](const std::vector<uint8_t>& b) {
+        uint32_t n = 0;
+        if (b.size() >= kChunkStateHeaderBytes)
+            std::memcpy(&n, b.data() + 56, sizeof n); // n_rows (chunk_state.h)
+        return static_cast<int64_t>(n);
+    };
+    const int64_t t = now_ms();
+    for (const auto& [kind, blob] : {std::pair{StateKind::AttentionRows, &rows_blob},
+                                     std::pair{StateKind::SlidingTail, &tail_blob}}) {
+        meta.bind(1, chunk_id)
+            .bind(2, fingerprint)
+            .bind(3, static_cast<int64_t>(kind))
+            .bind(4, static_cast<int64_t>(blob->size()))
+            .bind(5, rows_of(*blob))
+            .bind(6, t);
+        meta.run();
+        data.bind(1, chunk_id)
+            .bind(2, fingerprint)
+            .bind(3, static_cast<int64_t>(kind))
+            .bind_blob(4, blob->data(), blob->size());
+        data.run();
+    }
+    if (drop_tail_of > 0)
+        db_->prepare("DELETE FROM chunk_states WHERE chunk_id = ? AND fingerprint = ? AND kind = ?")
+            .bind(1, drop_tail_of)
+            .bind(2, fingerprint)
+            .bind(3, static_cast<int64_t>(StateKind::SlidingTail))
+            .run();
+    tx.commit();
+}
+
+void Project::delete_states(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint) {
+    Transaction tx(*db_);
+    auto del = db_->prepare("DELETE FROM chunk_states WHERE chunk_id = ? AND fingerprint = ?");
+    for (const auto id : chunk_ids)
+        del.bind(1, id).bind(2, fingerprint).run();
+    tx.commit();
+}
+
+int64_t Project::state_bytes(const std::vector<int64_t>& chunk_ids,
+                             const std::string& fingerprint) {
+    auto q = db_->prepare("SELECT coalesce(sum(bytes), 0) FROM chunk_states WHERE chunk_id = ? "
+                          "AND fingerprint = ?");
+    int64_t total = 0;
+    for (const auto id : chunk_ids) {
+        q.bind(1, id).bind(2, fingerprint);
+        q.step();
+        total += q.int64(0);
+        q.reset();
+    }
+    return total;
+}
+
+void Project::touch_states(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint) {
+    Transaction tx(*db_);
+    auto up = db_->prepare(
+        "UPDATE chunk_states SET last_used = ? WHERE chunk_id = ? AND fingerprint = ?");
+    const int64_t t = now_ms();
+    for (const auto id : chunk_ids)
+        up.bind(1, t).bind(2, id).bind(3, fingerprint).run();
+    tx.commit();
+}
+
+int64_t Project::evict_to_limit(const std::vector<int64_t>& keep) {
+    const int64_t limit = cache_limit_bytes();
+    const std::set<int64_t> kept(keep.begin(), keep.end());
+    int64_t evicted = 0;
+    for (;;) {
+        auto total = db_->prepare("SELECT coalesce(sum(bytes), 0) FROM chunk_states");
+        total.step();
+        if (total.int64(0) <= limit)
+            return evicted;
+        // Units (document, chunking, unit, model) by their most recent use, oldest first.
+        auto q = db_->prepare(
+            "SELECT c.document_id, c.chunking, c.unit, s.fingerprint, max(s.last_used) AS used, "
+            "sum(s.bytes), group_concat(c.id) FROM chunk_states s JOIN chunks c ON c.id = "
+            "s.chunk_id GROUP BY c.document_id, c.chunking, c.unit, s.fingerprint ORDER BY used");
+        bool found = false;
+        while (q.step()) {
+            const std::string ids = q.text(6);
+            std::vector<int64_t> chunk_ids;
+            for (size_t b = 0; b < ids.size();) {
+                const size_t e = ids.find(',', b);
+                chunk_ids.push_back(std::stoll(ids.substr(b, e - b)));
+                b = e == std::string::npos ? ids.size() : e + 1;
+            }
+            bool protected_unit = false;
+            for (const auto id : chunk_ids)
+                protected_unit = protected_unit || kept.count(id) != 0;
+            if (protected_unit)
+                continue;
+            const int64_t bytes = q.int64(5);
+            const std::string fp = q.text(3);
+            const std::string what =
+                "document " + std::to_string(q.int64(0)) + " unit " + std::to_string(q.int64(2));
+            q.reset();
+            delete_states(chunk_ids, fp);
+            log_event("evicted", what + ": " + std::to_string(bytes) +
+                                     " bytes of chunk states (least recently used; cache limit " +
+                                     std::to_string(limit) + " bytes)");
+            evicted += bytes;
+            found = true;
+            break;
+        }
+        if (!found)
+            return evicted;
+    }
+}
+
+} // namespace spanscope
