@@ -42,6 +42,10 @@ ChunkState state_header(const StateExpectation& e) {
     return s;
 }
 
+int64_t chunk_state_rows(const std::vector<uint8_t>& blob) {
+    return blob.size() < kChunkStateHeaderBytes ? 0 : get<uint32_t>(blob.data(), 56);
+}
+
 uint64_t token_ids_hash(const std::vector<int32_t>& ids) {
     return XXH3_64bits(ids.data(), ids.size() * sizeof(int32_t));
 }

@@ -70,6 +70,10 @@ struct StateExpectation {
 /// A state with the expectation's header fields and no rows yet (for the writer).
 ChunkState state_header(const StateExpectation& e);
 
+/// The n_rows field of an encoded blob's header (0 for a blob shorter than the header); for
+/// bookkeeping only, decode_chunk_state() is what checks a blob.
+int64_t chunk_state_rows(const std::vector<uint8_t>& blob);
+
 /// XXH3-64 of token ids (as int32 little-endian).
 uint64_t token_ids_hash(const std::vector<int32_t>& ids);
 

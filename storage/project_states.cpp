@@ -33,12 +33,6 @@ void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprin
                              "bytes, rows, last_used) VALUES (?, ?, ?, ?, ?, ?)");
     auto data = db_->prepare("INSERT INTO chunk_state_blobs(chunk_id, fingerprint, kind, blob) "
                              "VALUES (?, ?, ?, ?)");
-    auto rows_of = [](const std::vector<uint8_t>& b) {
-        uint32_t n = 0;
-        if (b.size() >= kChunkStateHeaderBytes)
-            std::memcpy(&n, b.data() + 56, sizeof n); // n_rows (chunk_state.h)
-        return static_cast<int64_t>(n);
-    };
     const int64_t t = now_ms();
     for (const auto& [kind, blob] : {std::pair{StateKind::AttentionRows, &rows_blob},
                                      std::pair{StateKind::SlidingTail, &tail_blob}}) {
@@ -46,7 +40,7 @@ void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprin
             .bind(2, fingerprint)
             .bind(3, static_cast<int64_t>(kind))
             .bind(4, static_cast<int64_t>(blob->size()))
-            .bind(5, rows_of(*blob))
+            .bind(5, chunk_state_rows(*blob))
             .bind(6, t);
         meta.run();
         data.bind(1, chunk_id)

@@ -108,10 +108,14 @@ int run_project(const ProjectOptions& o) {
         return 0;
     }
     if (o.action == "events") {
-        if (project->events().empty())
+        auto q = project->db().prepare("SELECT at, kind, message FROM events ORDER BY id");
+        bool any = false;
+        while (q.step()) {
+            std::cout << q.text(0) << "\t" << q.text(1) << "\t" << q.text(2) << "\n";
+            any = true;
+        }
+        if (!any)
             std::cerr << "no events\n";
-        for (const auto& [kind, message] : project->events())
-            std::cout << kind << "\t" << message << "\n";
         return 0;
     }
     // info
