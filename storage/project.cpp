@@ -200,22 +200,32 @@ int64_t Project::add_document(const std::string& source_path, const LoadedDocume
 
     // Look-ups and the write in one transaction: two processes adding the same file agree.
     Transaction tx(*db_);
-    auto same = db_->prepare("SELECT id FROM documents WHERE content_hash = ?");
+    auto same = db_->prepare("SELECT id, text FROM documents WHERE content_hash = ?");
     same.bind(1, hash);
+    int64_t replace = 0; // a document whose text is replaced
     if (same.step()) {
         const int64_t id = same.int64(0);
+        const bool intact = content_hash(same.text(1)) == hash;
         same.reset();
-        tx.commit();
-        if (outcome)
-            *outcome = AddOutcome::Unchanged;
-        return id;
+        if (intact) {
+            tx.commit();
+            if (outcome)
+                *outcome = AddOutcome::Unchanged;
+            return id;
+        }
+        replace = id; // the stored copy is damaged: this one repairs it
     }
-    auto by_path = db_->prepare("SELECT id FROM documents WHERE path = ? ORDER BY id DESC LIMIT 1");
-    by_path.bind(1, source_path);
-    if (by_path.step()) {
-        // The file changed since it was added: new text, new chunks (their states go with them).
-        const int64_t id = by_path.int64(0);
-        by_path.reset();
+    if (!replace) {
+        auto by_path =
+            db_->prepare("SELECT id FROM documents WHERE path = ? ORDER BY id DESC LIMIT 1");
+        by_path.bind(1, source_path);
+        if (by_path.step())
+            replace = by_path.int64(0);
+    }
+    if (replace) {
+        // The file changed since it was added (or its stored text was damaged): new text, new
+        // chunks (their states go with them).
+        const int64_t id = replace;
         db_->prepare("DELETE FROM chunks WHERE document_id = ?").bind(1, id).run();
         db_->prepare("UPDATE documents SET name = ?, format = ?, encoding = ?, content_hash = ?, "
                      "text = ?, offset_map = ?, warnings = ?, added_at = ? WHERE id = ?")
@@ -276,11 +286,17 @@ std::optional<DocumentRecord> Project::document(int64_t id) {
 }
 
 std::string Project::document_text(int64_t id) {
-    auto q = db_->prepare("SELECT text FROM documents WHERE id = ?");
+    auto q = db_->prepare("SELECT text, content_hash, path FROM documents WHERE id = ?");
     q.bind(1, id);
     if (!q.step())
         throw ProjectError(path() + ": no document " + std::to_string(id));
-    return q.text(0);
+    std::string text = q.text(0);
+    // The content hash doubles as the text's checksum: damaged text is never answered from.
+    if (content_hash(text) != q.text(1))
+        throw ProjectError(path() + ": the stored text of document " + std::to_string(id) +
+                           " is damaged (its hash does not match); ingest " + q.text(2) +
+                           " again to replace it, or remove the document");
+    return text;
 }
 
 std::vector<SourceAnchor> Project::document_offset_map(int64_t id) {

@@ -90,6 +90,8 @@ public:
                          AddOutcome* outcome = nullptr);
     std::vector<DocumentRecord> documents();
     std::optional<DocumentRecord> document(int64_t id);
+    /// The extracted text, checked against its content hash. Throws ProjectError for an
+    /// unknown id or damaged text (the message says how to replace it).
     std::string document_text(int64_t id);
     std::vector<SourceAnchor> document_offset_map(int64_t id);
     /// Delete a document with its chunks and states (chats keep their messages).

@@ -133,6 +133,18 @@ TEST_F(ProjectTest, DocumentsChunksAndChats) {
     EXPECT_EQ(docs[1].id, b);
     EXPECT_EQ(docs[0].name, "a.txt");
     EXPECT_EQ(p->document_text(b), "beta text");
+    // Damaged text is refused (its content hash is its checksum), and ingesting the file again
+    // replaces it.
+    p->db().exec("UPDATE documents SET text = 'beta test' WHERE id = " + std::to_string(b));
+    try {
+        p->document_text(b);
+        ADD_FAILURE() << "damaged text was returned";
+    } catch (const ProjectError& e) {
+        EXPECT_NE(std::string(e.what()).find("damaged"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(p->add_document("/x/b.txt", text_document("beta text"), &outcome), b);
+    EXPECT_EQ(outcome, Project::AddOutcome::Updated);
+    EXPECT_EQ(p->document_text(b), "beta text");
     EXPECT_EQ(p->document_offset_map(a).size(), 1u);
 
     p->insert_chunks(a, "key", {one_chunk_unit(0, 10, {2, 5, 6})});
