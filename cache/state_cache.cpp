@@ -63,8 +63,16 @@ std::vector<DocumentUnit> StateCache::units(int64_t document_id,
                                    build_document_units(model_.tokenizer(), doc->name,
                                                         project_.document_text(document_id),
                                                         chunking_));
-        auto units = project_.load_units(document_id, key_, chunk_ids);
-        const auto why = damaged_chunks(units, doc->text_bytes, model_.info().n_vocab);
+        std::vector<DocumentUnit> units;
+        std::string why;
+        try {
+            units = project_.load_units(document_id, key_, chunk_ids);
+            why = damaged_chunks(units, doc->text_bytes, model_.info().n_vocab);
+        } catch (const ProjectError& e) {
+            if (attempt > 0)
+                throw;
+            why = e.what();
+        }
         if (why.empty() || attempt > 0)
             return units;
         project_.log_event("rechunked", "document " + std::to_string(document_id) + ": " + why);

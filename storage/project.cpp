@@ -53,6 +53,23 @@ std::string content_hash(const std::string& text) {
     return s;
 }
 
+// A chunk row's checksum: XXH3-64 over its numbers and its two blobs, as a signed integer.
+int64_t chunk_checksum(int64_t unit, int64_t ordinal, int64_t char_begin, int64_t char_end,
+                       int64_t token_begin, int64_t token_end, const std::vector<uint8_t>& tokens,
+                       const std::vector<uint8_t>& chars) {
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    for (const int64_t v : {unit, ordinal, char_begin, char_end, token_begin, token_end})
+        XXH3_64bits_update(st, &v, sizeof v);
+    XXH3_64bits_update(st, tokens.data(), tokens.size());
+    XXH3_64bits_update(st, chars.data(), chars.size());
+    const uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    int64_t out;
+    std::memcpy(&out, &h, sizeof out);
+    return out;
+}
+
 std::vector<std::string> split_lines(const std::string& s) {
     std::vector<std::string> out;
     size_t b = 0;
@@ -340,7 +357,8 @@ bool Project::insert_chunks(int64_t document_id, const std::string& key,
     exists.reset();
     auto ins = db_->prepare(
         "INSERT INTO chunks(document_id, chunking, unit, ordinal, units, char_begin, char_end, "
-        "token_begin, token_end, tokens, token_chars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "token_begin, token_end, tokens, token_chars, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?)");
     for (const auto& u : units)
         for (size_t c = 0; c < u.chunks.size(); ++c) {
             const auto& ch = u.chunks[c];
@@ -357,7 +375,10 @@ bool Project::insert_chunks(int64_t document_id, const std::string& key,
                 .bind(8, ch.token_begin)
                 .bind(9, ch.token_end())
                 .bind_blob(10, tokens.data(), tokens.size())
-                .bind_blob(11, offsets.data(), offsets.size());
+                .bind_blob(11, offsets.data(), offsets.size())
+                .bind(12,
+                      chunk_checksum(u.index, static_cast<int64_t>(c), ch.char_begin, ch.char_end,
+                                     ch.token_begin, ch.token_end(), tokens, offsets));
             ins.run();
         }
     tx.commit();
@@ -368,7 +389,8 @@ std::vector<DocumentUnit> Project::load_units(int64_t document_id, const std::st
                                               std::vector<std::vector<int64_t>>* chunk_ids) {
     auto q = db_->prepare(
         "SELECT id, unit, ordinal, char_begin, char_end, token_begin, token_end, tokens, "
-        "token_chars FROM chunks WHERE document_id = ? AND chunking = ? ORDER BY unit, ordinal");
+        "token_chars, checksum FROM chunks WHERE document_id = ? AND chunking = ? ORDER BY unit, "
+        "ordinal");
     q.bind(1, document_id).bind(2, key);
     std::vector<DocumentUnit> units;
     if (chunk_ids)
@@ -392,8 +414,15 @@ std::vector<DocumentUnit> Project::load_units(int64_t document_id, const std::st
         c.char_begin = q.int64(3);
         c.char_end = q.int64(4);
         c.token_begin = q.int64(5);
-        c.tokens = from_blob<int32_t>(q.blob(7), "token ids");
-        const auto chars = from_blob<int32_t>(q.blob(8), "token offsets");
+        const auto token_blob = q.blob(7), chars_blob = q.blob(8);
+        if (chunk_checksum(unit, ordinal, c.char_begin, c.char_end, c.token_begin, q.int64(6),
+                           token_blob, chars_blob) != q.int64(9))
+            throw damaged("checksum mismatch in chunk " + std::to_string(ordinal) + " of section " +
+                          std::to_string(unit + 1));
+        if (token_blob.size() % 4 != 0 || chars_blob.size() % 4 != 0)
+            throw damaged("a blob is not a whole number of int32 values");
+        c.tokens = from_blob<int32_t>(token_blob, "token ids");
+        const auto chars = from_blob<int32_t>(chars_blob, "token offsets");
         c.token_chars.assign(chars.begin(), chars.end());
         const int64_t expect_begin = units.back().chunks.empty() ? 0 : units.back().n_tokens();
         if (c.token_begin != expect_begin || c.token_end() != q.int64(6) ||

@@ -105,6 +105,7 @@ public:
     bool insert_chunks(int64_t document_id, const std::string& key,
                        const std::vector<DocumentUnit>& units);
     /// The units as stored (tokens, offsets, ranges); chunk_ids receives [unit][chunk] row ids.
+    /// Throws ProjectError when a row is damaged (checksum, sequence, sizes).
     std::vector<DocumentUnit> load_units(int64_t document_id, const std::string& key,
                                          std::vector<std::vector<int64_t>>* chunk_ids = nullptr);
     std::optional<ChunkingSummary> chunking_summary(int64_t document_id, const std::string& key);

@@ -43,6 +43,7 @@ CREATE TABLE chunks(
     token_begin INTEGER NOT NULL, token_end INTEGER NOT NULL,
     tokens BLOB NOT NULL,          -- int32 little-endian ids
     token_chars BLOB NOT NULL,     -- int32 little-endian text offsets, -1 for header tokens
+    checksum INTEGER NOT NULL,     -- XXH3-64 of the row's numbers and blobs (project.cpp)
     UNIQUE(document_id, chunking, unit, ordinal));
 CREATE TABLE chunk_states(       -- what is known of a blob without reading it
     chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,

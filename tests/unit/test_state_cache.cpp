@@ -436,3 +436,36 @@ TEST_F(StateCacheTest, TwoAssembledDocumentsMatchEachPrefilledAloneAtItsPlace) {
     model->forward(question.data(), qpos.data(), nq, no_tail, last, without.data(), pool);
     EXPECT_GT(max_abs_diff(want, without), 20 * std::max(diff, 1e-4f));
 }
+
+TEST_F(StateCacheTest, DamagedChunkRowsAreCutAgain) {
+    auto p = project("p");
+    const auto id = p->add_document("/d.txt", text_document(sample_prose(11, 900)));
+    StateCache cache(*p, *model_, chunking_);
+    Session s(*model_, options_);
+    cache.ingest(id, s);
+    const auto before = cache.units(id);
+    // One token id changed into another valid id: only the row checksum can tell.
+    auto q = p->db().prepare("SELECT id, tokens FROM chunks WHERE document_id = ? ORDER BY id "
+                             "LIMIT 1 OFFSET 1");
+    q.bind(1, id);
+    ASSERT_TRUE(q.step());
+    const int64_t row = q.int64(0);
+    auto tokens = q.blob(1);
+    q.reset();
+    tokens[4] ^= 1;
+    p->db()
+        .prepare("UPDATE chunks SET tokens = ? WHERE id = ?")
+        .bind_blob(1, tokens.data(), tokens.size())
+        .bind(2, row)
+        .run();
+    const auto after = cache.units(id);
+    ASSERT_EQ(after.size(), before.size());
+    for (size_t c = 0; c < after[0].chunks.size(); ++c)
+        EXPECT_EQ(after[0].chunks[c].tokens, before[0].chunks[c].tokens) << "chunk " << c;
+    bool logged = false;
+    for (const auto& [kind, message] : p->events())
+        logged = logged || (kind == "rechunked" && message.find("checksum") != std::string::npos);
+    EXPECT_TRUE(logged);
+    const auto r = cache.ingest(id, s);
+    EXPECT_EQ(r.tokens_computed, r.tokens) << "the states of the damaged chunks went with them";
+}
