@@ -3,12 +3,14 @@
 #pragma once
 
 #include "attention.h"
+#include "cancel.h"
 #include "gguf_reader.h"
 #include "memory.h"
 #include "surprisal.h"
 #include "thread_pool.h"
 #include "tokenizer.h"
 
+#include <atomic>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -70,12 +72,15 @@ public:
     /// memory: one LayerMemory per layer (make_memory), receives this ubatch's K/V;
     /// logit_rows: indices (< n) of the tokens whose next-token logits are wanted;
     /// logits: [logit_rows.size()][n_vocab] raw logits (nats before log-softmax);
-    /// surprisal: optional, every row's surprisal of a given next token (surprisal.h).
+    /// surprisal: optional, every row's surprisal of a given next token (surprisal.h);
+    /// cancel: optional flag checked before each layer (throws Cancelled; the layers before
+    /// have stored this ubatch's rows, so the caller must discard `memory`).
     /// Throws std::invalid_argument on an out-of-range token id,
     /// std::length_error when the memory is full.
     virtual void forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
                          const std::vector<int64_t>& logit_rows, float* logits, ThreadPool& pool,
-                         const SurprisalRequest* surprisal = nullptr) const = 0;
+                         const SurprisalRequest* surprisal = nullptr,
+                         const std::atomic<bool>* cancel = nullptr) const = 0;
 
 protected:
     Model() = default;

@@ -2,6 +2,7 @@
 // and question answering with reuse of a prefilled document prefix.
 #pragma once
 
+#include "cancel.h"
 #include "memory.h"
 #include "model.h"
 #include "prompt.h"
@@ -18,12 +19,6 @@
 #include <vector>
 
 namespace spanscope {
-
-/// Thrown when a cancellation flag was seen (checked between ubatches and decode steps).
-class Cancelled : public std::runtime_error {
-public:
-    Cancelled() : std::runtime_error("cancelled") {}
-};
 
 /// Thrown when a prompt does not fit the context window; the message gives both lengths.
 class ContextOverflow : public std::length_error {
@@ -83,7 +78,9 @@ public:
     /// Run tokens after what the memory holds, in ubatches of options.ubatch; returns the
     /// next-token logits after the last token [n_vocab]. progress(done, total) after each
     /// ubatch; cancel checked before each ubatch (throws Cancelled, memory then holds the
-    /// ubatches done). Throws ContextOverflow if n_past + tokens > n_ctx. Any other exception
+    /// ubatches done) and before each layer of a forward pass (throws Cancelled and, as for any
+    /// failure inside a forward pass, resets the session), so a long ubatch stops within one
+    /// layer's time. Throws ContextOverflow if n_past + tokens > n_ctx. Any other exception
     /// from the forward pass resets the session (memory and cached prefix), so that it never
     /// holds half a ubatch.
     /// surprisal: optional [tokens.size()], computed in the same forward passes: each row's

@@ -32,7 +32,8 @@ public:
     Gemma3Model(std::unique_ptr<GgufFile> gguf, const std::string& path);
     void forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
                  const std::vector<int64_t>& logit_rows, float* logits, ThreadPool& pool,
-                 const SurprisalRequest* surprisal = nullptr) const override;
+                 const SurprisalRequest* surprisal = nullptr,
+                 const std::atomic<bool>* cancel = nullptr) const override;
 
 private:
     void read_hparams();
@@ -213,7 +214,8 @@ WeightMatrix Gemma3Model::matrix(const std::string& name, int64_t cols, int64_t 
 
 void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
                           const std::vector<int64_t>& logit_rows, float* logits, ThreadPool& pool,
-                          const SurprisalRequest* surprisal) const {
+                          const SurprisalRequest* surprisal,
+                          const std::atomic<bool>* cancel) const {
     const auto& I = info_;
     const int64_t E = I.n_embd, F = I.n_ff;
     const int64_t q_dim = static_cast<int64_t>(I.n_head) * I.head_dim;
@@ -240,6 +242,8 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
     const RopeTable rope_local(pos, n, I.head_dim, I.rope_base_local);
 
     for (int il = 0; il < I.n_layer; ++il) {
+        if (cancel && cancel->load())
+            throw Cancelled();
         const auto& L = layers_[static_cast<size_t>(il)];
         const auto& LI = I.layers[static_cast<size_t>(il)];
         std::copy(x.begin(), x.end(), h.begin());

@@ -431,3 +431,71 @@ TEST_F(TinyGemma3, ComputedTokensAreCountedByTheEngine) {
     EXPECT_EQ(s.tokens_processed() - before2, prompt_work - p.prefix_len);
     EXPECT_THROW(s.ask(Prompt{}, 1, SamplingParams{}), std::invalid_argument);
 }
+
+namespace {
+// A layer memory that raises a cancellation flag when it is stored into (so the test can
+// cancel in the middle of a forward pass deterministically).
+class FlagOnStore final : public LayerMemory {
+public:
+    FlagOnStore(std::unique_ptr<LayerMemory> inner, std::atomic<bool>* flag)
+        : inner_(std::move(inner)), flag_(flag) {}
+    std::string_view policy() const override { return inner_->policy(); }
+    const AttentionShape& shape() const override { return inner_->shape(); }
+    void store(const float* k, const float* v, const int32_t* pos, int64_t n) override {
+        inner_->store(k, v, pos, n);
+        flag_->store(true);
+    }
+    void attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
+                ThreadPool& pool) override {
+        inner_->attend(q, qpos, n_q, out, pool);
+    }
+    MemoryStats stats() const override { return inner_->stats(); }
+    int64_t n_tokens() const override { return inner_->n_tokens(); }
+    std::unique_ptr<LayerMemory> clone() const override { return inner_->clone(); }
+    void clear() override { inner_->clear(); }
+
+private:
+    std::unique_ptr<LayerMemory> inner_;
+    std::atomic<bool>* flag_;
+};
+} // namespace
+
+TEST_F(TinyGemma3, CancellationStopsAForwardPassBetweenLayers) {
+    TinyGemma3Config c;
+    auto model = Model::load(write(c));
+    const auto& info = model->info();
+    ASSERT_GE(info.n_layer, 3);
+    std::atomic<bool> cancel{false};
+    // Layer 1 raises the flag while the ubatch runs; layer 2 must not start.
+    auto plain = make_memory(info, 256, 64);
+    std::vector<std::unique_ptr<LayerMemory>> layers;
+    for (int il = 0; il < info.n_layer; ++il) {
+        auto l = plain.layer(il).clone();
+        if (il == 1)
+            l = std::make_unique<FlagOnStore>(std::move(l), &cancel);
+        layers.push_back(std::move(l));
+    }
+    ModelMemory memory(std::move(layers));
+    const auto tokens = random_tokens(16, info.n_vocab, 11);
+    std::vector<int32_t> pos(tokens.size());
+    for (size_t i = 0; i < pos.size(); ++i)
+        pos[i] = static_cast<int32_t>(i);
+    ThreadPool pool(2);
+    std::vector<float> logits(info.n_vocab);
+    EXPECT_THROW(model->forward(tokens.data(), pos.data(), 16, memory, {15}, logits.data(), pool,
+                                nullptr, &cancel),
+                 Cancelled);
+    EXPECT_EQ(memory.layer(1).n_tokens(), 16);
+    for (int il = 2; il < info.n_layer; ++il)
+        EXPECT_EQ(memory.layer(il).n_tokens(), 0) << "layer " << il << " ran after the stop";
+
+    // Through a session: a set flag stops before anything runs, and the session stays usable.
+    SessionOptions o;
+    o.threads = 2;
+    Session s(*model, o);
+    std::atomic<bool> stop{true};
+    EXPECT_THROW(s.prefill(tokens, &stop), Cancelled);
+    EXPECT_EQ(s.n_past(), 0);
+    EXPECT_NO_THROW(s.prefill(tokens));
+    EXPECT_EQ(s.n_past(), 16);
+}
