@@ -152,8 +152,11 @@ UnitStates StateCache::load_unit(int64_t document_id, int unit) {
     if (unit < 0 || unit >= static_cast<int>(us.size()))
         throw std::invalid_argument("document " + std::to_string(document_id) + " has no unit " +
                                     std::to_string(unit));
-    const auto& u = us[static_cast<size_t>(unit)];
-    return decode(u, ids[static_cast<size_t>(unit)], u.chunks.size());
+    return load_unit(us[static_cast<size_t>(unit)], ids[static_cast<size_t>(unit)]);
+}
+
+UnitStates StateCache::load_unit(const DocumentUnit& unit, const std::vector<int64_t>& chunk_ids) {
+    return decode(unit, chunk_ids, unit.chunks.size());
 }
 
 int64_t StateCache::restore_unit(const UnitStates& states, Session& session, int64_t offset) {

@@ -82,6 +82,8 @@ public:
     /// Decode and check the states of one unit. Throws StateError (missing or unusable blob;
     /// the message says which chunk and why).
     UnitStates load_unit(int64_t document_id, int unit);
+    /// The same for a unit already in hand (from units()): unit and its chunks' row ids.
+    UnitStates load_unit(const DocumentUnit& unit, const std::vector<int64_t>& chunk_ids);
 
     /// Store a unit's rows into `session`'s memory at positions offset + unit-local position
     /// (keys re-rotated by `offset` with each layer's own RoPE base). The caller then calls

@@ -193,6 +193,16 @@ private:
 /// Walks the tree in document order without recursion (a page may nest thousands deep).
 void extract(xmlDoc* doc, TextWriter& w) {
     int pre_depth = 0;
+    // Line and paragraph elements are set apart from their surroundings on both sides, table
+    // cells by a tab.
+    auto separate = [&](Role role) {
+        if (role == Role::Line)
+            w.request_break(1);
+        else if (role == Role::Paragraph)
+            w.request_break(2);
+        else if (role == Role::Cell)
+            w.request_separator('\t');
+    };
     auto enter = [&](xmlNode* n) -> bool {
         switch (n->type) {
         case XML_TEXT_NODE:
@@ -207,24 +217,14 @@ void extract(xmlDoc* doc, TextWriter& w) {
         }
         const std::string_view name = name_of(n);
         w.note_element_line(xmlGetLineNo(n));
-        switch (role_of(name)) {
-        case Role::Skip:
+        const Role role = role_of(name);
+        if (role == Role::Skip)
             return false;
-        case Role::Break:
+        if (role == Role::Break) {
             w.add_break();
             return false;
-        case Role::Line:
-            w.request_break(1);
-            break;
-        case Role::Paragraph:
-            w.request_break(2);
-            break;
-        case Role::Cell:
-            w.request_separator('\t');
-            break;
-        case Role::Inline:
-            break;
         }
+        separate(role);
         if (keeps_whitespace(name)) {
             ++pre_depth;
             w.start_preformatted();
@@ -235,22 +235,10 @@ void extract(xmlDoc* doc, TextWriter& w) {
         if (n->type != XML_ELEMENT_NODE)
             return;
         const std::string_view name = name_of(n);
-        switch (role_of(name)) {
-        case Role::Skip:
-        case Role::Break:
+        const Role role = role_of(name);
+        if (role == Role::Skip || role == Role::Break)
             return;
-        case Role::Line:
-            w.request_break(1);
-            break;
-        case Role::Paragraph:
-            w.request_break(2);
-            break;
-        case Role::Cell:
-            w.request_separator('\t');
-            break;
-        case Role::Inline:
-            break;
-        }
+        separate(role);
         if (keeps_whitespace(name))
             --pre_depth;
     };

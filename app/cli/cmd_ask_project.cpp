@@ -137,10 +137,14 @@ int ask_project(const AskOptions& o) {
     Session session(*model, so);
     int64_t offset = 0, restored = 0, recomputed_units = 0;
     for (const auto& c : chosen) {
+        size_t d = 0;
+        while (docs[d].first != c.document_id)
+            ++d;
+        const auto u = static_cast<size_t>(c.unit);
         UnitStates states;
         bool recomputed = false;
         try {
-            states = cache.load_unit(c.document_id, c.unit);
+            states = cache.load_unit(docs[d].second[u], chunk_ids[d][u]);
         } catch (const StateError& e) {
             // Missing (evicted, interrupted, another model) or unusable: compute it, then use it.
             project->log_event("recomputed", "document " + std::to_string(c.document_id) +

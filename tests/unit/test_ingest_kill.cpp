@@ -178,6 +178,15 @@ void expect_prefix_of_reference(const Snapshot& part, const Snapshot& ref,
 
 } // namespace
 
+namespace {
+/// The ingest every run of these tests starts: one thread, chunks of 32 tokens.
+std::vector<std::string> ingest_command(const std::string& project, const std::string& model,
+                                        const std::string& doc) {
+    return {"ingest",    "--project", project,          "--model", model,
+            "--threads", "1",         "--chunk-tokens", "32",      doc};
+}
+} // namespace
+
 TEST(IngestKill, RandomSigkillsLeaveAConsistentResumableProject) {
     const std::string dir = temp_dir();
     const std::string model = dir + "/tiny.gguf";
@@ -193,9 +202,7 @@ TEST(IngestKill, RandomSigkillsLeaveAConsistentResumableProject) {
     std::ofstream(doc, std::ios::binary) << sample_prose(7, 2200);
     const std::string err = dir + "/stderr.txt";
     auto ingest_args = [&](const std::string& project) {
-        return std::vector<std::string>{"ingest", "--project", project, "--model",
-                                        model,    "--threads", "1",     "--chunk-tokens",
-                                        "32",     doc};
+        return ingest_command(project, model, doc);
     };
 
     // The reference: one uninterrupted ingest, and how long it takes (T).
@@ -329,9 +336,7 @@ TEST(IngestKill, KillsWhileTheProjectIsCreatedLeaveAResumableProject) {
     std::ofstream(doc, std::ios::binary) << sample_prose(11, 300);
     const std::string err = dir + "/stderr.txt";
     auto ingest_args = [&](const std::string& project) {
-        return std::vector<std::string>{"ingest", "--project", project, "--model",
-                                        model,    "--threads", "1",     "--chunk-tokens",
-                                        "32",     doc};
+        return ingest_command(project, model, doc);
     };
 
     // The reference, and how long a new project takes to get its first chunk state (S): the
