@@ -130,6 +130,9 @@ int run_ask(const AskOptions& o) {
         ans.stats.ttft_ms += prefill_ms;
         ans.stats.tokens_reused = 0;
         ans.stats.tokens_computed += processed_before_question; // the documents, then the question
+        ans.stats.prefill_ms += prefill_ms;
+        ans.stats.prefill_tokens_per_s =
+            ans.stats.tokens_computed / (ans.stats.prefill_ms / 1000.0);
     } catch (const Cancelled&) {
         std::cerr << "\ninterrupted\n";
         return interrupted_exit_code();
