@@ -52,6 +52,27 @@ std::string damaged_chunks(const std::vector<DocumentUnit>& units, int64_t text_
 }
 } // namespace
 
+DocumentCacheStatus StateCache::status(int64_t document_id) {
+    DocumentCacheStatus st;
+    const auto summary = project_.chunking_summary(document_id, key_);
+    if (!summary)
+        return st;
+    st.chunked = true;
+    st.tokens = summary->tokens;
+    st.chunks = summary->chunks;
+    st.units = summary->units;
+    auto q = project_.db().prepare(
+        "SELECT count(*) FROM chunks c JOIN chunk_states s ON s.chunk_id = c.id AND s.kind = ? "
+        "AND s.fingerprint = ? WHERE c.document_id = ? AND c.chunking = ?");
+    q.bind(1, static_cast<int64_t>(StateKind::AttentionRows))
+        .bind(2, fingerprint_hex_)
+        .bind(3, document_id)
+        .bind(4, key_);
+    q.step();
+    st.chunks_stored = q.int64(0);
+    return st;
+}
+
 std::vector<DocumentUnit> StateCache::units(int64_t document_id,
                                             std::vector<std::vector<int64_t>>* chunk_ids) {
     const auto doc = project_.document(document_id);

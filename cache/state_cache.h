@@ -43,6 +43,15 @@ struct IngestResult {
     int64_t bytes_stored = 0;     ///< state bytes of the document now stored for this model
 };
 
+/// How much of a document is chunked and cached for this model.
+struct DocumentCacheStatus {
+    bool chunked = false;      ///< chunks exist under this model's chunking key
+    int64_t tokens = 0;        ///< document tokens (all units)
+    int64_t chunks = 0;        ///< chunks in the document
+    int64_t chunks_stored = 0; ///< chunks with a stored state for this model (not yet checked)
+    int units = 0;
+};
+
 /// One unit's states, decoded and checked, ready to restore.
 struct UnitStates {
     std::vector<ChunkState> rows; ///< one per chunk
@@ -65,6 +74,10 @@ public:
     /// chunk_ids: [unit][chunk] row ids.
     std::vector<DocumentUnit> units(int64_t document_id,
                                     std::vector<std::vector<int64_t>>* chunk_ids = nullptr);
+
+    /// Chunks and stored states of a document for this model, from the database alone (no
+    /// blob is read or checked, nothing is chunked).
+    DocumentCacheStatus status(int64_t document_id);
 
     /// Make every chunk state of the document present and valid: reuses what is stored,
     /// resumes at the first missing chunk of each unit, recomputes units with unusable blobs

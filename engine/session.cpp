@@ -186,8 +186,11 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
     std::string raw;
     ans.stop_reason = "max_tokens";
     for (int i = 0; i < max_tokens; ++i) {
-        if (cancel && cancel->load())
-            throw Cancelled();
+        if (cancel && cancel->load()) {
+            // Stop during generation keeps what was generated (the user pressed Stop).
+            ans.stop_reason = "stopped";
+            break;
+        }
         const int32_t next = sampler.sample(logits.data(), model_.info().n_vocab);
         if (i == 0)
             ans.stats.ttft_ms = ms_since(t0);

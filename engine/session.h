@@ -50,7 +50,7 @@ struct GenerationStats {
 struct Answer {
     std::string text;            ///< cleaned answer text
     std::vector<int32_t> tokens; ///< generated ids (without the stop token)
-    std::string stop_reason;     ///< "eog", "max_tokens", "end_of_line", "context_full"
+    std::string stop_reason;     ///< "eog", "max_tokens", "end_of_line", "context_full", "stopped"
     GenerationStats stats;
 };
 
@@ -98,6 +98,8 @@ public:
     /// Answer a question prompt: reuse the cached prefix when the prompt starts with it,
     /// otherwise prefill from scratch (and cache prompt.prefix_len tokens for next time);
     /// then generate up to max_tokens, calling on_text with each complete UTF-8 piece.
+    /// cancel set during the prompt's prefill throws Cancelled; set during generation, it ends
+    /// the answer before the next token with stop_reason "stopped" (what was generated is kept).
     /// Throws ContextOverflow (prompt longer than the context: message gives both lengths),
     /// Cancelled, std::invalid_argument for an empty prompt.
     Answer ask(const Prompt& prompt, int max_tokens, const SamplingParams& sampling,

@@ -1,5 +1,7 @@
 #include "commands.h"
 
+#include "project_answer.h"
+
 #include "chunking.h"
 #include "document_loader.h"
 #include "model.h"
@@ -15,20 +17,6 @@
 #include <iostream>
 
 namespace spanscope::cli {
-
-nlohmann::json answer_stats_json(const Answer& ans) {
-    const auto& s = ans.stats;
-    return {{"prompt_tokens", s.prompt_tokens},
-            {"tokens_computed", s.tokens_computed},
-            {"tokens_reused", s.tokens_reused},
-            {"ttft_ms", s.ttft_ms},
-            {"prefill_tokens_per_s", s.prefill_tokens_per_s},
-            {"decode_tokens_per_s", s.decode_tokens_per_s},
-            {"generated_tokens", s.generated_tokens},
-            {"peak_rss_bytes", peak_rss_bytes()},
-            {"memory_fast_tier_bytes", s.memory.fast_tier_bytes},
-            {"memory_host_tier_bytes", s.memory.host_tier_bytes}};
-}
 
 /// Prints answer pieces to stdout as they stream: leading whitespace of a completion
 /// ("Answer: 30") is dropped, and a completion ends at its first line.
@@ -134,6 +122,10 @@ int run_ask(const AskOptions& o) {
         ans.stats.prefill_tokens_per_s =
             ans.stats.tokens_computed / (ans.stats.prefill_ms / 1000.0);
     } catch (const Cancelled&) {
+        std::cerr << "\ninterrupted\n";
+        return interrupted_exit_code();
+    }
+    if (ans.stop_reason == "stopped") { // Ctrl-C during the answer
         std::cerr << "\ninterrupted\n";
         return interrupted_exit_code();
     }

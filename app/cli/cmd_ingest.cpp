@@ -25,7 +25,11 @@ int run_ingest(const IngestOptions& o) {
     // The model first: a command that cannot run creates no project.
     auto model = open_model(o.model);
     auto project = Project::open(resolve_project_path(o.project), /*create=*/true);
-    if (o.chunk_tokens > 0 && o.chunk_tokens != project_chunk_tokens(*project)) {
+    std::string warning;
+    const int64_t chunk_tokens = project_chunk_tokens(*project, &warning);
+    if (!warning.empty())
+        std::cerr << "note: " << warning << "\n";
+    if (o.chunk_tokens > 0 && o.chunk_tokens != chunk_tokens) {
         if (!project->documents().empty())
             std::cerr << "note: chunks of " << o.chunk_tokens << " tokens from now on; the "
                       << "documents already in the project are cut again and recomputed when "

@@ -1,6 +1,5 @@
 #include "commands.h"
 
-#include "model_fingerprint.h"
 #include "project_support.h"
 
 #include <nlohmann/json.hpp>
@@ -13,11 +12,9 @@ namespace spanscope::cli {
 /// chunks under the given model's chunking, chunks_stored: chunks with a stored state for that
 /// model (null without a model or before the document was chunked for it).
 nlohmann::json documents_json(Project& project, const Model* model) {
-    std::string key, fingerprint;
-    if (model) {
-        key = chunking_key(*model, chunking_for(project, *model));
-        fingerprint = fingerprint_hex(model_fingerprint(*model));
-    }
+    std::unique_ptr<StateCache> cache;
+    if (model)
+        cache = std::make_unique<StateCache>(project, *model, chunking_for(project, *model));
     auto out = nlohmann::json::array();
     for (const auto& d : project.documents()) {
         nlohmann::json j{{"id", d.id},
@@ -25,17 +22,14 @@ nlohmann::json documents_json(Project& project, const Model* model) {
                          {"tokens", nullptr},
                          {"chunks", nullptr},
                          {"chunks_stored", nullptr}};
-        if (model)
-            if (const auto s = project.chunking_summary(d.id, key)) {
-                j["tokens"] = s->tokens;
-                j["chunks"] = s->chunks;
-                auto q = project.db().prepare(
-                    "SELECT count(*) FROM chunks c JOIN chunk_states s ON s.chunk_id = c.id AND "
-                    "s.kind = 1 AND s.fingerprint = ? WHERE c.document_id = ? AND c.chunking = ?");
-                q.bind(1, fingerprint).bind(2, d.id).bind(3, key);
-                q.step();
-                j["chunks_stored"] = q.int64(0);
+        if (cache) {
+            const auto st = cache->status(d.id);
+            if (st.chunked) {
+                j["tokens"] = st.tokens;
+                j["chunks"] = st.chunks;
+                j["chunks_stored"] = st.chunks_stored;
             }
+        }
         j["name"] = d.name;
         j["format"] = d.format;
         j["text_bytes"] = d.text_bytes;

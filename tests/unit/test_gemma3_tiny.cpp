@@ -397,6 +397,31 @@ TEST_F(TinyGemma3, MaxTokensGuardEndsGeneration) {
     EXPECT_EQ(std::vector<int32_t>(free_run.tokens.begin(), free_run.tokens.begin() + 3), a.tokens);
 }
 
+TEST_F(TinyGemma3, StopDuringGenerationKeepsWhatWasGenerated) {
+    // The desktop Stop button: the answer ends before the next token and keeps its text.
+    TinyGemma3Config c;
+    auto m = Model::load(write(c));
+    const auto p = build_question_prompt(m->tokenizer(), true, {{"d", "the cat"}}, "cat?");
+    Session s(*m, SessionOptions{});
+    const auto free_run = s.ask(p, 40, SamplingParams{});
+    ASSERT_GT(free_run.stats.generated_tokens, 5) << "stop reason " << free_run.stop_reason;
+    std::atomic<bool> stop{false};
+    int pieces = 0;
+    const auto a = s.ask(
+        p, 40, SamplingParams{},
+        [&](const std::string&) {
+            if (++pieces == 3)
+                stop = true;
+        },
+        &stop);
+    EXPECT_EQ(a.stop_reason, "stopped");
+    EXPECT_GE(a.stats.generated_tokens, 3);
+    EXPECT_LT(a.stats.generated_tokens, free_run.stats.generated_tokens);
+    EXPECT_EQ(std::vector<int32_t>(free_run.tokens.begin(),
+                                   free_run.tokens.begin() + a.stats.generated_tokens),
+              a.tokens);
+}
+
 TEST_F(TinyGemma3, ArchitectureDefaultsWhenTheFileIsSilent) {
     // The real file has neither rope.freq_base_swa nor sliding_window_pattern: the Gemma 3
     // values (10 000, every 6th layer global) apply and are reported.

@@ -1,0 +1,247 @@
+#include "project_answer.h"
+
+#include "prompt.h"
+#include "tokenizer.h"
+#include "unit_choice.h"
+
+#include <chrono>
+#include <set>
+
+namespace spanscope {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The first `max_bytes` bytes of `s`, never cutting a UTF-8 character.
+std::string utf8_prefix(const std::string& s, size_t max_bytes) {
+    if (s.size() <= max_bytes)
+        return s;
+    size_t n = max_bytes;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
+        --n;
+    return s.substr(0, n);
+}
+
+std::string dump(const nlohmann::json& j) {
+    // replace: a byte-fallback answer may end in an incomplete UTF-8 sequence.
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+} // namespace
+
+nlohmann::json answer_stats_json(const Answer& ans) {
+    const auto& s = ans.stats;
+    return {{"prompt_tokens", s.prompt_tokens},
+            {"tokens_computed", s.tokens_computed},
+            {"tokens_reused", s.tokens_reused},
+            {"ttft_ms", s.ttft_ms},
+            {"prefill_tokens_per_s", s.prefill_tokens_per_s},
+            {"decode_tokens_per_s", s.decode_tokens_per_s},
+            {"generated_tokens", s.generated_tokens},
+            {"peak_rss_bytes", peak_rss_bytes()},
+            {"memory_fast_tier_bytes", s.memory.fast_tier_bytes},
+            {"memory_host_tier_bytes", s.memory.host_tier_bytes}};
+}
+
+ChatContext chat_context(Project& project, int64_t chat_id) {
+    ChatContext c;
+    std::string pending;
+    for (const auto& m : project.messages(chat_id)) {
+        if (m.role == "user") {
+            pending = m.text;
+            continue;
+        }
+        if (!m.text.empty())
+            c.history.emplace_back(pending, m.text);
+        const auto stats = nlohmann::json::parse(m.stats_json, nullptr, /*allow_exceptions=*/false);
+        if (stats.is_object() && stats.contains("documents") && stats["documents"].is_array()) {
+            c.documents.clear();
+            for (const auto& d : stats["documents"])
+                if (d.is_number_integer())
+                    c.documents.push_back(d.get<int64_t>());
+        }
+    }
+    return c;
+}
+
+namespace {
+
+struct Assembly {
+    std::vector<ChosenUnit> chosen;
+    int skipped = 0;
+    int64_t restored = 0, offset = 0;
+    int recomputed_units = 0;
+};
+
+// Choose the units and restore them into `session` (computing the missing ones in scratch).
+Assembly assemble(Project& project, const Model& model, StateCache& cache, Session& scratch,
+                  Session& session, const std::vector<int64_t>& ids,
+                  const std::vector<int32_t>& question, const ProjectQuestion& q,
+                  const ProjectAskHooks& hooks, const std::atomic<bool>* cancel,
+                  std::vector<std::string>& notes) {
+    std::vector<std::pair<int64_t, std::vector<DocumentUnit>>> docs;
+    std::vector<std::string> texts;
+    std::vector<std::vector<std::vector<int64_t>>> chunk_ids;
+    for (const auto id : ids) {
+        chunk_ids.emplace_back();
+        docs.emplace_back(id, cache.units(id, &chunk_ids.back()));
+        texts.push_back(project.document_text(id));
+    }
+    const int64_t ctx = model.info().n_ctx_train;
+    const int64_t budget = ctx - static_cast<int64_t>(question.size()) - q.max_tokens;
+    Assembly a;
+    a.chosen = choose_units(docs, texts, q.question, budget, &a.skipped);
+    if (a.chosen.empty())
+        throw ContextOverflow("no document section fits the context window of " +
+                              std::to_string(ctx) + " tokens with this question");
+    if (a.skipped > 0) {
+        notes.push_back("the documents do not fit the context window; answering from the " +
+                        std::to_string(a.chosen.size()) +
+                        " sections that share the most words with the question (" +
+                        std::to_string(a.skipped) + " left out)");
+        if (hooks.on_note)
+            hooks.on_note(notes.back());
+    }
+    auto doc_index = [&](int64_t id) {
+        size_t d = 0;
+        while (docs[d].first != id)
+            ++d;
+        return d;
+    };
+    // The chosen sections' states stay while this answer is assembled, whatever the limit.
+    for (const auto& c : a.chosen)
+        cache.protect(chunk_ids[doc_index(c.document_id)][static_cast<size_t>(c.unit)]);
+
+    // Assemble: each unit's stored rows at its new offset (keys re-rotated, no recompute).
+    const std::set<int64_t> computed_now(q.computed_now.begin(), q.computed_now.end());
+    for (const auto& c : a.chosen) {
+        const size_t d = doc_index(c.document_id);
+        const auto u = static_cast<size_t>(c.unit);
+        UnitStates states;
+        bool recomputed = false;
+        try {
+            states = cache.load_unit(docs[d].second[u], chunk_ids[d][u]);
+        } catch (const StateError& e) {
+            // Missing (evicted, interrupted, another model) or unusable: compute it, then use it.
+            project.log_event("recomputed", "document " + std::to_string(c.document_id) +
+                                                " section " + std::to_string(c.unit + 1) + ": " +
+                                                e.what());
+            cache.ingest(c.document_id, scratch, cancel, hooks.on_ingest_progress);
+            states = cache.load_unit(c.document_id, c.unit);
+            recomputed = true;
+            ++a.recomputed_units;
+        }
+        const int64_t rows = cache.restore_unit(states, session, a.offset);
+        // A recomputed unit's tokens were computed by this ask, not reused (KNOWN-FAILURES 9).
+        if (!recomputed && !computed_now.count(c.document_id))
+            a.restored += rows;
+        a.offset += c.tokens;
+    }
+    session.adopt_memory(a.offset);
+    return a;
+}
+
+} // namespace
+
+ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cache, Session& scratch,
+                          const SessionOptions& session_options, const ProjectQuestion& q,
+                          const ProjectAskHooks& hooks, const std::atomic<bool>* cancel) {
+    if (q.question.find_first_not_of(" \t\r\n") == std::string::npos)
+        throw std::invalid_argument("the question is empty");
+    if (!is_valid_utf8(q.question))
+        throw std::invalid_argument("the question is not valid UTF-8");
+    if (q.chat_id > 0 && !project.has_chat(q.chat_id))
+        throw std::invalid_argument(project.path() + " has no chat " + std::to_string(q.chat_id));
+    const auto& info = model.info();
+    const auto t0 = Clock::now();
+    const int64_t computed_before = scratch.tokens_processed();
+
+    // Documents: the given ones, else those of the chat being continued, else all.
+    const ChatContext chat = q.chat_id > 0 ? chat_context(project, q.chat_id) : ChatContext{};
+    std::vector<int64_t> ids;
+    {
+        std::set<int64_t> seen;
+        for (const auto id : q.document_ids.empty() ? chat.documents : q.document_ids)
+            if (seen.insert(id).second)
+                ids.push_back(id);
+        if (ids.empty())
+            for (const auto& d : project.documents())
+                ids.push_back(d.id);
+    }
+    if (ids.empty())
+        throw std::invalid_argument(project.path() + " has no documents to answer from");
+    for (const auto id : ids)
+        if (!project.document(id))
+            throw std::invalid_argument(project.path() + " has no document " + std::to_string(id));
+
+    // The question is kept whatever happens next.
+    ProjectAnswer out;
+    out.chat_id = q.chat_id > 0 ? q.chat_id : project.create_chat(utf8_prefix(q.question, 80));
+    project.add_message(out.chat_id, "user", q.question);
+    out.history_turns = chat.history.size();
+
+    const PromptStyle style =
+        info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
+    const auto question =
+        question_tokens(model.tokenizer(), info.instruction_tuned, q.question, chat.history);
+    Assembly a;
+    try {
+        Session session(model, session_options);
+        a = assemble(project, model, cache, scratch, session, ids, question, q, hooks, cancel,
+                     out.notes);
+        out.assembly_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        out.answer = session.answer_after_context(question, style, q.max_tokens, q.sampling,
+                                                  hooks.on_text, cancel);
+    } catch (const std::exception& e) {
+        // Record why there is no answer; the question stays in the chat.
+        const bool cancelled = dynamic_cast<const Cancelled*>(&e) != nullptr;
+        nlohmann::json j{{"stop_reason", cancelled ? "stopped" : "error"}};
+        if (!cancelled)
+            j["error"] = e.what();
+        project.add_message(out.chat_id, "assistant", "", dump(j));
+        project.evict_to_limit();
+        throw;
+    }
+    // Prompt tokens run through the model for this answer, counted by the sessions (the
+    // question, and any section that had to be computed); rows restored from storage, counted
+    // as they were stored into the memory.
+    out.tokens_recomputed = scratch.tokens_processed() - computed_before;
+    auto& ans = out.answer;
+    ans.stats.tokens_computed += scratch.tokens_processed();
+    ans.stats.tokens_reused = a.restored;
+    ans.stats.ttft_ms += out.assembly_ms;
+    // The sections just used stay protected until now; afterwards the limit holds again.
+    project.evict_to_limit();
+
+    std::set<int64_t> used;
+    for (const auto& c : a.chosen)
+        used.insert(c.document_id);
+    out.documents.assign(used.begin(), used.end());
+    out.units = static_cast<int>(a.chosen.size());
+    out.units_left_out = a.skipped;
+    out.units_recomputed = a.recomputed_units;
+    out.assembly = a.chosen.size() > 1
+                       ? "position-independent: each section's cached keys re-rotated to its new "
+                         "position, nothing recomputed across sections"
+                       : "exact: one section at its own positions";
+    if (a.recomputed_units > 0)
+        out.assembly += "; " + std::to_string(a.recomputed_units) +
+                        " section(s) had no usable stored state and were computed first";
+    auto& stats = out.stats;
+    stats = answer_stats_json(ans);
+    stats["units"] = out.units;
+    stats["units_left_out"] = out.units_left_out;
+    stats["units_recomputed"] = out.units_recomputed;
+    stats["tokens_recomputed"] = out.tokens_recomputed;
+    stats["history_turns"] = out.history_turns;
+    stats["assembly_ms"] = out.assembly_ms;
+    stats["assembly"] = out.assembly;
+    nlohmann::json msg = stats;
+    msg["documents"] = out.documents;
+    msg["stop_reason"] = ans.stop_reason;
+    project.add_message(out.chat_id, "assistant", ans.text, dump(msg));
+    return out;
+}
+
+} // namespace spanscope

@@ -1,0 +1,78 @@
+// Answering a question from a project's documents: choose the units that fit, restore their
+// stored chunk states (computing the missing ones), prefill the question with the chat's
+// history and generate; the exchange is saved in the project's chats (DESIGN.md §3.5, §4).
+// Shared by spanscope-cli (ask --project) and the desktop application.
+#pragma once
+
+#include "model.h"
+#include "project.h"
+#include "sampler.h"
+#include "session.h"
+#include "state_cache.h"
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spanscope {
+
+/// A chat's earlier exchanges (question, answer) and the documents its last answer used.
+struct ChatContext {
+    std::vector<std::pair<std::string, std::string>> history;
+    std::vector<int64_t> documents;
+};
+/// Unanswered questions and stopped answers without text are left out of the history.
+ChatContext chat_context(Project& project, int64_t chat_id);
+
+struct ProjectQuestion {
+    std::string question;              ///< UTF-8, not blank
+    std::vector<int64_t> document_ids; ///< empty: the chat's documents, else every document
+    int64_t chat_id = 0;               ///< 0: a new chat titled by the question
+    std::vector<int64_t> computed_now; ///< documents whose states the caller just computed:
+                                       ///< their tokens count as computed, not reused
+    int max_tokens = 128;
+    SamplingParams sampling;
+};
+
+struct ProjectAnswer {
+    Answer answer; ///< stats.tokens_reused: rows restored from the store; stats.tokens_computed:
+                   ///< every prompt token run through the model (recomputed units included)
+    int64_t chat_id = 0;
+    std::vector<int64_t> documents; ///< documents the answer was built from (ascending ids)
+    int units = 0, units_left_out = 0, units_recomputed = 0;
+    int64_t tokens_recomputed = 0; ///< tokens of units whose state was computed for this answer
+    size_t history_turns = 0;
+    double assembly_ms = 0;         ///< choosing, restoring (and recomputing) the units, ms
+    std::string assembly;           ///< how the units were put together, in words
+    nlohmann::json stats;           ///< the statistics as saved with the answer's message
+    std::vector<std::string> notes; ///< things the user should know (sections left out)
+};
+
+struct ProjectAskHooks {
+    std::function<void(const std::string&)> on_text;               ///< each answer piece
+    std::function<void(const IngestProgress&)> on_ingest_progress; ///< recomputing a unit
+    std::function<void(const std::string&)> on_note;               ///< as notes are found
+};
+
+/// Answer `q` from the project. `scratch` computes missing unit states (its tokens_processed()
+/// before the call counts as computed too: the caller's own ingest of computed_now documents).
+/// The question is saved first; the answer (also a stopped one, with what was generated) is
+/// saved with its statistics. Cancel set before the answer starts throws Cancelled, and a
+/// failure throws as below; either way an empty answer is saved that records it.
+/// Throws std::invalid_argument (blank or non-UTF-8 question, unknown chat or document),
+/// ContextOverflow (no section fits with the question), Cancelled, ProjectError.
+ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cache, Session& scratch,
+                          const SessionOptions& session_options, const ProjectQuestion& q,
+                          const ProjectAskHooks& hooks = {},
+                          const std::atomic<bool>* cancel = nullptr);
+
+/// The statistics of an answer (the fields of `ask --json`'s "stats"): token counts, ms,
+/// tokens/s, bytes.
+nlohmann::json answer_stats_json(const Answer& answer);
+
+} // namespace spanscope
