@@ -179,6 +179,8 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     ProjectAnswer out;
     out.chat_id = q.chat_id > 0 ? q.chat_id : project.create_chat(utf8_prefix(q.question, 80));
     project.add_message(out.chat_id, "user", q.question);
+    if (hooks.on_question_saved)
+        hooks.on_question_saved(out.chat_id);
     out.history_turns = chat.history.size();
 
     const PromptStyle style =
@@ -208,7 +210,7 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     // as they were stored into the memory.
     out.tokens_recomputed = scratch.tokens_processed() - computed_before;
     auto& ans = out.answer;
-    ans.stats.tokens_computed += scratch.tokens_processed();
+    ans.stats.tokens_computed += out.tokens_recomputed + q.tokens_computed_before;
     ans.stats.tokens_reused = a.restored;
     ans.stats.ttft_ms += out.assembly_ms;
     // The sections just used stay protected until now; afterwards the limit holds again.

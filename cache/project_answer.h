@@ -30,11 +30,13 @@ struct ChatContext {
 ChatContext chat_context(Project& project, int64_t chat_id);
 
 struct ProjectQuestion {
-    std::string question;              ///< UTF-8, not blank
-    std::vector<int64_t> document_ids; ///< empty: the chat's documents, else every document
-    int64_t chat_id = 0;               ///< 0: a new chat titled by the question
-    std::vector<int64_t> computed_now; ///< documents whose states the caller just computed:
-                                       ///< their tokens count as computed, not reused
+    std::string question;               ///< UTF-8, not blank
+    std::vector<int64_t> document_ids;  ///< empty: the chat's documents, else every document
+    int64_t chat_id = 0;                ///< 0: a new chat titled by the question
+    std::vector<int64_t> computed_now;  ///< documents whose states the caller just computed:
+                                        ///< their tokens count as computed, not reused
+    int64_t tokens_computed_before = 0; ///< tokens the caller computed for this answer (its
+                                        ///< ingest of computed_now), added to tokens_computed
     int max_tokens = 128;
     SamplingParams sampling;
 };
@@ -57,10 +59,10 @@ struct ProjectAskHooks {
     std::function<void(const std::string&)> on_text;               ///< each answer piece
     std::function<void(const IngestProgress&)> on_ingest_progress; ///< recomputing a unit
     std::function<void(const std::string&)> on_note;               ///< as notes are found
+    std::function<void(int64_t)> on_question_saved; ///< the chat id, once the question is saved
 };
 
-/// Answer `q` from the project. `scratch` computes missing unit states (its tokens_processed()
-/// before the call counts as computed too: the caller's own ingest of computed_now documents).
+/// Answer `q` from the project. `scratch` computes missing unit states.
 /// The question is saved first; the answer (also a stopped one, with what was generated) is
 /// saved with its statistics. Cancel set before the answer starts throws Cancelled, and a
 /// failure throws as below; either way an empty answer is saved that records it.

@@ -294,6 +294,7 @@ IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
             project_.evict_to_limit(keep);
             report(0, 0);
         };
+        report(0, 0); // the unit starts: a progress bar shows at once
         prefill_unit(scratch, u, first, 0, on_chunk, cancel, report);
     }
     res.tokens_computed = scratch.tokens_processed() - processed0;

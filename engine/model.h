@@ -73,8 +73,9 @@ public:
     /// logit_rows: indices (< n) of the tokens whose next-token logits are wanted;
     /// logits: [logit_rows.size()][n_vocab] raw logits (nats before log-softmax);
     /// surprisal: optional, every row's surprisal of a given next token (surprisal.h);
-    /// cancel: optional flag checked before each layer (throws Cancelled; the layers before
-    /// have stored this ubatch's rows, so the caller must discard `memory`).
+    /// cancel: optional flag checked before each layer's attention and feed-forward and before
+    /// each vocabulary slice of the surprisal (throws Cancelled; the layers before have stored
+    /// this ubatch's rows, so the caller must discard `memory`).
     /// Throws std::invalid_argument on an out-of-range token id,
     /// std::length_error when the memory is full.
     virtual void forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,

@@ -86,7 +86,7 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& tokens,
         }
         try {
             model_.forward(tokens.data() + done, pos.data(), n, memory_, rows, logits.data(), pool_,
-                           surprisal ? &req : nullptr);
+                           surprisal ? &req : nullptr, cancel);
         } catch (...) {
             // Some layers may have stored this ubatch and others not: start over clean.
             reset();

@@ -78,8 +78,9 @@ public:
     /// Run tokens after what the memory holds, in ubatches of options.ubatch; returns the
     /// next-token logits after the last token [n_vocab]. progress(done, total) after each
     /// ubatch; cancel checked before each ubatch (throws Cancelled, memory then holds the
-    /// ubatches done) and before each layer of a forward pass (throws Cancelled and, as for any
-    /// failure inside a forward pass, resets the session), so a long ubatch stops within one
+    /// ubatches done) and within a forward pass (before each layer's attention and feed-forward
+    /// and each vocabulary slice of the surprisal: throws Cancelled and, as for any failure
+    /// inside a forward pass, resets the session), so a long ubatch stops within half a
     /// layer's time. Throws ContextOverflow if n_past + tokens > n_ctx. Any other exception
     /// from the forward pass resets the session (memory and cached prefix), so that it never
     /// holds half a ubatch.

@@ -1,5 +1,6 @@
 #include "surprisal.h"
 
+#include "cancel.h"
 #include "simd.h"
 
 #include <algorithm>
@@ -12,7 +13,8 @@
 namespace spanscope {
 
 void token_surprisal(const WeightMatrix& lm_head, const float* hidden, int64_t n,
-                     const int32_t* targets, float* out, ThreadPool& pool, int64_t slice_rows) {
+                     const int32_t* targets, float* out, ThreadPool& pool, int64_t slice_rows,
+                     const std::atomic<bool>* cancel) {
     const int64_t V = lm_head.rows;
     for (int64_t t = 0; t < n; ++t)
         if (targets[t] >= V)
@@ -39,6 +41,8 @@ void token_surprisal(const WeightMatrix& lm_head, const float* hidden, int64_t n
     const int64_t S = std::max<int64_t>(1, std::min(slice_rows, V));
     std::vector<float> logits(static_cast<size_t>(m * S));
     for (int64_t v0 = 0; v0 < V; v0 += S) {
+        if (cancel && cancel->load())
+            throw Cancelled();
         const int64_t v1 = std::min(V, v0 + S), w = v1 - v0;
         matmul_rows(lm_head, v0, v1, x.data(), m, logits.data(), pool);
         pool.parallel_for(m, [&](int64_t r0, int64_t r1, int) {

@@ -7,6 +7,7 @@
 #include "matmul.h"
 #include "thread_pool.h"
 
+#include <atomic>
 #include <cstdint>
 
 namespace spanscope {
@@ -23,8 +24,9 @@ struct SurprisalRequest {
 /// hidden: [n][lm_head.cols] (final-normed hidden states); targets, out: [n].
 /// Throws std::invalid_argument for a target outside [0, lm_head.rows).
 /// slice_rows: vocabulary rows per slice (memory: n * slice_rows floats).
+/// cancel: checked before each slice; throws Cancelled (out is then incomplete).
 void token_surprisal(const WeightMatrix& lm_head, const float* hidden, int64_t n,
                      const int32_t* targets, float* out, ThreadPool& pool,
-                     int64_t slice_rows = 8192);
+                     int64_t slice_rows = 8192, const std::atomic<bool>* cancel = nullptr);
 
 } // namespace spanscope

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up Spanscope on Debian 12 (run as root from the source tree) and run something.
 #
-#   bash scripts/setup.sh demo   install, build, answer a question about the GPL-3 (the main job)
+#   bash scripts/setup.sh demo   install, build, open the window on the GPL-3 and ask about it
 #   bash scripts/setup.sh test   install, build, run the whole test suite (exit != 0 on failure)
 #   bash scripts/setup.sh deps | model | build    one step only
 #
@@ -17,13 +17,17 @@ MODEL="$MODEL_DIR/gemma-3-270m-q4_k_m.gguf"
 VENV="$DATA_HOME/spanscope/venv"
 JOBS="$(nproc)"
 
-# Debian 12 packages: toolchain, libraries the code links, the fuzzing compiler, and the
+# Debian 12 packages: toolchain, libraries the code links (Qt 6 Widgets for the desktop
+# application; libqt6svg6 draws its SVG icon, fonts-dejavu-core gives offscreen rendering a
+# font), the tools of the packaging tests (desktop-file-utils, appstream, dpkg-dev and file for
+# cpack's dpkg-shlibdeps), the fuzzing compiler, and the
 # packages whose files the tests and the demo read (base-files: /usr/share/common-licenses,
 # vim-runtime: the vim user manual, bash: /usr/share/doc/bash/RBASH, shared-mime-info: a PDF and
 # an HTML spec, poppler-utils: pdftotext, the reference for PDF text extraction).
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
           libopenblas-dev libsentencepiece-dev libcli11-dev nlohmann-json3-dev libgtest-dev
           libsqlite3-dev libxml2-dev libpoppler-cpp-dev zlib1g-dev libuchardet-dev libxxhash-dev
+          qt6-base-dev libqt6svg6 fonts-dejavu-core desktop-file-utils appstream dpkg-dev file
           clang-14 libclang-rt-14-dev python3 python3-venv python3-pip
           base-files vim-runtime bash poppler-utils shared-mime-info)
 
@@ -73,11 +77,12 @@ build) step_deps; step_build ;;
 demo)
     step_deps
     step_model
-    step_build spanscope-cli
+    step_build spanscope
     doc=/usr/share/common-licenses/GPL-3
     q="Which organization holds the copyright on the text of this license?"
-    echo "== spanscope-cli ask --doc $doc \"$q\""
-    "$BUILD/app/cli/spanscope-cli" ask --doc "$doc" "$q"
+    # Opens the window (without a display: offscreen, prints the answer, saves a PNG).
+    echo "== spanscope --ask \"$q\" $doc"
+    "$BUILD/app/gui/spanscope" --ask "$q" "$doc"
     ;;
 test)
     step_deps

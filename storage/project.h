@@ -53,6 +53,12 @@ struct MessageRecord {
     std::string created_at;
 };
 
+struct ChatRecord {
+    int64_t id = 0;
+    std::string title, created_at;
+    int64_t messages = 0;
+};
+
 struct ProjectInfo {
     std::string path;
     int schema_version = 0;
@@ -137,6 +143,12 @@ public:
     int64_t add_message(int64_t chat_id, const std::string& role, const std::string& text,
                         const std::string& stats_json = "");
     std::vector<MessageRecord> messages(int64_t chat_id);
+    /// Every chat, oldest first, with its number of messages.
+    std::vector<ChatRecord> chats();
+    /// False when there is no such chat. Throws std::invalid_argument for a blank title.
+    bool rename_chat(int64_t chat_id, const std::string& title);
+    /// Delete a chat with its messages (and their zoom traces); false when there is none.
+    bool delete_chat(int64_t chat_id);
 
     // Settings, events, maintenance ------------------------------------------------------------
     int64_t cache_limit_bytes();

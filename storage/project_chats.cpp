@@ -44,6 +44,27 @@ std::vector<MessageRecord> Project::messages(int64_t chat_id) {
     return out;
 }
 
+std::vector<ChatRecord> Project::chats() {
+    auto q = db_->prepare("SELECT c.id, c.title, c.created_at, (SELECT count(*) FROM messages m "
+                          "WHERE m.chat_id = c.id) FROM chats c ORDER BY c.id");
+    std::vector<ChatRecord> out;
+    while (q.step())
+        out.push_back({q.int64(0), q.text(1), q.text(2), q.int64(3)});
+    return out;
+}
+
+bool Project::rename_chat(int64_t chat_id, const std::string& title) {
+    if (title.find_first_not_of(" \t\r\n") == std::string::npos)
+        throw std::invalid_argument("a chat needs a title");
+    db_->prepare("UPDATE chats SET title = ? WHERE id = ?").bind(1, title).bind(2, chat_id).run();
+    return db_->changes() > 0;
+}
+
+bool Project::delete_chat(int64_t chat_id) {
+    db_->prepare("DELETE FROM chats WHERE id = ?").bind(1, chat_id).run();
+    return db_->changes() > 0;
+}
+
 int64_t Project::cache_limit_bytes() {
     auto q = db_->prepare("SELECT value FROM settings WHERE key = 'cache_limit_bytes'");
     if (!q.step())

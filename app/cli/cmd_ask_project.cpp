@@ -52,6 +52,7 @@ int ask_project(const AskOptions& o) {
         end_progress_line();
         q.document_ids.push_back(id);
     }
+    q.tokens_computed_before = scratch.tokens_processed();
     for (const auto id : q.document_ids)
         if (!project->document(id))
             throw std::runtime_error(project->path() + " has no document " + std::to_string(id) +

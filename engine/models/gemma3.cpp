@@ -265,6 +265,8 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
         rms_norm(o.data(), L.post_attn_norm, n, E, I.rms_eps);
         add_inplace(x.data(), o.data(), n * E);
 
+        if (cancel && cancel->load()) // half a layer is ~60 ms of a 512-token ubatch on 2 cores
+            throw Cancelled();
         std::copy(x.begin(), x.end(), h.begin());
         rms_norm(h.data(), L.ffn_norm, n, E, I.rms_eps);
         matmul(L.w_gate, h.data(), n, gate.data(), pool);
@@ -277,7 +279,8 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
 
     if (surprisal) {
         rms_norm(x.data(), output_norm_, n, E, I.rms_eps); // x is not needed unnormed below
-        token_surprisal(tok_embd_, x.data(), n, surprisal->targets, surprisal->surprisal, pool);
+        token_surprisal(tok_embd_, x.data(), n, surprisal->targets, surprisal->surprisal, pool,
+                        8192, cancel);
         if (logit_rows.empty())
             return;
         for (size_t r = 0; r < logit_rows.size(); ++r) {

@@ -184,6 +184,30 @@ TEST_F(ProjectTest, DocumentsChunksAndChats) {
     EXPECT_EQ(p->messages(chat)[1].stats_json, R"({"tokens_reused": 3})");
 }
 
+TEST_F(ProjectTest, ChatsAreListedRenamedAndDeleted) {
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    const auto a = p->create_chat("first");
+    const auto b = p->create_chat("second");
+    p->add_message(a, "user", "q");
+    p->add_message(a, "assistant", "r", "{}");
+    auto chats = p->chats();
+    ASSERT_EQ(chats.size(), 2u);
+    EXPECT_EQ(chats[0].id, a);
+    EXPECT_EQ(chats[0].messages, 2);
+    EXPECT_EQ(chats[1].title, "second");
+    EXPECT_EQ(chats[1].messages, 0);
+    EXPECT_TRUE(p->rename_chat(b, "renamed"));
+    EXPECT_THROW(p->rename_chat(b, "  "), std::invalid_argument);
+    EXPECT_FALSE(p->rename_chat(999, "x"));
+    EXPECT_TRUE(p->delete_chat(a));
+    EXPECT_FALSE(p->delete_chat(a));
+    chats = p->chats();
+    ASSERT_EQ(chats.size(), 1u);
+    EXPECT_EQ(chats[0].title, "renamed");
+    EXPECT_TRUE(p->messages(a).empty()) << "messages go with their chat";
+    EXPECT_EQ(p->info().messages, 0);
+}
+
 TEST_F(ProjectTest, EvictionTakesTheLeastRecentlyUsedUnitsFirst) {
     auto p = Project::open(dir_ + "/p.spanscope", true);
     std::vector<int64_t> chunk_of_doc;

@@ -1,0 +1,52 @@
+#include "app_settings.h"
+
+#include <QSettings>
+#include <QStandardPaths>
+
+namespace spanscope::gui {
+
+AppSettings AppSettings::load() {
+    QSettings s;
+    AppSettings a;
+    a.model_path = s.value("engine/model").toString();
+    a.threads = qBound(0, s.value("engine/threads", 0).toInt(), 256);
+    a.generation.max_tokens = qBound(1, s.value("generation/max_tokens", 128).toInt(), 4096);
+    a.generation.temperature = qBound(0.0, s.value("generation/temperature", 0.0).toDouble(), 5.0);
+    a.generation.top_k = qBound(0, s.value("generation/top_k", 40).toInt(), 1000);
+    a.generation.top_p = qBound(0.0, s.value("generation/top_p", 0.95).toDouble(), 1.0);
+    a.generation.seed = s.value("generation/seed", 0).toULongLong();
+    a.cache_limit_bytes =
+        qMax<qint64>(0, s.value("cache/limit_bytes", a.cache_limit_bytes).toLongLong());
+    a.recent_projects = s.value("projects/recent").toStringList();
+    return a;
+}
+
+void AppSettings::save() const {
+    QSettings s;
+    s.setValue("engine/model", model_path);
+    s.setValue("engine/threads", threads);
+    s.setValue("generation/max_tokens", generation.max_tokens);
+    s.setValue("generation/temperature", generation.temperature);
+    s.setValue("generation/top_k", generation.top_k);
+    s.setValue("generation/top_p", generation.top_p);
+    s.setValue("generation/seed", generation.seed);
+    s.setValue("cache/limit_bytes", cache_limit_bytes);
+    s.setValue("projects/recent", recent_projects);
+}
+
+void AppSettings::remember_project(const QString& path) {
+    recent_projects.removeAll(path);
+    recent_projects.prepend(path);
+    while (recent_projects.size() > 8)
+        recent_projects.removeLast();
+    save();
+}
+
+QString default_project_dir() {
+    // AppDataLocation is $XDG_DATA_HOME/<organization>/<application>; the command line uses
+    // $XDG_DATA_HOME/spanscope/projects, and so do we.
+    return QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) +
+           "/spanscope/projects";
+}
+
+} // namespace spanscope::gui

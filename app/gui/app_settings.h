@@ -1,0 +1,29 @@
+// The desktop application's settings, kept with QSettings (~/.config/Spanscope/spanscope.conf;
+// tests enable QStandardPaths' test mode, which moves them aside).
+#pragma once
+
+#include "gui_types.h"
+
+#include <QString>
+#include <QStringList>
+
+namespace spanscope::gui {
+
+struct AppSettings {
+    QString model_path; ///< empty: the default model location (model_locator.h)
+    int threads = 0;    ///< engine threads; 0: all cores
+    GenerationSettings generation;
+    qint64 cache_limit_bytes = qint64{8} << 30; ///< applied to projects as they open
+    QStringList recent_projects;                ///< most recent first, at most 8
+
+    static AppSettings load();
+    void save() const;
+    /// Put `path` first in recent_projects (and save).
+    void remember_project(const QString& path);
+};
+
+/// Where projects are created by default: QStandardPaths::AppDataLocation/projects
+/// ($XDG_DATA_HOME/spanscope/projects).
+QString default_project_dir();
+
+} // namespace spanscope::gui

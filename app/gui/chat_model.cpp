@@ -1,0 +1,157 @@
+#include "chat_model.h"
+
+namespace spanscope::gui {
+
+int ChatModel::rowCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+
+QVariant ChatModel::data(const QModelIndex& index, int role) const {
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const auto& m = rows_[index.row()];
+    switch (role) {
+    case Qt::DisplayRole:
+    case Qt::EditRole:
+        // A completion streams with its leading space and may end in its newline.
+        return m.from_user ? m.text : m.text.trimmed();
+    case FromUserRole:
+        return m.from_user;
+    case DetailsRole:
+        return m.details;
+    case StreamingRole:
+        return m.streaming;
+    }
+    return {};
+}
+
+QHash<int, QByteArray> ChatModel::roleNames() const {
+    auto names = QAbstractListModel::roleNames();
+    names[FromUserRole] = "fromUser";
+    names[DetailsRole] = "details";
+    names[StreamingRole] = "streaming";
+    return names;
+}
+
+void ChatModel::set_messages(qint64 chat_id, const QList<MessageRow>& rows) {
+    beginResetModel();
+    chat_id_ = chat_id;
+    rows_ = rows;
+    endResetModel();
+}
+
+void ChatModel::begin_exchange(const QString& question, const QString& details) {
+    const int n = static_cast<int>(rows_.size());
+    beginInsertRows({}, n, n + 1);
+    MessageRow q;
+    q.from_user = true;
+    q.text = question;
+    MessageRow a;
+    a.streaming = true;
+    a.details = details;
+    rows_ << q << a;
+    endInsertRows();
+}
+
+bool ChatModel::streaming() const {
+    return !rows_.isEmpty() && rows_.back().streaming;
+}
+
+void ChatModel::append_piece(const QString& piece) {
+    if (!streaming())
+        return;
+    auto& a = rows_.back();
+    a.text += piece;
+    a.details = QStringLiteral("answering…");
+    const auto i = index(static_cast<int>(rows_.size()) - 1);
+    emit dataChanged(i, i, {Qt::DisplayRole, Qt::EditRole, DetailsRole});
+}
+
+void ChatModel::finish_answer(const QString& text, const QString& details) {
+    if (!streaming())
+        return;
+    auto& a = rows_.back();
+    if (!text.isEmpty())
+        a.text = text;
+    a.details = details;
+    a.streaming = false;
+    const auto i = index(static_cast<int>(rows_.size()) - 1);
+    emit dataChanged(i, i);
+}
+
+int ChatListModel::rowCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+
+QVariant ChatListModel::data(const QModelIndex& index, int role) const {
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const auto& c = rows_[index.row()];
+    switch (role) {
+    case Qt::DisplayRole:
+    case Qt::EditRole:
+        return c.title;
+    case Qt::ToolTipRole:
+        return QStringLiteral("%1 (%2 messages)").arg(c.title).arg(c.messages);
+    case IdRole:
+        return c.id;
+    }
+    return {};
+}
+
+QHash<int, QByteArray> ChatListModel::roleNames() const {
+    auto names = QAbstractListModel::roleNames();
+    names[IdRole] = "chatId";
+    return names;
+}
+
+int ChatListModel::row_of_id(qint64 id) const {
+    for (int i = 0; i < rows_.size(); ++i)
+        if (rows_[i].id == id)
+            return i;
+    return -1;
+}
+
+void ChatListModel::set_chats(const QList<ChatRow>& chats) {
+    // Remove the rows that are gone (from the end, so indexes stay valid).
+    for (int i = static_cast<int>(rows_.size()) - 1; i >= 0; --i) {
+        bool kept = false;
+        for (const auto& c : chats)
+            kept = kept || c.id == rows_[i].id;
+        if (!kept) {
+            beginRemoveRows({}, i, i);
+            rows_.removeAt(i);
+            endRemoveRows();
+        }
+    }
+    // Update or insert in the order given.
+    for (int i = 0; i < chats.size(); ++i) {
+        const int at = row_of_id(chats[i].id);
+        if (at == i) {
+            if (rows_[i].title != chats[i].title || rows_[i].messages != chats[i].messages) {
+                rows_[i] = chats[i];
+                emit dataChanged(index(i), index(i));
+            }
+        } else if (at < 0) {
+            beginInsertRows({}, i, i);
+            rows_.insert(i, chats[i]);
+            endInsertRows();
+        } else {
+            beginMoveRows({}, at, at, {}, i);
+            rows_.move(at, i);
+            endMoveRows();
+            rows_[i] = chats[i];
+            emit dataChanged(index(i), index(i));
+        }
+    }
+}
+
+void ChatListModel::clear() {
+    if (rows_.isEmpty())
+        return;
+    beginRemoveRows({}, 0, static_cast<int>(rows_.size()) - 1);
+    rows_.clear();
+    endRemoveRows();
+}
+
+} // namespace spanscope::gui

@@ -1,0 +1,156 @@
+#include "document_list_model.h"
+
+#include <QBrush>
+#include <QColor>
+#include <QLocale>
+
+namespace spanscope::gui {
+
+int DocumentListModel::rowCount(const QModelIndex& parent) const {
+    return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+
+QVariant DocumentListModel::data(const QModelIndex& index, int role) const {
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+        return {};
+    const auto& r = rows_[index.row()];
+    switch (role) {
+    case Qt::DisplayRole:
+        return QStringLiteral("%1\n%2").arg(r.name, status_text(r));
+    case Qt::ToolTipRole: {
+        QString tip = r.path;
+        if (r.tokens > 0)
+            tip += QStringLiteral("\n%1 tokens in %2 chunks")
+                       .arg(QLocale().toString(r.tokens))
+                       .arg(r.chunks);
+        for (const auto& w : r.warnings)
+            tip += "\n" + w;
+        if (!r.error.isEmpty())
+            tip += "\n" + r.error;
+        return tip;
+    }
+    case Qt::ForegroundRole:
+        if (r.status == DocumentRow::Status::Failed)
+            return QBrush(QColor(0xb0, 0x20, 0x20));
+        return {};
+    case Qt::CheckStateRole:
+        return r.id > 0 ? QVariant(checked_[index.row()] ? Qt::Checked : Qt::Unchecked)
+                        : QVariant();
+    case IdRole:
+        return r.id;
+    case KeyRole:
+        return r.key;
+    case StatusRole:
+        return static_cast<int>(r.status);
+    case StatusTextRole:
+        return status_text(r);
+    case ProgressRole:
+        return r.chunks > 0 ? static_cast<double>(r.chunks_stored) / r.chunks : 0.0;
+    }
+    return {};
+}
+
+bool DocumentListModel::setData(const QModelIndex& index, const QVariant& value, int role) {
+    if (role != Qt::CheckStateRole || !checkIndex(index, CheckIndexOption::IndexIsValid) ||
+        rows_[index.row()].id <= 0)
+        return false;
+    checked_[index.row()] = value.toInt() == Qt::Checked;
+    emit dataChanged(index, index, {Qt::CheckStateRole});
+    return true;
+}
+
+Qt::ItemFlags DocumentListModel::flags(const QModelIndex& index) const {
+    if (!index.isValid())
+        return Qt::NoItemFlags;
+    Qt::ItemFlags f = Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemNeverHasChildren;
+    if (rows_[index.row()].id > 0)
+        f |= Qt::ItemIsUserCheckable;
+    return f;
+}
+
+QHash<int, QByteArray> DocumentListModel::roleNames() const {
+    auto names = QAbstractListModel::roleNames();
+    names[IdRole] = "documentId";
+    names[KeyRole] = "key";
+    names[StatusRole] = "status";
+    names[StatusTextRole] = "statusText";
+    names[ProgressRole] = "progress";
+    return names;
+}
+
+void DocumentListModel::reset_rows(const QList<DocumentRow>& rows) {
+    beginResetModel();
+    rows_ = rows;
+    checked_ = QList<bool>(rows.size(), true);
+    endResetModel();
+}
+
+int DocumentListModel::row_of_id(qint64 id) const {
+    for (int i = 0; i < rows_.size(); ++i)
+        if (id > 0 && rows_[i].id == id)
+            return i;
+    return -1;
+}
+
+void DocumentListModel::upsert(const DocumentRow& row) {
+    const int by_id = row_of_id(row.id);
+    int by_key = -1;
+    for (int i = 0; i < rows_.size(); ++i)
+        if (rows_[i].key == row.key && (rows_[i].id == 0 || rows_[i].id == row.id)) {
+            by_key = i;
+            break;
+        }
+    if (by_id >= 0 && by_key >= 0 && by_id != by_key) {
+        // The file's content was already in the project as another row: keep that one.
+        remove_row(by_key);
+        upsert(row);
+        return;
+    }
+    const int at = by_id >= 0 ? by_id : by_key;
+    if (at < 0) {
+        const int n = static_cast<int>(rows_.size());
+        beginInsertRows({}, n, n);
+        rows_.append(row);
+        checked_.append(true);
+        endInsertRows();
+        return;
+    }
+    DocumentRow merged = row;
+    if (rows_[at].id > 0 && merged.key != rows_[at].key && by_id >= 0)
+        merged.key = rows_[at].key;
+    rows_[at] = merged;
+    emit dataChanged(index(at), index(at));
+}
+
+void DocumentListModel::remove_id(qint64 id) {
+    const int r = row_of_id(id);
+    if (r >= 0)
+        remove_row(r);
+}
+
+void DocumentListModel::remove_row(int r) {
+    if (r < 0 || r >= rows_.size())
+        return;
+    beginRemoveRows({}, r, r);
+    rows_.removeAt(r);
+    checked_.removeAt(r);
+    endRemoveRows();
+}
+
+QList<qint64> DocumentListModel::checked_ids() const {
+    QList<qint64> ids;
+    for (int i = 0; i < rows_.size(); ++i)
+        if (rows_[i].id > 0 && checked_[i])
+            ids << rows_[i].id;
+    return ids;
+}
+
+qint64 DocumentListModel::total_tokens() const {
+    qint64 n = 0;
+    for (const auto& r : rows_)
+        if (r.id > 0)
+            n += r.tokens;
+    return n;
+}
+
+} // namespace spanscope::gui

@@ -1,0 +1,321 @@
+#include "engine_worker.h"
+
+#include "document_loader.h"
+#include "error_text.h"
+#include "model.h"
+#include "model_locator.h"
+#include "project.h"
+#include "project_answer.h"
+#include "project_settings.h"
+#include "session.h"
+#include "state_cache.h"
+
+#include <QFileInfo>
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace spanscope::gui {
+
+namespace {
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
+} // namespace
+
+EngineWorker::EngineWorker() = default;
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::request_stop(quint64 serial) {
+    quint64 cur = stop_serial_.load();
+    while (cur < serial && !stop_serial_.compare_exchange_weak(cur, serial)) {
+    }
+    stop_.store(true);
+}
+
+void EngineWorker::request_cancel_ingest(quint64 serial) {
+    quint64 cur = cancel_serial_.load();
+    while (cur < serial && !cancel_serial_.compare_exchange_weak(cur, serial)) {
+    }
+    cancel_ingest_.store(true);
+}
+
+void EngineWorker::init_thread() {
+    // Linux keeps a nice value per thread; threads created later from this one inherit it.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 5);
+}
+
+void EngineWorker::load_model(const QString& path, int threads) {
+    scratch_.reset();
+    cache_.reset();
+    model_.reset();
+    threads_ = threads;
+    const auto where = locate_model(path.toStdString());
+    if (where.path.empty()) {
+        emit model_failed(q(missing_model_message(where)));
+        return;
+    }
+    try {
+        model_ = Model::load(where.path);
+        SessionOptions so;
+        so.threads = threads_;
+        scratch_ = std::make_unique<Session>(*model_, so);
+        const auto& info = model_->info();
+        emit model_loaded(QStringLiteral("%1 (%2)").arg(QFileInfo(q(where.path)).fileName(),
+                                                        info.instruction_tuned
+                                                            ? QStringLiteral("instruction-tuned")
+                                                            : QStringLiteral("base model")));
+        if (project_)
+            open_cache();
+    } catch (const std::exception& e) {
+        model_.reset();
+        QString msg = describe_error(QStringLiteral("Loading the model %1").arg(q(where.path)), e);
+        if (!msg.contains(QStringLiteral("Settings")))
+            msg += QStringLiteral(" Choose another model file in Settings, or install the default "
+                                  "one with `bash scripts/setup.sh model`.");
+        emit model_failed(msg);
+    }
+}
+
+void EngineWorker::open_cache() {
+    cache_.reset();
+    if (model_ && project_)
+        cache_ = std::make_unique<StateCache>(*project_, *model_, chunking_for(*project_, *model_));
+}
+
+DocumentRow EngineWorker::row_for(qint64 id) {
+    DocumentRow row;
+    row.id = id;
+    if (const auto d = project_->document(id)) {
+        row.path = q(d->path);
+        row.key = row.path;
+        row.name = q(d->name);
+        for (const auto& w : d->warnings)
+            row.warnings << q(w);
+    }
+    row.status = DocumentRow::Status::Partial;
+    if (cache_) {
+        const auto st = cache_->status(id);
+        row.tokens = st.tokens;
+        row.chunks = st.chunks;
+        row.chunks_stored = st.chunks_stored;
+        if (st.chunked && st.chunks_stored == st.chunks)
+            row.status = DocumentRow::Status::Ready;
+    }
+    return row;
+}
+
+void EngineWorker::open_project(const QString& path, bool create) {
+    close_project();
+    try {
+        project_ = Project::open(path.toStdString(), create);
+        open_cache();
+        QList<DocumentRow> rows;
+        qint64 restored = 0;
+        for (const auto& d : project_->documents()) {
+            rows << row_for(d.id);
+            restored += rows.back().chunks_stored;
+        }
+        emit project_opened(q(project_->path()), rows, restored, project_->cache_limit_bytes());
+    } catch (const std::exception& e) {
+        cache_.reset();
+        project_.reset();
+        emit project_failed(describe_error(QStringLiteral("Opening %1").arg(path), e));
+    }
+}
+
+void EngineWorker::close_project() {
+    if (!project_)
+        return;
+    cache_.reset();
+    project_.reset();
+    emit project_closed();
+}
+
+void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
+    cancel_ingest_.store(cancel_serial_.load() >= serial);
+    emit ingest_started(serial, static_cast<int>(paths.size()));
+    int added = 0, failed = 0;
+    bool cancelled = false;
+    for (int i = 0; i < paths.size(); ++i) {
+        DocumentRow row;
+        row.path = QFileInfo(paths[i]).absoluteFilePath();
+        row.key = row.path;
+        row.name = QFileInfo(paths[i]).fileName();
+        if (cancelled || cancel_ingest_.load()) {
+            cancelled = true;
+            row.status = DocumentRow::Status::Cancelled;
+            emit document_updated(row);
+            continue;
+        }
+        if (!project_ || !cache_) {
+            row.status = DocumentRow::Status::Failed;
+            row.error = project_ ? QStringLiteral("no model is loaded (see Settings)")
+                                 : QStringLiteral("no project is open");
+            emit document_updated(row);
+            ++failed;
+            continue;
+        }
+        row.status = DocumentRow::Status::Extracting;
+        emit document_updated(row);
+        try {
+            const auto doc = load_document(paths[i].toStdString());
+            for (const auto& w : doc.warnings)
+                row.warnings << q(w);
+            // Cut it before adding it: a document that cannot be chunked is never stored.
+            build_document_units(model_->tokenizer(), row.name.toStdString(), doc.text,
+                                 chunking_for(*project_, *model_));
+            row.id = project_->add_document(row.path.toStdString(), doc);
+            const auto st = cache_->status(row.id);
+            row.tokens = st.tokens;
+            row.chunks = st.chunks;
+            row.chunks_stored = st.chunks_stored;
+            row.status = DocumentRow::Status::Prefilling;
+            emit document_updated(row);
+            cache_->ingest(row.id, *scratch_, &cancel_ingest_, [&](const IngestProgress& p) {
+                IngestStatus s;
+                s.file = i;
+                s.files = static_cast<int>(paths.size());
+                s.name = row.name;
+                s.chunk = p.chunk;
+                s.chunks = p.chunks;
+                s.tokens_done = p.tokens_done;
+                s.tokens_to_do = p.tokens_to_do;
+                s.tokens_per_s = p.tokens_per_s;
+                s.seconds_left = p.seconds_left;
+                emit ingest_progress(s);
+                if (p.chunk != row.chunks_stored || p.chunks != row.chunks) {
+                    row.chunks = p.chunks;
+                    row.chunks_stored = p.chunk;
+                    row.tokens_per_s = p.tokens_per_s;
+                    row.seconds_left = p.seconds_left;
+                    emit document_updated(row);
+                }
+            });
+            row = row_for(row.id);
+            row.status = DocumentRow::Status::Ready;
+            emit document_updated(row);
+            ++added;
+        } catch (const Cancelled&) {
+            cancelled = true;
+            if (row.id > 0) {
+                row = row_for(row.id); // what was committed stays
+                if (row.status != DocumentRow::Status::Ready)
+                    row.status = DocumentRow::Status::Partial;
+            } else {
+                row.status = DocumentRow::Status::Cancelled;
+            }
+            emit document_updated(row);
+        } catch (const std::exception& e) {
+            row.status = DocumentRow::Status::Failed;
+            row.error = describe_error(QStringLiteral("Adding %1").arg(row.name), e);
+            emit document_updated(row);
+            ++failed;
+        }
+    }
+    if (project_)
+        project_->evict_to_limit();
+    emit ingest_finished(serial, added, failed, cancelled);
+}
+
+void EngineWorker::remove_document(qint64 id) {
+    if (!project_)
+        return;
+    try {
+        if (project_->remove_document(id))
+            emit document_removed(id);
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Removing the document"), e));
+    }
+}
+
+void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
+                       const QList<qint64>& document_ids, const GenerationSettings& g) {
+    stop_.store(stop_serial_.load() >= serial);
+    if (!model_ || !scratch_) {
+        emit answer_failed(serial,
+                           QStringLiteral("No model is loaded: choose the model file in Settings "
+                                          "or install the default one with "
+                                          "`bash scripts/setup.sh model`."),
+                           chat_id);
+        return;
+    }
+    if (!project_ || !cache_) {
+        emit answer_failed(serial, QStringLiteral("Open or create a project first (Ctrl+N)."),
+                           chat_id);
+        return;
+    }
+    ProjectQuestion pq;
+    pq.question = question.toStdString();
+    pq.chat_id = chat_id;
+    pq.document_ids.assign(document_ids.begin(), document_ids.end());
+    pq.max_tokens = g.max_tokens;
+    pq.sampling.temperature = static_cast<float>(g.temperature);
+    pq.sampling.top_k = g.top_k;
+    pq.sampling.top_p = static_cast<float>(g.top_p);
+    pq.sampling.seed = g.seed;
+    ProjectAskHooks hooks;
+    qint64 saved_chat = chat_id;
+    hooks.on_question_saved = [&](int64_t id) {
+        saved_chat = id;
+        emit answer_started(serial, id);
+    };
+    hooks.on_text = [&](const std::string& piece) { emit answer_piece(serial, q(piece)); };
+    hooks.on_note = [&](const std::string& text) { emit note(q(text)); };
+    hooks.on_ingest_progress = [&](const IngestProgress& p) {
+        IngestStatus s;
+        s.files = 1;
+        s.name = q(p.name);
+        s.chunk = p.chunk;
+        s.chunks = p.chunks;
+        s.tokens_done = p.tokens_done;
+        s.tokens_to_do = p.tokens_to_do;
+        s.tokens_per_s = p.tokens_per_s;
+        s.seconds_left = p.seconds_left;
+        emit ingest_progress(s);
+    };
+    SessionOptions so;
+    so.threads = threads_;
+    AnswerStats st;
+    try {
+        const auto a = ask_project(*project_, *model_, *cache_, *scratch_, so, pq, hooks, &stop_);
+        const auto& s = a.answer.stats;
+        st.chat_id = a.chat_id;
+        st.text = q(a.answer.text);
+        st.stop_reason = q(a.answer.stop_reason);
+        st.ttft_ms = s.ttft_ms;
+        st.decode_tokens_per_s = s.decode_tokens_per_s;
+        st.prefill_tokens_per_s = s.prefill_tokens_per_s;
+        st.tokens_reused = s.tokens_reused;
+        st.tokens_computed = s.tokens_computed;
+        st.generated_tokens = s.generated_tokens;
+        st.kv_bytes = s.memory.fast_tier_bytes + s.memory.host_tier_bytes;
+        st.peak_rss_bytes = peak_rss_bytes();
+        for (const auto& n : a.notes)
+            st.notes << q(n);
+        emit answer_finished(serial, st);
+    } catch (const Cancelled&) {
+        st.chat_id = saved_chat;
+        st.stop_reason = QStringLiteral("stopped");
+        st.peak_rss_bytes = peak_rss_bytes();
+        emit answer_finished(serial, st);
+    } catch (const std::exception& e) {
+        emit answer_failed(serial, describe_error(QStringLiteral("Answering"), e), saved_chat);
+    }
+}
+
+void EngineWorker::set_cache_limit(qint64 bytes) {
+    if (!project_)
+        return;
+    try {
+        project_->set_cache_limit_bytes(bytes);
+        project_->evict_to_limit();
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Setting the cache limit"), e));
+    }
+}
+
+} // namespace spanscope::gui

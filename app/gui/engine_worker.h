@@ -1,0 +1,89 @@
+// The engine side of the desktop application: model, project, chunk-state cache and sessions,
+// living on a worker thread (moveToThread). Slots are invoked with queued calls from the GUI
+// thread and report through signals; nothing here is touched by the GUI thread except the
+// thread-safe request_stop() and request_cancel_ingest() (atomics the engine checks before
+// every layer of a forward pass and before every generated token).
+#pragma once
+
+#include "gui_types.h"
+
+#include <QObject>
+
+#include <atomic>
+#include <memory>
+
+namespace spanscope {
+class Model;
+class Project;
+class Session;
+class StateCache;
+} // namespace spanscope
+
+namespace spanscope::gui {
+
+class EngineWorker : public QObject {
+    Q_OBJECT
+public:
+    EngineWorker();
+    ~EngineWorker() override;
+
+    /// Thread-safe. Stop the answer `serial` (and any earlier one): generation ends before the
+    /// next token, a prefill within one layer; an answer still queued stops as it starts.
+    void request_stop(quint64 serial);
+    /// Thread-safe. Cancel the ingest `serial` (and earlier ones) within one layer's time;
+    /// committed chunks stay, files not yet read are not added.
+    void request_cancel_ingest(quint64 serial);
+
+public slots:
+    /// Lower this thread's priority (nice 5; the engine's pool threads, created from here,
+    /// inherit it) so that the GUI thread is scheduled first. Call once on the worker thread.
+    void init_thread();
+    /// Load the model (empty path: the default location). Emits model_loaded or model_failed.
+    void load_model(const QString& path, int threads);
+    /// Open (create: or create) a project. Emits project_opened or project_failed.
+    void open_project(const QString& path, bool create);
+    void close_project();
+    /// Read, store and prefill files one after another; one that fails is reported
+    /// (document_updated with status Failed) and the others go on.
+    void add_documents(quint64 serial, const QStringList& paths);
+    void remove_document(qint64 id);
+    /// Answer from the given documents (empty: the chat's, else all) in chat_id (0: new chat).
+    void ask(quint64 serial, qint64 chat_id, const QString& question,
+             const QList<qint64>& document_ids, const spanscope::gui::GenerationSettings& g);
+    void set_cache_limit(qint64 bytes);
+
+signals:
+    void model_loaded(const QString& description);
+    void model_failed(const QString& message);
+    /// chunks_restored: chunks of the documents with a stored state for this model.
+    void project_opened(const QString& path, const QList<spanscope::gui::DocumentRow>& documents,
+                        qint64 chunks_restored, qint64 cache_limit_bytes);
+    void project_failed(const QString& message);
+    void project_closed();
+    void document_updated(const spanscope::gui::DocumentRow& row);
+    void document_removed(qint64 id);
+    void ingest_started(quint64 serial, int files);
+    void ingest_progress(const spanscope::gui::IngestStatus& status);
+    void ingest_finished(quint64 serial, int added, int failed, bool cancelled);
+    void answer_started(quint64 serial, qint64 chat_id);
+    void answer_piece(quint64 serial, const QString& piece);
+    void answer_finished(quint64 serial, const spanscope::gui::AnswerStats& stats);
+    void answer_failed(quint64 serial, const QString& message, qint64 chat_id);
+    /// Something the user should know (sections left out, a setting ignored).
+    void note(const QString& text);
+    void error(const QString& message);
+
+private:
+    DocumentRow row_for(qint64 id);
+    void open_cache();
+
+    std::unique_ptr<Model> model_;
+    std::unique_ptr<Project> project_;
+    std::unique_ptr<StateCache> cache_;
+    std::unique_ptr<Session> scratch_;
+    int threads_ = 0;
+    std::atomic<bool> stop_{false}, cancel_ingest_{false};
+    std::atomic<quint64> stop_serial_{0}, cancel_serial_{0};
+};
+
+} // namespace spanscope::gui

@@ -1,0 +1,51 @@
+#include "gui_types.h"
+
+#include <QLocale>
+
+namespace spanscope::gui {
+
+QString status_text(const DocumentRow& row) {
+    using S = DocumentRow::Status;
+    switch (row.status) {
+    case S::Queued:
+        return QStringLiteral("queued");
+    case S::Extracting:
+        return QStringLiteral("extracting text");
+    case S::Prefilling:
+        return QStringLiteral("prefilling %1/%2 chunks").arg(row.chunks_stored).arg(row.chunks);
+    case S::Ready:
+        return QStringLiteral("ready · %1 tokens").arg(QLocale().toString(row.tokens));
+    case S::Partial:
+        return QStringLiteral("%1/%2 chunks stored (add it again to complete)")
+            .arg(row.chunks_stored)
+            .arg(row.chunks);
+    case S::Cancelled:
+        return QStringLiteral("cancelled");
+    case S::Failed:
+        return QStringLiteral("failed: %1").arg(row.error);
+    }
+    return {};
+}
+
+QString stats_text(const AnswerStats& s) {
+    const QLocale l;
+    return QStringLiteral("first token %1 ms · %2 tokens/s · %3 tokens reused / %4 computed")
+        .arg(l.toString(qRound64(s.ttft_ms)))
+        .arg(l.toString(s.decode_tokens_per_s, 'f', 1))
+        .arg(l.toString(s.tokens_reused))
+        .arg(l.toString(s.tokens_computed));
+}
+
+void register_gui_types() {
+    qRegisterMetaType<DocumentRow>();
+    qRegisterMetaType<ChatRow>();
+    qRegisterMetaType<MessageRow>();
+    qRegisterMetaType<AnswerStats>();
+    qRegisterMetaType<GenerationSettings>();
+    qRegisterMetaType<IngestStatus>();
+    qRegisterMetaType<QList<DocumentRow>>();
+    qRegisterMetaType<QList<ChatRow>>();
+    qRegisterMetaType<QList<MessageRow>>();
+}
+
+} // namespace spanscope::gui

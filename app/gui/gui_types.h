@@ -1,0 +1,88 @@
+// Values the desktop application's workers and views pass between threads (queued signals):
+// document rows, chats, messages, answer statistics and generation settings.
+#pragma once
+
+#include <QList>
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+
+namespace spanscope::gui {
+
+/// One row of the document list. `key` identifies a row before the document has an id (the
+/// absolute path of the file being read).
+struct DocumentRow {
+    enum class Status { Queued, Extracting, Prefilling, Ready, Partial, Cancelled, Failed };
+    QString key;
+    qint64 id = 0; ///< 0 until the document is in the project
+    QString path, name;
+    Status status = Status::Queued;
+    qint64 tokens = 0;
+    qint64 chunks = 0, chunks_stored = 0;
+    double tokens_per_s = 0;
+    double seconds_left = 0;
+    QString error;        ///< Failed: why, in words
+    QStringList warnings; ///< from the loader (encoding converted, pages without text)
+};
+
+/// Words for a row's status: "ready", "prefilling 3/12 chunks", "failed: …".
+QString status_text(const DocumentRow& row);
+
+struct ChatRow {
+    qint64 id = 0;
+    QString title;
+    qint64 messages = 0;
+};
+
+struct MessageRow {
+    qint64 id = 0; ///< 0 while it streams
+    bool from_user = false;
+    QString text;
+    QString details; ///< assistant: one line of statistics, or why there is no answer
+    bool streaming = false;
+};
+
+/// The statistics of one answer, for the status bar and the chat.
+struct AnswerStats {
+    qint64 chat_id = 0;
+    QString text;
+    QString stop_reason; ///< "eog", "end_of_line", "max_tokens", "context_full", "stopped"
+    double ttft_ms = 0;
+    double decode_tokens_per_s = 0;
+    double prefill_tokens_per_s = 0;
+    qint64 tokens_reused = 0, tokens_computed = 0, generated_tokens = 0;
+    qint64 kv_bytes = 0;       ///< key/value memory of the answer (bytes)
+    qint64 peak_rss_bytes = 0; ///< of the process so far
+    QStringList notes;
+};
+/// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed".
+QString stats_text(const AnswerStats& s);
+
+struct GenerationSettings {
+    int max_tokens = 128;
+    double temperature = 0; ///< 0: greedy
+    int top_k = 40;
+    double top_p = 0.95;
+    quint64 seed = 0;
+};
+
+/// Progress of an ingest over all files being added.
+struct IngestStatus {
+    int file = 0, files = 0; ///< file being read (0-based) of those added together
+    QString name;
+    qint64 chunk = 0, chunks = 0;
+    qint64 tokens_done = 0, tokens_to_do = 0;
+    double tokens_per_s = 0, seconds_left = 0;
+};
+
+/// Register the types above for queued connections (once, before the workers start).
+void register_gui_types();
+
+} // namespace spanscope::gui
+
+Q_DECLARE_METATYPE(spanscope::gui::DocumentRow)
+Q_DECLARE_METATYPE(spanscope::gui::ChatRow)
+Q_DECLARE_METATYPE(spanscope::gui::MessageRow)
+Q_DECLARE_METATYPE(spanscope::gui::AnswerStats)
+Q_DECLARE_METATYPE(spanscope::gui::GenerationSettings)
+Q_DECLARE_METATYPE(spanscope::gui::IngestStatus)

@@ -1,0 +1,167 @@
+// spanscope: the desktop application. `spanscope [FILE…]` opens the window; .spanscope files
+// are projects, other files documents added to the project (--project, else the default one).
+#include "app_settings.h"
+#include "main_window.h"
+#include "project.h"
+#include "screenshots.h"
+#include "wait_signal.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
+
+#include <cstdio>
+#include <cstring>
+
+using namespace spanscope::gui;
+
+namespace {
+bool has_display() {
+    return !qEnvironmentVariableIsEmpty("DISPLAY") ||
+           !qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY") ||
+           !qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM");
+}
+} // namespace
+
+int main(int argc, char** argv) {
+    // The platform is chosen before QApplication exists: offscreen for --screenshots and on a
+    // machine without a display (the window is then saved as a PNG instead of shown).
+    bool screenshots = false;
+    for (int i = 1; i < argc; ++i)
+        screenshots = screenshots || std::strcmp(argv[i], "--screenshots") == 0;
+    const bool headless = !screenshots && !has_display();
+    if (screenshots || headless)
+        qputenv("QT_QPA_PLATFORM", "offscreen");
+
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("Spanscope"));
+    QApplication::setApplicationName(QStringLiteral("spanscope"));
+    QApplication::setApplicationDisplayName(QStringLiteral("Spanscope"));
+    QApplication::setApplicationVersion(QStringLiteral(SPANSCOPE_VERSION));
+    QApplication::setDesktopFileName(QStringLiteral("org.spanscope.Spanscope"));
+
+    QCommandLineParser p;
+    p.setApplicationDescription(
+        QStringLiteral("Read long documents and ask questions about them with a local model."));
+    p.addHelpOption();
+    p.addVersionOption();
+    p.addPositionalArgument(QStringLiteral("FILE"),
+                            QStringLiteral("Documents to add, or a .spanscope project to open."),
+                            QStringLiteral("[FILE…]"));
+    QCommandLineOption project({QStringLiteral("p"), QStringLiteral("project")},
+                               QStringLiteral("Project NAME (in the data directory) or PATH."),
+                               QStringLiteral("project"));
+    QCommandLineOption model(QStringLiteral("model"), QStringLiteral("Model file (GGUF)."),
+                             QStringLiteral("path"));
+    QCommandLineOption ask(QStringLiteral("ask"),
+                           QStringLiteral("Ask QUESTION once the documents are ready."),
+                           QStringLiteral("question"));
+    QCommandLineOption shots(QStringLiteral("screenshots"),
+                             QStringLiteral("Render the main window in typical states into PNG "
+                                            "files in DIR (offscreen) and exit."),
+                             QStringLiteral("dir"));
+    p.addOptions({project, model, ask, shots});
+    p.process(app);
+
+    AppSettings settings = AppSettings::load();
+    if (p.isSet(model))
+        settings.model_path = QFileInfo(p.value(model)).absoluteFilePath();
+    QStringList documents, projects;
+    for (const auto& f : p.positionalArguments())
+        (f.endsWith(QStringLiteral(".spanscope")) ? projects : documents) << f;
+
+    if (p.isSet(shots)) {
+        if (documents.isEmpty())
+            documents << QStringLiteral("/usr/share/common-licenses/GPL-3");
+        return render_screenshots(
+            p.value(shots), documents,
+            p.isSet(ask)
+                ? p.value(ask)
+                : QStringLiteral("Which organization holds the copyright on the text of this "
+                                 "license?"),
+            settings);
+    }
+
+    MainWindow w(settings);
+    w.show();
+    if (headless)
+        std::fprintf(stderr,
+                     "spanscope: no display ($DISPLAY and $WAYLAND_DISPLAY are unset): "
+                     "running offscreen%s\n",
+                     p.isSet(ask) ? "; the answer is printed and the window saved as "
+                                    "spanscope-window.png"
+                                  : "");
+
+    QString project_path;
+    if (p.isSet(project))
+        project_path =
+            QString::fromStdString(spanscope::resolve_project_path(p.value(project).toStdString()));
+    else if (!projects.isEmpty())
+        project_path = projects.first();
+    else if (!documents.isEmpty() || settings.recent_projects.isEmpty()) {
+        if (!documents.isEmpty()) {
+            QDir().mkpath(default_project_dir());
+            project_path = default_project_dir() + QStringLiteral("/default.spanscope");
+        }
+    } else if (QFileInfo::exists(settings.recent_projects.first())) {
+        project_path = settings.recent_projects.first();
+    }
+    if (!project_path.isEmpty())
+        w.open_project(project_path, !documents.isEmpty() || p.isSet(project));
+    w.add_documents(documents);
+
+    if (p.isSet(ask)) {
+        const QString question = p.value(ask);
+        auto go = [&w, question] { w.ask(question); };
+        if (!documents.isEmpty())
+            QObject::connect(&w, &MainWindow::ingest_done, &w, go, Qt::SingleShotConnection);
+        else
+            QObject::connect(&w, &MainWindow::project_ready, &w, go, Qt::SingleShotConnection);
+        if (headless) {
+            // Nobody sees the progress bar: one line per stored chunk on stderr.
+            QObject::connect(&w, &MainWindow::ingest_progressed, &w, [](const IngestStatus& st) {
+                static qint64 last = -1;
+                if (st.chunk == last)
+                    return;
+                last = st.chunk;
+                std::fprintf(stderr,
+                             "%s: %lld of %lld chunks prefilled, %.0f tokens/s, %.0f s left\n",
+                             qPrintable(st.name), static_cast<long long>(st.chunk),
+                             static_cast<long long>(st.chunks), st.tokens_per_s, st.seconds_left);
+            });
+            auto finish = [&w](int code) {
+                const bool ok = w.grab().save(QStringLiteral("spanscope-window.png"), "PNG");
+                std::fprintf(stderr, "spanscope: %s spanscope-window.png\n",
+                             ok ? "saved the window as" : "could not save");
+                QApplication::exit(code);
+            };
+            QObject::connect(&w, &MainWindow::answer_done, &w, [finish](const AnswerStats& s) {
+                std::printf("%s\n", qPrintable(s.text));
+                std::fprintf(stderr, "(%s)\n", qPrintable(stats_text(s)));
+                finish(0);
+            });
+            QObject::connect(&w, &MainWindow::answer_error, &w, [finish](const QString& m) {
+                std::fprintf(stderr, "spanscope: %s\n", qPrintable(m));
+                finish(1);
+            });
+            QObject::connect(&w, &MainWindow::model_ready, &w, [finish, &w](bool ok) {
+                if (!ok) {
+                    std::fprintf(stderr, "spanscope: %s\n", qPrintable(w.banner_text()));
+                    finish(1);
+                }
+            });
+            QObject::connect(&w, &MainWindow::project_ready, &w, [finish, &w](qint64 restored) {
+                if (restored < 0) {
+                    std::fprintf(stderr, "spanscope: %s\n", qPrintable(w.banner_text()));
+                    finish(1);
+                }
+            });
+        }
+    } else if (headless) {
+        std::fprintf(stderr, "spanscope: without a display there is nothing to show; use --ask "
+                             "QUESTION (or --screenshots DIR) to run offscreen.\n");
+        return 2;
+    }
+    return QApplication::exec();
+}

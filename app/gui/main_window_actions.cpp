@@ -1,0 +1,350 @@
+// The main window's reactions: user actions (projects, documents, chats, send and stop) and
+// the reports of the worker threads.
+#include "main_window.h"
+
+#include "chat_export.h"
+#include "engine_worker.h"
+#include "project.h"
+#include "settings_dialog.h"
+#include "store_worker.h"
+
+#include <QApplication>
+#include <QClipboard>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QInputDialog>
+#include <QLabel>
+#include <QListView>
+#include <QLocale>
+#include <QMenu>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QStatusBar>
+
+namespace spanscope::gui {
+
+void MainWindow::open_project(const QString& path, bool create) {
+    const QString abs = QFileInfo(path).absoluteFilePath();
+    project_requested_ = true;
+    QMetaObject::invokeMethod(engine_,
+                              [e = engine_, abs, create] { e->open_project(abs, create); });
+}
+
+void MainWindow::close_project() {
+    if (answering_)
+        stop_answer();
+    project_requested_ = false;
+    QMetaObject::invokeMethod(store_, &StoreWorker::close_project);
+    QMetaObject::invokeMethod(engine_, &EngineWorker::close_project);
+}
+
+void MainWindow::add_documents(const QStringList& paths) {
+    if (paths.isEmpty())
+        return;
+    if (project_path_.isEmpty() && !project_requested_) {
+        // No project yet: the default one (created when needed), as `spanscope FILE…` does.
+        QDir().mkpath(default_project_dir());
+        open_project(default_project_dir() + "/default.spanscope", true);
+    }
+    const quint64 serial = ++ingest_serial_;
+    ++ingests_running_;
+    QMetaObject::invokeMethod(engine_,
+                              [e = engine_, serial, paths] { e->add_documents(serial, paths); });
+}
+
+void MainWindow::ask(const QString& question) {
+    input_->setPlainText(question);
+    on_send();
+}
+
+void MainWindow::on_send() {
+    const QString question = input_->toPlainText().trimmed();
+    if (question.isEmpty() || answering_)
+        return;
+    const QList<qint64> ids = documents_.checked_ids();
+    QString refused;
+    if (project_path_.isEmpty())
+        refused = tr("Open or create a project (Ctrl+O, Ctrl+N) and add documents first.");
+    else if (ids.isEmpty())
+        refused = tr("No document is checked: add a document or check one in the list.");
+    if (!refused.isEmpty()) {
+        show_banner(refused, true);
+        emit answer_error(refused);
+        return;
+    }
+    input_->clear();
+    answering_ = true;
+    const quint64 serial = ++ask_serial_;
+    chat_.begin_exchange(question, ingesting() ? tr("waiting for the documents being added…")
+                                               : tr("reading…"));
+    update_actions();
+    QMetaObject::invokeMethod(
+        engine_, [e = engine_, serial, chat = chat_.chat_id(), question, ids,
+                  g = settings_.generation] { e->ask(serial, chat, question, ids, g); });
+}
+
+void MainWindow::stop_answer() {
+    if (answering_)
+        engine_->request_stop(ask_serial_);
+}
+
+void MainWindow::cancel_ingest() {
+    if (ingesting())
+        engine_->request_cancel_ingest(ingest_serial_);
+}
+
+void MainWindow::new_chat() {
+    if (answering_)
+        return;
+    chat_.set_messages(0, {});
+    chat_list_->clearSelection();
+    chat_list_->setCurrentIndex({});
+    input_->setFocus();
+    update_actions();
+}
+
+void MainWindow::set_cache_limit(qint64 bytes) {
+    settings_.cache_limit_bytes = bytes;
+    settings_.save();
+    QMetaObject::invokeMethod(engine_, [e = engine_, bytes] { e->set_cache_limit(bytes); });
+}
+
+void MainWindow::on_project_opened(const QString& path, const QList<DocumentRow>& rows,
+                                   qint64 restored, qint64 cache_limit) {
+    const bool same = path == project_path_;
+    project_path_ = path;
+    documents_.reset_rows(rows);
+    if (!same) {
+        chat_.set_messages(0, {});
+        chats_.clear();
+        shown_document_ = 0;
+        document_view_->clear();
+        document_title_->setText(tr("<b>No document</b>"));
+    }
+    QMetaObject::invokeMethod(store_, [s = store_, path] {
+        s->open_project(path);
+        s->list_chats();
+    });
+    settings_.remember_project(path);
+    rebuild_recent_menu();
+    if (cache_limit != settings_.cache_limit_bytes && !same)
+        settings_.cache_limit_bytes = cache_limit;
+    qint64 chunks = 0;
+    for (const auto& r : rows)
+        chunks += r.chunks;
+    cache_label_->setText(
+        rows.isEmpty() ? tr("no documents yet")
+                       : tr("%1 %2 restored from the cache%3")
+                             .arg(restored)
+                             .arg(restored == 1 ? tr("chunk") : tr("chunks"))
+                             .arg(restored < chunks ? tr(" (%1 to compute)").arg(chunks - restored)
+                                                    : QString()));
+    if (!rows.isEmpty() && shown_document_ == 0)
+        document_list_->setCurrentIndex(documents_.index(0));
+    update_title();
+    update_actions();
+    emit project_ready(restored);
+}
+
+void MainWindow::on_ingest_progress(const IngestStatus& s) {
+    ingest_bar_->setRange(0, static_cast<int>(qMax<qint64>(1, s.chunks)));
+    ingest_bar_->setValue(static_cast<int>(s.chunk));
+    const QString file =
+        s.files > 1 ? tr(" (file %1 of %2)").arg(s.file + 1).arg(s.files) : QString();
+    ingest_bar_->setFormat(tr("%1%2: %3/%4 chunks · %5 tokens/s · %6 s left")
+                               .arg(s.name, file)
+                               .arg(s.chunk)
+                               .arg(s.chunks)
+                               .arg(qRound(s.tokens_per_s))
+                               .arg(qRound(s.seconds_left)));
+    ingest_bar_->show();
+    emit ingest_progressed(s);
+}
+
+void MainWindow::hide_progress_unless_ingesting() {
+    // An answer that had to prefill a document showed its progress too.
+    if (!ingesting()) {
+        ingest_bar_->hide();
+        cancel_ingest_->hide();
+    }
+}
+
+void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
+    if (serial != ask_serial_)
+        return;
+    answering_ = false;
+    hide_progress_unless_ingesting();
+    last_stats_ = s;
+    chat_.set_chat_id(s.chat_id);
+    QString details =
+        s.stop_reason == "stopped" && s.generated_tokens == 0 && s.ttft_ms == 0
+            ? tr("stopped before the answer began")
+            : stats_text(s) + (s.stop_reason == "stopped" ? tr(" · stopped") : QString());
+    chat_.finish_answer(s.text, details);
+    if (s.ttft_ms > 0)
+        stats_label_->setText(tr("Last answer: %1").arg(stats_text(s)));
+    const QLocale l;
+    memory_label_->setText(
+        tr("KV memory %1 · peak %2")
+            .arg(l.formattedDataSize(s.kv_bytes), l.formattedDataSize(s.peak_rss_bytes)));
+    for (const auto& n : s.notes)
+        show_banner(n, false);
+    QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
+    update_actions();
+    emit answer_done(s);
+}
+
+void MainWindow::on_answer_failed(quint64 serial, const QString& message, qint64 chat_id) {
+    if (serial != ask_serial_)
+        return;
+    answering_ = false;
+    hide_progress_unless_ingesting();
+    if (chat_id > 0)
+        chat_.set_chat_id(chat_id);
+    chat_.finish_answer(QString(), tr("no answer: %1").arg(message));
+    show_banner(message, true);
+    QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
+    update_actions();
+    emit answer_error(message);
+}
+
+void MainWindow::on_document_selected() {
+    const QModelIndex i = document_list_->currentIndex();
+    if (!i.isValid())
+        return;
+    const qint64 id = documents_.row(i.row()).id;
+    if (id <= 0 || id == shown_document_)
+        return;
+    shown_document_ = id;
+    QMetaObject::invokeMethod(store_, [s = store_, id] { s->load_document_text(id); });
+}
+
+void MainWindow::on_chat_selected() {
+    const QModelIndex i = chat_list_->currentIndex();
+    if (!i.isValid() || answering_)
+        return;
+    const qint64 id = chats_.chat(i.row()).id;
+    if (id == chat_.chat_id())
+        return;
+    QMetaObject::invokeMethod(store_, [s = store_, id] { s->load_chat(id); });
+    chat_.set_chat_id(id);
+    update_actions();
+}
+
+void MainWindow::choose_and_add_documents() {
+    const QStringList files = QFileDialog::getOpenFileNames(
+        this, tr("Add documents"), QDir::homePath(),
+        tr("Documents (*.txt *.md *.markdown *.html *.htm *.xhtml *.pdf *.gz);;All files (*)"));
+    add_documents(files);
+}
+
+void MainWindow::choose_and_open_project(bool create) {
+    QDir().mkpath(default_project_dir());
+    const QString filter = tr("Spanscope projects (*.spanscope)");
+    QString path =
+        create
+            ? QFileDialog::getSaveFileName(this, tr("New project"),
+                                           default_project_dir() + "/untitled.spanscope", filter)
+            : QFileDialog::getOpenFileName(this, tr("Open project"), default_project_dir(), filter);
+    if (path.isEmpty())
+        return;
+    if (create && !path.endsWith(QStringLiteral(".spanscope")))
+        path += QStringLiteral(".spanscope");
+    open_project(path, create);
+}
+
+void MainWindow::rebuild_recent_menu() {
+    recent_menu_->clear();
+    for (const auto& p : settings_.recent_projects)
+        recent_menu_->addAction(QFileInfo(p).completeBaseName() + "  —  " + p, this,
+                                [this, p] { open_project(p, false); });
+    recent_menu_->setEnabled(!settings_.recent_projects.isEmpty());
+}
+
+void MainWindow::remove_selected_document() {
+    const QModelIndex i = document_list_->currentIndex();
+    if (!i.isValid())
+        return;
+    const DocumentRow& r = documents_.row(i.row());
+    if (r.id <= 0) { // a file that failed or was cancelled: only the row goes
+        documents_.remove_row(i.row());
+        return;
+    }
+    if (QMessageBox::question(this, tr("Remove document"),
+                              tr("Remove %1 and its cached chunks from the project? Chats keep "
+                                 "their messages.")
+                                  .arg(r.name)) != QMessageBox::Yes)
+        return;
+    QMetaObject::invokeMethod(engine_, [e = engine_, id = r.id] { e->remove_document(id); });
+}
+
+void MainWindow::rename_current_chat() {
+    const qint64 id = chat_.chat_id();
+    const int r = chats_.row_of_id(id);
+    if (id <= 0 || r < 0)
+        return;
+    bool ok = false;
+    const QString title = QInputDialog::getText(this, tr("Rename chat"), tr("Title:"),
+                                                QLineEdit::Normal, chats_.chat(r).title, &ok)
+                              .trimmed();
+    if (ok && !title.isEmpty())
+        QMetaObject::invokeMethod(store_, [s = store_, id, title] { s->rename_chat(id, title); });
+}
+
+void MainWindow::delete_current_chat() {
+    const qint64 id = chat_.chat_id();
+    if (id <= 0 || answering_)
+        return;
+    if (QMessageBox::question(this, tr("Delete chat"), tr("Delete this chat and its messages?")) !=
+        QMessageBox::Yes)
+        return;
+    QMetaObject::invokeMethod(store_, [s = store_, id] { s->delete_chat(id); });
+    new_chat();
+}
+
+void MainWindow::copy_chat() {
+    const int r = chats_.row_of_id(chat_.chat_id());
+    QApplication::clipboard()->setText(
+        chat_markdown(r >= 0 ? chats_.chat(r).title : tr("Chat"), chat_.messages()));
+    statusBar()->showMessage(tr("Chat copied as Markdown"), 4000);
+}
+
+void MainWindow::export_chat() {
+    const qint64 id = chat_.chat_id();
+    const int r = chats_.row_of_id(id);
+    if (id <= 0 || r < 0)
+        return;
+    QString name = chats_.chat(r).title;
+    name.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9 _-]")), QStringLiteral("_"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export chat"), QDir::homePath() + "/" + name.left(60) + ".md",
+        tr("Markdown (*.md)"));
+    if (!path.isEmpty())
+        QMetaObject::invokeMethod(store_, [s = store_, id, path] { s->export_chat(id, path); });
+}
+
+void MainWindow::show_settings() {
+    SettingsDialog dialog(settings_, this);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    const AppSettings old = settings_;
+    settings_ = dialog.result_settings();
+    settings_.save();
+    if (settings_.model_path != old.model_path || settings_.threads != old.threads) {
+        model_label_->setText(tr("loading the model…"));
+        QMetaObject::invokeMethod(engine_, [e = engine_, p = settings_.model_path,
+                                            t = settings_.threads, path = project_path_] {
+            e->load_model(p, t);
+            if (!path.isEmpty())
+                e->open_project(path, false); // documents' status under the new model
+        });
+    }
+    if (settings_.cache_limit_bytes != old.cache_limit_bytes)
+        set_cache_limit(settings_.cache_limit_bytes);
+}
+
+} // namespace spanscope::gui

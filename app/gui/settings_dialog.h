@@ -1,0 +1,33 @@
+// The Settings dialog: model file, engine threads, generation parameters, cache size limit.
+#pragma once
+
+#include "app_settings.h"
+
+#include <QDialog>
+
+class QDoubleSpinBox;
+class QLineEdit;
+class QSpinBox;
+
+namespace spanscope::gui {
+
+class SettingsDialog : public QDialog {
+    Q_OBJECT
+public:
+    SettingsDialog(const AppSettings& current, QWidget* parent = nullptr);
+    /// The settings as edited (recent projects unchanged).
+    AppSettings result_settings() const;
+
+private:
+    AppSettings base_;
+    QLineEdit* model_ = nullptr;
+    QSpinBox* threads_ = nullptr;
+    QSpinBox* max_tokens_ = nullptr;
+    QDoubleSpinBox* temperature_ = nullptr;
+    QSpinBox* top_k_ = nullptr;
+    QDoubleSpinBox* top_p_ = nullptr;
+    QSpinBox* seed_ = nullptr;
+    QDoubleSpinBox* cache_gib_ = nullptr;
+};
+
+} // namespace spanscope::gui

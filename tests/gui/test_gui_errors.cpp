@@ -1,0 +1,114 @@
+// Failures reach the user in words and lose nothing: a missing model, a project file that is
+// not one, a question without a project or documents. No real model is needed.
+#include "gui_test_support.h"
+
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace spanscope::gui;
+
+class GuiErrors : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+    void missingModelIsExplained();
+    void junkProjectFileIsRefusedUntouched();
+    void questionWithoutAProjectIsRefused();
+    void settingsPersist();
+};
+
+void GuiErrors::missingModelIsExplained() {
+    QTemporaryDir dir;
+    AppSettings s;
+    s.model_path = dir.filePath(QStringLiteral("no-such-model.gguf"));
+    MainWindow w(s);
+    w.show();
+    QSignalSpy ready(&w, &MainWindow::model_ready);
+    QVERIFY(ready.wait(10000));
+    QCOMPARE(ready[0][0].toBool(), false);
+    QVERIFY2(w.banner_text().contains(QStringLiteral("no-such-model.gguf")),
+             qPrintable(w.banner_text()));
+    QVERIFY2(w.banner_text().contains(QStringLiteral("Settings")), qPrintable(w.banner_text()));
+    QCOMPARE(w.findChild<QLabel*>(QStringLiteral("modelLabel"))->text(),
+             QStringLiteral("No model"));
+
+    // A project still opens, documents can be looked at; a question says what is missing.
+    QSignalSpy opened(&w, &MainWindow::project_ready);
+    w.open_project(dir.filePath(QStringLiteral("p.spanscope")), true);
+    QVERIFY(opened.wait(10000));
+    QSignalSpy done(&w, &MainWindow::ingest_done);
+    w.add_documents({QStringLiteral("/usr/share/common-licenses/BSD")});
+    QVERIFY(done.wait(10000));
+    QCOMPARE(done[0][1].toInt(), 1); // failed: no model to prefill with
+    QVERIFY(w.document_model()->row(0).error.contains(QStringLiteral("no model")));
+}
+
+void GuiErrors::junkProjectFileIsRefusedUntouched() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("junk.spanscope"));
+    const QByteArray junk(8192, 'j');
+    {
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(junk);
+    }
+    AppSettings s;
+    s.model_path = dir.filePath(QStringLiteral("none.gguf"));
+    MainWindow w(s);
+    QSignalSpy opened(&w, &MainWindow::project_ready);
+    w.open_project(path, false);
+    QVERIFY(opened.wait(10000));
+    QCOMPARE(opened[0][0].toLongLong(), -1);
+    QVERIFY2(w.banner_text().contains(QStringLiteral("junk.spanscope")),
+             qPrintable(w.banner_text()));
+    QVERIFY(w.project_path().isEmpty());
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll(), junk); // not a byte changed
+}
+
+void GuiErrors::questionWithoutAProjectIsRefused() {
+    QTemporaryDir dir;
+    AppSettings s;
+    s.model_path = dir.filePath(QStringLiteral("none.gguf"));
+    MainWindow w(s);
+    QSignalSpy failed(&w, &MainWindow::answer_error);
+    w.ask(QStringLiteral("anything?"));
+    QCOMPARE(failed.count(), 1);
+    QVERIFY(failed[0][0].toString().contains(QStringLiteral("project")));
+    QVERIFY(!w.answering());
+    // The question stays in the box to be sent later.
+    QCOMPARE(w.findChild<QPlainTextEdit*>(QStringLiteral("questionInput"))->toPlainText(),
+             QStringLiteral("anything?"));
+}
+
+void GuiErrors::settingsPersist() {
+    AppSettings s;
+    s.model_path = QStringLiteral("/models/x.gguf");
+    s.threads = 3;
+    s.generation.max_tokens = 77;
+    s.generation.temperature = 0.7;
+    s.cache_limit_bytes = qint64{3} << 30;
+    s.save();
+    s.remember_project(QStringLiteral("/p/a.spanscope"));
+    s.remember_project(QStringLiteral("/p/b.spanscope"));
+    s.remember_project(QStringLiteral("/p/a.spanscope"));
+    const AppSettings r = AppSettings::load();
+    QCOMPARE(r.model_path, s.model_path);
+    QCOMPARE(r.threads, 3);
+    QCOMPARE(r.generation.max_tokens, 77);
+    QCOMPARE(r.generation.temperature, 0.7);
+    QCOMPARE(r.cache_limit_bytes, qint64{3} << 30);
+    QCOMPARE(r.recent_projects,
+             (QStringList{QStringLiteral("/p/a.spanscope"), QStringLiteral("/p/b.spanscope")}));
+    // Test mode keeps this away from the user's own settings.
+    QVERIFY(QSettings().fileName().contains(QStringLiteral(".qttest")));
+    QSettings().clear();
+}
+
+QTEST_MAIN(GuiErrors)
+#include "test_gui_errors.moc"
