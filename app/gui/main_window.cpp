@@ -9,6 +9,7 @@
 #include <QAction>
 #include <QCloseEvent>
 #include <QDragEnterEvent>
+#include <QFile>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QKeySequence>
@@ -22,8 +23,11 @@
 #include <QShortcut>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
+
+#include <unistd.h>
 
 // The icon is compiled into the static library; its initialiser must be called by name.
 static void init_resources() {
@@ -200,6 +204,10 @@ void MainWindow::build_ui() {
     statusBar()->addPermanentWidget(cancel_ingest_);
     ingest_bar_->hide();
     cancel_ingest_->hide();
+    auto* memory_timer = new QTimer(this);
+    connect(memory_timer, &QTimer::timeout, this, &MainWindow::update_memory_label);
+    memory_timer->start(2000);
+    update_memory_label();
 
     connect(document_list_->selectionModel(), &QItemSelectionModel::currentChanged, this,
             &MainWindow::on_document_selected);
@@ -328,6 +336,11 @@ void MainWindow::connect_workers() {
                         tr("Adding documents was cancelled; the chunks already prefilled are "
                            "kept."),
                         8000);
+                qint64 stored = 0;
+                for (int r = 0; r < documents_.rowCount(); ++r)
+                    stored += documents_.row(r).chunks_stored;
+                cache_label_->setText(
+                    tr("%1 %2 cached").arg(stored).arg(stored == 1 ? tr("chunk") : tr("chunks")));
                 update_actions();
                 emit ingest_done(added, failed, cancelled);
             });
@@ -405,6 +418,19 @@ void MainWindow::show_banner(const QString& text, bool error) {
     banner_box_->setStyleSheet(error ? QStringLiteral("#bannerBox { background: #fbe3e3; }")
                                      : QStringLiteral("#bannerBox { background: #e6f0fb; }"));
     banner_box_->show();
+}
+
+void MainWindow::update_memory_label() {
+    // Resident pages of this process (proc(5), /proc/[pid]/statm, second field).
+    QFile statm(QStringLiteral("/proc/self/statm"));
+    qint64 resident = 0;
+    if (statm.open(QIODevice::ReadOnly))
+        resident = statm.readAll().split(' ').value(1).toLongLong() * sysconf(_SC_PAGESIZE);
+    const QLocale l;
+    QString text = tr("memory in use %1").arg(l.formattedDataSize(resident));
+    if (last_kv_bytes_ > 0)
+        text += tr(" · KV cache %1").arg(l.formattedDataSize(last_kv_bytes_));
+    memory_label_->setText(text);
 }
 
 QString MainWindow::cache_text() const {

@@ -97,6 +97,8 @@ private:
                            qint64 cache_limit);
     void on_ingest_progress(const IngestStatus& s);
     void hide_progress_unless_ingesting();
+    /// "memory in use 560 MiB · KV cache 78 MiB": resident memory now, the last answer's KV.
+    void update_memory_label();
     void on_answer_finished(quint64 serial, const AnswerStats& s);
     void on_answer_failed(quint64 serial, const QString& message, qint64 chat_id);
 
@@ -116,6 +118,7 @@ private:
     int ingests_running_ = 0;
     bool answering_ = false;
     AnswerStats last_stats_;
+    qint64 last_kv_bytes_ = 0;
 
     QLabel* banner_ = nullptr;
     QToolButton* banner_close_ = nullptr;

@@ -187,10 +187,8 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
     chat_.finish_answer(s.text, details);
     if (s.ttft_ms > 0)
         stats_label_->setText(tr("Last answer: %1").arg(stats_text(s)));
-    const QLocale l;
-    memory_label_->setText(
-        tr("KV memory %1 · peak %2")
-            .arg(l.formattedDataSize(s.kv_bytes), l.formattedDataSize(s.peak_rss_bytes)));
+    last_kv_bytes_ = s.kv_bytes;
+    update_memory_label();
     for (const auto& n : s.notes)
         show_banner(n, false);
     QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);

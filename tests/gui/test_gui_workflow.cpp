@@ -5,8 +5,10 @@
 // the event loop never stalls for more than 100 ms.
 #include "gui_test_support.h"
 
+#include <QAbstractItemModelTester>
 #include <QLabel>
 #include <QListView>
+#include <QMimeData>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -23,6 +25,16 @@ const QString kRbash = QStringLiteral("/usr/share/doc/bash/RBASH");
 constexpr double kMaxGapMs = 100;
 } // namespace
 
+/// A window whose three models are checked by QAbstractItemModelTester for as long as it lives
+/// (the testers go first: members are destroyed in reverse order).
+struct Window {
+    std::unique_ptr<MainWindow> w;
+    std::vector<std::unique_ptr<QAbstractItemModelTester>> testers;
+    MainWindow* operator->() const { return w.get(); }
+    MainWindow& operator*() const { return *w; }
+    MainWindow* get() const { return w.get(); }
+};
+
 class GuiWorkflow : public QObject {
     Q_OBJECT
 private slots:
@@ -34,7 +46,7 @@ private slots:
     void cleanupTestCase();
 
 private:
-    std::unique_ptr<MainWindow> make_window();
+    Window make_window();
     /// Type the question and press Ctrl+Enter; wait for the answer. pieces: streamed pieces.
     AnswerStats ask(MainWindow& w, const QString& question, int* pieces = nullptr);
     /// Add files and wait until they are read: ingest_done's (added, failed, cancelled).
@@ -66,17 +78,22 @@ void GuiWorkflow::cleanupTestCase() {
         qPrintable(QStringLiteral("the GUI thread stalled for %1 ms").arg(gaps_.max_gap_ms())));
 }
 
-std::unique_ptr<MainWindow> GuiWorkflow::make_window() {
+Window GuiWorkflow::make_window() {
     AppSettings s;
     s.model_path = model_;
     s.threads = 2;
     s.generation.max_tokens = 48;
-    auto w = std::make_unique<MainWindow>(s);
-    w->show();
-    QSignalSpy ready(w.get(), &MainWindow::model_ready);
+    Window win;
+    win.w = std::make_unique<MainWindow>(s);
+    using Mode = QAbstractItemModelTester::FailureReportingMode;
+    for (QAbstractItemModel* m : std::initializer_list<QAbstractItemModel*>{
+             win->document_model(), win->chat_model(), win->chat_list_model()})
+        win.testers.push_back(std::make_unique<QAbstractItemModelTester>(m, Mode::QtTest));
+    win->show();
+    QSignalSpy ready(win.get(), &MainWindow::model_ready);
     if (!ready.wait(60000) || !ready[0][0].toBool())
-        qWarning("model not ready: %s", qPrintable(w->banner_text()));
-    return w;
+        qWarning("model not ready: %s", qPrintable(win->banner_text()));
+    return win;
 }
 
 AnswerStats GuiWorkflow::ask(MainWindow& w, const QString& question, int* pieces) {
@@ -237,9 +254,10 @@ void GuiWorkflow::stopDuringPrefill() {
     gaps_.resume();
     w->ask(QStringLiteral("Who holds the copyright?"));
     QVERIFY2(progressed.wait(60000), "the answer did not prefill the evicted document");
+    // Esc, the Stop shortcut, in the window.
     QElapsedTimer t;
     t.start();
-    QTest::mouseClick(w->findChild<QPushButton*>(QStringLiteral("stopButton")), Qt::LeftButton);
+    QTest::keyClick(w->findChild<QPlainTextEdit*>(QStringLiteral("questionInput")), Qt::Key_Escape);
     QVERIFY(done.wait(5000));
     gaps_.pause();
     const qint64 ms = t.elapsed();
@@ -297,7 +315,22 @@ void GuiWorkflow::brokenFileAmongGoodOnes() {
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write("%PDF-1.4\n% not really a PDF: the cross-reference table is missing\n");
     }
-    const auto done = ingest(*w, {kBsd, broken, kRbash});
+    // The files are dropped on the window, as from a file manager.
+    QSignalSpy finished(w.get(), &MainWindow::ingest_done);
+    auto* mime = new QMimeData;
+    mime->setUrls(
+        {QUrl::fromLocalFile(kBsd), QUrl::fromLocalFile(broken), QUrl::fromLocalFile(kRbash)});
+    QDragEnterEvent enter(QPoint(400, 300), Qt::CopyAction, mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(w.get(), &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(QPointF(400, 300), Qt::CopyAction, mime, Qt::LeftButton, Qt::NoModifier);
+    gaps_.resume();
+    QApplication::sendEvent(w.get(), &drop);
+    QVERIFY(drop.isAccepted());
+    QVERIFY(finished.wait(600000));
+    gaps_.pause();
+    delete mime;
+    const auto done = finished[0];
     QVERIFY(!done.isEmpty());
     QCOMPARE(done[0].toInt(), 2);
     QCOMPARE(done[1].toInt(), 1);
