@@ -24,6 +24,21 @@ namespace {
 QString q(const std::string& s) {
     return QString::fromStdString(s);
 }
+
+// The engine's progress of one document, as file `file` of `files` added together.
+IngestStatus ingest_status(const IngestProgress& p, int file, int files) {
+    IngestStatus s;
+    s.file = file;
+    s.files = files;
+    s.name = q(p.name);
+    s.chunk = p.chunk;
+    s.chunks = p.chunks;
+    s.tokens_done = p.tokens_done;
+    s.tokens_to_do = p.tokens_to_do;
+    s.tokens_per_s = p.tokens_per_s;
+    s.seconds_left = p.seconds_left;
+    return s;
+}
 } // namespace
 
 EngineWorker::EngineWorker() = default;
@@ -176,17 +191,7 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
             row.status = DocumentRow::Status::Prefilling;
             emit document_updated(row);
             cache_->ingest(row.id, *scratch_, &cancel_ingest_, [&](const IngestProgress& p) {
-                IngestStatus s;
-                s.file = i;
-                s.files = static_cast<int>(paths.size());
-                s.name = row.name;
-                s.chunk = p.chunk;
-                s.chunks = p.chunks;
-                s.tokens_done = p.tokens_done;
-                s.tokens_to_do = p.tokens_to_do;
-                s.tokens_per_s = p.tokens_per_s;
-                s.seconds_left = p.seconds_left;
-                emit ingest_progress(s);
+                emit ingest_progress(ingest_status(p, i, static_cast<int>(paths.size())));
                 if (p.chunk != row.chunks_stored || p.chunks != row.chunks) {
                     row.chunks = p.chunks;
                     row.chunks_stored = p.chunk;
@@ -266,16 +271,7 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
     hooks.on_text = [&](const std::string& piece) { emit answer_piece(serial, q(piece)); };
     hooks.on_note = [&](const std::string& text) { emit note(q(text)); };
     hooks.on_ingest_progress = [&](const IngestProgress& p) {
-        IngestStatus s;
-        s.files = 1;
-        s.name = q(p.name);
-        s.chunk = p.chunk;
-        s.chunks = p.chunks;
-        s.tokens_done = p.tokens_done;
-        s.tokens_to_do = p.tokens_to_do;
-        s.tokens_per_s = p.tokens_per_s;
-        s.seconds_left = p.seconds_left;
-        emit ingest_progress(s);
+        emit ingest_progress(ingest_status(p, 0, 1));
     };
     SessionOptions so;
     so.threads = threads_;
