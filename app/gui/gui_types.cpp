@@ -19,6 +19,8 @@ QString status_text(const DocumentRow& row) {
         return QStringLiteral("%1/%2 chunks stored (add it again to complete)")
             .arg(row.chunks_stored)
             .arg(row.chunks);
+    case S::Unprefilled:
+        return QStringLiteral("not prefilled for this model (it is when asked about)");
     case S::Cancelled:
         return QStringLiteral("cancelled");
     case S::Failed:

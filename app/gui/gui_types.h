@@ -12,7 +12,16 @@ namespace spanscope::gui {
 /// One row of the document list. `key` identifies a row before the document has an id (the
 /// absolute path of the file being read).
 struct DocumentRow {
-    enum class Status { Queued, Extracting, Prefilling, Ready, Partial, Cancelled, Failed };
+    enum class Status {
+        Queued,
+        Extracting,
+        Prefilling,
+        Ready,
+        Partial,     ///< some chunks stored (an ingest was interrupted or cancelled)
+        Unprefilled, ///< stored, not yet prefilled for the model now loaded (or no model)
+        Cancelled,   ///< never read: the ingest was cancelled before this file
+        Failed
+    };
     QString key;
     qint64 id = 0; ///< 0 until the document is in the project
     QString path, name;

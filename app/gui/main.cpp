@@ -10,6 +10,7 @@
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFileInfo>
+#include <QTimer>
 
 #include <cstdio>
 #include <cstring>
@@ -114,10 +115,20 @@ int main(int argc, char** argv) {
     if (p.isSet(ask)) {
         const QString question = p.value(ask);
         auto go = [&w, question] { w.ask(question); };
-        if (!documents.isEmpty())
-            QObject::connect(&w, &MainWindow::ingest_done, &w, go, Qt::SingleShotConnection);
-        else
+        if (!documents.isEmpty()) {
+            // Asked about the files named, not every document of the (default) project.
+            QObject::connect(
+                &w, &MainWindow::ingest_done, &w,
+                [&w, go, documents] {
+                    w.check_only(documents);
+                    go();
+                },
+                Qt::SingleShotConnection);
+        } else if (!project_path.isEmpty()) {
             QObject::connect(&w, &MainWindow::project_ready, &w, go, Qt::SingleShotConnection);
+        } else {
+            QTimer::singleShot(0, &w, go); // nothing to ask about: refused, in words
+        }
         if (headless) {
             // Nobody sees the progress bar: one line per stored chunk on stderr.
             QObject::connect(&w, &MainWindow::ingest_progressed, &w, [](const IngestStatus& st) {

@@ -7,6 +7,8 @@
 #include "store_worker.h"
 
 #include <QAction>
+#include <QApplication>
+#include <QClipboard>
 #include <QCloseEvent>
 #include <QDragEnterEvent>
 #include <QFile>
@@ -20,12 +22,15 @@
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QShortcut>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
+
+#include <algorithm>
 
 #include <unistd.h>
 
@@ -36,8 +41,8 @@ static void init_resources() {
 
 namespace spanscope::gui {
 
-MainWindow::MainWindow(AppSettings settings, QWidget* parent)
-    : QMainWindow(parent), settings_(std::move(settings)) {
+MainWindow::MainWindow(AppSettings settings, bool persist_settings, QWidget* parent)
+    : QMainWindow(parent), settings_(std::move(settings)), persist_(persist_settings) {
     register_gui_types();
     init_resources();
     setWindowIcon(QIcon(QStringLiteral(":/icons/spanscope.svg")));
@@ -136,6 +141,7 @@ void MainWindow::build_ui() {
     document_view_ = new QPlainTextEdit;
     document_view_->setObjectName(QStringLiteral("documentView"));
     document_view_->setReadOnly(true);
+    document_view_->setAcceptDrops(false);
     document_view_->setPlaceholderText(
         tr("Drop documents here (text, Markdown, HTML, PDF, gzip) or use File ▸ Add Documents. "
            "Select a document to read it."));
@@ -161,6 +167,9 @@ void MainWindow::build_ui() {
     input_->setObjectName(QStringLiteral("questionInput"));
     input_->setPlaceholderText(tr("Ask about the checked documents (Ctrl+Enter sends, Esc stops)"));
     input_->setMaximumHeight(90);
+    // Files dropped on the question box (or the document view) are added, not pasted as URLs.
+    input_->installEventFilter(this);
+    input_->viewport()->installEventFilter(this);
     rl->addWidget(input_);
     auto* buttons = new QHBoxLayout;
     buttons->addStretch(1);
@@ -199,7 +208,10 @@ void MainWindow::build_ui() {
     statusBar()->addWidget(model_label_);
     statusBar()->addWidget(cache_label_);
     statusBar()->addWidget(memory_label_);
-    statusBar()->addWidget(stats_label_, 1);
+    statusBar()->addWidget(stats_label_);
+    message_label_ = new QLabel;
+    message_label_->setObjectName(QStringLiteral("messageLabel"));
+    statusBar()->addWidget(message_label_, 1);
     statusBar()->addPermanentWidget(ingest_bar_);
     statusBar()->addPermanentWidget(cancel_ingest_);
     ingest_bar_->hide();
@@ -240,9 +252,10 @@ void MainWindow::build_menus() {
     remove_action_->setShortcut(QKeySequence::Delete);
     remove_action_->setShortcutContext(Qt::WidgetWithChildrenShortcut);
     document_list_->addAction(remove_action_);
+    document_list_->setContextMenuPolicy(Qt::ActionsContextMenu);
     file->addSeparator();
     a = file->addAction(tr("&Settings…"), this, &MainWindow::show_settings);
-    a->setShortcut(QKeySequence::Preferences);
+    a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Comma)); // Preferences is macOS-only
     file->addSeparator();
     a = file->addAction(tr("&Quit"), this, &QWidget::close);
     a->setShortcut(QKeySequence::Quit);
@@ -269,6 +282,23 @@ void MainWindow::build_menus() {
     chat_actions_[3] =
         chat->addAction(tr("&Export Chat as Markdown…"), this, &MainWindow::export_chat);
     chat_actions_[3]->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+    // Right-click menus: the chat list offers what the Chat menu does; a message can be copied.
+    chat_list_->setContextMenuPolicy(Qt::ActionsContextMenu);
+    chat_list_->addActions({chat_actions_[0], chat_actions_[1], chat_actions_[3]});
+    auto* copy_message = new QAction(tr("&Copy Message"), conversation_);
+    copy_message->setShortcut(QKeySequence::Copy);
+    copy_message->setShortcutContext(Qt::WidgetShortcut);
+    connect(copy_message, &QAction::triggered, this, [this] {
+        auto rows = conversation_->selectionModel()->selectedRows();
+        std::sort(rows.begin(), rows.end());
+        QStringList texts;
+        for (const auto& i : rows)
+            texts << i.data().toString();
+        if (!texts.isEmpty())
+            QApplication::clipboard()->setText(texts.join(QStringLiteral("\n\n")));
+    });
+    conversation_->setContextMenuPolicy(Qt::ActionsContextMenu);
+    conversation_->addActions({copy_message, chat_actions_[2]});
 }
 
 void MainWindow::connect_workers() {
@@ -332,7 +362,7 @@ void MainWindow::connect_workers() {
                     cancel_ingest_->hide();
                 }
                 if (cancelled)
-                    statusBar()->showMessage(
+                    show_status(
                         tr("Adding documents was cancelled; the chunks already prefilled are "
                            "kept."),
                         8000);
@@ -347,6 +377,7 @@ void MainWindow::connect_workers() {
     connect(e, &EngineWorker::answer_started, this, [this](quint64 serial, qint64 chat_id) {
         if (serial != ask_serial_)
             return;
+        answer_started_ = true;
         chat_.set_chat_id(chat_id);
         QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
     });
@@ -380,17 +411,38 @@ void MainWindow::connect_workers() {
         emit chats_changed();
     });
     connect(s, &StoreWorker::chat_loaded, this, [this](qint64 id, const QList<MessageRow>& rows) {
-        if (!answering_)
+        if (!answering_ && id == chat_.chat_id()) // a reply for the chat still selected
             chat_.set_messages(id, rows);
     });
     connect(s, &StoreWorker::chat_exported, this, [this](qint64, const QString& path) {
-        statusBar()->showMessage(tr("Chat exported to %1").arg(path), 8000);
+        show_status(tr("Chat exported to %1").arg(path), 8000);
     });
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
-    settings_.save();
+    // What runs stops within a layer's time; the destructor then waits for the threads.
+    engine_->request_stop(~quint64{0});
+    engine_->request_cancel_ingest(~quint64{0});
+    if (persist_)
+        settings_.save();
     event->accept();
+}
+
+bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+    if (event->type() == QEvent::DragEnter || event->type() == QEvent::DragMove) {
+        auto* e = static_cast<QDragMoveEvent*>(event);
+        if (e->mimeData()->hasUrls()) {
+            e->acceptProposedAction();
+            return true;
+        }
+    } else if (event->type() == QEvent::Drop) {
+        auto* e = static_cast<QDropEvent*>(event);
+        if (e->mimeData()->hasUrls()) {
+            dropEvent(e);
+            return true;
+        }
+    }
+    return QMainWindow::eventFilter(watched, event);
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
@@ -418,6 +470,16 @@ void MainWindow::show_banner(const QString& text, bool error) {
     banner_box_->setStyleSheet(error ? QStringLiteral("#bannerBox { background: #fbe3e3; }")
                                      : QStringLiteral("#bannerBox { background: #e6f0fb; }"));
     banner_box_->show();
+}
+
+void MainWindow::show_status(const QString& text, int ms) {
+    // A label of its own: QStatusBar::showMessage would hide the model, memory and statistics.
+    message_label_->setText(text);
+    const quint64 n = ++status_serial_;
+    QTimer::singleShot(ms, this, [this, n] {
+        if (n == status_serial_)
+            message_label_->clear();
+    });
 }
 
 void MainWindow::update_memory_label() {

@@ -29,7 +29,10 @@ class StoreWorker;
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    explicit MainWindow(AppSettings settings, QWidget* parent = nullptr);
+    /// persist_settings: false keeps QSettings untouched (recent projects, settings changed
+    /// here), as --screenshots does.
+    explicit MainWindow(AppSettings settings, bool persist_settings = true,
+                        QWidget* parent = nullptr);
     ~MainWindow() override;
 
     /// Open (or, with create, create) a project; project_ready or an error follows.
@@ -39,10 +42,13 @@ public:
     void add_documents(const QStringList& paths);
     /// Ask a question about the checked documents in the current chat.
     void ask(const QString& question);
+    /// Check exactly the documents whose source path is among `paths` (absolute or not).
+    void check_only(const QStringList& paths);
     void stop_answer();
     void cancel_ingest();
     void new_chat();
-    /// Limit of the open project's chunk-state cache (bytes); also the default for others.
+    /// Limit of the open project's chunk-state cache (bytes), kept in the project (and shown
+    /// in Settings).
     void set_cache_limit(qint64 bytes);
 
     QString project_path() const { return project_path_; }
@@ -69,6 +75,7 @@ signals:
     void chats_changed();
 
 protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
     void closeEvent(QCloseEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
@@ -78,6 +85,8 @@ private:
     void build_menus();
     void connect_workers();
     void show_banner(const QString& text, bool error);
+    /// A message in the status bar for `ms` milliseconds.
+    void show_status(const QString& text, int ms);
     void update_actions();
     void update_title();
     void rebuild_recent_menu();
@@ -117,6 +126,9 @@ private:
     quint64 ask_serial_ = 0, ingest_serial_ = 0;
     int ingests_running_ = 0;
     bool answering_ = false;
+    bool answer_started_ = false; ///< the engine began the current answer (it is not queued)
+    bool persist_ = true;
+    quint64 status_serial_ = 0;
     AnswerStats last_stats_;
     qint64 last_kv_bytes_ = 0;
 
@@ -135,6 +147,7 @@ private:
     QLabel* memory_label_ = nullptr;
     QLabel* cache_label_ = nullptr;
     QLabel* stats_label_ = nullptr;
+    QLabel* message_label_ = nullptr;
     QProgressBar* ingest_bar_ = nullptr;
     QPushButton* cancel_ingest_ = nullptr;
     QMenu* recent_menu_ = nullptr;

@@ -29,14 +29,17 @@ namespace spanscope::gui {
 
 void MainWindow::open_project(const QString& path, bool create) {
     const QString abs = QFileInfo(path).absoluteFilePath();
+    // What runs for the project now open stops first (committed chunks stay).
+    stop_answer();
+    cancel_ingest();
     project_requested_ = true;
     QMetaObject::invokeMethod(engine_,
                               [e = engine_, abs, create] { e->open_project(abs, create); });
 }
 
 void MainWindow::close_project() {
-    if (answering_)
-        stop_answer();
+    stop_answer();
+    cancel_ingest();
     project_requested_ = false;
     QMetaObject::invokeMethod(store_, &StoreWorker::close_project);
     QMetaObject::invokeMethod(engine_, &EngineWorker::close_project);
@@ -78,6 +81,7 @@ void MainWindow::on_send() {
     }
     input_->clear();
     answering_ = true;
+    answer_started_ = false;
     const quint64 serial = ++ask_serial_;
     chat_.begin_exchange(question, ingesting() ? tr("waiting for the documents being added…")
                                                : tr("reading…"));
@@ -88,8 +92,30 @@ void MainWindow::on_send() {
 }
 
 void MainWindow::stop_answer() {
-    if (answering_)
-        engine_->request_stop(ask_serial_);
+    if (!answering_)
+        return;
+    engine_->request_stop(ask_serial_);
+    if (!answer_started_) {
+        // Still queued behind an ingest: it ends here; the engine drops it when it comes to it.
+        answering_ = false;
+        chat_.finish_answer(QString(), tr("stopped before the answer began"));
+        update_actions();
+        AnswerStats st;
+        st.chat_id = chat_.chat_id();
+        st.stop_reason = QStringLiteral("stopped");
+        emit answer_done(st);
+    }
+}
+
+void MainWindow::check_only(const QStringList& paths) {
+    QStringList abs;
+    for (const auto& p : paths)
+        abs << QFileInfo(p).absoluteFilePath();
+    for (int r = 0; r < documents_.rowCount(); ++r)
+        if (documents_.row(r).id > 0)
+            documents_.setData(documents_.index(r),
+                               abs.contains(documents_.row(r).path) ? Qt::Checked : Qt::Unchecked,
+                               Qt::CheckStateRole);
 }
 
 void MainWindow::cancel_ingest() {
@@ -129,7 +155,10 @@ void MainWindow::on_project_opened(const QString& path, const QList<DocumentRow>
         s->open_project(path);
         s->list_chats();
     });
-    settings_.remember_project(path);
+    if (persist_)
+        settings_.remember_project(path);
+    else if (!settings_.recent_projects.contains(path))
+        settings_.recent_projects.prepend(path);
     rebuild_recent_menu();
     if (cache_limit != settings_.cache_limit_bytes && !same)
         settings_.cache_limit_bytes = cache_limit;
@@ -174,7 +203,7 @@ void MainWindow::hide_progress_unless_ingesting() {
 }
 
 void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
-    if (serial != ask_serial_)
+    if (serial != ask_serial_ || !answering_) // stale, or ended here while it was queued
         return;
     answering_ = false;
     hide_progress_unless_ingesting();
@@ -197,7 +226,7 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
 }
 
 void MainWindow::on_answer_failed(quint64 serial, const QString& message, qint64 chat_id) {
-    if (serial != ask_serial_)
+    if (serial != ask_serial_ || !answering_)
         return;
     answering_ = false;
     hide_progress_unless_ingesting();
@@ -258,8 +287,19 @@ void MainWindow::choose_and_open_project(bool create) {
 void MainWindow::rebuild_recent_menu() {
     recent_menu_->clear();
     for (const auto& p : settings_.recent_projects)
-        recent_menu_->addAction(QFileInfo(p).completeBaseName() + "  —  " + p, this,
-                                [this, p] { open_project(p, false); });
+        recent_menu_->addAction(QFileInfo(p).completeBaseName() + "  —  " + p, this, [this, p] {
+            if (!QFileInfo::exists(p)) {
+                show_banner(
+                    tr("%1 no longer exists; it was removed from the recent projects.").arg(p),
+                    true);
+                settings_.recent_projects.removeAll(p);
+                if (persist_)
+                    settings_.save();
+                rebuild_recent_menu();
+                return;
+            }
+            open_project(p, false);
+        });
     recent_menu_->setEnabled(!settings_.recent_projects.isEmpty());
 }
 
@@ -267,17 +307,19 @@ void MainWindow::remove_selected_document() {
     const QModelIndex i = document_list_->currentIndex();
     if (!i.isValid())
         return;
-    const DocumentRow& r = documents_.row(i.row());
-    if (r.id <= 0) { // a file that failed or was cancelled: only the row goes
+    // Copies: the dialog runs an event loop in which rows can come and go.
+    const qint64 id = documents_.row(i.row()).id;
+    const QString name = documents_.row(i.row()).name;
+    if (id <= 0) { // a file that failed or was cancelled: only the row goes
         documents_.remove_row(i.row());
         return;
     }
     if (QMessageBox::question(this, tr("Remove document"),
                               tr("Remove %1 and its cached chunks from the project? Chats keep "
                                  "their messages.")
-                                  .arg(r.name)) != QMessageBox::Yes)
+                                  .arg(name)) != QMessageBox::Yes)
         return;
-    QMetaObject::invokeMethod(engine_, [e = engine_, id = r.id] { e->remove_document(id); });
+    QMetaObject::invokeMethod(engine_, [e = engine_, id] { e->remove_document(id); });
 }
 
 void MainWindow::rename_current_chat() {
@@ -308,7 +350,7 @@ void MainWindow::copy_chat() {
     const int r = chats_.row_of_id(chat_.chat_id());
     QApplication::clipboard()->setText(
         chat_markdown(r >= 0 ? chats_.chat(r).title : tr("Chat"), chat_.messages()));
-    statusBar()->showMessage(tr("Chat copied as Markdown"), 4000);
+    show_status(tr("Chat copied as Markdown"), 4000);
 }
 
 void MainWindow::export_chat() {

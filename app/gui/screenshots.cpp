@@ -31,9 +31,7 @@ int render_screenshots(const QString& dir, const QStringList& files, const QStri
     if (!QDir().mkpath(dir))
         return fail("cannot create the output directory");
     QTemporaryDir tmp;
-    AppSettings s = settings;
-    s.recent_projects.clear();
-    MainWindow w(s);
+    MainWindow w(settings, /*persist_settings=*/false);
     w.resize(1280, 800);
     w.show();
     bool model_ok = false;

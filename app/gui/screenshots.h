@@ -11,8 +11,8 @@
 namespace spanscope::gui {
 
 /// Writes DIR/main-window-ingest.png, main-window-document.png and main-window-answer.png.
-/// The project lives in a temporary directory; settings are only read. Returns 0, or 1 with a
-/// message on stderr (no model, a document that fails, a state not reached in time).
+/// The project lives in a temporary directory; settings are read, never written. Returns 0, or 1
+/// with a message on stderr (no model, a document that fails, a state not reached in time).
 int render_screenshots(const QString& dir, const QStringList& files, const QString& question,
                        const AppSettings& settings);
 

@@ -16,6 +16,7 @@ class GuiErrors : public QObject {
 private slots:
     void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
     void missingModelIsExplained();
+    void notInstalledModelPointsToSettings();
     void junkProjectFileIsRefusedUntouched();
     void questionWithoutAProjectIsRefused();
     void settingsPersist();
@@ -36,7 +37,7 @@ void GuiErrors::missingModelIsExplained() {
     QCOMPARE(w.findChild<QLabel*>(QStringLiteral("modelLabel"))->text(),
              QStringLiteral("No model"));
 
-    // A project still opens, documents can be looked at; a question says what is missing.
+    // A project still opens; a document cannot be prefilled, and says why.
     QSignalSpy opened(&w, &MainWindow::project_ready);
     w.open_project(dir.filePath(QStringLiteral("p.spanscope")), true);
     QVERIFY(opened.wait(10000));
@@ -45,6 +46,23 @@ void GuiErrors::missingModelIsExplained() {
     QVERIFY(done.wait(10000));
     QCOMPARE(done[0][1].toInt(), 1); // failed: no model to prefill with
     QVERIFY(w.document_model()->row(0).error.contains(QStringLiteral("no model")));
+}
+
+void GuiErrors::notInstalledModelPointsToSettings() {
+    // The usual first run: nothing at the default locations.
+    QTemporaryDir dir;
+    qunsetenv("SPANSCOPE_MODEL");
+    qputenv("XDG_DATA_HOME", dir.filePath(QStringLiteral("data")).toUtf8());
+    qputenv("XDG_DATA_DIRS", dir.filePath(QStringLiteral("share")).toUtf8());
+    MainWindow w(AppSettings{}, false);
+    QSignalSpy ready(&w, &MainWindow::model_ready);
+    QVERIFY(ready.wait(10000));
+    QCOMPARE(ready[0][0].toBool(), false);
+    const QString b = w.banner_text();
+    QVERIFY2(b.contains(QStringLiteral("No model file was found")), qPrintable(b));
+    QVERIFY2(b.contains(QStringLiteral("gemma-3-270m-q4_k_m.gguf")), qPrintable(b));
+    QVERIFY2(b.contains(dir.filePath(QStringLiteral("data"))), qPrintable(b));
+    QVERIFY2(b.contains(QStringLiteral("Settings")), qPrintable(b));
 }
 
 void GuiErrors::junkProjectFileIsRefusedUntouched() {

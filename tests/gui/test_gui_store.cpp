@@ -21,6 +21,7 @@ class GuiStore : public QObject {
 private slots:
     void initTestCase() {
         QStandardPaths::setTestModeEnabled(true);
+        QLocale::setDefault(QLocale(QLocale::English, QLocale::UnitedStates)); // "20,311"
         register_gui_types();
     }
     void pdfTextShowsWherePagesStart();
@@ -116,10 +117,17 @@ void GuiStore::chatsAreListedRenamedDeletedAndExported() {
     QFile f(md_path);
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QString md = QString::fromUtf8(f.readAll());
-    QCOMPARE(md, chat_markdown(QStringLiteral("Who holds the copyright?"), msgs));
-    QVERIFY(md.startsWith(QStringLiteral("# Who holds the copyright?\n")));
-    QVERIFY(md.contains(QStringLiteral("**Spanscope:** The Free Software Foundation.")));
-    QVERIFY(md.contains(QStringLiteral("**You:** \\# and then?"))); // not a heading
+    // Written out by hand: a question, its answer with statistics, a heading-like question
+    // escaped, and a stopped answer.
+    const QString expected = QStringLiteral(
+        "# Who holds the copyright?\n"
+        "\n**You:** Who holds the copyright?\n"
+        "\n**Spanscope:** The Free Software Foundation.\n"
+        "\n_first token 863 ms · 31.2 tokens/s · 20,311 tokens reused / 14 computed_\n"
+        "\n**You:** \\# and then?\n"
+        "\n**Spanscope:** \n"
+        "\n_stopped before the answer began_\n");
+    QCOMPARE(md, expected);
     // Export into a directory that does not exist: an error, nothing written.
     w.export_chat(a, dir.filePath("missing/chat.md"));
     QCOMPARE(errors.count(), 1);

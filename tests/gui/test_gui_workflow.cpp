@@ -6,6 +6,7 @@
 #include "gui_test_support.h"
 
 #include <QAbstractItemModelTester>
+#include <QClipboard>
 #include <QLabel>
 #include <QListView>
 #include <QMimeData>
@@ -72,7 +73,7 @@ void GuiWorkflow::cleanupTestCase() {
         return;
     qInfo("longest event-loop gap during ingests and answers: %.1f ms (%lld ticks)",
           gaps_.max_gap_ms(), gaps_.ticks());
-    QVERIFY2(gaps_.ticks() > 1000, "too little was measured");
+    QVERIFY2(gaps_.ticks() > 200, "too little was measured");
     QVERIFY2(
         gaps_.max_gap_ms() <= kMaxGapMs,
         qPrintable(QStringLiteral("the GUI thread stalled for %1 ms").arg(gaps_.max_gap_ms())));
@@ -172,6 +173,15 @@ void GuiWorkflow::askStopReopenAndReuse() {
         QSignalSpy chats(w.get(), &MainWindow::chats_changed);
         QVERIFY(chats.count() > 0 || chats.wait(5000));
         QCOMPARE(w->chat_list_model()->rowCount(), 1);
+        // Copy the answer (Ctrl+C on the selected message) and the chat (as Markdown).
+        auto* conversation = w->findChild<QListView*>(QStringLiteral("conversation"));
+        conversation->setCurrentIndex(chat->index(1));
+        QTest::keyClick(conversation, Qt::Key_C, Qt::ControlModifier);
+        QCOMPARE(QApplication::clipboard()->text(), a.text.trimmed());
+        QTest::keyClick(conversation, Qt::Key_C, Qt::ControlModifier | Qt::ShiftModifier);
+        QVERIFY2(QApplication::clipboard()->text().startsWith(QStringLiteral(
+                     "# Who holds the copyright?\n\n**You:** Who holds the copyright?")),
+                 qPrintable(QApplication::clipboard()->text()));
 
         // Stop mid-answer: the full answer first, then the same question (in a new chat, so
         // that the prompt is the same) stopped after its first piece. Stop takes effect before
@@ -281,6 +291,16 @@ void GuiWorkflow::cancelAnIngest() {
     // Cancel once the first chunk is stored.
     QTRY_VERIFY_WITH_TIMEOUT(
         !progressed.isEmpty() && progressed.last()[0].value<IngestStatus>().chunk >= 1, 300000);
+    // A question asked now waits behind the ingest; Stop ends it at once, not after the ingest.
+    QSignalSpy answered(w.get(), &MainWindow::answer_done);
+    w->ask(QStringLiteral("What is a contribution?"));
+    QVERIFY(w->answering());
+    QTest::mouseClick(w->findChild<QPushButton*>(QStringLiteral("stopButton")), Qt::LeftButton);
+    QCOMPARE(answered.count(), 1);
+    QVERIFY(!w->answering());
+    QCOMPARE(answered[0][0].value<AnswerStats>().stop_reason, QStringLiteral("stopped"));
+    QVERIFY(w->findChild<QPushButton*>(QStringLiteral("sendButton"))->isEnabled());
+
     auto* cancel = w->findChild<QPushButton*>(QStringLiteral("cancelIngestButton"));
     QVERIFY(cancel->isVisible());
     QElapsedTimer t;
@@ -302,6 +322,11 @@ void GuiWorkflow::cancelAnIngest() {
     QVERIFY(apache.chunks_stored < apache.chunks);
     QCOMPARE(docs->row(1).status, DocumentRow::Status::Cancelled); // never read
     QCOMPARE(docs->row(1).id, 0);
+    // The stopped question reached the engine after the ingest and was dropped there: no second
+    // report, no chat saved.
+    QTest::qWait(500);
+    QCOMPARE(answered.count(), 1);
+    QCOMPARE(w->chat_list_model()->rowCount(), 0);
 }
 
 void GuiWorkflow::brokenFileAmongGoodOnes() {
@@ -315,21 +340,23 @@ void GuiWorkflow::brokenFileAmongGoodOnes() {
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write("%PDF-1.4\n% not really a PDF: the cross-reference table is missing\n");
     }
-    // The files are dropped on the window, as from a file manager.
+    // The files are dropped on the question box, as from a file manager: they are added, not
+    // pasted as text.
     QSignalSpy finished(w.get(), &MainWindow::ingest_done);
-    auto* mime = new QMimeData;
-    mime->setUrls(
+    auto* input = w->findChild<QPlainTextEdit*>(QStringLiteral("questionInput"));
+    QMimeData mime;
+    mime.setUrls(
         {QUrl::fromLocalFile(kBsd), QUrl::fromLocalFile(broken), QUrl::fromLocalFile(kRbash)});
-    QDragEnterEvent enter(QPoint(400, 300), Qt::CopyAction, mime, Qt::LeftButton, Qt::NoModifier);
-    QApplication::sendEvent(w.get(), &enter);
+    QDragEnterEvent enter(QPoint(20, 20), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(input->viewport(), &enter);
     QVERIFY(enter.isAccepted());
-    QDropEvent drop(QPointF(400, 300), Qt::CopyAction, mime, Qt::LeftButton, Qt::NoModifier);
+    QDropEvent drop(QPointF(20, 20), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
     gaps_.resume();
-    QApplication::sendEvent(w.get(), &drop);
+    QApplication::sendEvent(input->viewport(), &drop);
     QVERIFY(drop.isAccepted());
+    QVERIFY(input->toPlainText().isEmpty());
     QVERIFY(finished.wait(600000));
     gaps_.pause();
-    delete mime;
     const auto done = finished[0];
     QVERIFY(!done.isEmpty());
     QCOMPARE(done[0].toInt(), 2);
@@ -339,7 +366,8 @@ void GuiWorkflow::brokenFileAmongGoodOnes() {
     QCOMPARE(docs->rowCount(), 3);
     QCOMPARE(docs->row(0).status, DocumentRow::Status::Ready);
     QCOMPARE(docs->row(1).status, DocumentRow::Status::Failed);
-    QVERIFY2(docs->row(1).error.contains(QStringLiteral("broken.pdf")),
+    // The reason, in words: the loader's message and what it means.
+    QVERIFY2(docs->row(1).error.contains(QStringLiteral("cannot be read as a document")),
              qPrintable(docs->row(1).error));
     QVERIFY(w->banner_text().contains(QStringLiteral("broken.pdf")));
     QCOMPARE(docs->row(2).status, DocumentRow::Status::Ready);

@@ -93,7 +93,6 @@ has_dep 'libsqlite3-0' || fail "Depends lacks libsqlite3-0: '$depends'"
 has_dep 'libopenblas0(-[a-z]+)?' || fail "Depends lacks libopenblas0: '$depends'"
 if [[ -n "$gui" ]]; then
     has_dep 'libqt6widgets6' || fail "Depends lacks libqt6widgets6 (the GUI is built): '$depends'"
-    has_dep 'qt6-qpa-plugins' || fail "Depends lacks qt6-qpa-plugins (the GUI is built): '$depends'"
     has_dep 'libqt6svg6' || fail "Depends lacks libqt6svg6 (the window icon is an SVG): '$depends'"
 fi
 
