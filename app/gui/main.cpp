@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
     p.addOptions({project, model, ask, shots});
     p.process(app);
 
+    if (p.isSet(ask) && p.value(ask).trimmed().isEmpty()) {
+        std::fprintf(stderr, "spanscope: the question given with --ask is empty\n");
+        return 2;
+    }
     AppSettings settings = AppSettings::load();
     if (p.isSet(model))
         settings.model_path = QFileInfo(p.value(model)).absoluteFilePath();

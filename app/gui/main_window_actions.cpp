@@ -60,6 +60,12 @@ void MainWindow::add_documents(const QStringList& paths) {
 }
 
 void MainWindow::ask(const QString& question) {
+    if (question.trimmed().isEmpty()) {
+        const QString refused = tr("The question is empty.");
+        show_banner(refused, true);
+        emit answer_error(refused);
+        return;
+    }
     input_->setPlainText(question);
     on_send();
 }

@@ -95,6 +95,9 @@ void GuiErrors::questionWithoutAProjectIsRefused() {
     s.model_path = dir.filePath(QStringLiteral("none.gguf"));
     MainWindow w(s);
     QSignalSpy failed(&w, &MainWindow::answer_error);
+    w.ask(QStringLiteral("  \n "));
+    QCOMPARE(failed.count(), 1); // a blank question is refused, in words, not ignored
+    QVERIFY(failed.takeFirst()[0].toString().contains(QStringLiteral("empty")));
     w.ask(QStringLiteral("anything?"));
     QCOMPARE(failed.count(), 1);
     QVERIFY(failed[0][0].toString().contains(QStringLiteral("project")));
