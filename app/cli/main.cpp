@@ -8,6 +8,7 @@
 int main(int argc, char** argv) {
     using namespace spanscope::cli;
     CLI::App app{"Spanscope: question long documents with a local language model"};
+    app.set_version_flag("--version", "spanscope-cli " SPANSCOPE_VERSION);
     app.require_subcommand(1);
     app.option_defaults()->always_capture_default(); // --help shows every default
 
@@ -138,6 +139,8 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         std::cerr << "spanscope-cli: " << e.what() << " (see --help)\n";

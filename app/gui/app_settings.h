@@ -11,7 +11,13 @@ namespace spanscope::gui {
 
 struct AppSettings {
     QString model_path; ///< empty: the default model location (model_locator.h)
-    int threads = 0;    ///< engine threads; 0: all cores
+    /// --model for this run only: used instead of model_path, never saved.
+    QString model_override;
+    /// The model file to load: the override, else model_path.
+    QString effective_model() const {
+        return model_override.isEmpty() ? model_path : model_override;
+    }
+    int threads = 0; ///< engine threads; 0: all cores
     GenerationSettings generation;
     /// The chunk-state cache limit shown in Settings (bytes): read from a project as it opens,
     /// written to it when changed; new projects start at the store's default (8 GiB).

@@ -145,6 +145,13 @@ QList<qint64> DocumentListModel::checked_ids() const {
     return ids;
 }
 
+int DocumentListModel::total_documents() const {
+    int n = 0;
+    for (const auto& r : rows_)
+        n += r.id > 0 ? 1 : 0;
+    return n;
+}
+
 qint64 DocumentListModel::total_tokens() const {
     qint64 n = 0;
     for (const auto& r : rows_)

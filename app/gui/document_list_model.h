@@ -35,6 +35,8 @@ public:
     int row_of_id(qint64 id) const;
     /// Ids of the checked documents that are in the project.
     QList<qint64> checked_ids() const;
+    /// Rows that are documents of the project (not failed or cancelled files).
+    int total_documents() const;
     /// Tokens of the documents in the project.
     qint64 total_tokens() const;
 

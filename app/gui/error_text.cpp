@@ -50,7 +50,8 @@ QString describe_error(const QString& what, const std::exception& e) {
     QString out = what + ": " + msg;
     if (!out.endsWith('.'))
         out += '.';
-    if (!cause.isEmpty())
+    if (!cause.isEmpty() && !(msg.contains(QStringLiteral("not changed")) &&
+                              cause.contains(QStringLiteral("not changed"))))
         out += ' ' + cause;
     return out;
 }

@@ -25,7 +25,21 @@ bool has_display() {
 }
 } // namespace
 
+namespace {
+// Qt's offscreen platform warns about window size hints it cannot pass on, and QStandardPaths
+// about an unset XDG_RUNTIME_DIR (usual over ssh): neither matters here.
+QtMessageHandler g_default_handler = nullptr;
+void quiet_handler(QtMsgType type, const QMessageLogContext& context, const QString& message) {
+    if (type == QtWarningMsg &&
+        (message.contains(QLatin1String("propagateSizeHints")) ||
+         message.startsWith(QLatin1String("QStandardPaths: XDG_RUNTIME_DIR"))))
+        return;
+    g_default_handler(type, context, message);
+}
+} // namespace
+
 int main(int argc, char** argv) {
+    g_default_handler = qInstallMessageHandler(quiet_handler);
     // The platform is chosen before QApplication exists: offscreen for --screenshots and on a
     // machine without a display (the window is then saved as a PNG instead of shown).
     bool screenshots = false;
@@ -65,13 +79,17 @@ int main(int argc, char** argv) {
     p.addOptions({project, model, ask, shots});
     p.process(app);
 
+    if (p.isSet(project) && p.value(project).trimmed().isEmpty()) {
+        std::fprintf(stderr, "spanscope: --project needs a project name or path\n");
+        return 2;
+    }
     if (p.isSet(ask) && p.value(ask).trimmed().isEmpty()) {
         std::fprintf(stderr, "spanscope: the question given with --ask is empty\n");
         return 2;
     }
     AppSettings settings = AppSettings::load();
     if (p.isSet(model))
-        settings.model_path = QFileInfo(p.value(model)).absoluteFilePath();
+        settings.model_override = QFileInfo(p.value(model)).absoluteFilePath();
     QStringList documents, projects;
     for (const auto& f : p.positionalArguments())
         (f.endsWith(QStringLiteral(".spanscope")) ? projects : documents) << f;
@@ -114,6 +132,15 @@ int main(int argc, char** argv) {
     }
     if (!project_path.isEmpty())
         w.open_project(project_path, !documents.isEmpty() || p.isSet(project));
+    if (headless) {
+        // Files that could not be added say why (the others go on).
+        QObject::connect(&w, &MainWindow::ingest_done, &w, [&w](int, int failed, bool) {
+            for (int r = 0; failed > 0 && r < w.document_model()->rowCount(); ++r)
+                if (w.document_model()->row(r).status == DocumentRow::Status::Failed)
+                    std::fprintf(stderr, "spanscope: %s\n",
+                                 qPrintable(w.document_model()->row(r).error));
+        });
+    }
     w.add_documents(documents);
 
     if (p.isSet(ask)) {
@@ -129,7 +156,13 @@ int main(int argc, char** argv) {
                 },
                 Qt::SingleShotConnection);
         } else if (!project_path.isEmpty()) {
-            QObject::connect(&w, &MainWindow::project_ready, &w, go, Qt::SingleShotConnection);
+            QObject::connect(
+                &w, &MainWindow::project_ready, &w,
+                [go](qint64 restored) {
+                    if (restored >= 0) // a project that failed to open is reported as such
+                        go();
+                },
+                Qt::SingleShotConnection);
         } else {
             QTimer::singleShot(0, &w, go); // nothing to ask about: refused, in words
         }
@@ -140,12 +173,20 @@ int main(int argc, char** argv) {
                 if (st.chunk == last)
                     return;
                 last = st.chunk;
-                std::fprintf(stderr,
-                             "%s: %lld of %lld chunks prefilled, %.0f tokens/s, %.0f s left\n",
-                             qPrintable(st.name), static_cast<long long>(st.chunk),
-                             static_cast<long long>(st.chunks), st.tokens_per_s, st.seconds_left);
+                if (st.chunk == 0)
+                    std::fprintf(stderr, "%s: prefilling %lld chunks\n", qPrintable(st.name),
+                                 static_cast<long long>(st.chunks));
+                else
+                    std::fprintf(
+                        stderr, "%s: %lld of %lld chunks prefilled, %.0f tokens/s, %.0f s left\n",
+                        qPrintable(st.name), static_cast<long long>(st.chunk),
+                        static_cast<long long>(st.chunks), st.tokens_per_s, st.seconds_left);
             });
             auto finish = [&w](int code) {
+                static bool finished = false; // one report, however many signals follow
+                if (finished)
+                    return;
+                finished = true;
                 const bool ok = w.grab().save(QStringLiteral("spanscope-window.png"), "PNG");
                 std::fprintf(stderr, "spanscope: %s spanscope-window.png\n",
                              ok ? "saved the window as" : "could not save");

@@ -63,7 +63,7 @@ MainWindow::MainWindow(AppSettings settings, bool persist_settings, QWidget* par
     engine_thread_.start();
     store_thread_.start();
 
-    QMetaObject::invokeMethod(engine_, [e = engine_, p = settings_.model_path,
+    QMetaObject::invokeMethod(engine_, [e = engine_, p = settings_.effective_model(),
                                         t = settings_.threads] { e->load_model(p, t); });
     update_title();
     update_actions();

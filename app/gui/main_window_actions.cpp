@@ -78,8 +78,11 @@ void MainWindow::on_send() {
     QString refused;
     if (project_path_.isEmpty())
         refused = tr("Open or create a project (Ctrl+O, Ctrl+N) and add documents first.");
+    else if (documents_.total_documents() == 0)
+        refused = tr("This project has no documents yet: add some (drop files on the window, or "
+                     "File ▸ Add Documents).");
     else if (ids.isEmpty())
-        refused = tr("No document is checked: add a document or check one in the list.");
+        refused = tr("No document is checked: check one in the list.");
     if (!refused.isEmpty()) {
         show_banner(refused, true);
         emit answer_error(refused);
@@ -380,9 +383,11 @@ void MainWindow::show_settings() {
     const AppSettings old = settings_;
     settings_ = dialog.result_settings();
     settings_.save();
-    if (settings_.model_path != old.model_path || settings_.threads != old.threads) {
+    if (settings_.model_path != old.model_path)
+        settings_.model_override.clear(); // chosen in Settings: that one from now on
+    if (settings_.effective_model() != old.effective_model() || settings_.threads != old.threads) {
         model_label_->setText(tr("loading the model…"));
-        QMetaObject::invokeMethod(engine_, [e = engine_, p = settings_.model_path,
+        QMetaObject::invokeMethod(engine_, [e = engine_, p = settings_.effective_model(),
                                             t = settings_.threads, path = project_path_] {
             e->load_model(p, t);
             if (!path.isEmpty())

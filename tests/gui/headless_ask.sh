@@ -45,4 +45,19 @@ grep -q "default.spanscope" "$tmp/config/Spanscope/spanscope.conf" || fail "the 
 # A question without any document: a clear message and a non-zero exit, nothing crashes.
 run --project "$tmp/empty.spanscope" --ask "Anything?" && fail "a question without documents succeeded"
 grep -qi "document" "$tmp/err" || fail "the refusal does not say why"
+# Bad input: each says why in words, exits non-zero, and changes nothing it should not.
+run --project "$tmp/p2.spanscope" --ask "Anything?" /nonexistent/file.txt /bin/ls &&
+    fail "unreadable files gave an answer"
+grep -q "/nonexistent/file.txt: no such file" "$tmp/err" || fail "a missing file is not named with its reason"
+grep -q "/bin/ls: is a binary file" "$tmp/err" || fail "a binary file is not named with its reason"
+printf 'not a project' >junk.spanscope
+run --ask "Anything?" junk.spanscope && fail "a junk project file gave an answer"
+grep -q "junk.spanscope" "$tmp/err" || fail "a junk project file is not named"
+[[ "$(cat junk.spanscope)" == "not a project" ]] || fail "the junk project file was changed"
+[[ "$(grep -c 'saved the window' "$tmp/err")" == 1 ]] || fail "one failure reported more than once"
+run --model /bin/ls --ask "Anything?" "$doc" && fail "a model that is no model gave an answer"
+grep -q "/bin/ls" "$tmp/config/Spanscope/spanscope.conf" && fail "--model was saved in the settings"
+run --ask "   " "$doc" && fail "a blank question was accepted"
+grep -q "empty" "$tmp/err" || fail "a blank question is not refused in words"
+
 echo "PASS: answered offscreen ('$first'), then again from the stored document ($stats)"
