@@ -1,0 +1,40 @@
+// The two resolutions of a SEKV span (DESIGN.md §3.4): a summary row (the surprisal-weighted
+// mean of the span's key or value rows) and low-rank factors of its rows. Keys are kept
+// rotated at document positions; both resolutions are linear in the rows, so a rotation of
+// every row (moving a document) rotates the summary and the right-hand factor alike.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace spanscope {
+
+/// Weights of a span's rows for its summary [n]: w_i = s_i / Σ s, with s_i the surprisal of row
+/// i (nats; negative or NaN counted as 0); uniform (1/n) when every s_i is 0. Sum to 1.
+/// Throws std::invalid_argument for n < 1.
+std::vector<float> span_weights(const float* surprisal, int64_t n);
+
+/// out[d] = Σ_i weights[i] · rows[i][d]. rows: [n][d], weights: [n], out: [d].
+void summary_row(const float* rows, int64_t n, int64_t d, const float* weights, float* out);
+
+/// rows ≈ left · right, the best rank-`rank` approximation in the Frobenius norm
+/// (Eckart–Young), from the eigen-decomposition of the Gram matrix rows · rowsᵀ (LAPACK dsyevd,
+/// in double). Deterministic: each left column's largest-magnitude entry is positive.
+struct SpanFactors {
+    int64_t rows = 0, dim = 0;
+    int rank = 0;
+    std::vector<float> left;    ///< [rows][rank], orthonormal columns
+    std::vector<float> right;   ///< [rank][dim] = leftᵀ · rows
+    std::vector<double> sigma2; ///< squared singular values, descending [rows]
+    /// Squared Frobenius error of the approximation: Σ of the discarded sigma2.
+    double discarded() const;
+};
+
+/// Factors of rows [n][d] at rank min(max_rank, n, d). Throws std::invalid_argument for n < 1,
+/// d < 1 or max_rank < 1, std::runtime_error when LAPACK fails.
+SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_rank);
+
+/// left · right into out [rows][dim].
+void reconstruct(const SpanFactors& f, float* out);
+
+} // namespace spanscope
