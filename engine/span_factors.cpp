@@ -1,5 +1,7 @@
 #include "span_factors.h"
 
+#include "ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -109,6 +111,14 @@ void reconstruct(const SpanFactors& f, float* out) {
                 acc += static_cast<double>(f.left[i * f.rank + r]) * f.right[r * f.dim + j];
             out[i * f.dim + j] = static_cast<float>(acc);
         }
+}
+
+void move_key_span(SpanFactors& f, float* summary, int32_t delta, double rope_base) {
+    if (f.dim % 2 != 0)
+        throw std::invalid_argument("move_key_span: head dimension must be even");
+    const int d = static_cast<int>(f.dim);
+    rope_shift_neox(f.right.data(), f.rank, 1, d, delta, rope_base);
+    rope_shift_neox(summary, 1, 1, d, delta, rope_base);
 }
 
 } // namespace spanscope

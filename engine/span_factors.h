@@ -37,4 +37,11 @@ SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_ra
 /// left · right into out [rows][dim].
 void reconstruct(const SpanFactors& f, float* out);
 
+/// Move a key span of one head (dim = head_dim) by delta positions, RoPE base of its layer
+/// (rotate-half layout, ops.h): the summary row [dim] and the rows of the right factor are
+/// rotated; the left factor stays (rotating every row leaves rows · rowsᵀ unchanged). The
+/// result equals the resolutions built from the keys rotated at the new positions, up to float
+/// rounding (RoFormer §3.4.2: rotations compose). Throws std::invalid_argument for an odd dim.
+void move_key_span(SpanFactors& f, float* summary, int32_t delta, double rope_base);
+
 } // namespace spanscope

@@ -4,6 +4,8 @@
 // squared singular values (Eckart–Young), and full rank reconstructs the rows.
 #include "span_factors.h"
 
+#include "ops.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -132,4 +134,41 @@ TEST(SpanFactors, FullRankReconstructsAndIsDeterministic) {
     }
     EXPECT_THROW(low_rank_factors(rows.data(), 0, d, 4), std::invalid_argument);
     EXPECT_THROW(low_rank_factors(rows.data(), n, d, 0), std::invalid_argument);
+}
+
+TEST(SpanFactors, MovingAKeySpanEqualsBuildingItAtTheNewPosition) {
+    // Unrotated keys of one head, rotated at positions 100.. and at 100 + delta..
+    const int64_t n = 20;
+    const int d = 64;
+    const double base = 1e6;
+    const int32_t delta = 1234;
+    const auto raw = random_rows(n, d, 5);
+    auto at = [&](int32_t first) {
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+            pos[i] = first + static_cast<int32_t>(i);
+        std::vector<float> k = raw;
+        rope_neox(k.data(), RopeTable(pos.data(), n, d, base), n, 1);
+        return k;
+    };
+    const auto k0 = at(100), k1 = at(100 + delta);
+    const float s[] = {1, 2, 0.5f, 3, 1, 1, 2, 4, 0.1f, 1, 2, 2, 1, 3, 1, 1, 5, 1, 2, 1};
+    const auto w = span_weights(s, n);
+    auto f0 = low_rank_factors(k0.data(), n, d, 8);
+    std::vector<float> sum0(d), sum1(d);
+    summary_row(k0.data(), n, d, w.data(), sum0.data());
+    move_key_span(f0, sum0.data(), delta, base);
+    const auto f1 = low_rank_factors(k1.data(), n, d, 8);
+    summary_row(k1.data(), n, d, w.data(), sum1.data());
+    for (int j = 0; j < d; ++j)
+        EXPECT_NEAR(sum0[j], sum1[j], 1e-4) << j;
+    for (size_t i = 0; i < f0.left.size(); ++i)
+        EXPECT_NEAR(f0.left[i], f1.left[i], 1e-4) << i;
+    for (size_t i = 0; i < f0.right.size(); ++i)
+        EXPECT_NEAR(f0.right[i], f1.right[i], 1e-3) << i;
+    std::vector<float> r0(k0.size()), r1(k1.size());
+    reconstruct(f0, r0.data());
+    reconstruct(f1, r1.data());
+    for (size_t i = 0; i < r0.size(); ++i)
+        EXPECT_NEAR(r0[i], r1[i], 1e-3) << i;
 }
