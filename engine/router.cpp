@@ -1,0 +1,74 @@
+#include "router.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+namespace spanscope {
+
+double span_relevance(const float* q, const float* summary_k, int64_t d, int64_t size,
+                      const float* w, int64_t d_out) {
+    if (d < 1 || size < 1 || (w && d_out < 1))
+        throw std::invalid_argument("span_relevance: empty vectors or span");
+    double score = 0;
+    int64_t dim = d;
+    if (!w) {
+        for (int64_t j = 0; j < d; ++j)
+            score += static_cast<double>(q[j]) * summary_k[j];
+    } else {
+        dim = d_out;
+        for (int64_t r = 0; r < d_out; ++r) {
+            double qh = 0, kh = 0;
+            for (int64_t j = 0; j < d; ++j) {
+                qh += static_cast<double>(w[r * d + j]) * q[j];
+                kh += static_cast<double>(w[r * d + j]) * summary_k[j];
+            }
+            score += qh * kh;
+        }
+    }
+    const double x =
+        score / std::sqrt(static_cast<double>(dim)) + std::log(static_cast<double>(size));
+    return 1.0 / (1.0 + std::exp(-x));
+}
+
+std::vector<int> route_spans(const std::vector<double>& relevance,
+                             const std::vector<int64_t>& sizes, double tau, int64_t budget_rows) {
+    if (relevance.size() != sizes.size())
+        throw std::invalid_argument("route_spans: one relevance and one size per span");
+    std::vector<int> over;
+    for (size_t i = 0; i < relevance.size(); ++i)
+        if (relevance[i] > tau)
+            over.push_back(static_cast<int>(i));
+    if (budget_rows > 0) {
+        std::stable_sort(over.begin(), over.end(),
+                         [&](int a, int b) { return relevance[a] > relevance[b]; });
+        std::vector<int> kept;
+        int64_t used = 0;
+        for (const int i : over)
+            if (used + sizes[i] <= budget_rows) {
+                kept.push_back(i);
+                used += sizes[i];
+            }
+        over = std::move(kept);
+    }
+    std::sort(over.begin(), over.end());
+    return over;
+}
+
+double calibrate_tau(std::vector<double> recorded, double target) {
+    if (recorded.empty())
+        throw std::invalid_argument("calibrate_tau: no recorded relevances");
+    if (!(target >= 0 && target <= 1))
+        throw std::invalid_argument("calibrate_tau: target fraction outside [0, 1]");
+    std::sort(recorded.begin(), recorded.end());
+    const auto n = static_cast<int64_t>(recorded.size());
+    const auto above = static_cast<int64_t>(std::llround(target * static_cast<double>(n)));
+    if (above >= n)
+        return std::nextafter(recorded.front(), -std::numeric_limits<double>::infinity());
+    // Exactly `above` records lie strictly above recorded[n - above - 1] (ties aside).
+    return recorded[static_cast<size_t>(n - above - 1)];
+}
+
+} // namespace spanscope
