@@ -152,12 +152,4 @@ int DocumentListModel::total_documents() const {
     return n;
 }
 
-qint64 DocumentListModel::total_tokens() const {
-    qint64 n = 0;
-    for (const auto& r : rows_)
-        if (r.id > 0)
-            n += r.tokens;
-    return n;
-}
-
 } // namespace spanscope::gui

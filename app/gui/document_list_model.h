@@ -37,8 +37,6 @@ public:
     QList<qint64> checked_ids() const;
     /// Rows that are documents of the project (not failed or cancelled files).
     int total_documents() const;
-    /// Tokens of the documents in the project.
-    qint64 total_tokens() const;
 
 private:
     QList<DocumentRow> rows_;

@@ -103,10 +103,12 @@ void EngineWorker::load_model(const QString& path, int threads) {
             open_cache();
     } catch (const std::exception& e) {
         model_.reset();
-        QString msg = describe_error(QStringLiteral("Loading the model %1").arg(q(where.path)), e);
-        if (!msg.contains(QStringLiteral("Settings")))
-            msg += QStringLiteral(" Choose another model file in Settings, or install the default "
-                                  "one with `bash scripts/setup.sh model`.");
+        // Whatever failed (missing file, foreign format, unsupported model), the way out is the
+        // same.
+        const QString msg =
+            describe_error(QStringLiteral("Loading the model %1").arg(q(where.path)), e) +
+            QStringLiteral(" Choose another model file in Settings, or install the default "
+                           "one with `bash scripts/setup.sh model`.");
         emit model_failed(msg);
     }
 }
@@ -143,12 +145,11 @@ DocumentRow EngineWorker::row_for(qint64 id) {
 
 void EngineWorker::open_project(const QString& path, bool create) {
     // Reopening the same project (after a model change) is no close for the window.
-    if (project_ && QFileInfo(q(project_->path())) == QFileInfo(path)) {
-        cache_.reset();
-        project_.reset();
-    } else {
+    const bool reopen = project_ && QFileInfo(q(project_->path())) == QFileInfo(path);
+    if (!reopen)
         close_project();
-    }
+    cache_.reset();
+    project_.reset();
     try {
         project_ = Project::open(path.toStdString(), create);
         open_cache();

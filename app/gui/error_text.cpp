@@ -1,9 +1,6 @@
 #include "error_text.h"
 
 #include "chunk_state.h"
-#include "gguf_reader.h"
-#include "model.h"
-#include "project.h"
 #include "session.h"
 #include "sqlite_db.h"
 #include "text_input.h"
@@ -35,13 +32,8 @@ QString describe_error(const QString& what, const std::exception& e) {
         default:
             cause = QStringLiteral("The project database reported an error.");
         }
-    } else if (dynamic_cast<const GgufError*>(&e) || dynamic_cast<const ModelError*>(&e)) {
-        cause = QStringLiteral("The model file cannot be used. Choose another in Settings, or "
-                               "install the default one with `bash scripts/setup.sh model`.");
     } else if (dynamic_cast<const DocumentError*>(&e)) {
         cause = QStringLiteral("The file cannot be read as a document.");
-    } else if (dynamic_cast<const ProjectError*>(&e)) {
-        cause = QStringLiteral("The project file cannot be used; it was not changed.");
     } else if (dynamic_cast<const ContextOverflow*>(&e)) {
         cause = QStringLiteral("It does not fit the model's context window.");
     } else if (dynamic_cast<const StateError*>(&e)) {
@@ -50,8 +42,7 @@ QString describe_error(const QString& what, const std::exception& e) {
     QString out = what + ": " + msg;
     if (!out.endsWith('.'))
         out += '.';
-    if (!cause.isEmpty() && !(msg.contains(QStringLiteral("not changed")) &&
-                              cause.contains(QStringLiteral("not changed"))))
+    if (!cause.isEmpty())
         out += ' ' + cause;
     return out;
 }

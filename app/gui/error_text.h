@@ -1,5 +1,6 @@
-// What the user reads when the engine or the store fails: the exception's message, with the
-// cause put in words (missing or mismatched model, damaged file, disk full, database locked).
+// What the user reads when the engine or the store fails: the exception's message (the engine
+// and the store word theirs for users), with what it means added where the type says more than
+// the message (disk full, database locked, a file that is no document, context overflow).
 #pragma once
 
 #include <QString>

@@ -4,7 +4,6 @@
 #include "main_window.h"
 #include "project.h"
 #include "screenshots.h"
-#include "wait_signal.h"
 
 #include <QApplication>
 #include <QCommandLineParser>

@@ -57,7 +57,6 @@ public:
     DocumentListModel* document_model() { return &documents_; }
     ChatModel* chat_model() { return &chat_; }
     ChatListModel* chat_list_model() { return &chats_; }
-    const AnswerStats& last_stats() const { return last_stats_; }
     /// The message shown in the banner at the top ("" when hidden).
     QString banner_text() const;
     /// The status bar's cache line ("12 chunks restored from the cache").
@@ -129,7 +128,6 @@ private:
     bool answer_started_ = false; ///< the engine began the current answer (it is not queued)
     bool persist_ = true;
     quint64 status_serial_ = 0;
-    AnswerStats last_stats_;
     qint64 last_kv_bytes_ = 0;
 
     QLabel* banner_ = nullptr;

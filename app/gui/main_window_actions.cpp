@@ -216,7 +216,6 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
         return;
     answering_ = false;
     hide_progress_unless_ingesting();
-    last_stats_ = s;
     chat_.set_chat_id(s.chat_id);
     QString details =
         s.stop_reason == "stopped" && s.generated_tokens == 0 && s.ttft_ms == 0

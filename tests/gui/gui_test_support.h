@@ -4,7 +4,6 @@
 
 #include "main_window.h"
 #include "model_locator.h"
-#include "wait_signal.h"
 
 #include <QElapsedTimer>
 #include <QTimer>
