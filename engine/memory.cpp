@@ -24,15 +24,37 @@ ModelMemory ModelMemory::clone() const {
     return ModelMemory(std::move(copy));
 }
 
+namespace {
+void add(MemoryStats& t, const MemoryStats& s) {
+    t.rows_resident += s.rows_resident;
+    t.fast_tier_bytes += s.fast_tier_bytes;
+    t.host_tier_bytes += s.host_tier_bytes;
+    t.full_kv_bytes += s.full_kv_bytes;
+    t.spans += s.spans;
+}
+} // namespace
+
 MemoryStats ModelMemory::total() const {
     MemoryStats t;
-    for (const auto& l : layers_) {
-        const auto s = l->stats();
-        t.rows_resident += s.rows_resident;
-        t.fast_tier_bytes += s.fast_tier_bytes;
-        t.host_tier_bytes += s.host_tier_bytes;
-    }
+    for (const auto& l : layers_)
+        add(t, l->stats());
     return t;
+}
+
+MemoryStats ModelMemory::total(std::string_view policy) const {
+    MemoryStats t;
+    for (const auto& l : layers_)
+        if (l->policy() == policy)
+            add(t, l->stats());
+    return t;
+}
+
+std::vector<int> ModelMemory::sealing_layers() const {
+    std::vector<int> out;
+    for (size_t i = 0; i < layers_.size(); ++i)
+        if (layers_[i]->seals())
+            out.push_back(static_cast<int>(i));
+    return out;
 }
 
 void ModelMemory::clear() {

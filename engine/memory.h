@@ -4,7 +4,9 @@
 #pragma once
 
 #include "attention.h"
+#include "segmentation.h"
 #include "thread_pool.h"
+#include "zoom_trace.h"
 
 #include <cstdint>
 #include <memory>
@@ -19,6 +21,18 @@ struct MemoryStats {
     int64_t rows_resident = 0;   ///< key/value rows attention reads (per kv head group)
     int64_t fast_tier_bytes = 0; ///< K/V rows and positions the attention reads
     int64_t host_tier_bytes = 0; ///< slower-tier data (none for the exact policies)
+    int64_t full_kv_bytes = 0;   ///< what `full` would hold for the same tokens
+    int64_t spans = 0;           ///< spans held at two resolutions (SEKV)
+};
+
+/// A complete stretch of context (a document's tokens) that a policy may now hold at lower
+/// resolution. segmentation: positions relative to pos_begin, covering [pos_begin,
+/// pos_begin + n); token_surprisal: [n], each token's own surprisal (nats, sekv_spans.h).
+struct SealRequest {
+    const Segmentation* segmentation = nullptr;
+    const float* token_surprisal = nullptr;
+    int32_t pos_begin = 0;
+    int64_t n = 0;
 };
 
 class LayerMemory {
@@ -44,6 +58,14 @@ public:
     virtual void attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
                         ThreadPool& pool) = 0;
     virtual MemoryStats stats() const = 0;
+    /// True for policies that hold sealed context at lower resolution (they then want the
+    /// surprisal of the context computed during its prefill, and seal() afterwards).
+    virtual bool seals() const { return false; }
+    /// The context of `request` is complete; the exact policies keep it as it is (the default).
+    virtual void seal(const SealRequest& /*request*/) {}
+    /// The routing of the last query attended (one entry per query head), or nullptr for a
+    /// policy that does not route.
+    virtual const std::vector<ZoomHead>* last_zoom() const { return nullptr; }
     /// Number of tokens stored so far (including any no longer resident).
     virtual int64_t n_tokens() const = 0;
     /// An independent copy (to branch a conversation from a prefilled document).
@@ -66,6 +88,10 @@ public:
     int n_layers() const { return static_cast<int>(layers_.size()); }
     int64_t n_tokens() const { return layers_.empty() ? 0 : layers_[0]->n_tokens(); }
     MemoryStats total() const;
+    /// The statistics summed over the layers whose policy is `policy`.
+    MemoryStats total(std::string_view policy) const;
+    /// Indices of the layers whose policy seals context (seals()).
+    std::vector<int> sealing_layers() const;
     void clear();
 
 private:

@@ -50,6 +50,7 @@ MemoryStats FullMemory::stats() const {
     s.rows_resident = n_tokens();
     s.fast_tier_bytes = static_cast<int64_t>((k_.size() + v_.size()) * sizeof(float) +
                                              pos_.size() * sizeof(int32_t));
+    s.full_kv_bytes = s.fast_tier_bytes;
     return s;
 }
 

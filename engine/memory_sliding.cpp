@@ -103,6 +103,8 @@ MemoryStats SlidingMemory::stats() const {
     const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
     s.fast_tier_bytes = s.rows_resident * (2 * row * static_cast<int64_t>(sizeof(float)) +
                                            static_cast<int64_t>(sizeof(int32_t)));
+    s.full_kv_bytes = n_stored_ * (2 * row * static_cast<int64_t>(sizeof(float)) +
+                                   static_cast<int64_t>(sizeof(int32_t)));
     return s;
 }
 

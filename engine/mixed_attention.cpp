@@ -50,11 +50,19 @@ void factor_row(const SpanFactors& f, int64_t i, float* out) {
 void mixed_attention(const float* q, int64_t head_dim, float scale, const float* full_k,
                      const float* full_v, int64_t m, const std::vector<SpanView>& spans,
                      float* out) {
+    mixed_attention(q, head_dim, scale, full_k, full_v, m, head_dim, spans, out);
+}
+
+void mixed_attention(const float* q, int64_t head_dim, float scale, const float* full_k,
+                     const float* full_v, int64_t m, int64_t row_stride,
+                     const std::vector<SpanView>& spans, float* out) {
+    if (row_stride < head_dim)
+        throw std::invalid_argument("mixed_attention: row stride shorter than a head");
     if (m == 0 && spans.empty())
         throw std::invalid_argument("mixed_attention: nothing to attend to");
     OnlineSoftmax sm(head_dim);
     for (int64_t i = 0; i < m; ++i)
-        sm.add(scale * dot(q, full_k + i * head_dim, head_dim), full_v + i * head_dim);
+        sm.add(scale * dot(q, full_k + i * row_stride, head_dim), full_v + i * row_stride);
     std::vector<float> k(static_cast<size_t>(head_dim)), v(static_cast<size_t>(head_dim));
     for (const auto& s : spans) {
         if (s.size < 1)

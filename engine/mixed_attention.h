@@ -32,4 +32,10 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
                      const float* full_v, int64_t m, const std::vector<SpanView>& spans,
                      float* out);
 
+/// The same with full-resolution rows `row_stride` floats apart (>= head_dim): row i of the
+/// keys starts at full_k + i · row_stride (one head of rows laid out [m][n_kv_head][head_dim]).
+void mixed_attention(const float* q, int64_t head_dim, float scale, const float* full_k,
+                     const float* full_v, int64_t m, int64_t row_stride,
+                     const std::vector<SpanView>& spans, float* out);
+
 } // namespace spanscope

@@ -2,9 +2,11 @@
 
 #include "matmul.h"
 #include "memory_full.h"
+#include "memory_sekv.h"
 #include "memory_sliding.h"
 #include "models/gemma3.h"
 
+#include <algorithm>
 #include <mutex>
 
 namespace spanscope {
@@ -23,14 +25,46 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     throw ModelError("unsupported model architecture '" + arch + "' (supported: gemma3)");
 }
 
+std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options) {
+    std::vector<int> out;
+    if (options.layers.empty()) {
+        for (int il = 0; il < static_cast<int>(info.layers.size()); ++il)
+            if (!info.layers[static_cast<size_t>(il)].sliding())
+                out.push_back(il);
+        return out;
+    }
+    for (const int il : options.layers) {
+        if (il < 0 || il >= static_cast<int>(info.layers.size()))
+            throw std::invalid_argument("SEKV layer " + std::to_string(il) +
+                                        " does not exist (the model has " +
+                                        std::to_string(info.layers.size()) + " layers)");
+        if (info.layers[static_cast<size_t>(il)].sliding())
+            throw std::invalid_argument("layer " + std::to_string(il) +
+                                        " uses a sliding window; SEKV serves global layers");
+        out.push_back(il);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
 ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch,
-                        const std::string& global_policy) {
-    if (global_policy != "full")
-        throw std::invalid_argument("unknown memory policy '" + global_policy + "'");
+                        const std::string& global_policy, const SekvOptions* sekv) {
+    if (global_policy != "full" && global_policy != "sekv")
+        throw std::invalid_argument("unknown memory policy '" + global_policy +
+                                    "' (expected full or sekv)");
+    const SekvOptions defaults;
+    const SekvOptions& so = sekv ? *sekv : defaults;
+    std::vector<int> sekv_set;
+    if (global_policy == "sekv")
+        sekv_set = sekv_layers(info, so);
     std::vector<std::unique_ptr<LayerMemory>> layers;
-    for (const auto& l : info.layers) {
+    for (int il = 0; il < static_cast<int>(info.layers.size()); ++il) {
+        const auto& l = info.layers[static_cast<size_t>(il)];
         if (l.sliding())
             layers.push_back(std::make_unique<SlidingMemory>(l.attn, max_ubatch));
+        else if (std::binary_search(sekv_set.begin(), sekv_set.end(), il))
+            layers.push_back(std::make_unique<SekvMemory>(l.attn, n_ctx, l.rope_base, so));
         else
             layers.push_back(std::make_unique<FullMemory>(l.attn, n_ctx));
     }

@@ -91,11 +91,20 @@ protected:
     std::string path_;
 };
 
-/// Memory for every layer of a model: `global_policy` ("full") for global layers, the exact
-/// `sliding` ring buffer for sliding-window layers.
+struct SekvOptions;
+
+/// Memory for every layer of a model: `global_policy` ("full" or "sekv") for global layers,
+/// the exact `sliding` ring buffer for sliding-window layers. With "sekv", the layers in
+/// sekv->layers (every global layer when empty) are SekvMemory and other global layers `full`.
 /// n_ctx: most tokens a session will hold; max_ubatch: most tokens per forward call.
-/// Throws std::invalid_argument for an unknown policy.
+/// Throws std::invalid_argument for an unknown policy, or a SEKV layer that does not exist or
+/// uses a sliding window.
 ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch,
-                        const std::string& global_policy = "full");
+                        const std::string& global_policy = "full",
+                        const SekvOptions* sekv = nullptr);
+
+/// The layers SEKV serves under `options` (its layers, else every global-attention layer),
+/// ascending. Throws std::invalid_argument as make_memory.
+std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options);
 
 } // namespace spanscope

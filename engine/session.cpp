@@ -32,7 +32,8 @@ Session::Session(const Model& model, const SessionOptions& options)
                                     " tokens exceeds the model's " +
                                     std::to_string(model.info().n_ctx_train));
     set_blas_threads(1);
-    memory_ = make_memory(model.info(), n_ctx_, options.ubatch, options.global_policy);
+    memory_ =
+        make_memory(model.info(), n_ctx_, options.ubatch, options.global_policy, &options.sekv);
 }
 
 void Session::reset() {
@@ -101,6 +102,41 @@ std::vector<float> Session::prefill(const std::vector<int32_t>& tokens,
     return logits;
 }
 
+SealInfo Session::seal_context(const float* row_surprisal, int32_t pos_begin, int64_t n) {
+    if (n < 1 || pos_begin < 0 || pos_begin + n > n_past_)
+        throw std::invalid_argument("sealed context of " + std::to_string(n) +
+                                    " tokens at position " + std::to_string(pos_begin) +
+                                    " is not inside the memory's " + std::to_string(n_past_));
+    SealInfo info;
+    info.token_surprisal = token_surprisals(row_surprisal, n);
+    info.segmentation =
+        segment_within_budget(info.token_surprisal.data(), n, options_.sekv.segmentation,
+                              options_.sekv.budget, &info.alpha, &info.budget_met);
+    seal_context(info.segmentation, info.token_surprisal, pos_begin);
+    return info;
+}
+
+void Session::seal_context(const Segmentation& segmentation,
+                           const std::vector<float>& token_surprisal, int32_t pos_begin) {
+    const SealRequest request{&segmentation, token_surprisal.data(), pos_begin,
+                              static_cast<int64_t>(token_surprisal.size())};
+    for (const int il : memory_.sealing_layers())
+        memory_.layer(il).seal(request);
+}
+
+ZoomStep Session::zoom_step() const {
+    ZoomStep step;
+    for (const int il : memory_.sealing_layers()) {
+        const auto& layer = memory_.layer(il);
+        if (const auto* z = layer.last_zoom())
+            step.layers.push_back(LayerZoom{il, *z});
+        const auto s = layer.stats();
+        step.fast_tier_bytes += s.fast_tier_bytes;
+        step.host_tier_bytes += s.host_tier_bytes;
+    }
+    return step;
+}
+
 std::vector<float> Session::decode(int32_t token) {
     return prefill({token});
 }
@@ -137,7 +173,15 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
         if (prompt.prefix_len > 0 && prompt.prefix_len < n_prompt) {
             std::vector<int32_t> head(prompt.tokens.begin(),
                                       prompt.tokens.begin() + prompt.prefix_len);
-            logits = prefill(head, cancel);
+            if (memory_.sealing_layers().empty()) {
+                logits = prefill(head, cancel);
+            } else {
+                // The prefix is held at two resolutions: its segmentation needs the surprisal
+                // of every token, computed in the same forward passes.
+                std::vector<float> surprisal(head.size());
+                logits = prefill(head, cancel, {}, surprisal.data(), prompt.tokens[head.size()]);
+                seal_context(surprisal.data(), 0, static_cast<int64_t>(head.size()));
+            }
             prefix_ = PrefixCache{head, memory_.clone(), logits};
             start = prompt.prefix_len;
         }
@@ -185,6 +229,7 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
     Utf8Streamer stream;
     std::string raw;
     ans.stop_reason = "max_tokens";
+    const bool trace = !memory_.sealing_layers().empty();
     for (int i = 0; i < max_tokens; ++i) {
         if (cancel && cancel->load()) {
             // Stop during generation keeps what was generated (the user pressed Stop).
@@ -199,6 +244,8 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
             break;
         }
         ans.tokens.push_back(next);
+        if (trace)
+            ans.zoom.steps.push_back(zoom_step()); // the routing that produced this token
         const std::string piece = stream.push(tok.token_bytes(next));
         raw += piece;
         if (on_text && !piece.empty())
@@ -226,6 +273,11 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
     if (decoded > 0 && ans.stats.decode_ms > 0)
         ans.stats.decode_tokens_per_s = decoded / (ans.stats.decode_ms / 1000.0);
     ans.stats.memory = memory_.total();
+    ans.stats.sekv = memory_.total("sekv");
+    ans.zoom.n_spans = static_cast<int>(
+        ans.stats.sekv.spans /
+        std::max<int64_t>(1, static_cast<int64_t>(memory_.sealing_layers().size())));
+    ans.stats.expansions = ans.zoom.mean_expansions();
     ans.text = clean_answer(raw);
 }
 

@@ -4,6 +4,7 @@
 
 #include "cancel.h"
 #include "memory.h"
+#include "memory_sekv.h"
 #include "model.h"
 #include "prompt.h"
 #include "sampler.h"
@@ -27,10 +28,19 @@ public:
 };
 
 struct SessionOptions {
-    int threads = 0;      ///< <= 0: all cores
-    int64_t n_ctx = 0;    ///< tokens; 0 = the model's context window
-    int64_t ubatch = 512; ///< tokens per forward call during prefill
-    std::string global_policy = "full";
+    int threads = 0;                    ///< <= 0: all cores
+    int64_t n_ctx = 0;                  ///< tokens; 0 = the model's context window
+    int64_t ubatch = 512;               ///< tokens per forward call during prefill
+    std::string global_policy = "full"; ///< "full" or "sekv" for the global layers
+    SekvOptions sekv;                   ///< used when global_policy is "sekv"
+};
+
+/// How a context was sealed (SEKV): its segmentation, and whether it met the fast-tier budget.
+struct SealInfo {
+    Segmentation segmentation;          ///< positions relative to the sealed context's start
+    std::vector<float> token_surprisal; ///< [n] nats, each token's own (NaN for the first)
+    double alpha = 0;                   ///< the threshold's α actually used
+    bool budget_met = true;
 };
 
 struct GenerationStats {
@@ -44,7 +54,10 @@ struct GenerationStats {
     double decode_ms = 0;
     double prefill_tokens_per_s = 0;
     double decode_tokens_per_s = 0;
-    MemoryStats memory; ///< all layers, after the answer
+    MemoryStats memory;    ///< all layers, after the answer
+    MemoryStats sekv;      ///< the SEKV layers only, after the answer (zero without SEKV)
+    double expansions = 0; ///< spans expanded per generated token, mean over SEKV layers and
+                           ///< query heads (ZoomTrace::mean_expansions)
 };
 
 struct Answer {
@@ -52,6 +65,7 @@ struct Answer {
     std::vector<int32_t> tokens; ///< generated ids (without the stop token)
     std::string stop_reason;     ///< "eog", "max_tokens", "end_of_line", "context_full", "stopped"
     GenerationStats stats;
+    ZoomTrace zoom; ///< one step per generated token when SEKV layers serve the session
 };
 
 class Session {
@@ -92,12 +106,23 @@ public:
                                const std::atomic<bool>* cancel = nullptr,
                                const std::function<void(int64_t, int64_t)>& progress = {},
                                float* surprisal = nullptr, int32_t next_token = -1);
+    /// The context [pos_begin, pos_begin + n) is complete: every sealing layer (SEKV) holds it
+    /// at two resolutions from now on. row_surprisal: [n] as prefill() computes it (row i: the
+    /// surprisal of token i + 1); the segmentation is taken within options.sekv.budget
+    /// (segment_within_budget). Without sealing layers nothing changes. Throws
+    /// std::invalid_argument for n < 1 or a range outside what the memory holds.
+    SealInfo seal_context(const float* row_surprisal, int32_t pos_begin, int64_t n);
+    /// Hold the same segmentation (from seal_context or storage) in every sealing layer.
+    void seal_context(const Segmentation& segmentation, const std::vector<float>& token_surprisal,
+                      int32_t pos_begin);
+
     /// Run one token; returns its next-token logits [n_vocab]. Throws ContextOverflow when the
     /// context is full.
     std::vector<float> decode(int32_t token);
 
     /// Answer a question prompt: reuse the cached prefix when the prompt starts with it,
-    /// otherwise prefill from scratch (and cache prompt.prefix_len tokens for next time);
+    /// otherwise prefill from scratch (and cache prompt.prefix_len tokens for next time; with
+    /// sealing layers the prefix is prefilled with its surprisal and sealed, seal_context);
     /// then generate up to max_tokens, calling on_text with each complete UTF-8 piece.
     /// cancel set during the prompt's prefill throws Cancelled; set during generation, it ends
     /// the answer before the next token with stop_reason "stopped" (what was generated is kept).
@@ -123,6 +148,9 @@ private:
                   const std::function<void(const std::string&)>& on_text,
                   const std::atomic<bool>* cancel, std::chrono::steady_clock::time_point t0,
                   Answer& ans);
+
+    /// The routing of the last forward pass in the SEKV layers, and their memory.
+    ZoomStep zoom_step() const;
 
     const Model& model_;
     SessionOptions options_;

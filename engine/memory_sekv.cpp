@@ -1,0 +1,269 @@
+#include "memory_sekv.h"
+
+#include "mixed_attention.h"
+#include "router.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace spanscope {
+
+SekvMemory::SekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
+                       const SekvOptions& options)
+    : shape_(shape), capacity_(capacity), rope_base_(rope_base), options_(options) {
+    if (shape.window > 0)
+        throw std::invalid_argument("sekv serves global-attention layers; a sliding-window layer "
+                                    "keeps its exact ring buffer");
+    const auto& r = options.router;
+    if (!(r.expand_rate >= 0.0 && r.expand_rate <= 1.0) || r.budget_rows < 0)
+        throw std::invalid_argument("sekv router: expand rate must lie in [0, 1] and the row "
+                                    "budget must not be negative");
+    if (r.trained && (r.trained->d_out < 1 ||
+                      r.trained->w.size() != static_cast<size_t>(shape.n_head) * r.trained->d_out *
+                                                 static_cast<size_t>(shape.head_dim) ||
+                      r.trained->tau.size() != static_cast<size_t>(shape.n_head)))
+        throw std::invalid_argument("sekv router: trained parameters do not match the layer");
+}
+
+void SekvMemory::store(const float* k, const float* v, const int32_t* pos, int64_t n) {
+    if (n_stored_ + n > capacity_)
+        throw std::length_error("context full: " + std::to_string(n_stored_ + n) +
+                                " tokens exceed the context size of " + std::to_string(capacity_));
+    const int32_t last = std::max(pos_.empty() ? INT32_MIN : pos_.back(),
+                                  spans_.empty() ? INT32_MIN : spans_.back().end() - 1);
+    for (int64_t i = 0; i < n; ++i)
+        if ((i == 0 && pos[0] <= last) || (i > 0 && pos[i] <= pos[i - 1]))
+            throw std::invalid_argument("positions must increase");
+    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
+    const size_t old = k_.size();
+    k_.insert(k_.end(), k, k + n * row);
+    v_.insert(v_.end(), v, v + n * row);
+    round_through_f16(k_.data() + old, n * row);
+    round_through_f16(v_.data() + old, n * row);
+    pos_.insert(pos_.end(), pos, pos + n);
+    n_stored_ += n;
+}
+
+int64_t SekvMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
+                              std::vector<float>& v, std::vector<int32_t>& pos) const {
+    for (const auto& s : spans_)
+        if (s.begin < pos_end && s.end() > pos_begin)
+            throw std::logic_error("sekv memory: positions " + std::to_string(s.begin) + ".." +
+                                   std::to_string(s.end() - 1) +
+                                   " are held at two resolutions, not as rows");
+    const auto b = std::lower_bound(pos_.begin(), pos_.end(), pos_begin) - pos_.begin();
+    const auto e = std::lower_bound(pos_.begin(), pos_.end(), pos_end) - pos_.begin();
+    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
+    const int64_t n = std::max<int64_t>(0, e - b);
+    k.assign(k_.begin() + b * row, k_.begin() + (b + n) * row);
+    v.assign(v_.begin() + b * row, v_.begin() + (b + n) * row);
+    pos.assign(pos_.begin() + b, pos_.begin() + b + n);
+    return n;
+}
+
+std::vector<double> SekvMemory::relevances(const float* qh, int head) const {
+    const int d = shape_.head_dim;
+    const int g = head / (shape_.n_head / shape_.n_kv_head);
+    const auto* tr = options_.router.trained.get();
+    std::vector<double> rel(spans_.size());
+    for (size_t s = 0; s < spans_.size(); ++s)
+        rel[s] =
+            tr ? span_relevance(qh, spans_[s].summary_k.data() + g * d, d, spans_[s].size,
+                                tr->w.data() + static_cast<size_t>(head) * tr->d_out * d, tr->d_out)
+               : span_relevance(qh, spans_[s].summary_k.data() + g * d, d, spans_[s].size);
+    return rel;
+}
+
+void SekvMemory::calibrate(const float* q, int64_t n_q) {
+    const int H = shape_.n_head, d = shape_.head_dim;
+    tau_.assign(static_cast<size_t>(H), 0.0);
+    if (options_.router.trained) {
+        tau_ = options_.router.trained->tau;
+        return;
+    }
+    for (int h = 0; h < H; ++h) {
+        std::vector<double> records;
+        for (int64_t i = 0; i < n_q; ++i) {
+            const auto rel = relevances(q + (i * H + h) * d, h);
+            records.insert(records.end(), rel.begin(), rel.end());
+        }
+        tau_[static_cast<size_t>(h)] =
+            calibrate_tau(std::move(records), options_.router.expand_rate);
+    }
+}
+
+void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
+                        ThreadPool& pool) {
+    const int H = shape_.n_head, d = shape_.head_dim;
+    last_zoom_.assign(static_cast<size_t>(H), ZoomHead{});
+    if (n_q < 1)
+        return;
+    if (spans_.empty()) {
+        attention(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(),
+                  static_cast<int64_t>(pos_.size()), out, pool, /*keys_sorted=*/true);
+        return;
+    }
+    if (qpos[0] < spans_.back().end())
+        throw std::logic_error("sekv memory: a query at position " + std::to_string(qpos[0]) +
+                               " precedes the end of a span held at two resolutions");
+    const bool all = options_.router.expand_all;
+    if (tau_.empty() && !all)
+        calibrate(q, n_q);
+    std::vector<int64_t> sizes(spans_.size());
+    for (size_t s = 0; s < spans_.size(); ++s)
+        sizes[s] = spans_[s].size;
+    const int group = H / shape_.n_kv_head;
+    const int64_t stride = static_cast<int64_t>(shape_.n_kv_head) * d;
+    pool.parallel_for(n_q * H, [&](int64_t b, int64_t e, int) {
+        std::vector<SpanView> views(spans_.size());
+        for (int64_t t = b; t < e; ++t) {
+            const int64_t i = t / H;
+            const int h = static_cast<int>(t % H);
+            const int g = h / group;
+            const float* qh = q + t * d;
+            const auto rel = relevances(qh, h);
+            std::vector<int> expanded;
+            if (all) {
+                expanded.resize(spans_.size());
+                for (size_t s = 0; s < spans_.size(); ++s)
+                    expanded[s] = static_cast<int>(s);
+            } else {
+                expanded = route_spans(rel, sizes, tau_[static_cast<size_t>(h)],
+                                       options_.router.budget_rows);
+            }
+            for (size_t s = 0; s < spans_.size(); ++s) {
+                const auto& sp = spans_[s];
+                views[s] = SpanView{sp.size,
+                                    sp.summary_k.data() + g * d,
+                                    sp.summary_v.data() + g * d,
+                                    &sp.k[g],
+                                    &sp.v[g],
+                                    false};
+            }
+            for (const int s : expanded)
+                views[static_cast<size_t>(s)].expanded = true;
+            const int64_t m = std::upper_bound(pos_.begin(), pos_.end(), qpos[i]) - pos_.begin();
+            mixed_attention(qh, d, shape_.scale, k_.data() + g * d, v_.data() + g * d, m, stride,
+                            views, out + t * d);
+            if (i == n_q - 1) {
+                auto& z = last_zoom_[static_cast<size_t>(h)];
+                z.spans.assign(expanded.begin(), expanded.end());
+                for (const int s : expanded)
+                    z.relevance.push_back(static_cast<float>(rel[static_cast<size_t>(s)]));
+            }
+        }
+    });
+}
+
+void SekvMemory::seal(const SealRequest& r) {
+    if (!r.segmentation || (!r.token_surprisal && r.n > 0))
+        throw std::invalid_argument("seal: no segmentation or surprisal");
+    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
+    std::vector<SekvSpan> spans;
+    spans.reserve(r.segmentation->spans.size());
+    for (const auto& ts : r.segmentation->spans) {
+        if (ts.begin < 0 || ts.end > r.n || ts.size() < 1)
+            throw std::invalid_argument("seal: a span lies outside the sealed context");
+        const int32_t p0 = r.pos_begin + static_cast<int32_t>(ts.begin);
+        const auto idx = std::lower_bound(pos_.begin(), pos_.end(), p0) - pos_.begin();
+        if (idx + ts.size() > static_cast<int64_t>(pos_.size()) ||
+            pos_[static_cast<size_t>(idx + ts.size() - 1)] != p0 + ts.size() - 1 ||
+            pos_[static_cast<size_t>(idx)] != p0)
+            throw std::logic_error("seal: the rows of positions " + std::to_string(p0) + ".." +
+                                   std::to_string(p0 + ts.size() - 1) +
+                                   " are not all held at full resolution");
+        spans.push_back(build_span(k_.data() + idx * row, v_.data() + idx * row,
+                                   r.token_surprisal + ts.begin, ts.size(), shape_.n_kv_head,
+                                   shape_.head_dim, p0, options_.rank));
+    }
+    hold_spans(std::move(spans), 0);
+}
+
+void SekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {
+    const auto n_kv = static_cast<size_t>(shape_.n_kv_head);
+    const auto d = static_cast<int64_t>(shape_.head_dim);
+    for (size_t i = 0; i < spans.size(); ++i) {
+        const auto& s = spans[i];
+        bool ok = s.size >= 1 && s.k.size() == n_kv && s.v.size() == n_kv &&
+                  s.summary_k.size() == n_kv * static_cast<size_t>(d) &&
+                  s.summary_v.size() == n_kv * static_cast<size_t>(d) &&
+                  (i == 0 || spans[i - 1].end() <= s.begin);
+        for (size_t g = 0; ok && g < n_kv; ++g)
+            for (const auto* f : {&s.k[g], &s.v[g]})
+                ok = ok && f->rows == s.size && f->dim == d && f->rank >= 1 &&
+                     f->left.size() == static_cast<size_t>(f->rows * f->rank) &&
+                     f->right.size() == static_cast<size_t>(f->rank * f->dim);
+        if (!ok)
+            throw std::invalid_argument("sekv memory: span " + std::to_string(i) +
+                                        " does not match the layer or overlaps the previous one");
+    }
+    for (auto& s : spans)
+        move_span(s, delta, rope_base_);
+    // Each span's rows must be held at full resolution now; they are dropped.
+    const int64_t row = static_cast<int64_t>(n_kv) * d;
+    std::vector<char> drop(pos_.size(), 0);
+    for (const auto& s : spans) {
+        const auto b = std::lower_bound(pos_.begin(), pos_.end(), s.begin) - pos_.begin();
+        const auto e = std::lower_bound(pos_.begin(), pos_.end(), s.end()) - pos_.begin();
+        if (e - b != s.size)
+            throw std::invalid_argument("sekv memory: the rows of the span at position " +
+                                        std::to_string(s.begin) + " are not all held");
+        std::fill(drop.begin() + b, drop.begin() + e, 1);
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < pos_.size(); ++i) {
+        if (drop[i])
+            continue;
+        if (w != i) {
+            std::copy_n(k_.begin() + static_cast<int64_t>(i) * row, row,
+                        k_.begin() + static_cast<int64_t>(w) * row);
+            std::copy_n(v_.begin() + static_cast<int64_t>(i) * row, row,
+                        v_.begin() + static_cast<int64_t>(w) * row);
+            pos_[w] = pos_[i];
+        }
+        ++w;
+    }
+    pos_.resize(w);
+    k_.resize(w * static_cast<size_t>(row));
+    v_.resize(w * static_cast<size_t>(row));
+    k_.shrink_to_fit();
+    v_.shrink_to_fit();
+    spans_.insert(spans_.end(), std::make_move_iterator(spans.begin()),
+                  std::make_move_iterator(spans.end()));
+    std::sort(spans_.begin(), spans_.end(),
+              [](const SekvSpan& a, const SekvSpan& b) { return a.begin < b.begin; });
+    tau_.clear();
+}
+
+MemoryStats SekvMemory::stats() const {
+    MemoryStats s;
+    const int64_t row_bytes =
+        2 * static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim * sizeof(float) +
+        static_cast<int64_t>(sizeof(int32_t));
+    s.rows_resident = static_cast<int64_t>(pos_.size() + spans_.size());
+    s.fast_tier_bytes = static_cast<int64_t>(pos_.size()) * row_bytes;
+    for (const auto& sp : spans_) {
+        s.fast_tier_bytes += span_fast_bytes(sp);
+        s.host_tier_bytes += span_host_bytes(sp);
+    }
+    s.full_kv_bytes = n_stored_ * row_bytes;
+    s.spans = static_cast<int64_t>(spans_.size());
+    return s;
+}
+
+std::unique_ptr<LayerMemory> SekvMemory::clone() const {
+    return std::make_unique<SekvMemory>(*this);
+}
+
+void SekvMemory::clear() {
+    n_stored_ = 0;
+    k_.clear();
+    v_.clear();
+    pos_.clear();
+    spans_.clear();
+    tau_.clear();
+    last_zoom_.clear();
+}
+
+} // namespace spanscope

@@ -1,0 +1,103 @@
+// `sekv` memory: the resolution-adaptive semantic KV cache of one global-attention layer
+// (DESIGN.md §3.4). Nothing is thrown away: rows arrive at full resolution (store()); once a
+// document is complete, seal() holds each of its spans at two resolutions — a summary row in
+// the fast tier, low-rank factors in the host tier — and keeps anchors, short spans and every
+// later token (question, answer: the tail) at full resolution. Each query's router picks the
+// spans to zoom into; attention then runs over full rows, summary rows and the reconstructed
+// rows of the expanded spans in one online softmax (mixed_attention.h).
+#pragma once
+
+#include "memory.h"
+#include "sekv_spans.h"
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace spanscope {
+
+/// A trained router for one layer (a later issue supplies it from a parameter file): per query
+/// head a projection W [d_out][head_dim] and a threshold τ.
+struct TrainedRouterLayer {
+    int d_out = 0;
+    std::vector<float> w;    ///< [n_head][d_out][head_dim]
+    std::vector<double> tau; ///< [n_head]
+};
+
+struct SekvRouterOptions {
+    /// Target fraction of spans expanded per query and head: τ of each head is calibrated on
+    /// the queries of the first attend() after a seal (the question), the (1 - rate) quantile
+    /// of their relevances (router.h calibrate_tau).
+    double expand_rate = 0.1;
+    int64_t budget_rows = 0; ///< > 0: at most this many reconstructed rows per query and head
+    bool expand_all = false; ///< zoom into every span (exactness checks)
+    std::shared_ptr<const TrainedRouterLayer> trained; ///< nullptr: training-free (W = I)
+};
+
+struct SekvOptions {
+    SegmentationOptions segmentation{1.0, 4, 32};
+    SpanRankOptions rank{32, 0.999};
+    SekvRouterOptions router;
+    /// Fast-tier bytes of a sealed context as a fraction of what `full` holds for it: the
+    /// segmentation is made coarser until it fits (segment_within_budget); <= 0 or >= 1: none.
+    double budget = 0.35;
+    std::vector<int> layers; ///< layers served by SEKV; empty: every global-attention layer
+};
+
+class SekvMemory final : public LayerMemory {
+public:
+    /// capacity: most tokens (the context size). Throws std::invalid_argument for a sliding
+    /// layer shape (SEKV serves global layers) or router options out of range.
+    SekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
+               const SekvOptions& options);
+    std::string_view policy() const override { return "sekv"; }
+    const AttentionShape& shape() const override { return shape_; }
+    /// Full-resolution rows, after everything held (positions increasing; f16-rounded).
+    void store(const float* k, const float* v, const int32_t* pos, int64_t n) override;
+    /// Rows still at full resolution in [pos_begin, pos_end); throws std::logic_error when a
+    /// span of the range is held at two resolutions.
+    int64_t read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
+                      std::vector<float>& v, std::vector<int32_t>& pos) const override;
+    /// Before any seal: exact attention over the full rows. After: per query and head, the
+    /// router's spans expanded, the others by their summary rows (causal by position; every
+    /// span lies before the queries, else std::logic_error).
+    void attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
+                ThreadPool& pool) override;
+    MemoryStats stats() const override;
+    int64_t n_tokens() const override { return n_stored_; }
+    std::unique_ptr<LayerMemory> clone() const override;
+    void clear() override;
+    bool seals() const override { return true; }
+    /// Build the spans of the request from the rows held at full resolution and hold them at
+    /// two resolutions (hold_spans). Throws std::logic_error when a span's rows are not all
+    /// held at full resolution.
+    void seal(const SealRequest& request) override;
+    const std::vector<ZoomHead>* last_zoom() const override { return &last_zoom_; }
+
+    /// Hold `spans` (built elsewhere, e.g. restored from the project) at two resolutions,
+    /// moved by delta positions: their full-resolution rows are dropped. Spans must be sorted,
+    /// disjoint, inside what was stored and not already held; each must match the shape.
+    /// Throws std::invalid_argument otherwise. τ is calibrated again at the next attend().
+    void hold_spans(std::vector<SekvSpan> spans, int32_t delta);
+    const std::vector<SekvSpan>& spans() const { return spans_; }
+    const SekvOptions& options() const { return options_; }
+    /// τ per query head ([n_head]); empty until calibrated.
+    const std::vector<double>& tau() const { return tau_; }
+
+private:
+    void calibrate(const float* q, int64_t n_q);
+    std::vector<double> relevances(const float* qh, int head) const;
+
+    AttentionShape shape_;
+    int64_t capacity_;
+    double rope_base_;
+    SekvOptions options_;
+    int64_t n_stored_ = 0;
+    std::vector<float> k_, v_; ///< full-resolution rows [n][n_kv_head * head_dim]
+    std::vector<int32_t> pos_;
+    std::vector<SekvSpan> spans_; ///< ascending positions
+    std::vector<double> tau_;
+    std::vector<ZoomHead> last_zoom_;
+};
+
+} // namespace spanscope

@@ -1,0 +1,65 @@
+// A SEKV span of one layer at its two resolutions for every KV head (DESIGN.md §3.4): the
+// summary rows (surprisal-weighted means of its keys and values) kept in the fast tier, and the
+// low-rank factors of its keys and values kept in the host tier. Built from the rows a memory
+// held at full resolution; moved to another position by rotating what depends on it.
+#pragma once
+
+#include "segmentation.h"
+#include "span_factors.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace spanscope {
+
+/// How much of a span's spectrum its factors keep (the training-free rank gate).
+struct SpanRankOptions {
+    int max_rank = 32;   ///< at most this many components (and at most the span's size)
+    double energy = 1.0; ///< keep the fewest components holding this fraction of Σσ² (<= 1;
+                         ///< 1 keeps max_rank)
+};
+
+/// One span of one layer: positions [begin, begin + size), summaries and factors per KV head.
+struct SekvSpan {
+    int32_t begin = 0;
+    int64_t size = 0;
+    std::vector<float> summary_k, summary_v; ///< [n_kv_head][head_dim]; keys rotated at the rows'
+                                             ///< positions like the keys they summarise
+    std::vector<SpanFactors> k, v;           ///< [n_kv_head], each [size][head_dim]
+    int32_t end() const { return begin + static_cast<int32_t>(size); }
+};
+
+/// The rank the gate keeps from squared singular values sigma2 (descending): the smallest r
+/// with Σ_{i<r} σ²_i >= energy · Σσ², at most max_rank, at least 1.
+int gated_rank(const std::vector<double>& sigma2, const SpanRankOptions& options);
+
+/// Build a span from its rows. k, v: [n][n_kv_head][head_dim] (keys rotated at positions
+/// begin..begin+n-1); token_surprisal: [n] (nats, each row's own token; the summary weights,
+/// span_factors.h). Throws std::invalid_argument for n < 1 or bad options.
+SekvSpan build_span(const float* k, const float* v, const float* token_surprisal, int64_t n,
+                    int n_kv_head, int head_dim, int32_t begin, const SpanRankOptions& options);
+
+/// Move a span by delta positions: rotate its summary keys and the right factors of its keys by
+/// delta with the layer's RoPE base (move_key_span); values and left factors do not change.
+void move_span(SekvSpan& span, int32_t delta, double rope_base);
+
+/// Bytes a span holds in the fast tier (its summary rows, fp32, and begin/size) and in the host
+/// tier (its factors, fp32).
+int64_t span_fast_bytes(const SekvSpan& span);
+int64_t span_host_bytes(const SekvSpan& span);
+
+/// The surprisal of each token itself from a prefill's per-row surprisals (row i holds the
+/// surprisal of token i + 1, session.h): out[0] = NaN (the first token has none), out[i] =
+/// row_surprisal[i - 1]. [n] -> [n].
+std::vector<float> token_surprisals(const float* row_surprisal, int64_t n);
+
+/// The segmentation of a context whose fast tier must fit `budget` (a fraction of the bytes a
+/// full cache holds): α is raised from options.alpha in steps of 0.25 (at most 32 steps) until
+/// the rows kept at full resolution plus one summary row per span fit budget · n; budget <= 0 or
+/// >= 1 keeps options.alpha. *met tells whether the budget was met (else the coarsest
+/// segmentation tried is returned). token_surprisal: [n]. Throws as segment().
+Segmentation segment_within_budget(const float* token_surprisal, int64_t n,
+                                   const SegmentationOptions& options, double budget,
+                                   double* alpha_used = nullptr, bool* met = nullptr);
+
+} // namespace spanscope

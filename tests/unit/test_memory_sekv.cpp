@@ -1,0 +1,317 @@
+// The `sekv` memory against the exact ones: with every span expanded at full rank it gives full
+// attention (random rows, and the forward pass of a model on real text); spans of equal rows
+// give it from their summary rows alone; the row budget and the calibrated expansion rate hold;
+// spans moved by Δ positions equal spans built there.
+#include "memory_full.h"
+#include "memory_sekv.h"
+#include "model.h"
+#include "ops.h"
+#include "router.h"
+#include "session.h"
+#include "test_support.h"
+#include "tiny_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace spanscope;
+
+namespace {
+const AttentionShape kShape{4, 2, 16, 0.25f, 0};
+constexpr int64_t kRow = 2 * 16;
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto& v : x)
+        v = g(rng);
+    return x;
+}
+
+std::vector<int32_t> iota_pos(int32_t begin, int64_t n) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+        p[i] = begin + static_cast<int32_t>(i);
+    return p;
+}
+
+// A document of n rows with surprisals that make anchors and spans of at most 12 tokens.
+struct Doc {
+    int64_t n;
+    std::vector<float> k, v, surprisal;
+    Segmentation seg;
+};
+Doc make_doc(int64_t n, uint32_t seed) {
+    Doc d{n, randn(n * kRow, seed), randn(n * kRow, seed + 1), {}, {}};
+    std::mt19937 rng(seed + 2);
+    std::exponential_distribution<float> e(1.0f);
+    for (int64_t i = 0; i < n; ++i)
+        d.surprisal.push_back(e(rng));
+    d.surprisal[0] = NAN;
+    d.seg = segment(d.surprisal.data(), n, {1.0, 4, 12});
+    return d;
+}
+
+SekvOptions options(bool expand_all, double rate = 0.1, int64_t budget_rows = 0) {
+    SekvOptions o;
+    o.rank = {32, 1.0};
+    o.router.expand_all = expand_all;
+    o.router.expand_rate = rate;
+    o.router.budget_rows = budget_rows;
+    return o;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+    return m;
+}
+} // namespace
+
+TEST(SekvMemory, EveryExpandedSpanAtFullRankGivesFullAttention) {
+    ThreadPool pool(2);
+    const auto doc = make_doc(200, 1);
+    ASSERT_GT(doc.seg.spans.size(), 5u);
+    FullMemory full(kShape, 512);
+    SekvMemory sekv(kShape, 512, 1e6, options(true));
+    const auto pos = iota_pos(0, doc.n);
+    full.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
+    sekv.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
+    sekv.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+    EXPECT_EQ(sekv.spans().size(), doc.seg.spans.size());
+    EXPECT_EQ(sekv.stats().spans, static_cast<int64_t>(doc.seg.spans.size()));
+    // A tail of 6 tokens (a question) stored in both and attending over everything.
+    const int64_t nq = 6;
+    const auto tk = randn(nq * kRow, 7), tv = randn(nq * kRow, 8);
+    const auto q = randn(nq * 4 * 16, 9);
+    const auto qpos = iota_pos(static_cast<int32_t>(doc.n), nq);
+    full.store(tk.data(), tv.data(), qpos.data(), nq);
+    sekv.store(tk.data(), tv.data(), qpos.data(), nq);
+    std::vector<float> a(q.size()), b(q.size());
+    full.attend(q.data(), qpos.data(), nq, a.data(), pool);
+    sekv.attend(q.data(), qpos.data(), nq, b.data(), pool);
+    EXPECT_LT(max_abs_diff(a, b), 2e-5);
+    // Every head of the last query zoomed into every span.
+    ASSERT_EQ(sekv.last_zoom()->size(), 4u);
+    for (const auto& h : *sekv.last_zoom())
+        EXPECT_EQ(h.spans.size(), doc.seg.spans.size());
+}
+
+TEST(SekvMemory, SpansOfEqualRowsGiveFullAttentionFromTheirSummaries) {
+    ThreadPool pool(2);
+    auto doc = make_doc(150, 3);
+    for (const auto& s : doc.seg.spans) // every row of a span equal to the span's first row
+        for (int64_t i = s.begin + 1; i < s.end; ++i)
+            for (int64_t j = 0; j < kRow; ++j) {
+                doc.k[i * kRow + j] = doc.k[s.begin * kRow + j];
+                doc.v[i * kRow + j] = doc.v[s.begin * kRow + j];
+            }
+    FullMemory full(kShape, 512);
+    SekvMemory sekv(kShape, 512, 1e6, options(false, 0.0)); // nothing expands
+    const auto pos = iota_pos(0, doc.n);
+    full.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
+    sekv.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
+    sekv.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+    const auto tk = randn(kRow, 11), tv = randn(kRow, 12), q = randn(4 * 16, 13);
+    const int32_t qp = static_cast<int32_t>(doc.n);
+    full.store(tk.data(), tv.data(), &qp, 1);
+    sekv.store(tk.data(), tv.data(), &qp, 1);
+    std::vector<float> a(q.size()), b(q.size());
+    full.attend(q.data(), &qp, 1, a.data(), pool);
+    sekv.attend(q.data(), &qp, 1, b.data(), pool);
+    for (const auto& h : *sekv.last_zoom())
+        EXPECT_TRUE(h.spans.empty());
+    EXPECT_LT(max_abs_diff(a, b), 2e-6);
+    // The fast tier is smaller than full: spans hold one summary row each.
+    const auto st = sekv.stats();
+    EXPECT_LT(st.fast_tier_bytes, st.full_kv_bytes);
+    EXPECT_GT(st.host_tier_bytes, 0);
+}
+
+TEST(SekvMemory, RowBudgetIsNeverExceededAndCalibrationHitsItsRate) {
+    ThreadPool pool(2);
+    const auto doc = make_doc(400, 5);
+    for (const int64_t budget : {int64_t{0}, int64_t{10}}) {
+        SekvMemory sekv(kShape, 1024, 1e6, options(false, 0.25, budget));
+        const auto pos = iota_pos(0, doc.n);
+        sekv.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
+        sekv.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+        const int64_t nq = 16;
+        const auto tk = randn(nq * kRow, 21), tv = randn(nq * kRow, 22);
+        const auto q = randn(nq * 4 * 16, 23);
+        const auto qpos = iota_pos(static_cast<int32_t>(doc.n), nq);
+        sekv.store(tk.data(), tv.data(), qpos.data(), nq);
+        std::vector<float> out(q.size());
+        sekv.attend(q.data(), qpos.data(), nq, out.data(), pool);
+        ASSERT_EQ(sekv.tau().size(), 4u);
+        // Independently: the share of (query, span) pairs above each head's τ.
+        const auto& spans = sekv.spans();
+        for (int h = 0; h < 4; ++h) {
+            int64_t over = 0, all = 0;
+            for (int64_t i = 0; i < nq; ++i)
+                for (const auto& s : spans) {
+                    const double r = span_relevance(q.data() + (i * 4 + h) * 16,
+                                                    s.summary_k.data() + (h / 2) * 16, 16, s.size);
+                    over += r > sekv.tau()[static_cast<size_t>(h)];
+                    ++all;
+                }
+            EXPECT_NEAR(static_cast<double>(over) / static_cast<double>(all), 0.25,
+                        1.0 / static_cast<double>(all) + 1e-12);
+        }
+        for (const auto& h : *sekv.last_zoom()) {
+            int64_t rows = 0;
+            for (const int s : h.spans)
+                rows += spans[static_cast<size_t>(s)].size;
+            if (budget > 0) {
+                EXPECT_LE(rows, budget);
+            }
+            EXPECT_EQ(h.relevance.size(), h.spans.size());
+        }
+    }
+}
+
+namespace {
+// Largest difference between two spans' summaries and reconstructed rows, per element.
+double span_difference(const SekvSpan& a, const SekvSpan& b) {
+    double worst =
+        std::max(max_abs_diff(a.summary_k, b.summary_k), max_abs_diff(a.summary_v, b.summary_v));
+    for (size_t g = 0; g < a.k.size(); ++g)
+        for (const auto& [fa, fb] : {std::pair{&a.k[g], &b.k[g]}, std::pair{&a.v[g], &b.v[g]}}) {
+            std::vector<float> ra(static_cast<size_t>(fa->rows * fa->dim)), rb(ra.size());
+            reconstruct(*fa, ra.data());
+            reconstruct(*fb, rb.data());
+            worst = std::max(worst, max_abs_diff(ra, rb));
+        }
+    return worst;
+}
+} // namespace
+
+TEST(SekvMemory, SpansMovedByDeltaEqualSpansBuiltThere) {
+    const auto doc = make_doc(120, 31);
+    const int32_t delta = 777;
+    const double base = 1e6;
+    // Keys rotated at positions 0.. and at delta.. (the same document at another place).
+    auto k0 = doc.k, k1 = doc.k;
+    for (int64_t i = 0; i < doc.n; ++i) {
+        rope_shift_neox(k0.data() + i * kRow, 1, 2, 16, static_cast<int32_t>(i), base);
+        rope_shift_neox(k1.data() + i * kRow, 1, 2, 16, static_cast<int32_t>(i) + delta, base);
+    }
+    // One span, in fp32: moved equals built at the new position.
+    const auto& ts = doc.seg.spans.front();
+    const SpanRankOptions rank{32, 1.0};
+    auto moved_span = build_span(k0.data() + ts.begin * kRow, doc.v.data() + ts.begin * kRow,
+                                 doc.surprisal.data() + ts.begin, ts.size(), 2, 16,
+                                 static_cast<int32_t>(ts.begin), rank);
+    move_span(moved_span, delta, base);
+    const auto built_span = build_span(k1.data() + ts.begin * kRow, doc.v.data() + ts.begin * kRow,
+                                       doc.surprisal.data() + ts.begin, ts.size(), 2, 16,
+                                       static_cast<int32_t>(ts.begin) + delta, rank);
+    EXPECT_EQ(moved_span.begin, built_span.begin);
+    EXPECT_LT(span_difference(moved_span, built_span), 1e-5);
+
+    // Whole memories (rows held at f16 precision, so rotated rows round differently).
+    SekvMemory at0(kShape, 512, base, options(true)), built(kShape, 1024, base, options(true)),
+        moved(kShape, 1024, base, options(true));
+    const auto p0 = iota_pos(0, doc.n), p1 = iota_pos(delta, doc.n);
+    at0.store(k0.data(), doc.v.data(), p0.data(), doc.n);
+    at0.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+    built.store(k1.data(), doc.v.data(), p1.data(), doc.n);
+    built.seal({&doc.seg, doc.surprisal.data(), delta, doc.n});
+    moved.store(k1.data(), doc.v.data(), p1.data(), doc.n);
+    moved.hold_spans(at0.spans(), delta);
+    ASSERT_EQ(moved.spans().size(), built.spans().size());
+    double worst = 0;
+    for (size_t s = 0; s < built.spans().size(); ++s) {
+        EXPECT_EQ(moved.spans()[s].begin, built.spans()[s].begin);
+        worst = std::max(worst, span_difference(moved.spans()[s], built.spans()[s]));
+    }
+    EXPECT_LT(worst, 8e-3); // f16 rounding of values of magnitude up to ~4
+    EXPECT_EQ(moved.stats().fast_tier_bytes, built.stats().fast_tier_bytes);
+}
+
+TEST(SekvMemory, RefusesSlidingLayersAndMismatchedSpans) {
+    AttentionShape sliding = kShape;
+    sliding.window = 8;
+    EXPECT_THROW(SekvMemory(sliding, 64, 1e4, SekvOptions{}), std::invalid_argument);
+    SekvMemory m(kShape, 64, 1e6, SekvOptions{});
+    SekvSpan bad;
+    bad.begin = 0;
+    bad.size = 4;
+    EXPECT_THROW(m.hold_spans({bad}, 0), std::invalid_argument);
+    // Spans whose rows are not held.
+    const auto doc = make_doc(40, 41);
+    SekvMemory a(kShape, 64, 1e6, SekvOptions{});
+    const auto pos = iota_pos(0, doc.n);
+    a.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
+    a.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+    ASSERT_FALSE(a.spans().empty());
+    EXPECT_THROW(m.hold_spans(a.spans(), 0), std::invalid_argument);
+    std::vector<float> k, v;
+    std::vector<int32_t> p;
+    EXPECT_THROW(a.read_rows(0, 40, k, v, p), std::logic_error);
+}
+
+// The whole forward pass: a model whose global layers are SEKV with every span expanded at full
+// rank gives the logits of the model with full global layers, on real text.
+namespace {
+void expect_forward_matches(const Model& model, const std::string& text, int64_t max_tokens,
+                            double tol) {
+    auto toks = model.tokenizer().encode(text);
+    toks.insert(toks.begin(), model.tokenizer().bos());
+    if (static_cast<int64_t>(toks.size()) > max_tokens)
+        toks.resize(static_cast<size_t>(max_tokens));
+    const std::vector<int32_t> question(toks.end() - 8, toks.end());
+    const std::vector<int32_t> doc(toks.begin(), toks.end() - 8);
+    SessionOptions fo;
+    fo.threads = 2;
+    fo.n_ctx = static_cast<int64_t>(toks.size()) + 8;
+    fo.ubatch = 64;
+    SessionOptions so = fo;
+    so.global_policy = "sekv";
+    so.sekv.rank = {model.info().head_dim, 1.0};
+    so.sekv.segmentation.max_span = std::min<int64_t>(32, model.info().head_dim);
+    so.sekv.router.expand_all = true;
+    so.sekv.budget = 0;
+    Session full(model, fo), sekv(model, so);
+    full.prefill(doc);
+    std::vector<float> surprisal(doc.size());
+    sekv.prefill(doc, nullptr, {}, surprisal.data(), question[0]);
+    const auto info = sekv.seal_context(surprisal.data(), 0, static_cast<int64_t>(doc.size()));
+    ASSERT_GT(info.segmentation.spans.size(), 3u);
+    const auto a = full.prefill(question);
+    const auto b = sekv.prefill(question);
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
+        scale = std::max(scale, static_cast<double>(std::fabs(a[i])));
+    }
+    EXPECT_LT(worst, tol * scale) << "largest logit difference " << worst << " of " << scale;
+    const auto st = sekv.memory().total("sekv");
+    EXPECT_GT(st.spans, 0);
+    EXPECT_LT(st.fast_tier_bytes, st.full_kv_bytes);
+}
+} // namespace
+
+TEST(SekvMemory, ForwardPassOfATinyModelMatchesFullWhenEverySpanExpands) {
+    const std::string path = test::temp_dir() + "/tiny.gguf";
+    test::TinyGemma3Config cfg;
+    cfg.n_ctx = 1024;
+    test::write_tiny_gemma3(path, cfg);
+    auto model = Model::load(path);
+    expect_forward_matches(*model, test::sample_prose(5, 1200), 600, 1e-4);
+}
+
+TEST(SekvMemory, ForwardPassOfTheRealModelMatchesFullWhenEverySpanExpands) {
+    const auto path = test::real_model_path();
+    if (!path)
+        GTEST_SKIP() << "the default model is not installed (run the set-up command)";
+    const std::string text = test::read_file("/usr/share/common-licenses/GPL-3");
+    if (text.empty())
+        GTEST_SKIP() << "/usr/share/common-licenses/GPL-3 is missing (package base-files)";
+    auto model = Model::load(*path);
+    expect_forward_matches(*model, text, 700, 1e-3);
+}
