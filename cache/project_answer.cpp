@@ -1,6 +1,7 @@
 #include "project_answer.h"
 
 #include "prompt.h"
+#include "sekv_unit.h"
 #include "tokenizer.h"
 #include "unit_choice.h"
 
@@ -32,16 +33,40 @@ std::string dump(const nlohmann::json& j) {
 
 nlohmann::json answer_stats_json(const Answer& ans) {
     const auto& s = ans.stats;
-    return {{"prompt_tokens", s.prompt_tokens},
-            {"tokens_computed", s.tokens_computed},
-            {"tokens_reused", s.tokens_reused},
-            {"ttft_ms", s.ttft_ms},
-            {"prefill_tokens_per_s", s.prefill_tokens_per_s},
-            {"decode_tokens_per_s", s.decode_tokens_per_s},
-            {"generated_tokens", s.generated_tokens},
-            {"peak_rss_bytes", peak_rss_bytes()},
-            {"memory_fast_tier_bytes", s.memory.fast_tier_bytes},
-            {"memory_host_tier_bytes", s.memory.host_tier_bytes}};
+    nlohmann::json j = {{"prompt_tokens", s.prompt_tokens},
+                        {"tokens_computed", s.tokens_computed},
+                        {"tokens_reused", s.tokens_reused},
+                        {"ttft_ms", s.ttft_ms},
+                        {"prefill_tokens_per_s", s.prefill_tokens_per_s},
+                        {"decode_tokens_per_s", s.decode_tokens_per_s},
+                        {"generated_tokens", s.generated_tokens},
+                        {"peak_rss_bytes", peak_rss_bytes()},
+                        {"memory_fast_tier_bytes", s.memory.fast_tier_bytes},
+                        {"memory_host_tier_bytes", s.memory.host_tier_bytes}};
+    if (s.sekv_layers.empty()) {
+        j["policy"] = "full";
+        return j;
+    }
+    // SEKV: the memory of the SEKV layers only, per tier, and per layer.
+    j["policy"] = "sekv";
+    j["memory"] = {{"fast_tier_bytes", s.sekv.fast_tier_bytes},
+                   {"host_tier_bytes", s.sekv.host_tier_bytes},
+                   {"full_kv_bytes", s.sekv.full_kv_bytes}};
+    j["fast_tier_fraction"] = s.sekv.full_kv_bytes > 0
+                                  ? static_cast<double>(s.sekv.fast_tier_bytes) /
+                                        static_cast<double>(s.sekv.full_kv_bytes)
+                                  : 0.0;
+    j["expansions"] = s.expansions;
+    j["spans"] = ans.zoom.n_spans;
+    auto layers = nlohmann::json::array();
+    for (const auto& [layer, m] : s.sekv_layers)
+        layers.push_back({{"layer", layer},
+                          {"fast_tier_bytes", m.fast_tier_bytes},
+                          {"host_tier_bytes", m.host_tier_bytes},
+                          {"full_kv_bytes", m.full_kv_bytes},
+                          {"spans", m.spans}});
+    j["memory_per_layer"] = layers;
+    return j;
 }
 
 ChatContext chat_context(Project& project, int64_t chat_id) {
@@ -72,6 +97,12 @@ struct Assembly {
     int skipped = 0;
     int64_t restored = 0, offset = 0;
     int recomputed_units = 0;
+    // SEKV: where each section's spans sit among the context's spans, and what the SEKV
+    // structures take on disk per layer (bytes).
+    std::vector<ZoomSource> sources;
+    int64_t spans = 0;
+    int sekv_built = 0;
+    std::vector<SekvLayerBytes> structure_bytes;
 };
 
 // Choose the units and restore them into `session` (computing the missing ones in scratch).
@@ -133,6 +164,24 @@ Assembly assemble(Project& project, const Model& model, StateCache& cache, Sessi
             ++a.recomputed_units;
         }
         const int64_t rows = cache.restore_unit(states, session, a.offset);
+        if (!session.memory().sealing_layers().empty()) {
+            bool built = false;
+            const auto st = cache.sekv_state(docs[d].second[u], chunk_ids[d][u], states,
+                                             session.options().sekv, &built);
+            const int64_t n = hold_sekv_unit(session, st, a.offset);
+            a.sources.push_back(
+                {c.document_id, c.unit, static_cast<int>(a.spans), static_cast<int>(n), a.offset});
+            a.spans += n;
+            a.sekv_built += built;
+            const auto bytes = sekv_layer_bytes(st);
+            if (a.structure_bytes.empty())
+                a.structure_bytes = bytes;
+            else
+                for (size_t i = 0; i < bytes.size(); ++i) {
+                    a.structure_bytes[i].fast += bytes[i].fast;
+                    a.structure_bytes[i].host += bytes[i].host;
+                }
+        }
         // A recomputed unit's tokens were computed by this ask, not reused (KNOWN-FAILURES 9).
         if (!recomputed && !computed_now.count(c.document_id))
             a.restored += rows;
@@ -239,10 +288,30 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     stats["history_turns"] = out.history_turns;
     stats["assembly_ms"] = out.assembly_ms;
     stats["assembly"] = out.assembly;
+    std::vector<uint8_t> trace;
+    if (!ans.zoom.empty() || !a.sources.empty()) {
+        // Disk tier of each SEKV layer: its rows in the chunk states (f16) and its structures.
+        const auto& info = model.info();
+        const int64_t row_f16 = 2 * int64_t{2} * info.n_head_kv * info.head_dim;
+        for (auto& l : stats["memory_per_layer"])
+            for (const auto& b : a.structure_bytes)
+                if (l["layer"] == b.layer)
+                    l["disk_tier_bytes"] = a.offset * row_f16 + b.fast + b.host;
+        stats["sekv_states_built"] = a.sekv_built;
+        StoredZoomTrace t;
+        t.trace = ans.zoom;
+        t.trace.n_spans = static_cast<int>(a.spans);
+        t.sources = a.sources;
+        t.tokens = ans.tokens;
+        t.tokens.resize(t.trace.steps.size());
+        for (const auto id : t.tokens)
+            t.token_texts.push_back(model.tokenizer().token_bytes(id));
+        trace = encode_zoom_trace(t);
+    }
     nlohmann::json msg = stats;
     msg["documents"] = out.documents;
     msg["stop_reason"] = ans.stop_reason;
-    project.add_message(out.chat_id, "assistant", ans.text, dump(msg));
+    out.message_id = project.add_message(out.chat_id, "assistant", ans.text, dump(msg), trace);
     return out;
 }
 

@@ -9,6 +9,7 @@
 #include "sampler.h"
 #include "session.h"
 #include "state_cache.h"
+#include "zoom_trace_blob.h"
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,7 @@ struct ProjectAnswer {
     Answer answer; ///< stats.tokens_reused: rows restored from the store; stats.tokens_computed:
                    ///< every prompt token run through the model (recomputed units included)
     int64_t chat_id = 0;
+    int64_t message_id = 0;         ///< the answer's message (its zoom trace is kept with it)
     std::vector<int64_t> documents; ///< documents the answer was built from (ascending ids)
     int units = 0, units_left_out = 0, units_recomputed = 0;
     int64_t tokens_recomputed = 0; ///< tokens of units whose state was computed for this answer
@@ -74,7 +76,9 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
                           const std::atomic<bool>* cancel = nullptr);
 
 /// The statistics of an answer (the fields of `ask --json`'s "stats"): token counts, ms,
-/// tokens/s, bytes.
+/// tokens/s, bytes; "policy"; with SEKV layers also "memory" {fast_tier_bytes,
+/// host_tier_bytes, full_kv_bytes} summed over them, "fast_tier_fraction", "expansions" (spans
+/// expanded per generated token, mean over layers and heads), "spans" and "memory_per_layer".
 nlohmann::json answer_stats_json(const Answer& answer);
 
 } // namespace spanscope

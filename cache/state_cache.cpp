@@ -1,5 +1,7 @@
 #include "state_cache.h"
 
+#include "sekv_unit.h"
+
 #include "kv_rows.h"
 
 #include <chrono>
@@ -195,6 +197,40 @@ int64_t StateCache::restore_unit(const UnitStates& states, Session& session, int
         import_rows(memory, info, rows, delta, session.ubatch());
     project_.touch_states(states.chunk_ids, fingerprint_hex_);
     return restored;
+}
+
+SekvUnitState StateCache::sekv_state(const DocumentUnit& unit,
+                                     const std::vector<int64_t>& chunk_ids,
+                                     const UnitStates& states, const SekvOptions& options,
+                                     bool* built) {
+    const auto layers = sekv_layers(model_.info(), options);
+    const std::string key = sekv_options_key(options, layers);
+    if (built)
+        *built = false;
+    if (chunk_ids.empty())
+        throw std::invalid_argument("SEKV: a unit without chunks");
+    if (auto blob = project_.sekv_state_blob(chunk_ids.front(), fingerprint_hex_, key)) {
+        SekvExpectation e;
+        e.fingerprint = fingerprint_;
+        e.options_key = key;
+        e.n_tokens = unit.n_tokens();
+        e.layers = layers;
+        e.n_kv_head = model_.info().n_head_kv;
+        e.head_dim = model_.info().head_dim;
+        try {
+            return decode_sekv_state(blob->data(), blob->size(), e);
+        } catch (const StateError& err) {
+            project_.log_event("recomputed", "SEKV state of chunk " +
+                                                 std::to_string(chunk_ids.front()) + ": " +
+                                                 err.what());
+        }
+    }
+    auto st = build_sekv_unit(unit, states, model_.info(), options);
+    project_.put_sekv_state(chunk_ids.front(), fingerprint_hex_, key,
+                            encode_sekv_state(st, fingerprint_));
+    if (built)
+        *built = true;
+    return st;
 }
 
 IngestResult StateCache::ingest(int64_t document_id, Session& scratch,

@@ -10,7 +10,9 @@
 #pragma once
 
 #include "chunk_state.h"
+#include "memory_sekv.h"
 #include "project.h"
+#include "sekv_state.h"
 #include "session.h"
 #include "unit_prefill.h"
 
@@ -103,6 +105,13 @@ public:
     /// session.adopt_memory(). Returns the rows restored into each global layer (the unit's
     /// tokens), counted as they are stored. Marks the states as used.
     int64_t restore_unit(const UnitStates& states, Session& session, int64_t offset);
+
+    /// The unit's SEKV state for these options: the stored one when it is present and valid,
+    /// else built from `states` (sekv_unit.h) and stored (a damaged one is logged and
+    /// replaced). *built tells which.
+    SekvUnitState sekv_state(const DocumentUnit& unit, const std::vector<int64_t>& chunk_ids,
+                             const UnitStates& states, const SekvOptions& options,
+                             bool* built = nullptr);
 
 private:
     StateExpectation expect_rows(const TextChunk& c) const;

@@ -2,8 +2,11 @@
 // softmax over the rows kept at full resolution (anchors, short spans, the recent tail; bias
 // 0), the summary row of every span that is not expanded (bias +log|S|, so a span of |S| equal
 // rows weighs what its rows would), and the rows of expanded spans, reconstructed from their
-// low-rank factors one at a time. Computed with an online softmax (Milakov & Gimelshein 2018,
-// "Online normalizer calculation for softmax"), never materialising a span's rows together.
+// low-rank factors. Computed with an online softmax over blocks (Milakov & Gimelshein 2018,
+// "Online normalizer calculation for softmax"; blocks as in FlashAttention, Dao et al. 2022):
+// a block of full rows, the summaries, then each expanded span; an expanded span's rows are
+// never materialised — its scores are left_k · (right_k q) and its values' weighted sum
+// (left_vᵀ w) · right_v, the same numbers as reconstructing each row.
 // Each span enters with one view only: the other is masked out (weight 0, a score of −∞).
 #pragma once
 

@@ -274,6 +274,8 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
         ans.stats.decode_tokens_per_s = decoded / (ans.stats.decode_ms / 1000.0);
     ans.stats.memory = memory_.total();
     ans.stats.sekv = memory_.total("sekv");
+    for (const int il : memory_.sealing_layers())
+        ans.stats.sekv_layers.emplace_back(il, memory_.layer(il).stats());
     ans.zoom.n_spans = static_cast<int>(
         ans.stats.sekv.spans /
         std::max<int64_t>(1, static_cast<int64_t>(memory_.sealing_layers().size())));

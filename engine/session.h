@@ -54,8 +54,9 @@ struct GenerationStats {
     double decode_ms = 0;
     double prefill_tokens_per_s = 0;
     double decode_tokens_per_s = 0;
-    MemoryStats memory;    ///< all layers, after the answer
-    MemoryStats sekv;      ///< the SEKV layers only, after the answer (zero without SEKV)
+    MemoryStats memory; ///< all layers, after the answer
+    MemoryStats sekv;   ///< the SEKV layers only, after the answer (zero without SEKV)
+    std::vector<std::pair<int, MemoryStats>> sekv_layers; ///< (layer, its memory) per SEKV layer
     double expansions = 0; ///< spans expanded per generated token, mean over SEKV layers and
                            ///< query heads (ZoomTrace::mean_expansions)
 };
@@ -74,6 +75,7 @@ public:
     Session(const Model& model, const SessionOptions& options);
 
     const Model& model() const { return model_; }
+    const SessionOptions& options() const { return options_; }
     int64_t n_ctx() const { return n_ctx_; }
     int64_t n_past() const { return n_past_; }
     int64_t ubatch() const { return options_.ubatch; }

@@ -134,6 +134,15 @@ public:
     void delete_states(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint);
     /// Mark states as used now (least-recently-used eviction).
     void touch_states(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint);
+    /// The SEKV state (sekv_state.h) of the unit whose first chunk is chunk_id, built for this
+    /// model with these options; std::nullopt when none is stored.
+    std::optional<std::vector<uint8_t>> sekv_state_blob(int64_t chunk_id,
+                                                        const std::string& fingerprint,
+                                                        const std::string& options_key);
+    /// Store (or replace) that SEKV state. It goes with the unit's chunk states: deleting or
+    /// evicting them deletes it.
+    void put_sekv_state(int64_t chunk_id, const std::string& fingerprint,
+                        const std::string& options_key, const std::vector<uint8_t>& blob);
     /// Evict whole units' states, least recently used first, until the states fit the cache
     /// limit; never the chunks in `keep`. Returns the bytes evicted.
     int64_t evict_to_limit(const std::vector<int64_t>& keep = {});
@@ -143,6 +152,12 @@ public:
     bool has_chat(int64_t chat_id);
     int64_t add_message(int64_t chat_id, const std::string& role, const std::string& text,
                         const std::string& stats_json = "");
+    /// The same with the answer's zoom trace (zoom_trace_blob.h), in one transaction; an empty
+    /// trace stores none.
+    int64_t add_message(int64_t chat_id, const std::string& role, const std::string& text,
+                        const std::string& stats_json, const std::vector<uint8_t>& zoom_trace);
+    /// The zoom trace kept with a message, std::nullopt when it has none.
+    std::optional<std::vector<uint8_t>> zoom_trace(int64_t message_id);
     std::vector<MessageRecord> messages(int64_t chat_id);
     /// Every chat, oldest first, with its number of messages.
     std::vector<ChatRecord> chats();

@@ -61,8 +61,16 @@ void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprin
 void Project::delete_states(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint) {
     Transaction tx(*db_);
     auto del = db_->prepare("DELETE FROM chunk_states WHERE chunk_id = ? AND fingerprint = ?");
-    for (const auto id : chunk_ids)
+    // SEKV states are keyed "fingerprint/options" (project_sekv.cpp) and go with the states.
+    auto del_sekv = db_->prepare(
+        "DELETE FROM segmentations WHERE chunk_id = ? AND substr(fingerprint, 1, ?) = ?");
+    for (const auto id : chunk_ids) {
         del.bind(1, id).bind(2, fingerprint).run();
+        del_sekv.bind(1, id)
+            .bind(2, static_cast<int64_t>(fingerprint.size() + 1))
+            .bind(3, fingerprint + "/")
+            .run();
+    }
     tx.commit();
 }
 

@@ -92,7 +92,9 @@ int run_ask(const AskOptions& o) {
 
     SessionOptions so;
     so.threads = o.threads;
+    apply_policy(o.policy, so);
     Session session(*model, so);
+    const bool sekv = !session.memory().sealing_layers().empty();
     SamplingParams sp;
     sp.temperature = o.temperature;
     sp.top_k = o.top_k;
@@ -105,9 +107,20 @@ int run_ask(const AskOptions& o) {
     const PromptStyle style =
         info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
     try {
-        for (const auto& u : units)
-            prefill_unit(session, u, 0, session.n_past(), {}, &g_interrupted, {},
-                         /*surprisal=*/false);
+        for (const auto& u : units) {
+            // SEKV holds each document at two resolutions once it is prefilled; its
+            // segmentation needs every token's surprisal, computed in the same passes.
+            const int64_t offset = session.n_past();
+            std::vector<float> surprisal;
+            const ChunkDone keep = [&](size_t, const std::vector<float>& s,
+                                       const std::vector<float>&) {
+                surprisal.insert(surprisal.end(), s.begin(), s.end());
+            };
+            prefill_unit(session, u, 0, offset, sekv ? keep : ChunkDone{}, &g_interrupted, {},
+                         /*surprisal=*/sekv);
+            if (sekv)
+                session.seal_context(surprisal.data(), static_cast<int32_t>(offset), u.n_tokens());
+        }
         const int64_t processed_before_question = session.tokens_processed();
         const double prefill_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)

@@ -1,6 +1,8 @@
 // spanscope-cli subcommands. Each returns the process exit code; errors are one line on stderr.
 #pragma once
 
+#include "policy_options.h"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +33,7 @@ struct AskOptions {
     unsigned long long seed = 0;
     int threads = 0;
     bool json = false;
+    PolicyOptions policy;
 };
 
 struct BenchOptions {

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     ask_cmd->add_option("--threads", ask.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     ask_cmd->add_flag("--json", ask.json, "Print one JSON object with the answer and statistics");
+    add_policy_options(*ask_cmd, ask.policy);
     ask_cmd->add_option("question", ask.question, "The question")->required();
 
     IngestOptions ingest;

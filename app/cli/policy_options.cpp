@@ -1,0 +1,44 @@
+#include "policy_options.h"
+
+namespace spanscope::cli {
+
+void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
+    cmd.add_option("--policy", o.policy,
+                   "Memory policy of the global-attention layers: full (every token's keys and "
+                   "values) or sekv (spans at two resolutions, zoomed into per query)")
+        ->check(CLI::IsMember({"full", "sekv"}))
+        ->capture_default_str();
+    cmd.add_option("--budget", o.budget,
+                   "sekv: fast-tier bytes of the documents as a fraction of what full holds for "
+                   "the same layers")
+        ->check(CLI::Range(0.01, 1.0))
+        ->capture_default_str();
+    cmd.add_option("--expand-rate", o.expand_rate,
+                   "sekv: fraction of spans a query zooms into (the router's τ is calibrated "
+                   "to it on the question)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    cmd.add_option("--expand-rows", o.expand_rows,
+                   "sekv: most rows a query and head reconstruct (0 = no limit)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+        ->capture_default_str();
+    cmd.add_option("--alpha", o.alpha,
+                   "sekv: anchors are tokens with surprisal above mean + "
+                   "alpha * standard deviation")
+        ->check(CLI::Range(0.0, 10.0))
+        ->capture_default_str();
+    cmd.add_option("--sekv-layers", o.layers,
+                   "sekv: the layers it serves (default: every global-attention layer)")
+        ->delimiter(',');
+}
+
+void apply_policy(const PolicyOptions& o, SessionOptions& so) {
+    so.global_policy = o.policy;
+    so.sekv.budget = o.budget;
+    so.sekv.router.expand_rate = o.expand_rate;
+    so.sekv.router.budget_rows = o.expand_rows;
+    so.sekv.segmentation.alpha = o.alpha;
+    so.sekv.layers = o.layers;
+}
+
+} // namespace spanscope::cli

@@ -1,0 +1,54 @@
+// Project: SEKV states of units and the zoom traces of answers.
+#include "project.h"
+
+namespace spanscope {
+
+namespace {
+std::string sekv_key(const std::string& fingerprint, const std::string& options_key) {
+    return fingerprint + "/" + options_key;
+}
+} // namespace
+
+std::optional<std::vector<uint8_t>> Project::sekv_state_blob(int64_t chunk_id,
+                                                             const std::string& fingerprint,
+                                                             const std::string& options_key) {
+    auto q = db_->prepare("SELECT data FROM segmentations WHERE chunk_id = ? AND fingerprint = ?");
+    q.bind(1, chunk_id).bind(2, sekv_key(fingerprint, options_key));
+    if (!q.step())
+        return std::nullopt;
+    return q.blob(0);
+}
+
+void Project::put_sekv_state(int64_t chunk_id, const std::string& fingerprint,
+                             const std::string& options_key, const std::vector<uint8_t>& blob) {
+    db_->prepare("INSERT OR REPLACE INTO segmentations(chunk_id, fingerprint, data) VALUES (?, ?, "
+                 "?)")
+        .bind(1, chunk_id)
+        .bind(2, sekv_key(fingerprint, options_key))
+        .bind_blob(3, blob.data(), blob.size())
+        .run();
+}
+
+int64_t Project::add_message(int64_t chat_id, const std::string& role, const std::string& text,
+                             const std::string& stats_json,
+                             const std::vector<uint8_t>& zoom_trace) {
+    Transaction tx(*db_);
+    const int64_t id = add_message(chat_id, role, text, stats_json);
+    if (!zoom_trace.empty())
+        db_->prepare("INSERT INTO zoom_traces(message_id, data) VALUES (?, ?)")
+            .bind(1, id)
+            .bind_blob(2, zoom_trace.data(), zoom_trace.size())
+            .run();
+    tx.commit();
+    return id;
+}
+
+std::optional<std::vector<uint8_t>> Project::zoom_trace(int64_t message_id) {
+    auto q = db_->prepare("SELECT data FROM zoom_traces WHERE message_id = ?");
+    q.bind(1, message_id);
+    if (!q.step())
+        return std::nullopt;
+    return q.blob(0);
+}
+
+} // namespace spanscope
