@@ -36,6 +36,18 @@ struct AskOptions {
     PolicyOptions policy;
 };
 
+struct NiahOptions {
+    std::string model;
+    std::vector<int64_t> lengths{4096, 8192, 16384}; ///< haystack tokens
+    std::vector<int> depths{10, 30, 50, 70, 90};     ///< needle depth, % of the haystack
+    int samples = 10;                                ///< per length (depths taken in turn)
+    uint64_t seed = 1;
+    int max_tokens = 16;
+    int threads = 0;
+    std::string out; ///< append one JSON line per sample here too
+    PolicyOptions policy;
+};
+
 struct BenchOptions {
     std::string model;
     std::vector<int> lengths{512, 2048, 8192};
@@ -80,6 +92,7 @@ int run_ask_project(const AskOptions& o);
 int run_ask(const AskOptions& o);
 int run_bench(const BenchOptions& o);
 int run_qa(const QaOptions& o);
+int run_niah(const NiahOptions& o);
 
 /// The QA scoring rule: case-insensitive substring match of any accepted answer in the first
 /// line of `answer`, cut to 200 characters.

@@ -117,6 +117,30 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1024));
     bench_cmd->add_flag("--json", bench.json, "Print one JSON object");
 
+    NiahOptions niah;
+    auto* niah_cmd = app.add_subcommand(
+        "niah", "Needle-in-a-haystack prompts over real prose, answered with full and sekv");
+    niah_cmd->add_option("--model", niah.model, "GGUF model file");
+    niah_cmd->add_option("--lengths", niah.lengths, "Haystack lengths in tokens")
+        ->delimiter(',')
+        ->capture_default_str();
+    niah_cmd->add_option("--depths", niah.depths, "Needle depths, percent of the haystack")
+        ->delimiter(',')
+        ->check(CLI::Range(0, 100))
+        ->capture_default_str();
+    niah_cmd->add_option("--samples", niah.samples, "Samples per length")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    niah_cmd->add_option("--seed", niah.seed, "Seed of the haystacks and needles")
+        ->capture_default_str();
+    niah_cmd->add_option("--max-tokens", niah.max_tokens, "Most answer tokens")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    niah_cmd->add_option("--threads", niah.threads, "Worker threads (default: all cores)")
+        ->check(CLI::Range(1, 1024));
+    niah_cmd->add_option("--out", niah.out, "Also append each sample's JSON line to this file");
+    add_policy_options(*niah_cmd, niah.policy);
+
     QaOptions qa;
     auto* qa_cmd =
         app.add_subcommand("qa", "Run and score a question set (tests/qa/questions.json)");
@@ -163,6 +187,8 @@ int main(int argc, char** argv) {
         }
         if (*bench_cmd)
             return run_bench(bench);
+        if (*niah_cmd)
+            return run_niah(niah);
         if (*qa_cmd)
             return run_qa(qa);
     } catch (const std::exception& e) {
