@@ -1,0 +1,255 @@
+// SEKV in a project: the unit SEKV state round-trips through its blob and refuses damage; a
+// reopened project answers with the stored SEKV state (not rebuilt) and gives the identical
+// answer and zoom trace; the zoom trace blob round-trips and refuses damage; a unit restored at
+// an offset holds the same spans as a cold prefill sealed there.
+#include "project_answer.h"
+#include "sekv_display.h"
+#include "sekv_unit.h"
+#include "state_cache.h"
+#include "test_support.h"
+#include "tiny_model.h"
+#include "zoom_trace_blob.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+using namespace spanscope;
+using namespace spanscope::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+class SekvProjectTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = temp_dir();
+        config_.n_ctx = 2048;
+        config_.sliding_window = 16;
+        config_.n_layer = 4;
+        write_tiny_gemma3(dir_ + "/a.gguf", config_);
+        model_ = Model::load(dir_ + "/a.gguf");
+        chunking_.target_tokens = 64;
+        chunking_.max_unit_tokens = 1500;
+        options_.threads = 2;
+        options_.ubatch = 32;
+        sekv_ = options_;
+        sekv_.global_policy = "sekv";
+        sekv_.sekv.router.expand_rate = 0.2;
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::unique_ptr<Project> project() { return Project::open(dir_ + "/p.spanscope", true); }
+
+    TinyGemma3Config config_;
+    std::string dir_;
+    std::unique_ptr<Model> model_;
+    ChunkingOptions chunking_;
+    SessionOptions options_, sekv_;
+};
+
+ProjectAnswer ask(Project& p, const Model& m, const ChunkingOptions& c, const SessionOptions& full,
+                  const SessionOptions& so, const std::string& question) {
+    StateCache cache(p, m, c);
+    Session scratch(m, full);
+    ProjectQuestion q;
+    q.question = question;
+    q.max_tokens = 12;
+    q.sampling.temperature = 0;
+    return ask_project(p, m, cache, scratch, so, q);
+}
+
+void expect_same_trace(const StoredZoomTrace& a, const StoredZoomTrace& b) {
+    ASSERT_EQ(a.trace.steps.size(), b.trace.steps.size());
+    EXPECT_EQ(a.trace.n_spans, b.trace.n_spans);
+    EXPECT_EQ(a.tokens, b.tokens);
+    for (size_t s = 0; s < a.trace.steps.size(); ++s) {
+        const auto &x = a.trace.steps[s], &y = b.trace.steps[s];
+        ASSERT_EQ(x.layers.size(), y.layers.size());
+        EXPECT_EQ(x.fast_tier_bytes, y.fast_tier_bytes);
+        for (size_t l = 0; l < x.layers.size(); ++l) {
+            ASSERT_EQ(x.layers[l].heads.size(), y.layers[l].heads.size());
+            for (size_t h = 0; h < x.layers[l].heads.size(); ++h) {
+                EXPECT_EQ(x.layers[l].heads[h].spans, y.layers[l].heads[h].spans);
+                EXPECT_EQ(x.layers[l].heads[h].relevance, y.layers[l].heads[h].relevance);
+            }
+        }
+    }
+}
+
+} // namespace
+
+TEST_F(SekvProjectTest, ReopenedProjectGivesIdenticalSekvAnswersAndTraces) {
+    ProjectAnswer first;
+    std::vector<uint8_t> first_trace;
+    {
+        auto p = project();
+        p->add_document("/a.txt", text_document(sample_prose(3, 2500)));
+        first = ask(*p, *model_, chunking_, options_, sekv_, "what about the river");
+        ASSERT_EQ(first.stats["policy"], "sekv");
+        EXPECT_GE(first.stats["sekv_states_built"].get<int>(), 1);
+        const auto blob = p->zoom_trace(first.message_id);
+        ASSERT_TRUE(blob.has_value());
+        first_trace = *blob;
+    }
+    auto p = project(); // reopened: a new connection, cache and sessions
+    const auto again = ask(*p, *model_, chunking_, options_, sekv_, "what about the river");
+    EXPECT_EQ(again.stats["sekv_states_built"], 0) << "the stored SEKV state was used";
+    EXPECT_EQ(again.answer.tokens, first.answer.tokens);
+    EXPECT_EQ(again.answer.text, first.answer.text);
+    const auto a = decode_zoom_trace(first_trace);
+    const auto b = decode_zoom_trace(*p->zoom_trace(again.message_id));
+    ASSERT_FALSE(a.trace.steps.empty());
+    ASSERT_EQ(a.sources.size(), 1u);
+    expect_same_trace(a, b);
+    // The statistics name the SEKV memory, smaller in the fast tier than full.
+    const auto& mem = again.stats["memory"];
+    EXPECT_LT(mem["fast_tier_bytes"].get<int64_t>(), mem["full_kv_bytes"].get<int64_t>());
+    EXPECT_GT(mem["host_tier_bytes"].get<int64_t>(), 0);
+    EXPECT_EQ(again.stats["memory_per_layer"].size(), 2u); // the tiny model's global layers
+    for (const auto& l : again.stats["memory_per_layer"])
+        EXPECT_GT(l["disk_tier_bytes"].get<int64_t>(), 0);
+}
+
+TEST_F(SekvProjectTest, FullPolicyKeepsNoTraceAndSekvStatesAreKeyedByOptions) {
+    auto p = project();
+    p->add_document("/a.txt", text_document(sample_prose(4, 1200)));
+    const auto full = ask(*p, *model_, chunking_, options_, options_, "the hill");
+    EXPECT_EQ(full.stats["policy"], "full");
+    EXPECT_FALSE(p->zoom_trace(full.message_id).has_value());
+    auto other = sekv_;
+    other.sekv.budget = 0.2; // another budget: another state, built once
+    const auto a = ask(*p, *model_, chunking_, options_, other, "the hill");
+    EXPECT_GE(a.stats["sekv_states_built"].get<int>(), 1);
+    EXPECT_LE(a.stats["fast_tier_fraction"].get<double>(), 0.25);
+    const auto b = ask(*p, *model_, chunking_, options_, sekv_, "the hill");
+    EXPECT_GE(b.stats["sekv_states_built"].get<int>(), 1);
+    const auto c = ask(*p, *model_, chunking_, options_, other, "the hill");
+    EXPECT_EQ(c.stats["sekv_states_built"], 0);
+}
+
+TEST_F(SekvProjectTest, SekvStateBlobRoundTripsAndRefusesDamage) {
+    auto p = project();
+    const auto id = p->add_document("/a.txt", text_document(sample_prose(5, 900)));
+    StateCache cache(*p, *model_, chunking_);
+    Session scratch(*model_, options_);
+    cache.ingest(id, scratch);
+    std::vector<std::vector<int64_t>> ids;
+    const auto units = cache.units(id, &ids);
+    const auto states = cache.load_unit(units[0], ids[0]);
+    const auto st = build_sekv_unit(units[0], states, model_->info(), sekv_.sekv);
+    ASSERT_FALSE(st.segmentation.spans.empty());
+    const auto fp = model_fingerprint(*model_);
+    const auto blob = encode_sekv_state(st, fp);
+    SekvExpectation e;
+    e.fingerprint = fp;
+    e.options_key = st.options_key;
+    e.n_tokens = st.n_tokens;
+    e.layers = sekv_layers(model_->info(), sekv_.sekv);
+    e.n_kv_head = model_->info().n_head_kv;
+    e.head_dim = model_->info().head_dim;
+    const auto back = decode_sekv_state(blob.data(), blob.size(), e);
+    EXPECT_EQ(back.segmentation.anchors, st.segmentation.anchors);
+    EXPECT_EQ(back.segmentation.full_resolution, st.segmentation.full_resolution);
+    EXPECT_EQ(back.span_chars, st.span_chars);
+    ASSERT_EQ(back.layers.size(), st.layers.size());
+    for (size_t l = 0; l < st.layers.size(); ++l)
+        for (size_t s = 0; s < st.layers[l].spans.size(); ++s) {
+            EXPECT_EQ(back.layers[l].spans[s].summary_k, st.layers[l].spans[s].summary_k);
+            EXPECT_EQ(back.layers[l].spans[s].k[0].right, st.layers[l].spans[s].k[0].right);
+            EXPECT_EQ(back.layers[l].spans[s].v[1].left, st.layers[l].spans[s].v[1].left);
+        }
+    // Every flipped byte, a cut blob and other expectations are refused.
+    for (size_t i = 0; i < blob.size(); i += std::max<size_t>(1, blob.size() / 500)) {
+        auto bad = blob;
+        bad[i] ^= 0x5a;
+        EXPECT_THROW(decode_sekv_state(bad.data(), bad.size(), e), StateError) << "byte " << i;
+    }
+    EXPECT_THROW(decode_sekv_state(blob.data(), blob.size() / 2, e), StateError);
+    auto other = e;
+    other.options_key = "another";
+    EXPECT_THROW(decode_sekv_state(blob.data(), blob.size(), other), StateError);
+    other = e;
+    other.layers = {1};
+    EXPECT_THROW(decode_sekv_state(blob.data(), blob.size(), other), StateError);
+    // A damaged stored state is logged and rebuilt, identical to the first.
+    cache.sekv_state(units[0], ids[0], states, sekv_.sekv);
+    p->db().prepare("UPDATE segmentations SET data = zeroblob(length(data))").run();
+    bool built = false;
+    const auto rebuilt = cache.sekv_state(units[0], ids[0], states, sekv_.sekv, &built);
+    EXPECT_TRUE(built);
+    EXPECT_EQ(rebuilt.segmentation.anchors, st.segmentation.anchors);
+    bool logged = false;
+    for (const auto& [kind, msg] : p->events())
+        logged = logged || (kind == "recomputed" && msg.find("SEKV") != std::string::npos);
+    EXPECT_TRUE(logged);
+    // The display data follows the state: one entry per span, ranges inside the text.
+    const auto shown = display_spans(st, id, 0);
+    ASSERT_EQ(shown.spans.size(), st.segmentation.spans.size());
+    const auto text_bytes = static_cast<int64_t>(p->document_text(id).size());
+    for (const auto& s : shown.spans) {
+        EXPECT_GE(s.rank, 1);
+        if (s.char_begin >= 0) {
+            EXPECT_LT(s.char_begin, s.char_end);
+            EXPECT_LE(s.char_end, text_bytes);
+        }
+    }
+}
+
+TEST_F(SekvProjectTest, TwoDocumentsAssembleTheirSpansInOrder) {
+    auto p = project();
+    const auto a = p->add_document("/a.txt", text_document(sample_prose(6, 700)));
+    const auto b = p->add_document("/b.txt", text_document(sample_prose(7, 600)));
+    const auto ans = ask(*p, *model_, chunking_, options_, sekv_, "which hill");
+    const auto t = decode_zoom_trace(*p->zoom_trace(ans.message_id));
+    ASSERT_EQ(t.sources.size(), 2u);
+    EXPECT_EQ(t.sources[0].document_id, a);
+    EXPECT_EQ(t.sources[1].document_id, b);
+    EXPECT_EQ(t.sources[0].first_span, 0);
+    EXPECT_EQ(t.sources[1].first_span, t.sources[0].n_spans);
+    EXPECT_EQ(t.trace.n_spans, t.sources[0].n_spans + t.sources[1].n_spans);
+    EXPECT_GT(t.sources[1].offset, 0);
+    // Each source's spans are its document's SEKV spans.
+    StateCache cache(*p, *model_, chunking_);
+    EXPECT_EQ(static_cast<int>(document_sekv_spans(cache, b, sekv_.sekv)[0].spans.size()),
+              t.sources[1].n_spans);
+    // The span ids of the trace lie in the context, and token texts decode the answer.
+    std::string text;
+    for (const auto& piece : t.token_texts)
+        text += piece;
+    EXPECT_NE(text.find(ans.answer.text.substr(0, 3)), std::string::npos);
+}
+
+TEST(ZoomTraceBlob, RoundTripsAndRefusesDamage) {
+    StoredZoomTrace t;
+    t.trace.n_spans = 40;
+    t.sources = {{3, 0, 0, 25, 0}, {4, 1, 25, 15, 900}};
+    for (int s = 0; s < 5; ++s) {
+        ZoomStep st;
+        st.fast_tier_bytes = 1000 + s;
+        st.host_tier_bytes = 5000;
+        for (const int layer : {5, 11}) {
+            LayerZoom lz{layer, {}};
+            for (int h = 0; h < 4; ++h)
+                lz.heads.push_back({{s, 10 + h, 39}, {0.9f, 0.8f, 0.7f}});
+            st.layers.push_back(lz);
+        }
+        t.trace.steps.push_back(st);
+        t.tokens.push_back(100 + s);
+        t.token_texts.push_back("tok" + std::to_string(s));
+    }
+    const auto blob = encode_zoom_trace(t);
+    const auto back = decode_zoom_trace(blob);
+    expect_same_trace(t, back);
+    EXPECT_EQ(back.token_texts, t.token_texts);
+    EXPECT_EQ(back.sources[1].offset, 900);
+    for (size_t i = 0; i < blob.size(); ++i) {
+        auto bad = blob;
+        bad[i] ^= 0x21;
+        EXPECT_THROW(decode_zoom_trace(bad), std::runtime_error) << "byte " << i;
+    }
+    EXPECT_THROW(decode_zoom_trace({}), std::runtime_error);
+    auto wrong = t;
+    wrong.trace.steps[0].layers[0].heads[0] = {{40}, {0.5f}}; // outside the context
+    EXPECT_THROW(decode_zoom_trace(encode_zoom_trace(wrong)), std::runtime_error);
+}
