@@ -10,10 +10,11 @@ namespace spanscope {
 
 std::string sekv_options_key(const SekvOptions& o, const std::vector<int>& layers) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "a%.4g-m%lld-x%lld-r%d-e%.6g-b%.4g-l", o.segmentation.alpha,
-                  static_cast<long long>(o.segmentation.min_span),
+    std::snprintf(buf, sizeof buf, "a%.4g-m%lld-x%lld-r%d-e%.6g-b%.4g-t%lld-l",
+                  o.segmentation.alpha, static_cast<long long>(o.segmentation.min_span),
                   static_cast<long long>(o.segmentation.max_span), o.rank.max_rank, o.rank.energy,
-                  o.budget > 0 && o.budget < 1 ? o.budget : 0.0);
+                  o.budget > 0 && o.budget < 1 ? o.budget : 0.0,
+                  static_cast<long long>(o.reserve_rows));
     std::string key = buf;
     for (size_t i = 0; i < layers.size(); ++i) {
         if (i > 0)
@@ -46,7 +47,7 @@ SekvUnitState build_sekv_unit(const DocumentUnit& unit, const UnitStates& states
     st.n_tokens = n;
     st.token_surprisal = token_surprisals(row_surprisal.data(), n);
     st.segmentation = segment_within_budget(st.token_surprisal.data(), n, options.segmentation,
-                                            options.budget, &st.alpha);
+                                            options.budget, options.reserve_rows, &st.alpha);
     const auto& seg = st.segmentation;
     // Byte range of tokens [b, e): from the first document byte in it to the next one after.
     auto char_range = [&](int64_t b, int64_t e) {

@@ -115,23 +115,46 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
         sizes[s] = spans_[s].size;
     const int group = H / shape_.n_kv_head;
     const int64_t stride = static_cast<int64_t>(shape_.n_kv_head) * d;
+    // Route every (query, head), then attend. With share_group, a span that any query head
+    // of a KV group zooms into is expanded for the whole group: its rows are reconstructed for
+    // that KV head anyway.
+    const auto nt = static_cast<size_t>(n_q * H);
+    std::vector<std::vector<int>> routed(nt);
+    std::vector<std::vector<double>> rel(nt);
+    pool.parallel_for(n_q * H, [&](int64_t b, int64_t e, int) {
+        for (int64_t t = b; t < e; ++t) {
+            const int h = static_cast<int>(t % H);
+            rel[t] = relevances(q + t * d, h);
+            if (all) {
+                routed[t].resize(spans_.size());
+                for (size_t s = 0; s < spans_.size(); ++s)
+                    routed[t][s] = static_cast<int>(s);
+            } else {
+                routed[t] = route_spans(rel[t], sizes, tau_[static_cast<size_t>(h)],
+                                        options_.router.budget_rows);
+            }
+        }
+    });
+    std::vector<std::vector<int>> used = routed;
+    if (options_.router.share_group && options_.router.budget_rows == 0 && group > 1 && !all)
+        for (int64_t i = 0; i < n_q; ++i)
+            for (int g = 0; g < shape_.n_kv_head; ++g) {
+                std::vector<int> u;
+                for (int h = g * group; h < (g + 1) * group; ++h) {
+                    const auto& r = routed[static_cast<size_t>(i * H + h)];
+                    u.insert(u.end(), r.begin(), r.end());
+                }
+                std::sort(u.begin(), u.end());
+                u.erase(std::unique(u.begin(), u.end()), u.end());
+                for (int h = g * group; h < (g + 1) * group; ++h)
+                    used[static_cast<size_t>(i * H + h)] = u;
+            }
     pool.parallel_for(n_q * H, [&](int64_t b, int64_t e, int) {
         std::vector<SpanView> views(spans_.size());
         for (int64_t t = b; t < e; ++t) {
             const int64_t i = t / H;
             const int h = static_cast<int>(t % H);
             const int g = h / group;
-            const float* qh = q + t * d;
-            const auto rel = relevances(qh, h);
-            std::vector<int> expanded;
-            if (all) {
-                expanded.resize(spans_.size());
-                for (size_t s = 0; s < spans_.size(); ++s)
-                    expanded[s] = static_cast<int>(s);
-            } else {
-                expanded = route_spans(rel, sizes, tau_[static_cast<size_t>(h)],
-                                       options_.router.budget_rows);
-            }
             for (size_t s = 0; s < spans_.size(); ++s) {
                 const auto& sp = spans_[s];
                 views[s] = SpanView{sp.size,
@@ -141,16 +164,17 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
                                     &sp.v[g],
                                     false};
             }
-            for (const int s : expanded)
+            for (const int s : used[t])
                 views[static_cast<size_t>(s)].expanded = true;
             const int64_t m = std::upper_bound(pos_.begin(), pos_.end(), qpos[i]) - pos_.begin();
-            mixed_attention(qh, d, shape_.scale, k_.data() + g * d, v_.data() + g * d, m, stride,
-                            views, out + t * d);
+            mixed_attention(q + t * d, d, shape_.scale, k_.data() + g * d, v_.data() + g * d, m,
+                            stride, views, out + t * d);
             if (i == n_q - 1) {
+                // The trace keeps the head's own routing: the spans it zoomed into.
                 auto& z = last_zoom_[static_cast<size_t>(h)];
-                z.spans.assign(expanded.begin(), expanded.end());
-                for (const int s : expanded)
-                    z.relevance.push_back(static_cast<float>(rel[static_cast<size_t>(s)]));
+                z.spans.assign(routed[t].begin(), routed[t].end());
+                for (const int s : routed[t])
+                    z.relevance.push_back(static_cast<float>(rel[t][static_cast<size_t>(s)]));
             }
         }
     });

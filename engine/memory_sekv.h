@@ -28,9 +28,13 @@ struct SekvRouterOptions {
     /// Target fraction of spans expanded per query and head: τ of each head is calibrated on
     /// the queries of the first attend() after a seal (the question), the (1 - rate) quantile
     /// of their relevances (router.h calibrate_tau).
-    double expand_rate = 0.1;
+    double expand_rate = 0.2;
     int64_t budget_rows = 0; ///< > 0: at most this many reconstructed rows per query and head
     bool expand_all = false; ///< zoom into every span (exactness checks)
+    /// A span any query head of a KV group zooms into is expanded for every head of the group
+    /// (its rows are reconstructed for that KV head anyway); the zoom trace keeps each head's
+    /// own routing. Not with a row budget (which holds per query head).
+    bool share_group = true;
     std::shared_ptr<const TrainedRouterLayer> trained; ///< nullptr: training-free (W = I)
 };
 
@@ -41,6 +45,8 @@ struct SekvOptions {
     /// Fast-tier bytes of a sealed context as a fraction of what `full` holds for it: the
     /// segmentation is made coarser until it fits (segment_within_budget); <= 0 or >= 1: none.
     double budget = 0.35;
+    /// Rows the budget keeps free for the tail (question and answer) held at full resolution.
+    int64_t reserve_rows = 128;
     std::vector<int> layers; ///< layers served by SEKV; empty: every global-attention layer
 };
 

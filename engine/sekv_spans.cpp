@@ -104,10 +104,11 @@ std::vector<float> token_surprisals(const float* row_surprisal, int64_t n) {
 
 Segmentation segment_within_budget(const float* token_surprisal, int64_t n,
                                    const SegmentationOptions& options, double budget,
-                                   double* alpha_used, bool* met) {
+                                   int64_t reserve_rows, double* alpha_used, bool* met) {
     SegmentationOptions o = options;
     auto fits = [&](const Segmentation& s) {
-        const auto rows = static_cast<double>(s.full_resolution.size() + s.spans.size());
+        const auto rows =
+            static_cast<double>(s.full_resolution.size() + s.spans.size()) + reserve_rows;
         return rows <= budget * static_cast<double>(n);
     };
     Segmentation s = segment(token_surprisal, n, o);

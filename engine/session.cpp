@@ -109,9 +109,9 @@ SealInfo Session::seal_context(const float* row_surprisal, int32_t pos_begin, in
                                     " is not inside the memory's " + std::to_string(n_past_));
     SealInfo info;
     info.token_surprisal = token_surprisals(row_surprisal, n);
-    info.segmentation =
-        segment_within_budget(info.token_surprisal.data(), n, options_.sekv.segmentation,
-                              options_.sekv.budget, &info.alpha, &info.budget_met);
+    info.segmentation = segment_within_budget(
+        info.token_surprisal.data(), n, options_.sekv.segmentation, options_.sekv.budget,
+        options_.sekv.reserve_rows, &info.alpha, &info.budget_met);
     seal_context(info.segmentation, info.token_surprisal, pos_begin);
     return info;
 }

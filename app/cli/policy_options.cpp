@@ -27,6 +27,9 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
                    "alpha * standard deviation")
         ->check(CLI::Range(0.0, 10.0))
         ->capture_default_str();
+    cmd.add_option("--max-span", o.max_span, "sekv: longest span in tokens (longer runs are split)")
+        ->check(CLI::Range(int64_t{7}, int64_t{4096}))
+        ->capture_default_str();
     cmd.add_option("--sekv-layers", o.layers,
                    "sekv: the layers it serves (default: every global-attention layer)")
         ->delimiter(',');
@@ -38,6 +41,7 @@ void apply_policy(const PolicyOptions& o, SessionOptions& so) {
     so.sekv.router.expand_rate = o.expand_rate;
     so.sekv.router.budget_rows = o.expand_rows;
     so.sekv.segmentation.alpha = o.alpha;
+    so.sekv.segmentation.max_span = o.max_span;
     so.sekv.layers = o.layers;
 }
 

@@ -14,9 +14,10 @@ namespace spanscope::cli {
 struct PolicyOptions {
     std::string policy = "full"; ///< "full" or "sekv"
     double budget = 0.35;        ///< sekv: fast-tier bytes as a fraction of full
-    double expand_rate = 0.1;    ///< sekv: target fraction of spans a query zooms into
+    double expand_rate = 0.2;    ///< sekv: target fraction of spans a query zooms into
     int64_t expand_rows = 0;     ///< sekv: most reconstructed rows per query and head (0: none)
     double alpha = 1.0;          ///< sekv: anchor threshold μ + α·σ
+    int64_t max_span = 32;       ///< sekv: longest span (tokens)
     std::vector<int> layers;     ///< sekv: layers it serves (default: the global layers)
 };
 
