@@ -54,24 +54,63 @@ int run_bench(const BenchOptions& o) {
         SessionOptions so;
         so.threads = threads;
         so.n_ctx = std::min<int64_t>(model->info().n_ctx_train, len + o.decode_tokens);
+        apply_policy(o.policy, so);
         Session session(*model, so);
+        const bool sekv = !session.memory().sealing_layers().empty();
         const auto prompt = bench_tokens(model->tokenizer(), len);
         auto t0 = Clock::now();
-        auto logits = session.prefill(prompt);
+        // sekv: the prompt's surprisal is computed in the same passes (its segmentation needs
+        // it), then the prompt is sealed: decode runs over the two resolutions.
+        std::vector<float> surprisal(sekv ? prompt.size() : 0);
+        auto logits = session.prefill(prompt, nullptr, {}, sekv ? surprisal.data() : nullptr);
         const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
-        t0 = Clock::now();
-        for (int i = 0; i < o.decode_tokens; ++i)
-            logits = session.decode(argmax(logits.data(), model->info().n_vocab));
-        const double decode_s = std::chrono::duration<double>(Clock::now() - t0).count();
+        auto decode = [&](Session& s, std::vector<float> l) {
+            const auto t = Clock::now();
+            for (int i = 0; i < o.decode_tokens; ++i)
+                l = s.decode(argmax(l.data(), model->info().n_vocab));
+            return std::chrono::duration<double>(Clock::now() - t).count();
+        };
+        nlohmann::json r;
+        r["prompt_tokens"] = len;
+        r["policy"] = o.policy.policy;
+        if (sekv) {
+            // The same prefill decoded with every row at full resolution first (before sealing,
+            // SEKV layers attend exactly as full ones), for the comparison.
+            SessionOptions fo = so;
+            fo.global_policy = "full";
+            Session full(*model, fo);
+            full.memory() = session.memory().clone();
+            full.adopt_memory(session.n_past());
+            const double full_s = decode(full, logits);
+            r["decode_tokens_per_s_full"] = o.decode_tokens / full_s;
+            const auto t_seal = Clock::now();
+            session.seal_context(surprisal.data(), 0, static_cast<int64_t>(prompt.size()));
+            r["seal_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - t_seal).count();
+        }
+        const double decode_s = decode(session, logits);
         const double pf = len / prefill_s, dc = o.decode_tokens / decode_s;
-        results.push_back({{"prompt_tokens", len},
-                           {"prefill_tokens_per_s", pf},
-                           {"decode_tokens", o.decode_tokens},
-                           {"decode_tokens_per_s", dc},
-                           {"prefill_s", prefill_s},
-                           {"decode_s", decode_s}});
+        r["prefill_tokens_per_s"] = pf;
+        r["decode_tokens"] = o.decode_tokens;
+        r["decode_tokens_per_s"] = dc;
+        r["prefill_s"] = prefill_s;
+        r["decode_s"] = decode_s;
+        if (sekv) {
+            const auto m = session.memory().total("sekv");
+            r["memory"] = {{"fast_tier_bytes", m.fast_tier_bytes},
+                           {"host_tier_bytes", m.host_tier_bytes},
+                           {"full_kv_bytes", m.full_kv_bytes}};
+            r["fast_tier_fraction"] =
+                static_cast<double>(m.fast_tier_bytes) / static_cast<double>(m.full_kv_bytes);
+        }
+        results.push_back(r);
         if (!o.json)
-            std::printf("%-10d %-14.1f %-14.1f\n", len, pf, dc);
+            std::printf("%-10d %-14.1f %-14.1f%s\n", len, pf, dc,
+                        sekv ? ("  (full from the same prefill: " +
+                                std::to_string(r["decode_tokens_per_s_full"].get<double>()) +
+                                " tok/s; fast tier " +
+                                std::to_string(r["fast_tier_fraction"].get<double>()) + " of full)")
+                                   .c_str()
+                             : "");
     }
     if (o.json) {
         nlohmann::json j{{"model", model->path()},

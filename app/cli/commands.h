@@ -54,6 +54,7 @@ struct BenchOptions {
     int decode_tokens = 32;
     int threads = 0;
     bool json = false;
+    PolicyOptions policy;
 };
 
 struct QaOptions {

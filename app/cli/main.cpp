@@ -116,6 +116,7 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--threads", bench.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     bench_cmd->add_flag("--json", bench.json, "Print one JSON object");
+    add_policy_options(*bench_cmd, bench.policy);
 
     NiahOptions niah;
     auto* niah_cmd = app.add_subcommand(
