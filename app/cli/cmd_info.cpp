@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include "memory_sekv.h"
 #include "model.h"
 #include "model_locator.h"
 
@@ -66,6 +67,8 @@ int run_info(const InfoOptions& o) {
     j["context_length"] = I.n_ctx_train;
     j["sliding_window"] = I.sliding_window;
     j["global_layers"] = n_global;
+    const auto sekv = sekv_layers(I, SekvOptions{});
+    j["sekv_layers"] = sekv; // the layers `--policy sekv` serves by default
     j["sliding_layers"] = I.n_layer - n_global;
     j["rope_base_global"] = I.rope_base_global;
     j["rope_base_local"] = I.rope_base_local;
@@ -84,6 +87,13 @@ int run_info(const InfoOptions& o) {
               << (I.instruction_tuned ? "instruction-tuned" : "base model") << ")\n"
               << "layers:         " << I.n_layer << " (" << I.n_layer - n_global
               << " sliding-window, " << n_global << " global)\n"
+              << "SEKV layers:    " <<
+        [&] {
+            std::string l;
+            for (const int il : sekv)
+                l += (l.empty() ? "" : ", ") + std::to_string(il);
+            return l;
+        }() << " (global; sliding-window layers keep their exact ring buffer)\n"
               << "hidden:         " << I.n_embd << ", feed-forward " << I.n_ff << "\n"
               << "heads:          " << I.n_head << " query, " << I.n_head_kv << " key/value, dim "
               << I.head_dim << "\n"

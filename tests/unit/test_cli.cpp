@@ -155,6 +155,39 @@ TEST_F(Cli, JsonStatisticsAreConsistent) {
     EXPECT_EQ(nlohmann::json::parse(r2.out)["answer"], j["answer"]);
 }
 
+TEST_F(Cli, SekvPolicyReportsItsMemory) {
+    const auto r = run({"ask", "--json", "--model", model_, "--doc", doc_, "--max-tokens", "4",
+                        "--policy", "sekv", "--budget", "0.5", "What?"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto s = nlohmann::json::parse(r.out).at("stats");
+    EXPECT_EQ(s["policy"], "sekv");
+    const auto& m = s.at("memory");
+    EXPECT_GT(m["full_kv_bytes"].get<int64_t>(), 0);
+    EXPECT_GT(m["host_tier_bytes"].get<int64_t>(), 0) << "the document has spans";
+    EXPECT_LT(m["fast_tier_bytes"].get<int64_t>(), m["full_kv_bytes"].get<int64_t>());
+    EXPECT_GE(s["expansions"].get<double>(), 0.0);
+    EXPECT_FALSE(s["memory_per_layer"].empty());
+    int64_t fast = 0;
+    for (const auto& l : s["memory_per_layer"])
+        fast += l["fast_tier_bytes"].get<int64_t>();
+    EXPECT_EQ(fast, m["fast_tier_bytes"].get<int64_t>());
+    // The full policy reports none of it.
+    const auto f =
+        run({"ask", "--json", "--model", model_, "--doc", doc_, "--max-tokens", "4", "What?"});
+    ASSERT_EQ(f.status, 0) << f.err;
+    EXPECT_EQ(nlohmann::json::parse(f.out)["stats"]["policy"], "full");
+    EXPECT_FALSE(nlohmann::json::parse(f.out)["stats"].contains("memory"));
+    // Bad SEKV options are one clear line.
+    expect_clean_error(run({"ask", "--model", model_, "--doc", doc_, "--policy", "lossy", "Q?"}),
+                       "policy");
+    expect_clean_error(
+        run({"ask", "--model", model_, "--doc", doc_, "--policy", "sekv", "--budget", "0", "Q?"}),
+        "budget");
+    expect_clean_error(run({"ask", "--model", model_, "--doc", doc_, "--policy", "sekv",
+                            "--sekv-layers", "0", "Q?"}),
+                       "sliding window");
+}
+
 TEST_F(Cli, MissingDocument) {
     expect_clean_error(run({"ask", "--model", model_, "--doc", dir_ + "/nope.txt", "Q?"}),
                        "no such file");
