@@ -43,7 +43,8 @@ struct SekvOptions {
     SpanRankOptions rank{32, 0.999};
     SekvRouterOptions router;
     /// Fast-tier bytes of a sealed context as a fraction of what `full` holds for it: the
-    /// segmentation is made coarser until it fits (segment_within_budget); <= 0 or >= 1: none.
+    /// segmentation is made coarser until it fits (segment_within_budget); <= 0: no budget;
+    /// >= 1: nothing is compressed (an exact no-op).
     double budget = 0.35;
     /// Rows the budget keeps free for the tail (question and answer) held at full resolution.
     int64_t reserve_rows = 128;

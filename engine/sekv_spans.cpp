@@ -112,6 +112,14 @@ Segmentation segment_within_budget(const float* token_surprisal, int64_t n,
         return rows <= budget * static_cast<double>(n);
     };
     Segmentation s = segment(token_surprisal, n, o);
+    if (budget >= 1.0) {
+        // A budget that covers the whole context: every token stays at full resolution, so
+        // the policy is an exact no-op (KNOWN-FAILURES 12). The anchors are kept for display.
+        s.spans.clear();
+        s.full_resolution.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+            s.full_resolution[static_cast<size_t>(i)] = i;
+    }
     bool ok = budget <= 0.0 || budget >= 1.0 || fits(s);
     for (int step = 0; !ok && step < 32; ++step) {
         o.alpha += 0.25;

@@ -56,7 +56,8 @@ std::vector<float> token_surprisals(const float* row_surprisal, int64_t n);
 /// The segmentation of a context whose fast tier must fit `budget` (a fraction of the bytes a
 /// full cache holds): α is raised from options.alpha in steps of 0.25 (at most 32 steps) until
 /// the rows kept at full resolution plus one summary row per span plus reserve_rows (room for
-/// the tail) fit budget · n; budget <= 0 or >= 1 keeps options.alpha. *met tells whether the
+/// the tail) fit budget · n; budget <= 0 keeps options.alpha; budget >= 1 (the whole context
+/// fits) holds no span: every token stays at full resolution. *met tells whether the
 /// budget was met (else the coarsest segmentation tried is returned). token_surprisal: [n].
 /// Throws as segment().
 Segmentation segment_within_budget(const float* token_surprisal, int64_t n,

@@ -144,7 +144,7 @@ int run_niah(const NiahOptions& o) {
             throw std::runtime_error(o.out + ": cannot be written");
     }
     struct Tally {
-        int n = 0, full = 0, sekv = 0;
+        int n = 0, full = 0, sekv = 0, over_budget = 0;
         double fraction = 0, full_tps = 0, sekv_tps = 0, expansions = 0;
     };
     std::map<int64_t, Tally> tally;
@@ -195,7 +195,12 @@ int run_niah(const NiahOptions& o) {
             ++t.n;
             t.full += j["full"]["correct"].get<bool>();
             t.sekv += j["sekv"]["correct"].get<bool>();
-            t.fraction += j["sekv"].value("fast_tier_fraction", 0.0);
+            const double fraction = j["sekv"].value("fast_tier_fraction", 0.0);
+            // Every sample records the memory it actually used and whether it kept the budget
+            // (KNOWN-FAILURES 13).
+            j["sekv"]["within_budget"] = fraction <= o.policy.budget;
+            t.over_budget += fraction > o.policy.budget;
+            t.fraction += fraction;
             t.expansions += j["sekv"].value("expansions", 0.0);
             t.full_tps += j["full"]["decode_tokens_per_s"].get<double>();
             t.sekv_tps += j["sekv"]["decode_tokens_per_s"].get<double>();
@@ -214,6 +219,8 @@ int run_niah(const NiahOptions& o) {
                            {"accuracy_full", static_cast<double>(t.full) / t.n},
                            {"accuracy_sekv", static_cast<double>(t.sekv) / t.n},
                            {"mean_fast_tier_fraction", t.fraction / t.n},
+                           {"budget", o.policy.budget},
+                           {"samples_over_budget", t.over_budget},
                            {"mean_expansions", t.expansions / t.n},
                            {"decode_tokens_per_s_full", t.full_tps / t.n},
                            {"decode_tokens_per_s_sekv", t.sekv_tps / t.n}});

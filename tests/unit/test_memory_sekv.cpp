@@ -305,6 +305,36 @@ TEST(SekvMemory, ForwardPassOfATinyModelMatchesFullWhenEverySpanExpands) {
     expect_forward_matches(*model, test::sample_prose(5, 1200), 600, 1e-4);
 }
 
+TEST(SekvMemory, ABudgetCoveringTheWholeContextIsAnExactNoOp) {
+    const std::string path = test::temp_dir() + "/tiny.gguf";
+    test::TinyGemma3Config cfg;
+    cfg.n_ctx = 1024;
+    test::write_tiny_gemma3(path, cfg);
+    auto model = Model::load(path);
+    auto toks = model->tokenizer().encode(test::sample_prose(8, 900));
+    toks.insert(toks.begin(), model->tokenizer().bos());
+    toks.resize(500);
+    const std::vector<int32_t> doc(toks.begin(), toks.end() - 6),
+        question(toks.end() - 6, toks.end());
+    SessionOptions fo;
+    fo.threads = 2;
+    fo.n_ctx = 512;
+    SessionOptions so = fo;
+    so.global_policy = "sekv";
+    so.sekv.budget = 1.0;
+    Session full(*model, fo), sekv(*model, so);
+    full.prefill(doc);
+    std::vector<float> surprisal(doc.size());
+    sekv.prefill(doc, nullptr, {}, surprisal.data(), question[0]);
+    const auto info = sekv.seal_context(surprisal.data(), 0, static_cast<int64_t>(doc.size()));
+    EXPECT_TRUE(info.segmentation.spans.empty());
+    EXPECT_FALSE(info.segmentation.anchors.empty());
+    EXPECT_EQ(full.prefill(question), sekv.prefill(question)) << "bit-identical logits";
+    EXPECT_EQ(full.decode(7), sekv.decode(7));
+    const auto st = sekv.memory().total("sekv");
+    EXPECT_EQ(st.fast_tier_bytes, st.full_kv_bytes);
+}
+
 TEST(SekvMemory, ForwardPassOfTheRealModelMatchesFullWhenEverySpanExpands) {
     const auto path = test::real_model_path();
     if (!path)

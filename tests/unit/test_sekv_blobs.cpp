@@ -1,0 +1,175 @@
+// The committed golden files of the SEKV state (format version 1) and of the zoom trace
+// (version 1) still read, value by value (KNOWN-FAILURES 7); save -> load -> save of a SEKV state
+// is byte-identical. Regenerate only for a new format version: SPANSCOPE_WRITE_GOLDEN=1.
+#include "sekv_state.h"
+#include "test_support.h"
+#include "zoom_trace_blob.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+using namespace spanscope;
+using namespace spanscope::test;
+
+namespace {
+
+Fingerprint pattern_fingerprint() {
+    Fingerprint f{};
+    for (int i = 0; i < 16; ++i)
+        f[static_cast<size_t>(i)] = static_cast<uint8_t>(0xB0 + i);
+    return f;
+}
+
+SpanFactors pattern_factors(int64_t rows, int64_t dim, int rank, float phase) {
+    SpanFactors f;
+    f.rows = rows;
+    f.dim = dim;
+    f.rank = rank;
+    for (int64_t i = 0; i < rows * rank; ++i)
+        f.left.push_back(std::sin(0.3f * static_cast<float>(i) + phase));
+    for (int64_t i = 0; i < rank * dim; ++i)
+        f.right.push_back(std::cos(0.7f * static_cast<float>(i) - phase));
+    return f;
+}
+
+// 12 tokens: anchors 0, 5, 11; spans [1, 5) and [6, 11); 2 KV heads of dim 4; layers 1 and 3.
+SekvUnitState pattern_state() {
+    SekvUnitState s;
+    s.options_key = "a1-m4-x32-r32-e0.999-b0.35-t128-l1.3";
+    s.n_tokens = 12;
+    s.alpha = 1.25;
+    s.segmentation.threshold = 4.5;
+    s.segmentation.anchors = {0, 5, 11};
+    s.segmentation.spans = {{1, 5}, {6, 11}};
+    s.segmentation.full_resolution = {0, 5, 11};
+    for (int i = 0; i < 12; ++i)
+        s.token_surprisal.push_back(i == 0 ? NAN : 0.5f * static_cast<float>(i));
+    s.anchor_chars = {-1, -1, 10, 14, 40, 45};
+    s.span_chars = {0, 10, 14, 40};
+    for (const int layer : {1, 3}) {
+        SekvLayerState l;
+        l.layer = layer;
+        for (const auto& t : s.segmentation.spans) {
+            SekvSpan sp;
+            sp.begin = static_cast<int32_t>(t.begin);
+            sp.size = t.size();
+            for (int j = 0; j < 8; ++j) {
+                sp.summary_k.push_back(0.125f * static_cast<float>(j + layer));
+                sp.summary_v.push_back(-0.25f * static_cast<float>(j - layer));
+            }
+            for (int g = 0; g < 2; ++g) {
+                sp.k.push_back(pattern_factors(t.size(), 4, 2, static_cast<float>(layer + g)));
+                sp.v.push_back(pattern_factors(t.size(), 4, 1, static_cast<float>(layer - g)));
+            }
+            l.spans.push_back(std::move(sp));
+        }
+        s.layers.push_back(std::move(l));
+    }
+    return s;
+}
+
+SekvExpectation expectation() {
+    SekvExpectation e;
+    e.fingerprint = pattern_fingerprint();
+    e.options_key = "a1-m4-x32-r32-e0.999-b0.35-t128-l1.3";
+    e.n_tokens = 12;
+    e.layers = {1, 3};
+    e.n_kv_head = 2;
+    e.head_dim = 4;
+    return e;
+}
+
+StoredZoomTrace pattern_trace() {
+    StoredZoomTrace t;
+    t.trace.n_spans = 7;
+    t.sources = {{4, 0, 0, 2, 0}, {9, 2, 2, 5, 12}};
+    for (int step = 0; step < 3; ++step) {
+        ZoomStep st;
+        st.fast_tier_bytes = 1000 + step;
+        st.host_tier_bytes = 2000 + step;
+        for (const int layer : {1, 3}) {
+            LayerZoom lz{layer, {}};
+            for (int h = 0; h < 2; ++h)
+                lz.heads.push_back({{step, 6 - h}, {0.5f + 0.125f * h, 0.25f}});
+            st.layers.push_back(lz);
+        }
+        t.trace.steps.push_back(st);
+        t.tokens.push_back(40 + step);
+        t.token_texts.push_back(std::string("t") + static_cast<char>('a' + step));
+    }
+    return t;
+}
+
+std::vector<uint8_t> golden(const std::string& name, const std::vector<uint8_t>& fresh) {
+    const std::string path = data_dir() + "/fixtures/" + name;
+    if (std::getenv("SPANSCOPE_WRITE_GOLDEN"))
+        std::ofstream(path, std::ios::binary)
+            .write(reinterpret_cast<const char*>(fresh.data()),
+                   static_cast<std::streamsize>(fresh.size()));
+    std::ifstream in(path, std::ios::binary);
+    EXPECT_TRUE(in) << path;
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), {});
+}
+
+} // namespace
+
+TEST(SekvBlobs, GoldenSekvStateOfVersion1StillReads) {
+    const auto s = pattern_state();
+    const auto fresh = encode_sekv_state(s, pattern_fingerprint());
+    const auto g = golden("sekv_state_v1.bin", fresh);
+    const auto back = decode_sekv_state(g.data(), g.size(), expectation());
+    EXPECT_EQ(back.alpha, 1.25);
+    EXPECT_EQ(back.segmentation.threshold, 4.5);
+    EXPECT_EQ(back.segmentation.anchors, s.segmentation.anchors);
+    EXPECT_EQ(back.segmentation.full_resolution, s.segmentation.full_resolution);
+    EXPECT_EQ(back.span_chars, s.span_chars);
+    EXPECT_EQ(back.anchor_chars, s.anchor_chars);
+    EXPECT_TRUE(std::isnan(back.token_surprisal[0]));
+    EXPECT_EQ(back.token_surprisal[11], 5.5f);
+    ASSERT_EQ(back.layers.size(), 2u);
+    for (size_t l = 0; l < 2; ++l)
+        for (size_t i = 0; i < 2; ++i) {
+            const auto &a = back.layers[l].spans[i], &b = s.layers[l].spans[i];
+            EXPECT_EQ(a.begin, b.begin);
+            EXPECT_EQ(a.summary_k, b.summary_k);
+            EXPECT_EQ(a.summary_v, b.summary_v);
+            for (size_t g2 = 0; g2 < 2; ++g2) {
+                EXPECT_EQ(a.k[g2].left, b.k[g2].left);
+                EXPECT_EQ(a.v[g2].right, b.v[g2].right);
+                EXPECT_EQ(a.v[g2].rank, 1);
+            }
+        }
+    EXPECT_EQ(fresh, g) << "the writer still writes format version 1";
+    EXPECT_EQ(encode_sekv_state(back, pattern_fingerprint()), g) << "save -> load -> save";
+}
+
+TEST(SekvBlobs, GoldenZoomTraceOfVersion1StillReads) {
+    const auto t = pattern_trace();
+    // Compressed bytes may differ between zlib versions; what is read must not.
+    const auto g = golden("zoom_trace_v1.bin", encode_zoom_trace(t));
+    const auto back = decode_zoom_trace(g);
+    EXPECT_EQ(back.trace.n_spans, 7);
+    ASSERT_EQ(back.sources.size(), 2u);
+    EXPECT_EQ(back.sources[1].document_id, 9);
+    EXPECT_EQ(back.sources[1].offset, 12);
+    EXPECT_EQ(back.tokens, t.tokens);
+    EXPECT_EQ(back.token_texts, t.token_texts);
+    ASSERT_EQ(back.trace.steps.size(), 3u);
+    for (size_t s = 0; s < 3; ++s) {
+        EXPECT_EQ(back.trace.steps[s].fast_tier_bytes, t.trace.steps[s].fast_tier_bytes);
+        EXPECT_EQ(back.trace.steps[s].host_tier_bytes, t.trace.steps[s].host_tier_bytes);
+        for (size_t l = 0; l < 2; ++l) {
+            EXPECT_EQ(back.trace.steps[s].layers[l].layer, t.trace.steps[s].layers[l].layer);
+            for (size_t h = 0; h < 2; ++h) {
+                EXPECT_EQ(back.trace.steps[s].layers[l].heads[h].spans,
+                          t.trace.steps[s].layers[l].heads[h].spans);
+                EXPECT_EQ(back.trace.steps[s].layers[l].heads[h].relevance,
+                          t.trace.steps[s].layers[l].heads[h].relevance);
+            }
+        }
+    }
+}
