@@ -253,3 +253,45 @@ TEST(ZoomTraceBlob, RoundTripsAndRefusesDamage) {
     wrong.trace.steps[0].layers[0].heads[0] = {{40}, {0.5f}}; // outside the context
     EXPECT_THROW(decode_zoom_trace(encode_zoom_trace(wrong)), std::runtime_error);
 }
+
+// The same on the real model and real text (skipped without it): the reopened project answers
+// from its stored SEKV state with the identical answer and zoom trace.
+TEST(SekvProjectRealModel, ReopenedProjectGivesIdenticalSekvAnswersAndTraces) {
+    const auto path = real_model_path();
+    if (!path)
+        GTEST_SKIP() << "the default model is not installed (run the set-up command)";
+    std::string text = read_file("/usr/share/common-licenses/GPL-3");
+    if (text.empty())
+        GTEST_SKIP() << "/usr/share/common-licenses/GPL-3 is missing (package base-files)";
+    text.resize(text.find("\n\n", 6000)); // about 1 500 tokens
+    auto model = Model::load(*path);
+    const std::string dir = temp_dir();
+    ChunkingOptions co;
+    co.target_tokens = 512;
+    co.max_unit_tokens = model->info().n_ctx_train - 1024;
+    SessionOptions full;
+    full.threads = 2;
+    SessionOptions so = full;
+    so.global_policy = "sekv";
+    const std::string q = "Which organization holds the copyright on the text of this license?";
+    ProjectAnswer first;
+    std::vector<uint8_t> trace;
+    {
+        auto p = Project::open(dir + "/p.spanscope", true);
+        p->add_document("/GPL-3", text_document(text));
+        first = ask(*p, *model, co, full, so, q);
+        EXPECT_GE(first.stats["sekv_states_built"].get<int>(), 1);
+        trace = *p->zoom_trace(first.message_id);
+    }
+    auto p = Project::open(dir + "/p.spanscope", false);
+    const auto again = ask(*p, *model, co, full, so, q);
+    EXPECT_EQ(again.stats["sekv_states_built"], 0);
+    EXPECT_EQ(again.answer.tokens, first.answer.tokens);
+    EXPECT_NE(again.answer.text.find("Free Software Foundation"), std::string::npos)
+        << again.answer.text;
+    const auto a = decode_zoom_trace(trace);
+    ASSERT_FALSE(a.trace.steps.empty());
+    expect_same_trace(a, decode_zoom_trace(*p->zoom_trace(again.message_id)));
+    EXPECT_LE(again.stats["fast_tier_fraction"].get<double>(), 0.35);
+    fs::remove_all(dir);
+}
