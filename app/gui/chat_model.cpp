@@ -1,5 +1,7 @@
 #include "chat_model.h"
 
+#include "zoom_data.h"
+
 namespace spanscope::gui {
 
 int ChatModel::rowCount(const QModelIndex& parent) const {
@@ -21,6 +23,14 @@ QVariant ChatModel::data(const QModelIndex& index, int role) const {
         return m.details;
     case StreamingRole:
         return m.streaming;
+    case MessageIdRole:
+        return m.id;
+    case SekvRole:
+        return m.sekv;
+    case TokenStartsRole:
+        return QVariant::fromValue(m.token_starts);
+    case SelectedTokenRole:
+        return m.selected_token;
     }
     return {};
 }
@@ -30,7 +40,52 @@ QHash<int, QByteArray> ChatModel::roleNames() const {
     names[FromUserRole] = "fromUser";
     names[DetailsRole] = "details";
     names[StreamingRole] = "streaming";
+    names[MessageIdRole] = "messageId";
+    names[SekvRole] = "sekv";
+    names[TokenStartsRole] = "tokenStarts";
+    names[SelectedTokenRole] = "selectedToken";
     return names;
+}
+
+void ChatModel::set_last_answer_saved(qint64 message_id, bool sekv, qint64 full_kv_bytes) {
+    if (rows_.isEmpty() || rows_.back().from_user || rows_.back().streaming)
+        return;
+    rows_.back().id = message_id;
+    rows_.back().sekv = sekv;
+    rows_.back().full_kv_bytes = full_kv_bytes;
+    const auto i = index(static_cast<int>(rows_.size()) - 1);
+    emit dataChanged(i, i, {MessageIdRole, SekvRole});
+}
+
+int ChatModel::row_of_message(qint64 message_id) const {
+    if (message_id <= 0)
+        return -1;
+    for (int r = 0; r < rows_.size(); ++r)
+        if (rows_[r].id == message_id)
+            return r;
+    return -1;
+}
+
+bool ChatModel::set_tokens(qint64 message_id, const QString& tokens_text,
+                           const QList<int>& starts) {
+    const int r = row_of_message(message_id);
+    if (r < 0)
+        return false;
+    auto& m = rows_[r];
+    m.token_starts = shown_token_starts(data(index(r)).toString(), tokens_text, starts);
+    emit dataChanged(index(r), index(r), {TokenStartsRole});
+    return !m.token_starts.isEmpty();
+}
+
+void ChatModel::select_token(qint64 message_id, int token) {
+    const int target = row_of_message(message_id);
+    for (int r = 0; r < rows_.size(); ++r) {
+        const int want = r == target ? token : -1;
+        if (rows_[r].selected_token != want) {
+            rows_[r].selected_token = want;
+            emit dataChanged(index(r), index(r), {SelectedTokenRole});
+        }
+    }
 }
 
 void ChatModel::set_messages(qint64 chat_id, const QList<MessageRow>& rows) {

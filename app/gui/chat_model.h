@@ -11,7 +11,15 @@ namespace spanscope::gui {
 class ChatModel : public QAbstractListModel {
     Q_OBJECT
 public:
-    enum Role { FromUserRole = Qt::UserRole + 1, DetailsRole, StreamingRole };
+    enum Role {
+        FromUserRole = Qt::UserRole + 1,
+        DetailsRole,
+        StreamingRole,
+        MessageIdRole,     ///< the message's id in the project (0: not yet saved)
+        SekvRole,          ///< an answer with a zoom trace (sekv policy)
+        TokenStartsRole,   ///< QList<int>: MessageRow::token_starts
+        SelectedTokenRole, ///< int: the token whose zoom is shown, -1: none
+    };
 
     using QAbstractListModel::QAbstractListModel;
 
@@ -31,6 +39,16 @@ public:
     void finish_answer(const QString& text, const QString& details);
     bool streaming() const;
     const QList<MessageRow>& messages() const { return rows_; }
+    /// The answer just finished was saved as `message_id` (sekv: with a zoom trace; what full
+    /// would hold for its SEKV layers).
+    void set_last_answer_saved(qint64 message_id, bool sekv, qint64 full_kv_bytes = 0);
+    /// Row of a message, or -1.
+    int row_of_message(qint64 message_id) const;
+    /// The tokens of an answer (their text and starts, AnswerZoom), matched to its shown text;
+    /// false when they do not spell it (it keeps no tokens).
+    bool set_tokens(qint64 message_id, const QString& tokens_text, const QList<int>& starts);
+    /// Show `token` of that answer as selected (-1: none), and no other.
+    void select_token(qint64 message_id, int token);
 
 private:
     qint64 chat_id_ = 0;

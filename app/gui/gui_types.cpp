@@ -1,5 +1,7 @@
 #include "gui_types.h"
 
+#include "zoom_data.h"
+
 #include <QLocale>
 
 namespace spanscope::gui {
@@ -31,11 +33,27 @@ QString status_text(const DocumentRow& row) {
 
 QString stats_text(const AnswerStats& s) {
     const QLocale l;
-    return QStringLiteral("first token %1 ms · %2 tokens/s · %3 tokens reused / %4 computed")
-        .arg(l.toString(qRound64(s.ttft_ms)))
-        .arg(l.toString(s.decode_tokens_per_s, 'f', 1))
-        .arg(l.toString(s.tokens_reused))
-        .arg(l.toString(s.tokens_computed));
+    QString text =
+        QStringLiteral("first token %1 ms · %2 tokens/s · %3 tokens reused / %4 computed")
+            .arg(l.toString(qRound64(s.ttft_ms)))
+            .arg(l.toString(s.decode_tokens_per_s, 'f', 1))
+            .arg(l.toString(s.tokens_reused))
+            .arg(l.toString(s.tokens_computed));
+    if (s.policy == QLatin1String("sekv"))
+        text += QStringLiteral(" · sekv: fast tier %1 % of full, %2 spans expanded per token")
+                    .arg(l.toString(100 * s.fast_tier_fraction, 'f', 0))
+                    .arg(l.toString(s.expansions, 'f', 1));
+    else if (s.policy == QLatin1String("full"))
+        text += QStringLiteral(" · full memory");
+    return text;
+}
+
+QString count_text(qint64 n, const QString& one, const QString& many) {
+    return QStringLiteral("%1 %2").arg(QLocale().toString(n), n == 1 ? one : many);
+}
+
+QString MemorySettings::spans_key() const {
+    return sekv() ? QStringLiteral("sekv:%1").arg(budget, 0, 'g', 6) : QString();
 }
 
 void register_gui_types() {
@@ -44,10 +62,12 @@ void register_gui_types() {
     qRegisterMetaType<MessageRow>();
     qRegisterMetaType<AnswerStats>();
     qRegisterMetaType<GenerationSettings>();
+    qRegisterMetaType<MemorySettings>();
     qRegisterMetaType<IngestStatus>();
     qRegisterMetaType<QList<DocumentRow>>();
     qRegisterMetaType<QList<ChatRow>>();
     qRegisterMetaType<QList<MessageRow>>();
+    register_zoom_types();
 }
 
 } // namespace spanscope::gui

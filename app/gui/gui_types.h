@@ -49,6 +49,13 @@ struct MessageRow {
     QString text;
     QString details; ///< assistant: one line of statistics, or why there is no answer
     bool streaming = false;
+    bool sekv = false;        ///< assistant: answered with the sekv policy (it has a zoom trace)
+    qint64 full_kv_bytes = 0; ///< sekv: what full would hold for the SEKV layers (bytes)
+    /// Where each generated token starts in the shown (trimmed) text, and where the last ends
+    /// ([tokens + 1]; empty until its zoom trace is loaded). A token outside the shown text
+    /// (a trimmed newline) has an empty range.
+    QList<int> token_starts = {};
+    int selected_token = -1; ///< the token whose zoom is shown, -1: none
 };
 
 /// The statistics of one answer, for the status bar and the chat.
@@ -63,8 +70,16 @@ struct AnswerStats {
     qint64 kv_bytes = 0;       ///< key/value memory of the answer (bytes)
     qint64 peak_rss_bytes = 0; ///< of the process so far
     QStringList notes;
+    qint64 message_id = 0; ///< the answer's message in the project (0: not saved)
+    QString policy;        ///< memory policy of the global layers: "full" or "sekv" ("": unknown)
+    // sekv only: the SEKV layers' memory and zoom.
+    double fast_tier_fraction = 0; ///< fast-tier bytes / what full would hold for the layers
+    double expansions = 0;         ///< spans expanded per generated token, per layer and head
+    qint64 spans = 0;              ///< spans in the answer's context
+    qint64 full_kv_bytes = 0;      ///< what full would hold for the SEKV layers
 };
-/// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed".
+/// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:
+/// fast tier 31 % of full, 4.2 spans expanded per token" or " · full memory".
 QString stats_text(const AnswerStats& s);
 
 struct GenerationSettings {
@@ -73,6 +88,18 @@ struct GenerationSettings {
     int top_k = 40;
     double top_p = 0.95;
     quint64 seed = 0;
+};
+
+/// The memory policy answers use (DESIGN.md §3.3, §3.4), as chosen in Settings.
+struct MemorySettings {
+    QString policy = QStringLiteral("full"); ///< "full" or "sekv" (global-attention layers)
+    double budget = 0.35;     ///< sekv: fast-tier bytes as a fraction of what full holds
+    double expand_rate = 0.1; ///< sekv: target fraction of spans a query zooms into
+    bool sekv() const { return policy == QLatin1String("sekv"); }
+    /// What the documents' SEKV states depend on ("" for full): spans shown under one key are
+    /// those answers under the same key use.
+    QString spans_key() const;
+    bool operator==(const MemorySettings&) const = default;
 };
 
 /// Progress of an ingest over all files being added.
@@ -84,6 +111,9 @@ struct IngestStatus {
     double tokens_per_s = 0, seconds_left = 0;
 };
 
+/// "1 token", "2 048 tokens": a count and the noun in the number it takes (English).
+QString count_text(qint64 n, const QString& one, const QString& many);
+
 /// Register the types above for queued connections (once, before the workers start).
 void register_gui_types();
 
@@ -94,4 +124,5 @@ Q_DECLARE_METATYPE(spanscope::gui::ChatRow)
 Q_DECLARE_METATYPE(spanscope::gui::MessageRow)
 Q_DECLARE_METATYPE(spanscope::gui::AnswerStats)
 Q_DECLARE_METATYPE(spanscope::gui::GenerationSettings)
+Q_DECLARE_METATYPE(spanscope::gui::MemorySettings)
 Q_DECLARE_METATYPE(spanscope::gui::IngestStatus)

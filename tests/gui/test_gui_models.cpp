@@ -1,9 +1,17 @@
 // The list models of the desktop application under QAbstractItemModelTester: rows change by
 // inserts, removals, moves and dataChanged, and a streamed answer never resets the chat model.
+// The SEKV views on made-up data: byte offsets to positions of the shown text, an answer's zoom
+// counts and tokens, the document view's tints, heat and tooltips, the inspector's grid, and
+// clickable answer tokens. No model is needed.
+#include "chat_delegate.h"
 #include "chat_model.h"
 #include "document_list_model.h"
+#include "document_view.h"
+#include "zoom_data.h"
+#include "zoom_inspector.h"
 
 #include <QAbstractItemModelTester>
+#include <QListView>
 #include <QSignalSpy>
 #include <QtTest>
 
@@ -15,7 +23,48 @@ private slots:
     void documentRowsAreUpdatedInPlace();
     void answerStreamsIntoTheLastRowWithoutAReset();
     void chatListKeepsRowsItDoesNotChange();
+    void shownTextMapsBytesToPositions();
+    void answerZoomCountsSpansAndSplitsTokens();
+    void damagedTraceShapeIsRefused();
+    void documentViewTintsSpansAndDrawsTheZoom();
+    void inspectorGridShowsEveryLayerHeadAndStep();
+    void answerTokensAreClickable();
 };
+
+namespace {
+// A trace of 3 tokens over 2 layers (5, 11) × 2 heads and 10 spans: 0-5 from document 1,
+// 6-9 from document 2 (its second section). " Café ok" with "é" cut between tokens 0 and 1.
+spanscope::StoredZoomTrace made_up_trace() {
+    using namespace spanscope;
+    StoredZoomTrace t;
+    t.trace.n_spans = 10;
+    t.sources = {{1, 0, 0, 6, 0}, {2, 1, 6, 4, 300}};
+    const std::vector<std::vector<std::vector<int32_t>>> spans = {
+        {{1, 2}, {2}, {2, 7}, {}},   // step 0: layer 5 heads 0-1, layer 11 heads 0-1
+        {{}, {0}, {3}, {3, 9}},      // step 1
+        {{4}, {4}, {4, 8}, {1, 4}}}; // step 2
+    for (size_t s = 0; s < spans.size(); ++s) {
+        ZoomStep step;
+        step.fast_tier_bytes = 1000 + 10 * static_cast<int64_t>(s);
+        step.host_tier_bytes = 4000;
+        for (int l = 0; l < 2; ++l) {
+            LayerZoom lz;
+            lz.layer = l == 0 ? 5 : 11;
+            for (int h = 0; h < 2; ++h) {
+                ZoomHead zh;
+                zh.spans = spans[s][static_cast<size_t>(2 * l + h)];
+                zh.relevance.assign(zh.spans.size(), 0.9f);
+                lz.heads.push_back(zh);
+            }
+            step.layers.push_back(lz);
+        }
+        t.trace.steps.push_back(step);
+    }
+    t.tokens = {11, 12, 13};
+    t.token_texts = {" Caf\xC3", "\xA9", " ok"};
+    return t;
+}
+} // namespace
 
 static DocumentRow doc(const QString& key, qint64 id, DocumentRow::Status st) {
     DocumentRow r;
@@ -137,6 +186,215 @@ void GuiModels::chatListKeepsRowsItDoesNotChange() {
     QCOMPARE(m.index(2).data(ChatListModel::IdRole).toLongLong(), 3);
     m.clear();
     QCOMPARE(m.rowCount(), 0);
+}
+
+void GuiModels::shownTextMapsBytesToPositions() {
+    // "é" is 2 bytes and 1 position, "𝄞" 4 bytes and 2 positions; page 2 starts at byte 6
+    // (inside a line: a newline is added before its marker).
+    const std::string text = "h\xC3\xA9llo\xF0\x9D\x84\x9E x";
+    const auto shown = shown_text(text, {{0, 1}, {6, 2}});
+    QCOMPARE(shown.text, QString::fromUtf8("[page 1]\nhéllo\n[page 2]\n𝄞 x"));
+    const auto& p = shown.positions;
+    QCOMPARE(p.bytes(), static_cast<int64_t>(text.size()));
+    QCOMPARE(p.at(0), 9);   // "h", after "[page 1]\n"
+    QCOMPARE(p.at(1), 10);  // "é"
+    QCOMPARE(p.at(2), 10);  // inside "é": that character
+    QCOMPARE(p.at(3), 11);  // "l"
+    QCOMPARE(p.at(6), 24);  // "𝄞", after "\n[page 2]\n"
+    QCOMPARE(p.at(8), 24);  // inside it
+    QCOMPARE(p.at(10), 26); // " "
+    QCOMPARE(p.at(static_cast<int64_t>(text.size())), static_cast<int>(shown.text.size()));
+    QCOMPARE(p.at(-1), -1);
+    QCOMPARE(p.at(static_cast<int64_t>(text.size()) + 1), -1);
+    QCOMPARE(shown.text.mid(p.at(6), 2), QString::fromUtf8("𝄞"));
+    // Without pages the text is shown as it is.
+    QCOMPARE(shown_text("abc", {}).text, QStringLiteral("abc"));
+    QCOMPARE(shown_text("abc", {}).positions.at(2), 2);
+}
+
+void GuiModels::answerZoomCountsSpansAndSplitsTokens() {
+    const AnswerZoom z(42, made_up_trace());
+    QCOMPARE(z.message_id(), 42);
+    QCOMPARE(z.steps(), 3);
+    QCOMPARE(z.rows(), 4);
+    QCOMPARE(z.layers(), (std::vector<int>{5, 11}));
+    QCOMPARE(z.heads(), 2);
+    // Grid: spans expanded per (layer, head) row and step.
+    const int expected[4][3] = {{2, 0, 1}, {1, 1, 1}, {2, 1, 2}, {0, 2, 2}};
+    for (int r = 0; r < 4; ++r)
+        for (int c = 0; c < 3; ++c)
+            QCOMPARE(z.cell(r, c), expected[r][c]);
+    QCOMPARE(z.cell(4, 0), 0);
+    QCOMPARE(z.cell(0, 3), 0);
+    // Counts per span: (layer, head) pairs at a step, summed over the steps for -1.
+    QCOMPARE(z.span_counts(0), (std::map<int, int>{{1, 1}, {2, 3}, {7, 1}}));
+    QCOMPARE(z.span_counts(2), (std::map<int, int>{{1, 1}, {4, 4}, {8, 1}}));
+    QCOMPARE(z.span_counts(-1),
+             (std::map<int, int>{{0, 1}, {1, 2}, {2, 3}, {3, 2}, {4, 4}, {7, 1}, {8, 1}, {9, 1}}));
+    QVERIFY(z.span_counts(3).empty());
+    QCOMPARE(z.mean_expansions(), 15.0 / 12.0);
+    // Span ids to documents, sections and their own span index.
+    SpanRef ref;
+    QVERIFY(z.locate(5, &ref));
+    QCOMPARE(ref.document_id, 1);
+    QCOMPARE(ref.index, 5);
+    QVERIFY(z.locate(7, &ref));
+    QCOMPARE(ref.document_id, 2);
+    QCOMPARE(ref.unit, 1);
+    QCOMPARE(ref.index, 1);
+    QVERIFY(!z.locate(10, &ref));
+    // "é" goes to the token holding its first byte.
+    QCOMPARE(z.text(), QString::fromUtf8(" Café ok"));
+    QCOMPARE(z.token_texts(), (QStringList{QString::fromUtf8(" Café"), QString(), " ok"}));
+    QCOMPARE(z.token_starts(), (QList<int>{0, 5, 5, 8}));
+    // In the chat the answer is shown trimmed.
+    QCOMPARE(shown_token_starts(QString::fromUtf8("Café ok"), z.text(), z.token_starts()),
+             (QList<int>{0, 4, 4, 7}));
+    QVERIFY(shown_token_starts(QStringLiteral("other"), z.text(), z.token_starts()).isEmpty());
+}
+
+void GuiModels::damagedTraceShapeIsRefused() {
+    auto t = made_up_trace();
+    t.trace.steps[1].layers[1].heads.pop_back();
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, AnswerZoom(1, t));
+    t = made_up_trace();
+    t.token_texts.pop_back();
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, AnswerZoom(1, t));
+}
+
+void GuiModels::documentViewTintsSpansAndDrawsTheZoom() {
+    // "[page 1]\n" then the text; spans at bytes [0,5) "alpha", [6,10) "beta", [11,16)
+    // "gamma" of section 0, one over header tokens (not drawn); anchors " " at 5 and 10.
+    const std::string text = "alpha beta gamma";
+    auto shown = shown_text(text, {{0, 1}});
+    DocumentView v;
+    v.resize(400, 300);
+    v.show_document(3, shown.text, std::make_shared<const TextPositions>(shown.positions));
+    auto spans = std::make_shared<DocumentSpans>();
+    spans->document_id = 3;
+    spanscope::UnitSpansDisplay u;
+    u.document_id = 3;
+    u.spans = {
+        {-1, -1, 2, 1, 1.0f}, {0, 5, 5, 3, 2.5f}, {6, 10, 4, 2, 1.25f}, {11, 16, 6, 4, 3.0f}};
+    u.anchors = {{5, 6}, {10, 11}};
+    spans->units.push_back(u);
+    v.set_spans(spans);
+    QCOMPARE(v.span_marks().size(), 3);
+    const QList<DocumentView::Range> ranges{{9, 14}, {15, 19}, {20, 25}};
+    for (int i = 0; i < 3; ++i) {
+        QCOMPARE(v.span_marks()[i].range, ranges[i]);
+        QCOMPARE(v.span_marks()[i].index, i + 1);
+    }
+    QCOMPARE(v.anchor_ranges(), (QList<DocumentView::Range>{{14, 15}, {19, 20}}));
+    // Alternating tints, then the anchors underlined.
+    auto sel = v.extraSelections();
+    QCOMPARE(sel.size(), 5);
+    QCOMPARE(sel[0].cursor.selectedText(), QStringLiteral("alpha"));
+    QVERIFY(sel[0].format.background() != sel[1].format.background());
+    QCOMPARE(sel[0].format.background(), sel[2].format.background());
+    QCOMPARE(sel[3].format.underlineStyle(), QTextCharFormat::SingleUnderline);
+    QVERIFY2(v.tooltip_at(16).contains(QStringLiteral("Span 2 of section 1 · 4 tokens · rank 2")),
+             qPrintable(v.tooltip_at(16)));
+    QVERIFY(v.tooltip_at(16).contains(QStringLiteral("1.25")));
+    QVERIFY(v.tooltip_at(14).startsWith(QStringLiteral("Anchor")));
+    QVERIFY(v.tooltip_at(2).isEmpty()); // the page marker
+    // Zoom: span 3 by 4 of 4 pairs, span 1 by 1; another section's span is not drawn.
+    v.set_zoom({{{0, 3}, 4}, {{0, 1}, 1}, {{1, 0}, 2}}, 4, QStringLiteral("for a token"));
+    QCOMPARE(v.zoom_marks().size(), 2);
+    QCOMPARE(v.zoom_marks()[0].range, ranges[0]);
+    QCOMPARE(v.zoom_marks()[0].count, 1);
+    QCOMPARE(v.zoom_marks()[1].range, ranges[2]);
+    QCOMPARE(v.zoom_marks()[1].count, 4);
+    sel = v.extraSelections();
+    QCOMPARE(sel.size(), 7);
+    QCOMPARE(sel[6].format.background().color(), DocumentView::heat_colour(4, 4));
+    QVERIFY(DocumentView::heat_colour(4, 4) != DocumentView::heat_colour(1, 4));
+    QVERIFY(v.tooltip_at(21).contains(QStringLiteral("expanded 4 times (for a token)")));
+    QVERIFY(v.scroll_to_zoom());
+    QCOMPARE(v.textCursor().position(), 9);
+    // New spans keep the zoom; clearing it leaves the spans.
+    v.set_spans(spans);
+    QCOMPARE(v.zoom_marks().size(), 2);
+    v.clear_zoom();
+    QCOMPARE(v.zoom_marks().size(), 0);
+    QCOMPARE(v.extraSelections().size(), 5);
+    QVERIFY(!v.scroll_to_zoom());
+    // Spans of another document are not drawn.
+    spans->document_id = 4;
+    v.set_spans(spans);
+    QVERIFY(!v.has_spans());
+}
+
+void GuiModels::inspectorGridShowsEveryLayerHeadAndStep() {
+    auto z = std::make_shared<const AnswerZoom>(42, made_up_trace());
+    ZoomInspector inspector;
+    inspector.resize(600, 400);
+    inspector.show();
+    QVERIFY(!inspector.message_text().isEmpty()); // nothing yet: says what to do
+    inspector.set_zoom(z);
+    QVERIFY(inspector.message_text().isEmpty());
+    auto* grid = inspector.grid();
+    QCOMPARE(grid->rows(), 4);
+    QCOMPARE(grid->columns(), 3);
+    for (int r = 0; r < 4; ++r)
+        for (int c = 0; c < 3; ++c)
+            QCOMPARE(grid->value(r, c), z->cell(r, c));
+    QCOMPARE(grid->row_label(3), QStringLiteral("layer 11 · head 1"));
+    QVERIFY2(inspector.rate_text().startsWith(QStringLiteral("1.3 spans per token and head (12.5 % "
+                                                             "of the 10 spans)")),
+             qPrintable(inspector.rate_text()));
+    QSignalSpy selected(&inspector, &ZoomInspector::step_selected);
+    QTest::mouseClick(grid, Qt::LeftButton, {}, grid->cell_rect(2, 1).center());
+    QCOMPARE(selected.count(), 1);
+    QCOMPARE(selected[0][0].toInt(), 1);
+    QCOMPARE(grid->selected_step(), 1);
+    QTest::mouseClick(grid, Qt::LeftButton, {}, QPoint(2, 2)); // the labels: nothing
+    QCOMPARE(selected.count(), 1);
+    QVERIFY(!grid->grab().isNull());
+    QVERIFY(!inspector.chart()->grab().isNull());
+    // No trace: the reason, in words.
+    inspector.set_zoom(nullptr, QStringLiteral("no zoom trace"));
+    QCOMPARE(inspector.message_text(), QStringLiteral("no zoom trace"));
+    QCOMPARE(grid->rows(), 0);
+}
+
+void GuiModels::answerTokensAreClickable() {
+    ChatModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    MessageRow q{1, true, "where?", "", false};
+    MessageRow a{2, false, QString::fromUtf8(" Café ok\n"), "stats", false};
+    a.sekv = true;
+    m.set_messages(7, {q, a});
+    const AnswerZoom z(2, made_up_trace());
+    QVERIFY(!m.set_tokens(9, z.text(), z.token_starts())); // no such message
+    QVERIFY(m.set_tokens(2, z.text(), z.token_starts()));
+    QCOMPARE(m.index(1).data(ChatModel::TokenStartsRole).value<QList<int>>(),
+             (QList<int>{0, 4, 4, 7}));
+    QListView view;
+    ChatDelegate delegate;
+    view.setItemDelegate(&delegate);
+    view.setModel(&m);
+    view.resize(400, 300);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    const QModelIndex answer = m.index(1);
+    const auto option = ChatDelegate::option_for(&view, answer);
+    QVERIFY(delegate.token_rect(option, answer, 1).isEmpty()); // empty token: not shown
+    for (const int t : {0, 2}) {
+        const QRect r = delegate.token_rect(option, answer, t);
+        QVERIFY(!r.isEmpty());
+        QCOMPARE(delegate.token_at(option, answer, r.center()), t);
+    }
+    QCOMPARE(delegate.token_at(option, answer, option.rect.bottomRight() - QPoint(2, 2)), -1);
+    QCOMPARE(delegate.token_at(option, m.index(0), option.rect.center()), -1); // a question
+    QSignalSpy changed(&m, &QAbstractItemModel::dataChanged);
+    m.select_token(2, 2);
+    QCOMPARE(m.index(1).data(ChatModel::SelectedTokenRole).toInt(), 2);
+    QCOMPARE(m.index(0).data(ChatModel::SelectedTokenRole).toInt(), -1);
+    QCOMPARE(changed.count(), 1);
+    m.select_token(2, 2);
+    QCOMPARE(changed.count(), 1); // unchanged: no signal
+    QVERIFY(!view.grab().isNull());
 }
 
 QTEST_MAIN(GuiModels)
