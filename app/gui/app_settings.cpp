@@ -15,6 +15,12 @@ AppSettings AppSettings::load() {
     a.generation.top_k = qBound(0, s.value("generation/top_k", 40).toInt(), 1000);
     a.generation.top_p = qBound(0.0, s.value("generation/top_p", 0.95).toDouble(), 1.0);
     a.generation.seed = s.value("generation/seed", 0).toULongLong();
+    const QString policy = s.value("memory/policy", a.memory.policy).toString();
+    if (policy == QLatin1String("full") || policy == QLatin1String("sekv"))
+        a.memory.policy = policy;
+    a.memory.budget = qBound(0.01, s.value("memory/sekv_budget", a.memory.budget).toDouble(), 1.0);
+    a.memory.expand_rate =
+        qBound(0.0, s.value("memory/sekv_expand_rate", a.memory.expand_rate).toDouble(), 1.0);
     a.cache_limit_bytes =
         qMax<qint64>(0, s.value("cache/limit_bytes", a.cache_limit_bytes).toLongLong());
     a.recent_projects = s.value("projects/recent").toStringList();
@@ -30,6 +36,9 @@ void AppSettings::save() const {
     s.setValue("generation/top_k", generation.top_k);
     s.setValue("generation/top_p", generation.top_p);
     s.setValue("generation/seed", generation.seed);
+    s.setValue("memory/policy", memory.policy);
+    s.setValue("memory/sekv_budget", memory.budget);
+    s.setValue("memory/sekv_expand_rate", memory.expand_rate);
     s.setValue("cache/limit_bytes", cache_limit_bytes);
     s.setValue("projects/recent", recent_projects);
 }

@@ -7,6 +7,7 @@
 #include "project.h"
 #include "project_answer.h"
 #include "project_settings.h"
+#include "sekv_display.h"
 #include "session.h"
 #include "state_cache.h"
 
@@ -269,8 +270,41 @@ void EngineWorker::remove_document(qint64 id) {
     }
 }
 
+SessionOptions EngineWorker::session_options(const MemorySettings& m) const {
+    SessionOptions so;
+    so.threads = threads_;
+    so.global_policy = m.sekv() ? "sekv" : "full";
+    so.sekv.budget = m.budget;
+    so.sekv.router.expand_rate = m.expand_rate;
+    return so;
+}
+
+void EngineWorker::load_document_spans(quint64 serial, qint64 id, const MemorySettings& m) {
+    auto spans = std::make_shared<DocumentSpans>();
+    spans->document_id = id;
+    spans->key = m.spans_key();
+    if (!m.sekv())
+        spans->error = QStringLiteral("the memory policy is full (no spans)");
+    else if (!model_ || !cache_)
+        spans->error = QStringLiteral("no model is loaded");
+    else {
+        try {
+            spans->units = document_sekv_spans(*cache_, id, session_options(m).sekv);
+        } catch (const StateError& e) {
+            spans->error =
+                QStringLiteral("its prefilled chunks are not all stored (%1); asking about it "
+                               "computes them")
+                    .arg(q(e.what()));
+        } catch (const std::exception& e) {
+            spans->error = describe_error(QStringLiteral("Building its SEKV spans"), e);
+        }
+    }
+    emit document_spans(serial, spans);
+}
+
 void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
-                       const QList<qint64>& document_ids, const GenerationSettings& g) {
+                       const QList<qint64>& document_ids, const GenerationSettings& g,
+                       const MemorySettings& m) {
     arm(stop_, stop_serial_, serial);
     if (stop_.load()) { // stopped while it waited behind an ingest: nothing is asked
         AnswerStats st;
@@ -312,8 +346,7 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
     hooks.on_ingest_progress = [&](const IngestProgress& p) {
         emit ingest_progress(ingest_status(p, 0, 1));
     };
-    SessionOptions so;
-    so.threads = threads_;
+    const SessionOptions so = session_options(m);
     AnswerStats st;
     try {
         const auto a = ask_project(*project_, *model_, *cache_, *scratch_, so, pq, hooks, &stop_);
@@ -329,6 +362,20 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         st.generated_tokens = s.generated_tokens;
         st.kv_bytes = s.memory.fast_tier_bytes + s.memory.host_tier_bytes;
         st.peak_rss_bytes = peak_rss_bytes();
+        st.message_id = a.message_id;
+        const auto& j = a.stats;
+        const auto num = [&](const char* k) {
+            return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0;
+        };
+        st.policy = j.contains("policy") && j["policy"].is_string()
+                        ? q(j["policy"].get<std::string>())
+                        : QString();
+        st.fast_tier_fraction = num("fast_tier_fraction");
+        st.expansions = num("expansions");
+        st.spans = static_cast<qint64>(num("spans"));
+        if (j.contains("memory") && j["memory"].is_object() &&
+            j["memory"].contains("full_kv_bytes") && j["memory"]["full_kv_bytes"].is_number())
+            st.full_kv_bytes = j["memory"]["full_kv_bytes"].get<qint64>();
         for (const auto& n : a.notes)
             st.notes << q(n);
         emit answer_finished(serial, st);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "gui_types.h"
+#include "zoom_data.h"
 
 #include <QObject>
 
@@ -17,6 +18,7 @@ class Model;
 class Project;
 class Session;
 class StateCache;
+struct SessionOptions;
 } // namespace spanscope
 
 namespace spanscope::gui {
@@ -47,9 +49,14 @@ public slots:
     /// (document_updated with status Failed) and the others go on.
     void add_documents(quint64 serial, const QStringList& paths);
     void remove_document(qint64 id);
-    /// Answer from the given documents (empty: the chat's, else all) in chat_id (0: new chat).
+    /// Answer from the given documents (empty: the chat's, else all) in chat_id (0: new chat),
+    /// with the memory policy `m` (sekv: the zoom trace is kept with the answer).
     void ask(quint64 serial, qint64 chat_id, const QString& question,
-             const QList<qint64>& document_ids, const spanscope::gui::GenerationSettings& g);
+             const QList<qint64>& document_ids, const spanscope::gui::GenerationSettings& g,
+             const spanscope::gui::MemorySettings& m);
+    /// The document's SEKV spans for `m` (built and stored where missing; its chunk states must
+    /// be stored). Emits document_spans, with the reason in words when there are none.
+    void load_document_spans(quint64 serial, qint64 id, const spanscope::gui::MemorySettings& m);
     void set_cache_limit(qint64 bytes);
 
 signals:
@@ -69,12 +76,14 @@ signals:
     void answer_piece(quint64 serial, const QString& piece);
     void answer_finished(quint64 serial, const spanscope::gui::AnswerStats& stats);
     void answer_failed(quint64 serial, const QString& message, qint64 chat_id);
+    void document_spans(quint64 serial, const spanscope::gui::DocumentSpansPtr& spans);
     /// Something the user should know (sections left out, a setting ignored).
     void note(const QString& text);
     void error(const QString& message);
 
 private:
     DocumentRow row_for(qint64 id);
+    SessionOptions session_options(const MemorySettings& m) const;
     void open_cache();
 
     std::unique_ptr<Model> model_;

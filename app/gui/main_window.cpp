@@ -3,13 +3,16 @@
 #include "main_window.h"
 
 #include "chat_delegate.h"
+#include "document_view.h"
 #include "engine_worker.h"
 #include "store_worker.h"
+#include "zoom_inspector.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QClipboard>
 #include <QCloseEvent>
+#include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QFile>
 #include <QFileInfo>
@@ -49,6 +52,8 @@ MainWindow::MainWindow(AppSettings settings, bool persist_settings, QWidget* par
     setAcceptDrops(true);
     build_ui();
     build_menus();
+    build_zoom_ui();
+    update_policy_label();
 
     engine_ = new EngineWorker;
     engine_->moveToThread(&engine_thread_);
@@ -137,10 +142,33 @@ void MainWindow::build_ui() {
     auto* ml = new QVBoxLayout(mid);
     ml->setContentsMargins(0, 0, 0, 0);
     document_title_ = new QLabel(tr("<b>No document</b>"));
-    ml->addWidget(document_title_);
-    document_view_ = new QPlainTextEdit;
+    auto* title_row = new QHBoxLayout;
+    title_row->addWidget(document_title_);
+    title_row->addStretch(1);
+    span_status_ = new QLabel;
+    span_status_->setObjectName(QStringLiteral("spanStatus"));
+    title_row->addWidget(span_status_);
+    ml->addLayout(title_row);
+    zoom_bar_ = new QWidget;
+    zoom_bar_->setObjectName(QStringLiteral("zoomBar"));
+    auto* zl = new QHBoxLayout(zoom_bar_);
+    zl->setContentsMargins(0, 0, 0, 0);
+    zoom_label_ = new QLabel;
+    zoom_label_->setObjectName(QStringLiteral("zoomLabel"));
+    zoom_label_->setWordWrap(true);
+    zl->addWidget(zoom_label_, 1);
+    whole_button_ = new QToolButton;
+    whole_button_->setObjectName(QStringLiteral("wholeAnswerButton"));
+    whole_button_->setText(tr("Whole answer"));
+    whole_button_->setToolTip(
+        tr("Show how often each span was zoomed into over the whole answer (a heat map)"));
+    whole_button_->setCheckable(true);
+    connect(whole_button_, &QToolButton::toggled, this, &MainWindow::set_whole_answer);
+    zl->addWidget(whole_button_);
+    zoom_bar_->hide();
+    ml->addWidget(zoom_bar_);
+    document_view_ = new DocumentView;
     document_view_->setObjectName(QStringLiteral("documentView"));
-    document_view_->setReadOnly(true);
     document_view_->setAcceptDrops(false);
     document_view_->setPlaceholderText(
         tr("Drop documents here (text, Markdown, HTML, PDF, gzip) or use File ▸ Add Documents. "
@@ -208,6 +236,9 @@ void MainWindow::build_ui() {
     statusBar()->addWidget(model_label_);
     statusBar()->addWidget(cache_label_);
     statusBar()->addWidget(memory_label_);
+    policy_label_ = new QLabel;
+    policy_label_->setObjectName(QStringLiteral("policyLabel"));
+    statusBar()->addWidget(policy_label_);
     statusBar()->addWidget(stats_label_);
     message_label_ = new QLabel;
     message_label_->setObjectName(QStringLiteral("messageLabel"));
@@ -231,6 +262,14 @@ void MainWindow::build_ui() {
         conversation_->scrollToBottom();
     });
     connect(&chat_, &QAbstractItemModel::rowsInserted, conversation_, &QListView::scrollToBottom);
+    // An answer selected shows its zoom; a token clicked, that token's.
+    conversation_->viewport()->installEventFilter(this);
+    connect(conversation_->selectionModel(), &QItemSelectionModel::currentChanged, this,
+            [this](const QModelIndex& i) {
+                const qint64 id = i.data(ChatModel::MessageIdRole).toLongLong();
+                if (i.isValid() && !i.data(ChatModel::FromUserRole).toBool() && id > 0)
+                    show_answer_zoom(id);
+            });
 }
 
 void MainWindow::build_menus() {
@@ -324,9 +363,13 @@ void MainWindow::connect_workers() {
         documents_.reset_rows({});
         chats_.clear();
         chat_.set_messages(0, {});
-        document_view_->clear();
+        document_view_->clear_document();
         document_title_->setText(tr("<b>No document</b>"));
         shown_document_ = 0;
+        spans_.clear();
+        zooms_.clear();
+        clear_zoom_state();
+        span_status_->clear();
         update_title();
         update_actions();
     });
@@ -334,6 +377,9 @@ void MainWindow::connect_workers() {
         documents_.upsert(row);
         if (row.status == DocumentRow::Status::Failed)
             show_banner(row.error, true);
+        if (row.id > 0 && row.id == shown_document_ && row.status == DocumentRow::Status::Ready &&
+            spans_.contains(row.id) && !spans_[row.id]->error.isEmpty())
+            request_spans(/*again=*/true); // its chunks are all stored now
         if (row.id > 0 && shown_document_ == 0 && row.status == DocumentRow::Status::Ready) {
             const int r = documents_.row_of_id(row.id);
             document_list_->setCurrentIndex(documents_.index(r));
@@ -341,10 +387,12 @@ void MainWindow::connect_workers() {
     });
     connect(e, &EngineWorker::document_removed, this, [this](qint64 id) {
         documents_.remove_id(id);
+        spans_.remove(id);
         if (id == shown_document_) {
             shown_document_ = 0;
-            document_view_->clear();
+            document_view_->clear_document();
             document_title_->setText(tr("<b>No document</b>"));
+            span_status_->clear();
         }
     });
     connect(e, &EngineWorker::ingest_started, this, [this](quint64, int files) {
@@ -387,19 +435,14 @@ void MainWindow::connect_workers() {
     });
     connect(e, &EngineWorker::answer_finished, this, &MainWindow::on_answer_finished);
     connect(e, &EngineWorker::answer_failed, this, &MainWindow::on_answer_failed);
+    connect(e, &EngineWorker::document_spans, this, &MainWindow::on_document_spans);
     connect(e, &EngineWorker::note, this, [this](const QString& t) { show_banner(t, false); });
     connect(e, &EngineWorker::error, this, [this](const QString& t) { show_banner(t, true); });
 
     auto* s = store_;
     connect(s, &StoreWorker::error, this, [this](const QString& t) { show_banner(t, true); });
-    connect(s, &StoreWorker::document_text, this,
-            [this](qint64 id, const QString& name, const QString& text) {
-                if (id != shown_document_)
-                    return;
-                document_title_->setText(QStringLiteral("<b>%1</b>").arg(name.toHtmlEscaped()));
-                document_view_->setPlainText(text);
-                emit document_shown(id);
-            });
+    connect(s, &StoreWorker::document_text, this, &MainWindow::on_document_text);
+    connect(s, &StoreWorker::zoom_trace_loaded, this, &MainWindow::on_zoom_loaded);
     connect(s, &StoreWorker::chats_listed, this, [this](const QList<ChatRow>& rows) {
         chats_.set_chats(rows);
         const int r = chats_.row_of_id(chat_.chat_id());
@@ -429,6 +472,12 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 }
 
 bool MainWindow::eventFilter(QObject* watched, QEvent* event) {
+    if (watched == conversation_->viewport()) {
+        if (event->type() == QEvent::MouseButtonRelease &&
+            static_cast<QMouseEvent*>(event)->button() == Qt::LeftButton)
+            on_conversation_click(static_cast<QMouseEvent*>(event)->position().toPoint());
+        return QMainWindow::eventFilter(watched, event);
+    }
     if (event->type() == QEvent::DragEnter || event->type() == QEvent::DragMove) {
         auto* e = static_cast<QDragMoveEvent*>(event);
         if (e->mimeData()->hasUrls()) {
@@ -493,6 +542,18 @@ void MainWindow::update_memory_label() {
     if (last_kv_bytes_ > 0)
         text += tr(" · KV cache %1").arg(l.formattedDataSize(last_kv_bytes_));
     memory_label_->setText(text);
+}
+
+void MainWindow::update_policy_label() {
+    const auto& m = settings_.memory;
+    const QLocale l;
+    policy_label_->setText(m.sekv() ? tr("policy sekv") : tr("policy full"));
+    policy_label_->setToolTip(
+        m.sekv()
+            ? tr("Memory policy of the global-attention layers (Settings): sekv, the fast "
+                 "tier at most %1 % of full, queries zooming into %2 % of the spans")
+                  .arg(l.toString(100 * m.budget, 'f', 0), l.toString(100 * m.expand_rate, 'f', 0))
+            : tr("Memory policy of the global-attention layers (Settings): full"));
 }
 
 QString MainWindow::cache_text() const {

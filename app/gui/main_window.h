@@ -8,10 +8,13 @@
 #include "chat_model.h"
 #include "document_list_model.h"
 #include "gui_types.h"
+#include "zoom_data.h"
 
+#include <QHash>
 #include <QMainWindow>
 #include <QThread>
 
+class QDockWidget;
 class QLabel;
 class QListView;
 class QMenu;
@@ -23,8 +26,10 @@ class QToolButton;
 namespace spanscope::gui {
 
 class ChatDelegate;
+class DocumentView;
 class EngineWorker;
 class StoreWorker;
+class ZoomInspector;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -62,6 +67,32 @@ public:
     /// The status bar's cache line ("12 chunks restored from the cache").
     QString cache_text() const;
     const AppSettings& settings() const { return settings_; }
+    /// Use these settings (as Settings ▸ OK does): the model is loaded again when it changed;
+    /// a new memory policy applies to the next answer and to the spans shown.
+    void apply_settings(const AppSettings& settings);
+
+    // SEKV: spans, zoom and the inspector (main_window_zoom.cpp).
+    DocumentView* document_view() const { return document_view_; }
+    ZoomInspector* inspector() const { return inspector_; }
+    QDockWidget* inspector_dock() const { return inspector_dock_; }
+    qint64 shown_document() const { return shown_document_; }
+    /// Show a document of the list in the document view.
+    void show_document(qint64 id);
+    /// Show the zoom of an answer (a message of the chat shown) in the inspector, without a
+    /// token selected; zoom_loaded follows.
+    void show_answer_zoom(qint64 message_id);
+    /// Highlight the spans token `token` of that answer zoomed into, and scroll to the first
+    /// (in the document it comes from); zoom_shown follows once they are drawn.
+    void select_answer_token(qint64 message_id, int token);
+    /// The whole answer's zoom as a heat map over the document (on), or the selected token's.
+    void set_whole_answer(bool on);
+    bool whole_answer() const { return whole_answer_; }
+    AnswerZoomPtr current_zoom() const { return zoom_; }
+    int selected_token() const { return zoom_step_; }
+    /// The line above the document view that tells what the zoom shows ("" when hidden).
+    QString zoom_text() const;
+    /// The document view's line about its spans ("412 spans · 190 anchors", or why none).
+    QString span_status_text() const;
 
 signals:
     void model_ready(bool ok);
@@ -72,6 +103,12 @@ signals:
     void answer_error(const QString& message);
     void document_shown(qint64 id);
     void chats_changed();
+    /// The shown document's SEKV spans were drawn (or the reason there are none shown).
+    void document_spans_shown(qint64 id);
+    /// An answer's zoom trace was loaded (ok) or could not be (the inspector says why).
+    void zoom_loaded(qint64 message_id, bool ok);
+    /// The zoom of a token (-1: the whole answer) is drawn over the shown document.
+    void zoom_shown(qint64 message_id, int token);
 
 protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
@@ -109,6 +146,25 @@ private:
     void update_memory_label();
     void on_answer_finished(quint64 serial, const AnswerStats& s);
     void on_answer_failed(quint64 serial, const QString& message, qint64 chat_id);
+    void update_policy_label();
+    // SEKV views (main_window_zoom.cpp).
+    /// The inspector dock and the View menu.
+    void build_zoom_ui();
+    void on_document_text(qint64 id, const QString& name, const QString& text,
+                          const TextPositionsPtr& positions);
+    /// Ask the engine for the shown document's spans (sekv), or clear them (full).
+    void request_spans(bool again = false);
+    void on_document_spans(quint64 serial, const DocumentSpansPtr& spans);
+    void load_zoom(qint64 message_id);
+    void on_zoom_loaded(qint64 message_id, const AnswerZoomPtr& zoom, const QString& problem);
+    /// Draw the zoom over the shown document; scroll: to the first zoomed span, switching to
+    /// its document when it is another.
+    void apply_zoom(bool scroll);
+    void update_zoom_bar();
+    /// Forget the answer shown (another chat, another project).
+    void clear_zoom_state();
+    /// A click on the conversation: an answer token selects its zoom.
+    void on_conversation_click(QPoint pos);
 
     AppSettings settings_;
     QThread engine_thread_, store_thread_;
@@ -137,7 +193,7 @@ private:
     QListView* chat_list_ = nullptr;
     QListView* conversation_ = nullptr;
     QLabel* document_title_ = nullptr;
-    QPlainTextEdit* document_view_ = nullptr;
+    DocumentView* document_view_ = nullptr;
     QPlainTextEdit* input_ = nullptr;
     QPushButton* send_ = nullptr;
     QPushButton* stop_ = nullptr;
@@ -155,6 +211,27 @@ private:
     QAction* send_action_ = nullptr;
     QAction* stop_action_ = nullptr;
     QAction* chat_actions_[4] = {};
+    QLabel* policy_label_ = nullptr;
+
+    // SEKV views.
+    quint64 spans_serial_ = 0;
+    QHash<qint64, DocumentSpansPtr> spans_; ///< per document, for settings_.memory
+    QHash<qint64, AnswerZoomPtr> zooms_;    ///< traces loaded, per message
+    AnswerZoomPtr zoom_;                    ///< the answer whose zoom is shown
+    qint64 zoom_requested_ = 0;             ///< the message whose trace is wanted
+    QString zoom_problem_;                  ///< why zoom_requested_ has no zoom shown
+    int zoom_step_ = -1;                    ///< the token shown, -1: none
+    int pending_token_ = -1;                ///< to select once the trace is loaded
+    bool whole_answer_ = false;
+    bool pending_scroll_ = false; ///< scroll to the zoom once the spans are drawn
+    bool inspector_shown_once_ = false;
+    QLabel* span_status_ = nullptr;
+    QWidget* zoom_bar_ = nullptr;
+    QLabel* zoom_label_ = nullptr;
+    QToolButton* whole_button_ = nullptr;
+    QDockWidget* inspector_dock_ = nullptr;
+    ZoomInspector* inspector_ = nullptr;
+    QAction* whole_action_ = nullptr;
 };
 
 } // namespace spanscope::gui

@@ -3,6 +3,7 @@
 #include "main_window.h"
 
 #include "chat_export.h"
+#include "document_view.h"
 #include "engine_worker.h"
 #include "project.h"
 #include "settings_dialog.h"
@@ -95,9 +96,10 @@ void MainWindow::on_send() {
     chat_.begin_exchange(question, ingesting() ? tr("waiting for the documents being added…")
                                                : tr("reading…"));
     update_actions();
-    QMetaObject::invokeMethod(
-        engine_, [e = engine_, serial, chat = chat_.chat_id(), question, ids,
-                  g = settings_.generation] { e->ask(serial, chat, question, ids, g); });
+    QMetaObject::invokeMethod(engine_, [e = engine_, serial, chat = chat_.chat_id(), question, ids,
+                                        g = settings_.generation, m = settings_.memory] {
+        e->ask(serial, chat, question, ids, g, m);
+    });
 }
 
 void MainWindow::stop_answer() {
@@ -135,6 +137,7 @@ void MainWindow::cancel_ingest() {
 void MainWindow::new_chat() {
     if (answering_)
         return;
+    clear_zoom_state();
     chat_.set_messages(0, {});
     chat_list_->clearSelection();
     chat_list_->setCurrentIndex({});
@@ -153,12 +156,19 @@ void MainWindow::on_project_opened(const QString& path, const QList<DocumentRow>
     const bool same = path == project_path_;
     project_path_ = path;
     documents_.reset_rows(rows);
+    spans_.clear(); // states depend on the model, which may have changed
+    ++spans_serial_;
     if (!same) {
         chat_.set_messages(0, {});
         chats_.clear();
         shown_document_ = 0;
-        document_view_->clear();
+        document_view_->clear_document();
         document_title_->setText(tr("<b>No document</b>"));
+        zooms_.clear();
+        clear_zoom_state();
+        span_status_->clear();
+    } else if (shown_document_ > 0) {
+        request_spans(/*again=*/true);
     }
     QMetaObject::invokeMethod(store_, [s = store_, path] {
         s->open_project(path);
@@ -222,6 +232,18 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
             ? tr("stopped before the answer began")
             : stats_text(s) + (s.stop_reason == "stopped" ? tr(" · stopped") : QString());
     chat_.finish_answer(s.text, details);
+    if (s.message_id > 0) {
+        chat_.set_last_answer_saved(s.message_id, s.policy == QLatin1String("sekv"),
+                                    s.full_kv_bytes);
+        if (s.policy == QLatin1String("sekv")) {
+            show_answer_zoom(s.message_id);
+            // Answering built the SEKV states of its documents: the shown one's spans may be
+            // there now.
+            if (shown_document_ > 0 &&
+                (!spans_.contains(shown_document_) || !spans_[shown_document_]->error.isEmpty()))
+                request_spans(/*again=*/true);
+        }
+    }
     if (s.ttft_ms > 0)
         stats_label_->setText(tr("Last answer: %1").arg(stats_text(s)));
     last_kv_bytes_ = s.kv_bytes;
@@ -265,6 +287,7 @@ void MainWindow::on_chat_selected() {
     const qint64 id = chats_.chat(i.row()).id;
     if (id == chat_.chat_id())
         return;
+    clear_zoom_state();
     QMetaObject::invokeMethod(store_, [s = store_, id] { s->load_chat(id); });
     chat_.set_chat_id(id);
     update_actions();
@@ -379,9 +402,14 @@ void MainWindow::show_settings() {
     SettingsDialog dialog(settings_, this);
     if (dialog.exec() != QDialog::Accepted)
         return;
+    apply_settings(dialog.result_settings());
+}
+
+void MainWindow::apply_settings(const AppSettings& settings) {
     const AppSettings old = settings_;
-    settings_ = dialog.result_settings();
-    settings_.save();
+    settings_ = settings;
+    if (persist_)
+        settings_.save();
     if (settings_.model_path != old.model_path)
         settings_.model_override.clear(); // chosen in Settings: that one from now on
     if (settings_.effective_model() != old.effective_model() || settings_.threads != old.threads) {
@@ -395,6 +423,13 @@ void MainWindow::show_settings() {
     }
     if (settings_.cache_limit_bytes != old.cache_limit_bytes)
         set_cache_limit(settings_.cache_limit_bytes);
+    if (settings_.memory != old.memory) {
+        update_policy_label();
+        if (settings_.memory.spans_key() != old.memory.spans_key()) {
+            spans_.clear();
+            request_spans(/*again=*/true);
+        }
+    }
 }
 
 } // namespace spanscope::gui

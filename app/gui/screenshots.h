@@ -10,7 +10,9 @@
 
 namespace spanscope::gui {
 
-/// Writes DIR/main-window-ingest.png, main-window-document.png and main-window-answer.png.
+/// Writes DIR/main-window-ingest.png, main-window-document.png, main-window-answer.png,
+/// document-zoom.png (the spans one answer token zoomed into) and inspector.png, with the sekv
+/// memory policy (its default settings).
 /// The project lives in a temporary directory; settings are read, never written. Returns 0, or 1
 /// with a message on stderr (no model, a document that fails, a state not reached in time).
 int render_screenshots(const QString& dir, const QStringList& files, const QString& question,

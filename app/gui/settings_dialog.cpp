@@ -2,6 +2,7 @@
 
 #include "model_locator.h"
 
+#include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -73,6 +74,43 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     seed_->setValue(static_cast<int>(qMin<quint64>(current.generation.seed, 2147483647)));
     form->addRow(tr("Seed"), seed_);
 
+    policy_ = new QComboBox;
+    policy_->setObjectName(QStringLiteral("memoryPolicy"));
+    policy_->addItem(tr("full — every token's keys and values"), QStringLiteral("full"));
+    policy_->addItem(tr("sekv — spans at two resolutions, zoomed into per query"),
+                     QStringLiteral("sekv"));
+    policy_->setCurrentIndex(current.memory.sekv() ? 1 : 0);
+    policy_->setToolTip(tr("How the global-attention layers hold the documents. sekv shows its "
+                           "spans in the document view and each answer's zoom in the inspector."));
+    form->addRow(tr("Memory policy"), policy_);
+
+    budget_ = new QDoubleSpinBox;
+    budget_->setObjectName(QStringLiteral("sekvBudget"));
+    budget_->setRange(1, 100);
+    budget_->setDecimals(0);
+    budget_->setSuffix(tr(" % of full"));
+    budget_->setValue(100 * current.memory.budget);
+    budget_->setToolTip(tr("sekv: the fast tier's bytes as a fraction of what full holds for the "
+                           "same layers; spans are made longer until it fits"));
+    form->addRow(tr("SEKV fast-tier budget"), budget_);
+
+    expand_rate_ = new QDoubleSpinBox;
+    expand_rate_->setObjectName(QStringLiteral("sekvExpandRate"));
+    expand_rate_->setRange(0, 100);
+    expand_rate_->setDecimals(0);
+    expand_rate_->setSuffix(tr(" % of spans"));
+    expand_rate_->setValue(100 * current.memory.expand_rate);
+    expand_rate_->setToolTip(tr("sekv: the share of spans a query zooms into (the router's "
+                                "threshold is calibrated to it on the question)"));
+    form->addRow(tr("SEKV expand rate"), expand_rate_);
+    const auto enable = [this] {
+        const bool sekv = policy_->currentData().toString() == QLatin1String("sekv");
+        budget_->setEnabled(sekv);
+        expand_rate_->setEnabled(sekv);
+    };
+    connect(policy_, &QComboBox::currentIndexChanged, this, enable);
+    enable();
+
     cache_gib_ = new QDoubleSpinBox;
     cache_gib_->setRange(0, 4096);
     cache_gib_->setDecimals(1);
@@ -95,6 +133,12 @@ AppSettings SettingsDialog::result_settings() const {
     s.generation.top_k = top_k_->value();
     s.generation.top_p = top_p_->value();
     s.generation.seed = static_cast<quint64>(seed_->value());
+    s.memory.policy = policy_->currentData().toString();
+    // Unchanged in the dialog: keep the exact value (the spin boxes round to a percent).
+    if (std::abs(budget_->value() - 100 * base_.memory.budget) >= 0.5)
+        s.memory.budget = budget_->value() / 100;
+    if (std::abs(expand_rate_->value() - 100 * base_.memory.expand_rate) >= 0.5)
+        s.memory.expand_rate = expand_rate_->value() / 100;
     const qint64 bytes = std::llround(cache_gib_->value() * (1 << 30));
     // Unchanged in the dialog: keep the exact byte count (the spin box rounds).
     if (std::llabs(bytes - base_.cache_limit_bytes) > (1 << 30) / 20)

@@ -1,10 +1,12 @@
-// The Settings dialog: model file, engine threads, generation parameters, cache size limit.
+// The Settings dialog: model file, engine threads, generation parameters, memory policy (full
+// or sekv, with SEKV's fast-tier budget and expand rate), cache size limit.
 #pragma once
 
 #include "app_settings.h"
 
 #include <QDialog>
 
+class QComboBox;
 class QDoubleSpinBox;
 class QLineEdit;
 class QSpinBox;
@@ -27,6 +29,9 @@ private:
     QSpinBox* top_k_ = nullptr;
     QDoubleSpinBox* top_p_ = nullptr;
     QSpinBox* seed_ = nullptr;
+    QComboBox* policy_ = nullptr;
+    QDoubleSpinBox* budget_ = nullptr;
+    QDoubleSpinBox* expand_rate_ = nullptr;
     QDoubleSpinBox* cache_gib_ = nullptr;
 };
 

@@ -40,28 +40,38 @@ void StoreWorker::load_document_text(qint64 id) {
         const auto doc = project_->document(id);
         if (!doc)
             return;
-        const std::string text = project_->document_text(id);
-        const auto map = project_->document_offset_map(id);
-        std::string shown;
-        shown.reserve(text.size() + map.size() / 8);
-        size_t at = 0;
-        int32_t page = 0;
-        for (const auto& a : map) {
-            if (a.page <= page || a.text_offset < 0 ||
-                static_cast<size_t>(a.text_offset) > text.size() ||
-                static_cast<size_t>(a.text_offset) < at)
-                continue;
-            shown.append(text, at, static_cast<size_t>(a.text_offset) - at);
-            at = static_cast<size_t>(a.text_offset);
-            page = a.page;
-            if (!shown.empty() && shown.back() != '\n')
-                shown += '\n';
-            shown += "[page " + std::to_string(page) + "]\n";
-        }
-        shown.append(text, at, std::string::npos);
-        emit document_text(id, q(doc->name), q(shown));
+        std::vector<std::pair<int64_t, int>> pages;
+        for (const auto& a : project_->document_offset_map(id))
+            pages.emplace_back(a.text_offset, a.page);
+        auto shown = shown_text(project_->document_text(id), pages);
+        emit document_text(id, q(doc->name), shown.text,
+                           std::make_shared<const TextPositions>(std::move(shown.positions)));
     } catch (const std::exception& e) {
         emit error(describe_error(QStringLiteral("Showing document %1").arg(id), e));
+    }
+}
+
+void StoreWorker::load_zoom_trace(qint64 message_id) {
+    if (!project_)
+        return;
+    try {
+        const auto blob = project_->zoom_trace(message_id);
+        if (!blob) {
+            emit zoom_trace_loaded(message_id, nullptr,
+                                   QStringLiteral("This answer has no zoom trace: it was answered "
+                                                  "with the full memory policy (choose sekv in "
+                                                  "Settings to see where answers zoom in)."));
+            return;
+        }
+        emit zoom_trace_loaded(
+            message_id, std::make_shared<const AnswerZoom>(message_id, decode_zoom_trace(*blob)),
+            QString());
+    } catch (const std::exception& e) {
+        emit zoom_trace_loaded(
+            message_id, nullptr,
+            QStringLiteral("The zoom trace of this answer cannot be shown: %1. The answer itself "
+                           "is kept.")
+                .arg(q(e.what())));
     }
 }
 
@@ -98,10 +108,23 @@ QString message_details(const std::string& stats_json) {
     s.tokens_computed = static_cast<qint64>(num("tokens_computed"));
     if (!j.contains("ttft_ms"))
         return reason == "stopped" ? QStringLiteral("stopped before the answer began") : QString();
+    s.policy = str("policy");
+    s.fast_tier_fraction = num("fast_tier_fraction");
+    s.expansions = num("expansions");
     QString line = stats_text(s);
     if (reason == "stopped")
         line += QStringLiteral(" · stopped");
     return line;
+}
+
+QString message_policy(const std::string& stats_json, qint64* full_kv_bytes) {
+    const auto j = nlohmann::json::parse(stats_json, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("policy") || !j["policy"].is_string())
+        return {};
+    if (full_kv_bytes && j.contains("memory") && j["memory"].is_object() &&
+        j["memory"].contains("full_kv_bytes") && j["memory"]["full_kv_bytes"].is_number())
+        *full_kv_bytes = j["memory"]["full_kv_bytes"].get<qint64>();
+    return q(j["policy"].get<std::string>());
 }
 
 namespace {
@@ -112,8 +135,10 @@ QList<MessageRow> message_rows(Project& project, qint64 chat_id) {
         r.id = m.id;
         r.from_user = m.role == "user";
         r.text = q(m.text);
-        if (!r.from_user)
+        if (!r.from_user) {
             r.details = message_details(m.stats_json);
+            r.sekv = message_policy(m.stats_json, &r.full_kv_bytes) == QLatin1String("sekv");
+        }
         rows << r;
     }
     return rows;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "gui_types.h"
+#include "zoom_data.h"
 
 #include <QObject>
 
@@ -26,8 +27,11 @@ public slots:
     void open_project(const QString& path);
     void close_project();
     /// Emits document_text: the extracted text, with a "[page N]" line where each PDF page
-    /// starts.
+    /// starts, and where each byte of the extracted text is in it.
     void load_document_text(qint64 id);
+    /// Emits zoom_trace_loaded: the zoom trace kept with an answer, or why there is none (no
+    /// trace: another policy; a damaged one), in words.
+    void load_zoom_trace(qint64 message_id);
     void list_chats();
     void load_chat(qint64 chat_id);
     void rename_chat(qint64 chat_id, const QString& title);
@@ -36,7 +40,11 @@ public slots:
     void export_chat(qint64 chat_id, const QString& path);
 
 signals:
-    void document_text(qint64 id, const QString& name, const QString& text);
+    void document_text(qint64 id, const QString& name, const QString& text,
+                       const spanscope::gui::TextPositionsPtr& positions);
+    /// zoom: nullptr when there is none; problem says why.
+    void zoom_trace_loaded(qint64 message_id, const spanscope::gui::AnswerZoomPtr& zoom,
+                           const QString& problem);
     void chats_listed(const QList<spanscope::gui::ChatRow>& chats);
     void chat_loaded(qint64 chat_id, const QList<spanscope::gui::MessageRow>& messages);
     void chat_exported(qint64 chat_id, const QString& path);
@@ -49,5 +57,8 @@ private:
 /// One line of statistics for an assistant message from its stored statistics (JSON), or why
 /// it has no answer ("stopped before the first token", the error).
 QString message_details(const std::string& stats_json);
+/// The memory policy recorded in an assistant message's statistics ("" when none), and (sekv)
+/// what full would hold for the SEKV layers.
+QString message_policy(const std::string& stats_json, qint64* full_kv_bytes = nullptr);
 
 } // namespace spanscope::gui

@@ -1,7 +1,10 @@
 // Failures reach the user in words and lose nothing: a missing model, a project file that is
 // not one, a question without a project or documents. No real model is needed.
 #include "gui_test_support.h"
+#include "settings_dialog.h"
 
+#include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QPlainTextEdit>
 #include <QSignalSpy>
@@ -114,6 +117,9 @@ void GuiErrors::settingsPersist() {
     s.generation.max_tokens = 77;
     s.generation.temperature = 0.7;
     s.cache_limit_bytes = qint64{3} << 30;
+    s.memory.policy = QStringLiteral("sekv");
+    s.memory.budget = 0.25;
+    s.memory.expand_rate = 0.2;
     s.save();
     s.remember_project(QStringLiteral("/p/a.spanscope"));
     s.remember_project(QStringLiteral("/p/b.spanscope"));
@@ -124,6 +130,24 @@ void GuiErrors::settingsPersist() {
     QCOMPARE(r.generation.max_tokens, 77);
     QCOMPARE(r.generation.temperature, 0.7);
     QCOMPARE(r.cache_limit_bytes, qint64{3} << 30);
+    QCOMPARE(r.memory, s.memory);
+    // The dialog: the policy chosen; SEKV's settings only apply to sekv, kept exactly when
+    // untouched.
+    {
+        AppSettings d = r;
+        d.memory.budget = 0.333;
+        SettingsDialog dialog(d);
+        auto* policy = dialog.findChild<QComboBox*>(QStringLiteral("memoryPolicy"));
+        auto* budget = dialog.findChild<QDoubleSpinBox*>(QStringLiteral("sekvBudget"));
+        QCOMPARE(policy->currentData().toString(), QStringLiteral("sekv"));
+        QVERIFY(budget->isEnabled());
+        QCOMPARE(dialog.result_settings().memory, d.memory);
+        budget->setValue(50);
+        QCOMPARE(dialog.result_settings().memory.budget, 0.5);
+        policy->setCurrentIndex(0);
+        QVERIFY(!budget->isEnabled());
+        QCOMPARE(dialog.result_settings().memory.policy, QStringLiteral("full"));
+    }
     QCOMPARE(r.recent_projects,
              (QStringList{QStringLiteral("/p/a.spanscope"), QStringLiteral("/p/b.spanscope")}));
     // Test mode keeps this away from the user's own settings.
