@@ -94,7 +94,7 @@ struct GenerationSettings {
 struct MemorySettings {
     QString policy = QStringLiteral("full"); ///< "full" or "sekv" (global-attention layers)
     double budget = 0.35;     ///< sekv: fast-tier bytes as a fraction of what full holds
-    double expand_rate = 0.1; ///< sekv: target fraction of spans a query zooms into
+    double expand_rate = 0.2; ///< sekv: target fraction of spans a query zooms into
     bool sekv() const { return policy == QLatin1String("sekv"); }
     /// What the documents' SEKV states depend on ("" for full): spans shown under one key are
     /// those answers under the same key use.
