@@ -60,6 +60,8 @@ public:
         if (n > left_ / sizeof(T))
             fail("holds a count of " + std::to_string(n) + " that exceeds its size");
         std::vector<T> x(static_cast<size_t>(n));
+        if (n == 0)
+            return x; // (memcpy must not see the null data() of an empty vector)
         std::memcpy(x.data(), p_, static_cast<size_t>(n) * sizeof(T));
         p_ += n * sizeof(T);
         left_ -= n * sizeof(T);
