@@ -56,6 +56,11 @@ nlohmann::json answer_stats_json(const Answer& ans) {
                                   ? static_cast<double>(s.sekv.fast_tier_bytes) /
                                         static_cast<double>(s.sekv.full_kv_bytes)
                                   : 0.0;
+    // The budget is checked on what the memory actually held after the answer (the question
+    // and answer at full resolution included), never assumed from the segmentation.
+    j["budget"] = s.sekv_budget;
+    j["within_budget"] = s.sekv_budget <= 0 || s.sekv_budget >= 1 ||
+                         s.sekv.fast_tier_bytes <= s.sekv_budget * s.sekv.full_kv_bytes;
     j["expansions"] = s.expansions;
     j["spans"] = ans.zoom.n_spans;
     auto layers = nlohmann::json::array();

@@ -77,7 +77,8 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
 
 /// The statistics of an answer (the fields of `ask --json`'s "stats"): token counts, ms,
 /// tokens/s, bytes; "policy"; with SEKV layers also "memory" {fast_tier_bytes,
-/// host_tier_bytes, full_kv_bytes} summed over them, "fast_tier_fraction", "expansions" (spans
+/// host_tier_bytes, full_kv_bytes} summed over them, "fast_tier_fraction", "budget" and
+/// "within_budget" (the fraction measured after the answer against the budget), "expansions" (spans
 /// expanded per generated token, mean over layers and heads), "spans" and "memory_per_layer".
 nlohmann::json answer_stats_json(const Answer& answer);
 

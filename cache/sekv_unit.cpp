@@ -83,7 +83,7 @@ SekvUnitState build_sekv_unit(const DocumentUnit& unit, const UnitStates& states
                 if (l.layer == il)
                     lr = &l;
             if (!lr || lr->n_rows * row != static_cast<int64_t>(lr->k.size()) ||
-                at + lr->n_rows > n)
+                lr->n_rows * row != static_cast<int64_t>(lr->v.size()) || at + lr->n_rows > n)
                 throw std::invalid_argument("SEKV: a chunk state lacks layer " +
                                             std::to_string(il));
             for (int64_t i = 0; i < lr->n_rows * row; ++i) {
@@ -92,6 +92,10 @@ SekvUnitState build_sekv_unit(const DocumentUnit& unit, const UnitStates& states
             }
             at += lr->n_rows;
         }
+        if (at != n)
+            throw std::invalid_argument("SEKV: the chunk states hold " + std::to_string(at) +
+                                        " rows of layer " + std::to_string(il) + ", the unit has " +
+                                        std::to_string(n) + " tokens");
         SekvLayerState ls;
         ls.layer = il;
         for (const auto& t : seg.spans)

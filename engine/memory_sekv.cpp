@@ -170,10 +170,11 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
             mixed_attention(q + t * d, d, shape_.scale, k_.data() + g * d, v_.data() + g * d, m,
                             stride, views, out + t * d);
             if (i == n_q - 1) {
-                // The trace keeps the head's own routing: the spans it zoomed into.
+                // The trace keeps the spans this head attended at full resolution (with
+                // share_group, those its KV group zoomed into), with this head's relevances.
                 auto& z = last_zoom_[static_cast<size_t>(h)];
-                z.spans.assign(routed[t].begin(), routed[t].end());
-                for (const int s : routed[t])
+                z.spans.assign(used[t].begin(), used[t].end());
+                for (const int s : used[t])
                     z.relevance.push_back(static_cast<float>(rel[t][static_cast<size_t>(s)]));
             }
         }

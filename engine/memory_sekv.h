@@ -32,8 +32,8 @@ struct SekvRouterOptions {
     int64_t budget_rows = 0; ///< > 0: at most this many reconstructed rows per query and head
     bool expand_all = false; ///< zoom into every span (exactness checks)
     /// A span any query head of a KV group zooms into is expanded for every head of the group
-    /// (its rows are reconstructed for that KV head anyway); the zoom trace keeps each head's
-    /// own routing. Not with a row budget (which holds per query head).
+    /// (its rows are reconstructed for that KV head anyway), and the zoom trace records it for
+    /// each of them. Not with a row budget (which holds per query head).
     bool share_group = true;
     std::shared_ptr<const TrainedRouterLayer> trained; ///< nullptr: training-free (W = I)
 };
@@ -43,8 +43,10 @@ struct SekvOptions {
     SpanRankOptions rank{32, 0.999};
     SekvRouterOptions router;
     /// Fast-tier bytes of a sealed context as a fraction of what `full` holds for it: the
-    /// segmentation is made coarser until it fits (segment_within_budget); <= 0: no budget;
-    /// >= 1: nothing is compressed (an exact no-op).
+    /// segmentation is made coarser until its rows (plus reserve_rows) fit (segment_within_budget,
+    /// which counts rows: a summary row costs about what a full row does); <= 0: no budget;
+    /// >= 1: nothing is compressed (an exact no-op). What was held is measured after each
+    /// answer and reported against it (a document too short for the budget cannot meet it).
     double budget = 0.35;
     /// Rows the budget keeps free for the tail (question and answer) held at full resolution.
     int64_t reserve_rows = 128;

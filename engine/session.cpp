@@ -276,6 +276,7 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
     ans.stats.sekv = memory_.total("sekv");
     for (const int il : memory_.sealing_layers())
         ans.stats.sekv_layers.emplace_back(il, memory_.layer(il).stats());
+    ans.stats.sekv_budget = options_.sekv.budget;
     ans.zoom.n_spans = static_cast<int>(
         ans.stats.sekv.spans /
         std::max<int64_t>(1, static_cast<int64_t>(memory_.sealing_layers().size())));

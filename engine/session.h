@@ -57,8 +57,9 @@ struct GenerationStats {
     MemoryStats memory; ///< all layers, after the answer
     MemoryStats sekv;   ///< the SEKV layers only, after the answer (zero without SEKV)
     std::vector<std::pair<int, MemoryStats>> sekv_layers; ///< (layer, its memory) per SEKV layer
-    double expansions = 0; ///< spans expanded per generated token, mean over SEKV layers and
-                           ///< query heads (ZoomTrace::mean_expansions)
+    double sekv_budget = 0; ///< the fast-tier budget (fraction of full) the SEKV layers had
+    double expansions = 0;  ///< spans expanded per generated token, mean over SEKV layers and
+                            ///< query heads (ZoomTrace::mean_expansions)
 };
 
 struct Answer {

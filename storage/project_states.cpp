@@ -49,6 +49,13 @@ void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprin
             .bind_blob(4, blob->data(), blob->size());
         data.run();
     }
+    // A SEKV state built from this chunk's earlier rows (project_sekv.cpp: keyed
+    // "fingerprint/options") must not be held beside the new ones (KNOWN-FAILURES 8).
+    db_->prepare("DELETE FROM segmentations WHERE chunk_id = ? AND substr(fingerprint, 1, ?) = ?")
+        .bind(1, chunk_id)
+        .bind(2, static_cast<int64_t>(fingerprint.size() + 1))
+        .bind(3, fingerprint + "/")
+        .run();
     if (drop_tail_of > 0)
         db_->prepare("DELETE FROM chunk_states WHERE chunk_id = ? AND fingerprint = ? AND kind = ?")
             .bind(1, drop_tail_of)

@@ -71,7 +71,9 @@ StoredZoomTrace decode_zoom_trace(const std::vector<uint8_t>& blob) {
             throw BlobError("zoom trace is too short");
         uint64_t raw_size = 0;
         std::memcpy(&raw_size, blob.data(), 8);
-        if (raw_size < 16 || raw_size > kMaxTraceBytes)
+        // zlib's deflate expands at most ~1032:1, so a declared size beyond that is damage (the
+        // size prefix lies outside the checksum).
+        if (raw_size < 16 || raw_size > kMaxTraceBytes || raw_size > 1040 * blob.size() + 64)
             throw BlobError("zoom trace declares an impossible size");
         std::vector<uint8_t> raw(static_cast<size_t>(raw_size));
         uLongf got = static_cast<uLongf>(raw_size);

@@ -249,6 +249,22 @@ void MainWindow::apply_zoom(bool scroll) {
             return;
         }
     }
+    // The answer's sections must hold the spans shown: a trace made under other SEKV settings
+    // (another budget, say) numbers another segmentation, and is not drawn onto this one.
+    if (const auto it = spans_.find(shown_document_); it != spans_.end() && it.value()) {
+        const auto& units = it.value()->units;
+        for (const auto& src : zoom_->stored().sources)
+            if (src.document_id == shown_document_ &&
+                (src.unit >= static_cast<int>(units.size()) ||
+                 static_cast<int>(units[static_cast<size_t>(src.unit)].spans.size()) !=
+                     src.n_spans)) {
+                document_view_->clear_zoom();
+                zoom_label_->setText(tr("This answer was made with other SEKV settings: its "
+                                        "spans are not the ones shown, so its zoom is not drawn."));
+                zoom_bar_->setVisible(true);
+                return;
+            }
+    }
     std::map<std::pair<int, int>, int> here;
     int most = 1;
     for (const auto& [span, n] : counts) {

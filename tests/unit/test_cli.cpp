@@ -166,6 +166,8 @@ TEST_F(Cli, SekvPolicyReportsItsMemory) {
     EXPECT_GT(m["host_tier_bytes"].get<int64_t>(), 0) << "the document has spans";
     EXPECT_LT(m["fast_tier_bytes"].get<int64_t>(), m["full_kv_bytes"].get<int64_t>());
     EXPECT_GE(s["expansions"].get<double>(), 0.0);
+    EXPECT_EQ(s["budget"], 0.5);
+    EXPECT_EQ(s["within_budget"].get<bool>(), s["fast_tier_fraction"].get<double>() <= 0.5);
     EXPECT_FALSE(s["memory_per_layer"].empty());
     int64_t fast = 0;
     for (const auto& l : s["memory_per_layer"])

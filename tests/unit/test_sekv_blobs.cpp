@@ -173,3 +173,69 @@ TEST(SekvBlobs, GoldenZoomTraceOfVersion1StillReads) {
         }
     }
 }
+
+TEST(SekvBlobs, EveryFlippedByteAndCutOfASekvStateIsRefused) {
+    const auto blob = encode_sekv_state(pattern_state(), pattern_fingerprint());
+    for (size_t i = 0; i < blob.size(); ++i) {
+        auto bad = blob;
+        bad[i] ^= 0x08;
+        EXPECT_THROW(decode_sekv_state(bad.data(), bad.size(), expectation()), StateError)
+            << "byte " << i;
+    }
+    for (size_t n = 0; n < blob.size(); n += 7)
+        EXPECT_THROW(decode_sekv_state(blob.data(), n, expectation()), StateError) << n;
+}
+
+// Fields that are wrong although the checksum is right (written so by a faulty writer): the
+// reader's own checks refuse them.
+TEST(SekvBlobs, ImpossibleFieldsWithAValidChecksumAreRefused) {
+    const auto fp = pattern_fingerprint();
+    auto expect_refused = [&](const SekvUnitState& s, const char* what) {
+        const auto blob = encode_sekv_state(s, fp);
+        try {
+            decode_sekv_state(blob.data(), blob.size(), expectation());
+            ADD_FAILURE() << what << " was accepted";
+        } catch (const StateError& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    auto s = pattern_state();
+    s.layers[0].spans[0].k[0] = pattern_factors(4, 4, 5, 0.0f); // rank above the span's rows
+    expect_refused(s, "rank");
+    s = pattern_state();
+    s.segmentation.anchors.back() = 12; // past the last token
+    expect_refused(s, "anchor");
+    s = pattern_state();
+    std::swap(s.segmentation.spans[0], s.segmentation.spans[1]);
+    for (auto& l : s.layers)
+        std::swap(l.spans[0], l.spans[1]);
+    expect_refused(s, "out of order");
+    s = pattern_state();
+    s.options_key = "other";
+    expect_refused(s, "other options");
+}
+
+// Every flipped byte (the size prefix, outside the checksum, included) is refused without a
+// huge allocation — or, where deflate ignores the bit (padding, unused code lengths), decodes to
+// the very same trace: a damaged trace is never read as another one.
+TEST(SekvBlobs, ADamagedZoomTraceIsRefusedOrReadsTheSame) {
+    const auto t = pattern_trace();
+    const auto blob = encode_zoom_trace(t);
+    int refused = 0;
+    for (size_t i = 0; i < blob.size(); ++i) {
+        auto bad = blob;
+        bad[i] ^= 0x40;
+        try {
+            const auto back = decode_zoom_trace(bad);
+            EXPECT_EQ(back.tokens, t.tokens) << "byte " << i;
+            EXPECT_EQ(back.token_texts, t.token_texts) << "byte " << i;
+            ASSERT_EQ(back.trace.steps.size(), t.trace.steps.size()) << "byte " << i;
+            for (size_t s = 0; s < t.trace.steps.size(); ++s)
+                EXPECT_EQ(back.trace.steps[s].layers[1].heads[1].spans,
+                          t.trace.steps[s].layers[1].heads[1].spans);
+        } catch (const std::runtime_error&) {
+            ++refused;
+        }
+    }
+    EXPECT_GT(refused, static_cast<int>(blob.size()) * 9 / 10);
+}
