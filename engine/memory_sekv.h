@@ -40,7 +40,7 @@ struct SekvRouterOptions {
 
 struct SekvOptions {
     SegmentationOptions segmentation{1.0, 4, 32};
-    SpanRankOptions rank{32, 0.999};
+    SpanRankOptions rank{32, 0.999, nullptr};
     SekvRouterOptions router;
     /// Fast-tier bytes of a sealed context as a fraction of what `full` holds for it: the
     /// segmentation is made coarser until its rows (plus reserve_rows) fit (segment_within_budget,

@@ -1,5 +1,6 @@
 #include "sekv_spans.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -21,8 +22,11 @@ void truncate(SpanFactors& f, int rank) {
 }
 } // namespace
 
-int gated_rank(const std::vector<double>& sigma2, const SpanRankOptions& o) {
+int gated_rank(const std::vector<double>& sigma2, const SpanRankOptions& o, const float* summary_k,
+               int64_t dim) {
     const int cap = std::min<int>(o.max_rank, static_cast<int>(sigma2.size()));
+    if (o.predictor)
+        return std::clamp(o.predictor->rank(sigma2, summary_k, dim), 1, std::max(1, cap));
     if (o.energy >= 1.0)
         return std::max(1, cap);
     double total = 0;
@@ -62,8 +66,8 @@ SekvSpan build_span(const float* k, const float* v, const float* token_surprisal
         summary_row(hv.data(), n, d, w.data(), s.summary_v.data() + g * d);
         auto fk = low_rank_factors(hk.data(), n, d, o.max_rank);
         auto fv = low_rank_factors(hv.data(), n, d, o.max_rank);
-        truncate(fk, gated_rank(fk.sigma2, o));
-        truncate(fv, gated_rank(fv.sigma2, o));
+        truncate(fk, gated_rank(fk.sigma2, o, s.summary_k.data() + g * d, d));
+        truncate(fv, gated_rank(fv.sigma2, o, s.summary_k.data() + g * d, d));
         s.k.push_back(std::move(fk));
         s.v.push_back(std::move(fv));
     }

@@ -8,15 +8,29 @@
 #include "span_factors.h"
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace spanscope {
 
-/// How much of a span's spectrum its factors keep (the training-free rank gate).
+/// A learned rank gate (DESIGN.md §3.4.9; the trained zoom-in loads one from a parameter file):
+/// how many components of a span's spectrum to keep.
+class RankGatePredictor {
+public:
+    virtual ~RankGatePredictor() = default;
+    /// sigma2: the span's squared singular values, descending; summary_k: its summary key
+    /// [dim]. Returns the rank to keep (clamped by the caller to [1, max_rank]).
+    virtual int rank(const std::vector<double>& sigma2, const float* summary_k,
+                     int64_t dim) const = 0;
+};
+
+/// How much of a span's spectrum its factors keep: the training-free gate by energy, or a
+/// learned predictor when one is given.
 struct SpanRankOptions {
     int max_rank = 32;   ///< at most this many components (and at most the span's size)
     double energy = 1.0; ///< keep the fewest components holding this fraction of Σσ² (<= 1;
                          ///< 1 keeps max_rank)
+    std::shared_ptr<const RankGatePredictor> predictor; ///< nullptr: the energy gate
 };
 
 /// One span of one layer: positions [begin, begin + size), summaries and factors per KV head.
@@ -29,9 +43,11 @@ struct SekvSpan {
     int32_t end() const { return begin + static_cast<int32_t>(size); }
 };
 
-/// The rank the gate keeps from squared singular values sigma2 (descending): the smallest r
-/// with Σ_{i<r} σ²_i >= energy · Σσ², at most max_rank, at least 1.
-int gated_rank(const std::vector<double>& sigma2, const SpanRankOptions& options);
+/// The rank the gate keeps from squared singular values sigma2 (descending): the predictor's,
+/// else the smallest r with Σ_{i<r} σ²_i >= energy · Σσ²; at most max_rank and the spectrum's
+/// length, at least 1. summary_k: [dim], for the predictor.
+int gated_rank(const std::vector<double>& sigma2, const SpanRankOptions& options,
+               const float* summary_k = nullptr, int64_t dim = 0);
 
 /// Build a span from its rows. k, v: [n][n_kv_head][head_dim] (keys rotated at positions
 /// begin..begin+n-1); token_surprisal: [n] (nats, each row's own token; the summary weights,

@@ -57,7 +57,7 @@ Doc make_doc(int64_t n, uint32_t seed) {
 
 SekvOptions options(bool expand_all, double rate = 0.1, int64_t budget_rows = 0) {
     SekvOptions o;
-    o.rank = {32, 1.0};
+    o.rank = {32, 1.0, nullptr};
     o.router.expand_all = expand_all;
     o.router.expand_rate = rate;
     o.router.budget_rows = budget_rows;
@@ -202,7 +202,7 @@ TEST(SekvMemory, SpansMovedByDeltaEqualSpansBuiltThere) {
     }
     // One span, in fp32: moved equals built at the new position.
     const auto& ts = doc.seg.spans.front();
-    const SpanRankOptions rank{32, 1.0};
+    const SpanRankOptions rank{32, 1.0, nullptr};
     auto moved_span = build_span(k0.data() + ts.begin * kRow, doc.v.data() + ts.begin * kRow,
                                  doc.surprisal.data() + ts.begin, ts.size(), 2, 16,
                                  static_cast<int32_t>(ts.begin), rank);
@@ -231,6 +231,33 @@ TEST(SekvMemory, SpansMovedByDeltaEqualSpansBuiltThere) {
     }
     EXPECT_LT(worst, 8e-3); // f16 rounding of values of magnitude up to ~4
     EXPECT_EQ(moved.stats().fast_tier_bytes, built.stats().fast_tier_bytes);
+}
+
+// The room left for a learned rank gate: a predictor decides the kept rank (clamped).
+TEST(SekvMemory, ARankGatePredictorDecidesTheKeptRank) {
+    struct Fixed final : RankGatePredictor {
+        int r;
+        explicit Fixed(int r) : r(r) {}
+        int rank(const std::vector<double>&, const float* summary_k, int64_t dim) const override {
+            EXPECT_NE(summary_k, nullptr);
+            EXPECT_EQ(dim, 16);
+            return r;
+        }
+    };
+    const auto doc = make_doc(60, 51);
+    const auto& t = doc.seg.spans.front();
+    ASSERT_GE(t.size(), 4);
+    for (const int want : {1, 3, 99}) {
+        SpanRankOptions o{32, 1.0, std::make_shared<Fixed>(want)};
+        const auto s = build_span(doc.k.data() + t.begin * kRow, doc.v.data() + t.begin * kRow,
+                                  doc.surprisal.data() + t.begin, t.size(), 2, 16,
+                                  static_cast<int32_t>(t.begin), o);
+        const int expect = std::min<int>(want, static_cast<int>(t.size()));
+        for (int g = 0; g < 2; ++g) {
+            EXPECT_EQ(s.k[static_cast<size_t>(g)].rank, expect);
+            EXPECT_EQ(s.v[static_cast<size_t>(g)].rank, expect);
+        }
+    }
 }
 
 TEST(SekvMemory, RefusesSlidingLayersAndMismatchedSpans) {
@@ -272,7 +299,7 @@ void expect_forward_matches(const Model& model, const std::string& text, int64_t
     fo.ubatch = 64;
     SessionOptions so = fo;
     so.global_policy = "sekv";
-    so.sekv.rank = {model.info().head_dim, 1.0};
+    so.sekv.rank = {model.info().head_dim, 1.0, nullptr};
     so.sekv.segmentation.max_span = std::min<int64_t>(32, model.info().head_dim);
     so.sekv.router.expand_all = true;
     so.sekv.budget = 0;
