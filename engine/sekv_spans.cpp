@@ -130,6 +130,15 @@ Segmentation segment_within_budget(const float* token_surprisal, int64_t n,
         s = segment(token_surprisal, n, o);
         ok = fits(s);
     }
+    if (!ok) {
+        // A context too short for the budget (the tail's reserve alone may exceed it) is not
+        // crushed into a few long spans: it stays at full resolution, exact, and reports that it
+        // did not meet the budget.
+        s.spans.clear();
+        s.full_resolution.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i)
+            s.full_resolution[static_cast<size_t>(i)] = i;
+    }
     if (alpha_used)
         *alpha_used = o.alpha;
     if (met)

@@ -74,7 +74,8 @@ std::vector<float> token_surprisals(const float* row_surprisal, int64_t n);
 /// the rows kept at full resolution plus one summary row per span plus reserve_rows (room for
 /// the tail) fit budget · n; budget <= 0 keeps options.alpha; budget >= 1 (the whole context
 /// fits) holds no span: every token stays at full resolution. *met tells whether the
-/// budget was met (else the coarsest segmentation tried is returned). token_surprisal: [n].
+/// budget was met; a context that cannot meet it (too short for the reserve, or no α up to
+/// options.alpha + 8 fits) also holds no span. token_surprisal: [n].
 /// Throws as segment().
 Segmentation segment_within_budget(const float* token_surprisal, int64_t n,
                                    const SegmentationOptions& options, double budget,

@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
     niah_cmd->add_option("--model", niah.model, "GGUF model file");
     niah_cmd->add_option("--lengths", niah.lengths, "Haystack lengths in tokens")
         ->delimiter(',')
+        ->check(CLI::Range(int64_t{64}, int64_t{32000}))
         ->capture_default_str();
     niah_cmd->add_option("--depths", niah.depths, "Needle depths, percent of the haystack")
         ->delimiter(',')
@@ -141,6 +142,8 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1024));
     niah_cmd->add_option("--out", niah.out, "Also append each sample's JSON line to this file");
     add_policy_options(*niah_cmd, niah.policy);
+    // niah always answers with both policies; the SEKV settings apply to the sekv answers.
+    niah_cmd->remove_option(niah_cmd->get_option("--policy"));
 
     QaOptions qa;
     auto* qa_cmd =

@@ -14,8 +14,8 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
         ->check(CLI::Range(0.01, 1.0))
         ->capture_default_str();
     cmd.add_option("--expand-rate", o.expand_rate,
-                   "sekv: fraction of spans a query zooms into (the router's τ is calibrated "
-                   "to it on the question)")
+                   "sekv: fraction of spans each query head asks for (τ calibrated to it on the "
+                   "question); the heads sharing a KV head expand the union of their choices")
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
     cmd.add_option("--expand-rows", o.expand_rows,

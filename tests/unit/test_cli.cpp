@@ -156,7 +156,13 @@ TEST_F(Cli, JsonStatisticsAreConsistent) {
 }
 
 TEST_F(Cli, SekvPolicyReportsItsMemory) {
-    const auto r = run({"ask", "--json", "--model", model_, "--doc", doc_, "--max-tokens", "4",
+    // A document long enough to be held at two resolutions (a model with a larger context).
+    TinyGemma3Config cfg;
+    cfg.n_ctx = 2048;
+    const std::string big = dir_ + "/big.gguf";
+    write_tiny_gemma3(big, cfg);
+    const auto long_doc = write_file("long.txt", sample_prose(2, 1500));
+    const auto r = run({"ask", "--json", "--model", big, "--doc", long_doc, "--max-tokens", "4",
                         "--policy", "sekv", "--budget", "0.5", "What?"});
     ASSERT_EQ(r.status, 0) << r.err;
     const auto s = nlohmann::json::parse(r.out).at("stats");
@@ -173,6 +179,14 @@ TEST_F(Cli, SekvPolicyReportsItsMemory) {
     for (const auto& l : s["memory_per_layer"])
         fast += l["fast_tier_bytes"].get<int64_t>();
     EXPECT_EQ(fast, m["fast_tier_bytes"].get<int64_t>());
+    // A document too short for the budget stays at full resolution and says so.
+    const auto tiny = run({"ask", "--json", "--model", model_, "--doc", doc_, "--max-tokens", "4",
+                           "--policy", "sekv", "What?"});
+    ASSERT_EQ(tiny.status, 0) << tiny.err;
+    const auto ts = nlohmann::json::parse(tiny.out).at("stats");
+    EXPECT_EQ(ts["spans"], 0);
+    EXPECT_FALSE(ts["within_budget"].get<bool>());
+    EXPECT_EQ(ts["memory"]["fast_tier_bytes"], ts["memory"]["full_kv_bytes"]);
     // The full policy reports none of it.
     const auto f =
         run({"ask", "--json", "--model", model_, "--doc", doc_, "--max-tokens", "4", "What?"});
