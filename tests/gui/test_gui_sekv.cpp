@@ -113,6 +113,9 @@ std::unique_ptr<MainWindow> GuiSekv::make_window(const QString& policy) {
     s.threads = 2;
     s.generation.max_tokens = 12;
     s.memory.policy = policy;
+    // The two short documents (about 350 and 550 tokens) meet this budget; at the default 0.35
+    // the 128 rows kept for question and answer would leave them at full resolution, no spans.
+    s.memory.budget = 0.9;
     auto w = std::make_unique<MainWindow>(s, /*persist_settings=*/false);
     w->resize(1280, 800);
     w->show();
