@@ -47,8 +47,8 @@ nlohmann::json answer_stats_json(const Answer& ans) {
         j["policy"] = "full";
         return j;
     }
-    // SEKV: the memory of the SEKV layers only, per tier, and per layer.
-    j["policy"] = "sekv";
+    // SEKV or a baseline: the memory of the layers it serves only, per tier, and per layer.
+    j["policy"] = s.policy.empty() ? "sekv" : s.policy;
     j["memory"] = {{"fast_tier_bytes", s.sekv.fast_tier_bytes},
                    {"host_tier_bytes", s.sekv.host_tier_bytes},
                    {"full_kv_bytes", s.sekv.full_kv_bytes}};
@@ -207,6 +207,11 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         throw std::invalid_argument("the question is not valid UTF-8");
     if (q.chat_id > 0 && !project.has_chat(q.chat_id))
         throw std::invalid_argument(project.path() + " has no chat " + std::to_string(q.chat_id));
+    if (session_options.global_policy != "full" && session_options.global_policy != "sekv")
+        throw std::invalid_argument(
+            "a project answers with the full or sekv policy; '" + session_options.global_policy +
+            "' selects its rows from a prefill of the text (its attention statistics are not "
+            "stored): ask with --doc instead");
     const auto& info = model.info();
     const auto t0 = Clock::now();
     const int64_t computed_before = scratch.tokens_processed();

@@ -68,7 +68,8 @@ struct ProjectAskHooks {
 /// The question is saved first; the answer (also a stopped one, with what was generated) is
 /// saved with its statistics. Cancel set before the answer starts throws Cancelled, and a
 /// failure throws as below; either way an empty answer is saved that records it.
-/// Throws std::invalid_argument (blank or non-UTF-8 question, unknown chat or document),
+/// Throws std::invalid_argument (blank or non-UTF-8 question, unknown chat or document, a
+/// global policy other than full and sekv: the baselines select rows during a prefill),
 /// ContextOverflow (no section fits with the question), Cancelled, ProjectError.
 ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cache, Session& scratch,
                           const SessionOptions& session_options, const ProjectQuestion& q,

@@ -19,7 +19,7 @@ constexpr int64_t kGemvMaxQueries = 4;
 
 void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int64_t n_q,
                const float* k, const float* v, const int32_t* kpos, int64_t n_kv_all, float* out,
-               ThreadPool& pool, bool keys_sorted) {
+               ThreadPool& pool, bool keys_sorted, float* key_mass) {
     const int group = s.n_head / s.n_kv_head;
     const int d = s.head_dim;
     const int q_stride = s.n_head * d;
@@ -27,8 +27,13 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
     const int64_t n_blocks = (n_q + kQueryBlock - 1) / kQueryBlock;
     const int64_t n_tasks = n_blocks * s.n_head;
     const float neg_inf = -std::numeric_limits<float>::infinity();
+    // Each thread sums the probability mass into its own copy; they are added at the end.
+    std::vector<std::vector<double>> mass;
+    if (key_mass)
+        mass.assign(static_cast<size_t>(pool.size()),
+                    std::vector<double>(static_cast<size_t>(s.n_kv_head * n_kv_all), 0.0));
 
-    pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int) {
+    pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int thread) {
         std::vector<float> scores;
         for (int64_t task = t0; task < t1; ++task) {
             const int h = static_cast<int>(task % s.n_head);
@@ -88,6 +93,11 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                 const float inv = static_cast<float>(1.0 / sum);
                 for (int64_t j = 0; j < n_kv; ++j)
                     row[j] *= inv;
+                if (key_mass) {
+                    double* m = mass[static_cast<size_t>(thread)].data() + g * n_kv_all + j0;
+                    for (int64_t j = 0; j < n_kv; ++j)
+                        m[j] += row[j];
+                }
             }
             // out[qb+i][h] = scores[i] · v[:, g]
             if (nq <= kGemvMaxQueries) {
@@ -102,6 +112,10 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
             }
         }
     });
+    if (key_mass)
+        for (const auto& m : mass)
+            for (size_t j = 0; j < m.size(); ++j)
+                key_mass[j] += static_cast<float>(m[j]);
 }
 
 } // namespace spanscope

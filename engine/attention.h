@@ -27,8 +27,11 @@ struct AttentionShape {
 /// Accumulation is fp32; the softmax subtracts the row maximum.
 /// keys_sorted: the caller guarantees kpos is non-decreasing; each query block then reads only
 /// the keys its positions can see (causal and window limits), which halves causal prefill.
+/// key_mass: optional [n_kv_head][n_kv]; key_mass[g][j] += Σ over the queries and the query
+/// heads of kv head g of the attention probability of key j (the accumulated attention that
+/// H2O ranks keys by, Zhang et al. 2023, §3.2; SnapKV's votes, Li et al. 2024, §4.2).
 void attention(const AttentionShape& shape, const float* q, const int32_t* qpos, int64_t n_q,
                const float* k, const float* v, const int32_t* kpos, int64_t n_kv, float* out,
-               ThreadPool& pool, bool keys_sorted = false);
+               ThreadPool& pool, bool keys_sorted = false, float* key_mass = nullptr);
 
 } // namespace spanscope

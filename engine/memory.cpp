@@ -57,6 +57,17 @@ std::vector<int> ModelMemory::sealing_layers() const {
     return out;
 }
 
+bool ModelMemory::needs_segmentation() const {
+    for (const auto& l : layers_)
+        if (l->needs_segmentation())
+            return true;
+    return false;
+}
+
+void ModelMemory::replace(int il, std::unique_ptr<LayerMemory> memory) {
+    layers_.at(static_cast<size_t>(il)) = std::move(memory);
+}
+
 void ModelMemory::clear() {
     for (auto& l : layers_)
         l->clear();

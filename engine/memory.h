@@ -61,6 +61,9 @@ public:
     /// True for policies that hold sealed context at lower resolution (they then want the
     /// surprisal of the context computed during its prefill, and seal() afterwards).
     virtual bool seals() const { return false; }
+    /// True for sealing policies that need the sealed context's segmentation and surprisal
+    /// (SEKV and chunk_summary); the eviction baselines do not.
+    virtual bool needs_segmentation() const { return false; }
     /// The context of `request` is complete; the exact policies keep it as it is (the default).
     virtual void seal(const SealRequest& /*request*/) {}
     /// The routing of the last query attended (one entry per query head), or nullptr for a
@@ -92,6 +95,11 @@ public:
     MemoryStats total(std::string_view policy) const;
     /// Indices of the layers whose policy seals context (seals()).
     std::vector<int> sealing_layers() const;
+    /// True when a layer needs_segmentation().
+    bool needs_segmentation() const;
+    /// Put `memory` in place of layer il's (to serve a prefilled context under another
+    /// policy). Throws std::out_of_range for a layer that does not exist.
+    void replace(int il, std::unique_ptr<LayerMemory> memory);
     void clear();
 
 private:

@@ -107,8 +107,8 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
     if (qpos[0] < spans_.back().end())
         throw std::logic_error("sekv memory: a query at position " + std::to_string(qpos[0]) +
                                " precedes the end of a span held at two resolutions");
-    const bool all = options_.router.expand_all;
-    if (tau_.empty() && !all)
+    const bool all = options_.router.expand_all && !options_.summaries_only;
+    if (tau_.empty() && !all && !options_.summaries_only)
         calibrate(q, n_q);
     std::vector<int64_t> sizes(spans_.size());
     for (size_t s = 0; s < spans_.size(); ++s)
@@ -124,6 +124,8 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
     pool.parallel_for(n_q * H, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) {
             const int h = static_cast<int>(t % H);
+            if (options_.summaries_only)
+                continue; // chunk_summary: never zoomed into
             rel[t] = relevances(q + t * d, h);
             if (all) {
                 routed[t].resize(spans_.size());
@@ -157,11 +159,12 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
             const int g = h / group;
             for (size_t s = 0; s < spans_.size(); ++s) {
                 const auto& sp = spans_[s];
+                const bool factors = !sp.k.empty();
                 views[s] = SpanView{sp.size,
                                     sp.summary_k.data() + g * d,
                                     sp.summary_v.data() + g * d,
-                                    &sp.k[g],
-                                    &sp.v[g],
+                                    factors ? &sp.k[g] : nullptr,
+                                    factors ? &sp.v[g] : nullptr,
                                     false};
             }
             for (const int s : used[t])
@@ -185,6 +188,9 @@ void SekvMemory::seal(const SealRequest& r) {
     if (!r.segmentation || (!r.token_surprisal && r.n > 0))
         throw std::invalid_argument("seal: no segmentation or surprisal");
     const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
+    SpanRankOptions rank = options_.rank;
+    if (options_.summaries_only)
+        rank.max_rank = 1; // the factors are dropped below: build the smallest
     std::vector<SekvSpan> spans;
     spans.reserve(r.segmentation->spans.size());
     for (const auto& ts : r.segmentation->spans) {
@@ -200,9 +206,14 @@ void SekvMemory::seal(const SealRequest& r) {
                                    " are not all held at full resolution");
         spans.push_back(build_span(k_.data() + idx * row, v_.data() + idx * row,
                                    r.token_surprisal + ts.begin, ts.size(), shape_.n_kv_head,
-                                   shape_.head_dim, p0, options_.rank));
+                                   shape_.head_dim, p0, rank));
     }
     hold_spans(std::move(spans), 0);
+    if (options_.summaries_only)
+        for (auto& sp : spans_) {
+            sp.k.clear();
+            sp.v.clear();
+        }
 }
 
 void SekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {

@@ -51,6 +51,10 @@ struct SekvOptions {
     /// Rows the budget keeps free for the tail (question and answer) held at full resolution.
     int64_t reserve_rows = 128;
     std::vector<int> layers; ///< layers served by SEKV; empty: every global-attention layer
+    /// The static semantic baseline `chunk_summary` (issue 6; ChunkKV / SentenceKV-like): the
+    /// same spans, each held by its summary row only, never expanded; no host tier (the
+    /// factors are not kept).
+    bool summaries_only = false;
 };
 
 class SekvMemory final : public LayerMemory {
@@ -59,7 +63,10 @@ public:
     /// layer shape (SEKV serves global layers) or router options out of range.
     SekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
                const SekvOptions& options);
-    std::string_view policy() const override { return "sekv"; }
+    /// "sekv", or "chunk_summary" with options.summaries_only.
+    std::string_view policy() const override {
+        return options_.summaries_only ? "chunk_summary" : "sekv";
+    }
     const AttentionShape& shape() const override { return shape_; }
     /// Full-resolution rows, after everything held (positions increasing; f16-rounded).
     void store(const float* k, const float* v, const int32_t* pos, int64_t n) override;
@@ -77,6 +84,7 @@ public:
     std::unique_ptr<LayerMemory> clone() const override;
     void clear() override;
     bool seals() const override { return true; }
+    bool needs_segmentation() const override { return true; }
     /// Build the spans of the request from the rows held at full resolution and hold them at
     /// two resolutions (hold_spans). Throws std::logic_error when a span's rows are not all
     /// held at full resolution.

@@ -1,6 +1,7 @@
 #include "model.h"
 
 #include "matmul.h"
+#include "memory_eviction.h"
 #include "memory_full.h"
 #include "memory_sekv.h"
 #include "memory_sliding.h"
@@ -48,25 +49,39 @@ std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options) 
     return out;
 }
 
+const std::vector<std::string>& global_policies() {
+    static const std::vector<std::string> names{"full",   "sekv", "chunk_summary",
+                                                "snapkv", "h2o",  "streaming"};
+    return names;
+}
+
 ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch,
-                        const std::string& global_policy, const SekvOptions* sekv) {
-    if (global_policy != "full" && global_policy != "sekv")
+                        const std::string& global_policy, const SekvOptions* sekv,
+                        const EvictionOptions* eviction) {
+    const auto& names = global_policies();
+    if (std::find(names.begin(), names.end(), global_policy) == names.end())
         throw std::invalid_argument("unknown memory policy '" + global_policy +
-                                    "' (expected full or sekv)");
-    const SekvOptions defaults;
-    const SekvOptions& so = sekv ? *sekv : defaults;
-    std::vector<int> sekv_set;
-    if (global_policy == "sekv")
-        sekv_set = sekv_layers(info, so);
+                                    "' (expected full, sekv, chunk_summary, snapkv, h2o or "
+                                    "streaming)");
+    SekvOptions so = sekv ? *sekv : SekvOptions{};
+    so.summaries_only = global_policy == "chunk_summary";
+    const EvictionOptions eo = eviction ? *eviction : EvictionOptions{};
+    EvictionRule rule{};
+    const bool evicts = eviction_rule_from_name(global_policy, rule);
+    std::vector<int> compressed;
+    if (global_policy != "full")
+        compressed = sekv_layers(info, so);
     std::vector<std::unique_ptr<LayerMemory>> layers;
     for (int il = 0; il < static_cast<int>(info.layers.size()); ++il) {
         const auto& l = info.layers[static_cast<size_t>(il)];
         if (l.sliding())
             layers.push_back(std::make_unique<SlidingMemory>(l.attn, max_ubatch));
-        else if (std::binary_search(sekv_set.begin(), sekv_set.end(), il))
-            layers.push_back(std::make_unique<SekvMemory>(l.attn, n_ctx, l.rope_base, so));
-        else
+        else if (!std::binary_search(compressed.begin(), compressed.end(), il))
             layers.push_back(std::make_unique<FullMemory>(l.attn, n_ctx));
+        else if (evicts)
+            layers.push_back(std::make_unique<EvictionMemory>(l.attn, n_ctx, rule, eo));
+        else
+            layers.push_back(std::make_unique<SekvMemory>(l.attn, n_ctx, l.rope_base, so));
     }
     return ModelMemory(std::move(layers));
 }

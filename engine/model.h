@@ -92,16 +92,25 @@ protected:
 };
 
 struct SekvOptions;
+struct EvictionOptions;
 
-/// Memory for every layer of a model: `global_policy` ("full" or "sekv") for global layers,
-/// the exact `sliding` ring buffer for sliding-window layers. With "sekv", the layers in
-/// sekv->layers (every global layer when empty) are SekvMemory and other global layers `full`.
+/// The memory policies of the global-attention layers: "full", "sekv", and the baselines it is
+/// measured against, "chunk_summary", "snapkv", "h2o", "streaming" (issue 6).
+const std::vector<std::string>& global_policies();
+
+/// Memory for every layer of a model: `global_policy` (one of global_policies()) for global
+/// layers, the exact `sliding` ring buffer for sliding-window layers. A compressing policy
+/// serves the layers in sekv->layers (every global layer when empty; the same layers for every
+/// policy, so that they are compared on the same bytes) and the other global layers are `full`:
+/// "sekv" and "chunk_summary" (SekvMemory, the latter with summaries_only) take `sekv`,
+/// "snapkv", "h2o" and "streaming" (EvictionMemory) take `eviction` (defaults when null).
 /// n_ctx: most tokens a session will hold; max_ubatch: most tokens per forward call.
-/// Throws std::invalid_argument for an unknown policy, or a SEKV layer that does not exist or
+/// Throws std::invalid_argument for an unknown policy, or a layer that does not exist or
 /// uses a sliding window.
 ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch,
                         const std::string& global_policy = "full",
-                        const SekvOptions* sekv = nullptr);
+                        const SekvOptions* sekv = nullptr,
+                        const EvictionOptions* eviction = nullptr);
 
 /// The layers SEKV serves under `options` (its layers, else every global-attention layer),
 /// ascending. Throws std::invalid_argument as make_memory.

@@ -32,8 +32,8 @@ Session::Session(const Model& model, const SessionOptions& options)
                                     " tokens exceeds the model's " +
                                     std::to_string(model.info().n_ctx_train));
     set_blas_threads(1);
-    memory_ =
-        make_memory(model.info(), n_ctx_, options.ubatch, options.global_policy, &options.sekv);
+    memory_ = make_memory(model.info(), n_ctx_, options.ubatch, options.global_policy,
+                          &options.sekv, &options.eviction);
 }
 
 void Session::reset() {
@@ -108,6 +108,14 @@ SealInfo Session::seal_context(const float* row_surprisal, int32_t pos_begin, in
                                     " tokens at position " + std::to_string(pos_begin) +
                                     " is not inside the memory's " + std::to_string(n_past_));
     SealInfo info;
+    if (!row_surprisal) {
+        if (memory_.needs_segmentation())
+            throw std::invalid_argument("seal: the '" + options_.global_policy +
+                                        "' memory needs the context's surprisal");
+        info.token_surprisal.assign(static_cast<size_t>(n), 0.0f);
+        seal_context(info.segmentation, info.token_surprisal, pos_begin);
+        return info;
+    }
     info.token_surprisal = token_surprisals(row_surprisal, n);
     info.segmentation = segment_within_budget(
         info.token_surprisal.data(), n, options_.sekv.segmentation, options_.sekv.budget,
@@ -175,6 +183,9 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
                                       prompt.tokens.begin() + prompt.prefix_len);
             if (memory_.sealing_layers().empty()) {
                 logits = prefill(head, cancel);
+            } else if (!memory_.needs_segmentation()) {
+                logits = prefill(head, cancel); // an eviction baseline: no surprisal needed
+                seal_context(nullptr, 0, static_cast<int64_t>(head.size()));
             } else {
                 // The prefix is held at two resolutions: its segmentation needs the surprisal
                 // of every token, computed in the same forward passes.
@@ -196,10 +207,12 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
     return ans;
 }
 
-Answer Session::answer_after_context(const std::vector<int32_t>& question, PromptStyle style,
-                                     int max_tokens, const SamplingParams& sampling,
-                                     const std::function<void(const std::string&)>& on_text,
-                                     const std::atomic<bool>* cancel) {
+Answer
+Session::answer_after_context(const std::vector<int32_t>& question, PromptStyle style,
+                              int max_tokens, const SamplingParams& sampling,
+                              const std::function<void(const std::string&)>& on_text,
+                              const std::atomic<bool>* cancel,
+                              const std::function<void(const std::vector<float>&)>& on_logits) {
     const auto t0 = Clock::now();
     if (question.empty())
         throw std::invalid_argument("empty question");
@@ -209,14 +222,15 @@ Answer Session::answer_after_context(const std::vector<int32_t>& question, Promp
     const int64_t processed_before = tokens_processed_;
     auto logits = prefill(question, cancel);
     ans.stats.tokens_computed = tokens_processed_ - processed_before;
-    generate(std::move(logits), style, max_tokens, sampling, on_text, cancel, t0, ans);
+    generate(std::move(logits), style, max_tokens, sampling, on_text, cancel, t0, ans, on_logits);
     return ans;
 }
 
 void Session::generate(std::vector<float> logits, PromptStyle style, int max_tokens,
                        const SamplingParams& sampling,
                        const std::function<void(const std::string&)>& on_text,
-                       const std::atomic<bool>* cancel, Clock::time_point t0, Answer& ans) {
+                       const std::atomic<bool>* cancel, Clock::time_point t0, Answer& ans,
+                       const std::function<void(const std::vector<float>&)>& on_logits) {
     ans.stats.prefill_ms = ms_since(t0);
     if (ans.stats.tokens_computed > 0 && ans.stats.prefill_ms > 0)
         ans.stats.prefill_tokens_per_s =
@@ -236,6 +250,8 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
             ans.stop_reason = "stopped";
             break;
         }
+        if (on_logits)
+            on_logits(logits);
         const int32_t next = sampler.sample(logits.data(), model_.info().n_vocab);
         if (i == 0)
             ans.stats.ttft_ms = ms_since(t0);
@@ -273,10 +289,20 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
     if (decoded > 0 && ans.stats.decode_ms > 0)
         ans.stats.decode_tokens_per_s = decoded / (ans.stats.decode_ms / 1000.0);
     ans.stats.memory = memory_.total();
-    ans.stats.sekv = memory_.total("sekv");
-    for (const int il : memory_.sealing_layers())
-        ans.stats.sekv_layers.emplace_back(il, memory_.layer(il).stats());
-    ans.stats.sekv_budget = options_.sekv.budget;
+    ans.stats.policy = options_.global_policy;
+    for (const int il : memory_.sealing_layers()) {
+        const auto m = memory_.layer(il).stats();
+        ans.stats.sekv_layers.emplace_back(il, m);
+        ans.stats.sekv.rows_resident += m.rows_resident;
+        ans.stats.sekv.fast_tier_bytes += m.fast_tier_bytes;
+        ans.stats.sekv.host_tier_bytes += m.host_tier_bytes;
+        ans.stats.sekv.full_kv_bytes += m.full_kv_bytes;
+        ans.stats.sekv.spans += m.spans;
+    }
+    EvictionRule rule{};
+    ans.stats.sekv_budget = eviction_rule_from_name(options_.global_policy, rule)
+                                ? options_.eviction.budget
+                                : options_.sekv.budget;
     ans.zoom.n_spans = static_cast<int>(
         ans.stats.sekv.spans /
         std::max<int64_t>(1, static_cast<int64_t>(memory_.sealing_layers().size())));

@@ -4,6 +4,7 @@
 
 #include "cancel.h"
 #include "memory.h"
+#include "memory_eviction.h"
 #include "memory_sekv.h"
 #include "model.h"
 #include "prompt.h"
@@ -28,11 +29,15 @@ public:
 };
 
 struct SessionOptions {
-    int threads = 0;                    ///< <= 0: all cores
-    int64_t n_ctx = 0;                  ///< tokens; 0 = the model's context window
-    int64_t ubatch = 512;               ///< tokens per forward call during prefill
-    std::string global_policy = "full"; ///< "full" or "sekv" for the global layers
-    SekvOptions sekv;                   ///< used when global_policy is "sekv"
+    int threads = 0;      ///< <= 0: all cores
+    int64_t n_ctx = 0;    ///< tokens; 0 = the model's context window
+    int64_t ubatch = 512; ///< tokens per forward call during prefill
+    /// Memory policy of the global layers, one of global_policies() (model.h).
+    std::string global_policy = "full";
+    /// "sekv" and "chunk_summary": segmentation, ranks, router, budget, and the layers every
+    /// compressing policy serves (sekv.layers).
+    SekvOptions sekv;
+    EvictionOptions eviction; ///< "snapkv", "h2o", "streaming": budget and selection
 };
 
 /// How a context was sealed (SEKV): its segmentation, and whether it met the fast-tier budget.
@@ -55,9 +60,12 @@ struct GenerationStats {
     double prefill_tokens_per_s = 0;
     double decode_tokens_per_s = 0;
     MemoryStats memory; ///< all layers, after the answer
-    MemoryStats sekv;   ///< the SEKV layers only, after the answer (zero without SEKV)
-    std::vector<std::pair<int, MemoryStats>> sekv_layers; ///< (layer, its memory) per SEKV layer
-    double sekv_budget = 0; ///< the fast-tier budget (fraction of full) the SEKV layers had
+    std::string policy; ///< the global layers' memory policy (SessionOptions::global_policy)
+    /// The layers the compressing policy serves (SEKV or a baseline: the sealing layers), after
+    /// the answer; zero for `full`.
+    MemoryStats sekv;
+    std::vector<std::pair<int, MemoryStats>> sekv_layers; ///< (layer, its memory) per such layer
+    double sekv_budget = 0; ///< the fast-tier budget (fraction of full) those layers had
     double expansions = 0;  ///< spans expanded per generated token, mean over SEKV layers and
                             ///< query heads (ZoomTrace::mean_expansions)
 };
@@ -109,11 +117,14 @@ public:
                                const std::atomic<bool>* cancel = nullptr,
                                const std::function<void(int64_t, int64_t)>& progress = {},
                                float* surprisal = nullptr, int32_t next_token = -1);
-    /// The context [pos_begin, pos_begin + n) is complete: every sealing layer (SEKV) holds it
-    /// at two resolutions from now on. row_surprisal: [n] as prefill() computes it (row i: the
-    /// surprisal of token i + 1); the segmentation is taken within options.sekv.budget
+    /// The context [pos_begin, pos_begin + n) is complete: every sealing layer holds it at
+    /// lower resolution from now on (SEKV: two resolutions; the baselines: what their budget
+    /// keeps). row_surprisal: [n] as prefill() computes it (row i: the surprisal of token i + 1),
+    /// needed by the policies that segment (ModelMemory::needs_segmentation; may be null
+    /// otherwise); the segmentation is taken within options.sekv.budget
     /// (segment_within_budget). Without sealing layers nothing changes. Throws
-    /// std::invalid_argument for n < 1 or a range outside what the memory holds.
+    /// std::invalid_argument for n < 1, a range outside what the memory holds, or a missing
+    /// surprisal that is needed.
     SealInfo seal_context(const float* row_surprisal, int32_t pos_begin, int64_t n);
     /// Hold the same segmentation (from seal_context or storage) in every sealing layer.
     void seal_context(const Segmentation& segmentation, const std::vector<float>& token_surprisal,
@@ -139,10 +150,14 @@ public:
     /// `question` (the prompt's remaining tokens; at least one) and generate as ask() does.
     /// stats.tokens_reused is the n_past found on entry; stats.tokens_computed counts the
     /// forward passes of the question. Throws as ask().
-    Answer answer_after_context(const std::vector<int32_t>& question, PromptStyle style,
-                                int max_tokens, const SamplingParams& sampling,
-                                const std::function<void(const std::string&)>& on_text = {},
-                                const std::atomic<bool>* cancel = nullptr);
+    /// on_logits: called before each token is sampled with the next-token logits [n_vocab]
+    /// (the evaluation's fidelity measures compare them across policies).
+    Answer
+    answer_after_context(const std::vector<int32_t>& question, PromptStyle style, int max_tokens,
+                         const SamplingParams& sampling,
+                         const std::function<void(const std::string&)>& on_text = {},
+                         const std::atomic<bool>* cancel = nullptr,
+                         const std::function<void(const std::vector<float>&)>& on_logits = {});
 
 private:
     /// Generate from `logits` (the next-token logits after the prompt) into `ans`.
@@ -150,7 +165,8 @@ private:
                   const SamplingParams& sampling,
                   const std::function<void(const std::string&)>& on_text,
                   const std::atomic<bool>* cancel, std::chrono::steady_clock::time_point t0,
-                  Answer& ans);
+                  Answer& ans,
+                  const std::function<void(const std::vector<float>&)>& on_logits = {});
 
     /// The routing of the last forward pass in the SEKV layers, and their memory.
     ZoomStep zoom_step() const;

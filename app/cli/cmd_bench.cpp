@@ -56,13 +56,15 @@ int run_bench(const BenchOptions& o) {
         so.n_ctx = std::min<int64_t>(model->info().n_ctx_train, len + o.decode_tokens);
         apply_policy(o.policy, so);
         Session session(*model, so);
-        const bool sekv = !session.memory().sealing_layers().empty();
+        const bool sekv = !session.memory().sealing_layers().empty(); // or another compressor
+        const bool segments = session.memory().needs_segmentation();
         const auto prompt = bench_tokens(model->tokenizer(), len);
         auto t0 = Clock::now();
         // sekv: the prompt's surprisal is computed in the same passes (its segmentation needs
-        // it), then the prompt is sealed: decode runs over the two resolutions.
-        std::vector<float> surprisal(sekv ? prompt.size() : 0);
-        auto logits = session.prefill(prompt, nullptr, {}, sekv ? surprisal.data() : nullptr);
+        // it), then the prompt is sealed: decode runs over the two resolutions (a baseline:
+        // over the rows its budget keeps).
+        std::vector<float> surprisal(segments ? prompt.size() : 0);
+        auto logits = session.prefill(prompt, nullptr, {}, segments ? surprisal.data() : nullptr);
         const double prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
         auto decode = [&](Session& s, std::vector<float> l) {
             const auto t = Clock::now();
@@ -84,7 +86,8 @@ int run_bench(const BenchOptions& o) {
             const double full_s = decode(full, logits);
             r["decode_tokens_per_s_full"] = o.decode_tokens / full_s;
             const auto t_seal = Clock::now();
-            session.seal_context(surprisal.data(), 0, static_cast<int64_t>(prompt.size()));
+            session.seal_context(segments ? surprisal.data() : nullptr, 0,
+                                 static_cast<int64_t>(prompt.size()));
             r["seal_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - t_seal).count();
         }
         const double decode_s = decode(session, logits);
@@ -95,7 +98,7 @@ int run_bench(const BenchOptions& o) {
         r["prefill_s"] = prefill_s;
         r["decode_s"] = decode_s;
         if (sekv) {
-            const auto m = session.memory().total("sekv");
+            const auto m = session.memory().total(o.policy.policy);
             r["memory"] = {{"fast_tier_bytes", m.fast_tier_bytes},
                            {"host_tier_bytes", m.host_tier_bytes},
                            {"full_kv_bytes", m.full_kv_bytes}};

@@ -1,16 +1,20 @@
 #include "policy_options.h"
 
+#include "model.h"
+
 namespace spanscope::cli {
 
 void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
     cmd.add_option("--policy", o.policy,
                    "Memory policy of the global-attention layers: full (every token's keys and "
-                   "values) or sekv (spans at two resolutions, zoomed into per query)")
-        ->check(CLI::IsMember({"full", "sekv"}))
+                   "values), sekv (spans at two resolutions, zoomed into per query), or a "
+                   "baseline within the same budget: chunk_summary (sekv's spans as summary "
+                   "rows, never expanded), snapkv, h2o, streaming (rows evicted for good)")
+        ->check(CLI::IsMember(global_policies()))
         ->capture_default_str();
     cmd.add_option("--budget", o.budget,
-                   "sekv: fast-tier bytes of the documents as a fraction of what full holds for "
-                   "the same layers")
+                   "sekv and the baselines: fast-tier bytes of the documents as a fraction of "
+                   "what full holds for the same layers")
         ->check(CLI::Range(0.01, 1.0))
         ->capture_default_str();
     cmd.add_option("--expand-rate", o.expand_rate,
@@ -30,8 +34,9 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
     cmd.add_option("--max-span", o.max_span, "sekv: longest span in tokens (longer runs are split)")
         ->check(CLI::Range(int64_t{7}, int64_t{4096}))
         ->capture_default_str();
-    cmd.add_option("--sekv-layers", o.layers,
-                   "sekv: the layers it serves (default: every global-attention layer)")
+    cmd.add_option(
+           "--sekv-layers", o.layers,
+           "sekv and the baselines: the layers they serve (default: every global-attention layer)")
         ->delimiter(',');
 }
 
@@ -43,6 +48,7 @@ void apply_policy(const PolicyOptions& o, SessionOptions& so) {
     so.sekv.segmentation.alpha = o.alpha;
     so.sekv.segmentation.max_span = o.max_span;
     so.sekv.layers = o.layers;
+    so.eviction.budget = o.budget;
 }
 
 } // namespace spanscope::cli

@@ -12,8 +12,8 @@
 namespace spanscope::cli {
 
 struct PolicyOptions {
-    std::string policy = "full"; ///< "full" or "sekv"
-    double budget = 0.35;        ///< sekv: fast-tier bytes as a fraction of full
+    std::string policy = "full"; ///< one of global_policies() (model.h)
+    double budget = 0.35;        ///< sekv and the baselines: fast-tier bytes as a fraction of full
     double expand_rate = 0.2;    ///< sekv: target fraction of spans a query zooms into
     int64_t expand_rows = 0;     ///< sekv: most reconstructed rows per query and head (0: none)
     double alpha = 1.0;          ///< sekv: anchor threshold μ + α·σ

@@ -1,0 +1,322 @@
+// The baselines SEKV is measured against (issue 6): the selection rules of streaming, h2o and
+// snapkv on small hand-made cases, the accumulated attention against a naive softmax written
+// here, attention after eviction against exact attention over the kept rows, chunk_summary's
+// summary-only attention against a softmax over rows and summaries written here, and, on a tiny
+// model, every policy at a budget that covers the context giving the logits of `full`.
+#include "memory_eviction.h"
+#include "memory_full.h"
+#include "memory_sekv.h"
+#include "model.h"
+#include "session.h"
+#include "test_support.h"
+#include "tiny_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace spanscope;
+
+namespace {
+const AttentionShape kShape{4, 2, 8, 0.35f, 0};
+constexpr int64_t kRow = 2 * 8; // n_kv_head * head_dim
+
+std::vector<float> gaussian(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (auto& v : x)
+        v = g(rng);
+    return x;
+}
+
+std::vector<int32_t> positions(int32_t begin, int64_t n) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+        p[static_cast<size_t>(i)] = begin + static_cast<int32_t>(i);
+    return p;
+}
+
+float f16(float x) {
+    std::vector<float> v{x};
+    round_through_f16(v.data(), 1);
+    return v[0];
+}
+
+// Naive causal softmax attention of one query head over rows (all stored rows visible up to
+// qpos): returns the probabilities per row and adds them to `mass` (per row).
+std::vector<double> naive_probs(const float* qh, int head, int32_t qpos,
+                                const std::vector<float>& k, const std::vector<int32_t>& kpos) {
+    const int g = head / (kShape.n_head / kShape.n_kv_head);
+    std::vector<double> s(kpos.size(), -INFINITY);
+    double mx = -INFINITY;
+    for (size_t j = 0; j < kpos.size(); ++j)
+        if (kpos[j] <= qpos) {
+            double dot = 0;
+            for (int c = 0; c < kShape.head_dim; ++c)
+                dot += qh[c] * k[j * kRow + g * kShape.head_dim + c];
+            s[j] = kShape.scale * dot;
+            mx = std::max(mx, s[j]);
+        }
+    double sum = 0;
+    for (auto& x : s) {
+        x = std::isinf(x) ? 0 : std::exp(x - mx);
+        sum += x;
+    }
+    for (auto& x : s)
+        x /= sum;
+    return s;
+}
+} // namespace
+
+TEST(EvictionRules, StreamingKeepsTheSinksAndTheMostRecentRows) {
+    EvictionOptions o;
+    const auto kept = select_rows(EvictionRule::Streaming, o, 20, 8, nullptr);
+    EXPECT_EQ(kept, (std::vector<int64_t>{0, 1, 2, 3, 16, 17, 18, 19}));
+}
+
+TEST(EvictionRules, HeavyHittersTakeTheBestScoredMiddleRowsAndHalfIsRecent) {
+    EvictionOptions o;
+    o.recent_rows = 0; // the recent window is then recent_share of the non-sink rows
+    // n 20, keep 10: 4 sinks, 6 others -> 3 recent (17..19) and 3 heavy hitters among 4..16.
+    std::vector<float> score(20, 0.0f);
+    score[9] = 5;
+    score[5] = 4;
+    score[12] = 4; // ties go to the earlier row: 5 before 12
+    score[14] = 1;
+    score[0] = 100; // a sink: kept anyway, not counted among the heavy hitters
+    score[18] = 50; // in the recent window: kept anyway
+    const auto kept = select_rows(EvictionRule::HeavyHitters, o, 20, 10, score.data());
+    EXPECT_EQ(kept, (std::vector<int64_t>{0, 1, 2, 3, 5, 9, 12, 17, 18, 19}));
+}
+
+TEST(EvictionRules, SnapKVKeepsItsObservationWindowAndTheBestPooledVotes) {
+    EvictionOptions o;
+    o.observation_window = 2;
+    o.recent_rows = 0;
+    o.sinks = 1;
+    std::vector<float> votes(12, 0.0f);
+    votes[5] = 3;
+    votes[8] = 1;
+    const auto pooled = max_pool(votes.data(), 12, 3);
+    EXPECT_EQ(pooled, (std::vector<float>{0, 0, 0, 0, 3, 3, 3, 1, 1, 1, 0, 0}));
+    // keep 6: sink 0, window 10..11, and 3 of the middle by pooled votes: 4, 5, 6 (ties earlier).
+    const auto kept = select_rows(EvictionRule::SnapKV, o, 12, 6, pooled.data());
+    EXPECT_EQ(kept, (std::vector<int64_t>{0, 4, 5, 6, 10, 11}));
+}
+
+TEST(EvictionRules, TheBudgetCountsRowsAndLeavesTheReserve) {
+    EvictionOptions o;
+    o.budget = 0.25;
+    o.reserve_rows = 100;
+    EXPECT_EQ(eviction_rows_to_keep(o, 4000), 900); // floor(0.25 * 4000) - 100
+    EXPECT_EQ(eviction_rows_to_keep(o, 300), 300);  // too short: held whole
+    o.budget = 1.0;
+    EXPECT_EQ(eviction_rows_to_keep(o, 4000), 4000);
+    o.recent_rows = 0; // heavy hitters are then chosen, and need a score
+    EXPECT_THROW(select_rows(EvictionRule::HeavyHitters, o, 20, 10, nullptr),
+                 std::invalid_argument);
+}
+
+TEST(EvictionMemory, AccumulatedAttentionIsTheSumOfEveryQuerysProbabilities) {
+    const int64_t n = 40;
+    EvictionMemory m(kShape, 64, EvictionRule::HeavyHitters, {});
+    auto k = gaussian(n * kRow, 1), v = gaussian(n * kRow, 2);
+    const auto pos = positions(0, n);
+    m.store(k.data(), v.data(), pos.data(), n);
+    const auto q = gaussian(n * kShape.n_head * kShape.head_dim, 3);
+    std::vector<float> out(q.size());
+    ThreadPool pool(2);
+    m.attend(q.data(), pos.data(), n, out.data(), pool);
+    for (auto& x : k)
+        x = f16(x);
+    std::vector<double> expected(n, 0.0);
+    for (int64_t i = 0; i < n; ++i)
+        for (int h = 0; h < kShape.n_head; ++h) {
+            const auto p = naive_probs(q.data() + (i * kShape.n_head + h) * kShape.head_dim, h,
+                                       pos[i], k, pos);
+            for (int64_t j = 0; j < n; ++j)
+                expected[j] += p[j];
+        }
+    const auto& mass = m.accumulated_attention();
+    ASSERT_EQ(mass.size(), static_cast<size_t>(n));
+    double total = 0;
+    for (int64_t j = 0; j < n; ++j) {
+        EXPECT_NEAR(mass[j], expected[j], 1e-4 * (1 + expected[j])) << "row " << j;
+        total += mass[j];
+    }
+    EXPECT_NEAR(total, n * kShape.n_head, 1e-3); // every query head's probabilities sum to one
+}
+
+TEST(EvictionMemory, AfterSealingItAttendsExactlyOverTheKeptRowsWithinTheBudget) {
+    const int64_t n = 200;
+    EvictionOptions o;
+    o.budget = 0.3;
+    o.reserve_rows = 10;
+    o.observation_window = 8;
+    for (const auto rule :
+         {EvictionRule::Streaming, EvictionRule::HeavyHitters, EvictionRule::SnapKV}) {
+        EvictionMemory m(kShape, 256, rule, o);
+        const auto k = gaussian(n * kRow, 11), v = gaussian(n * kRow, 12);
+        const auto pos = positions(0, n);
+        m.store(k.data(), v.data(), pos.data(), n);
+        const auto q = gaussian(n * kShape.n_head * kShape.head_dim, 13);
+        std::vector<float> out(q.size());
+        ThreadPool pool(2);
+        m.attend(q.data(), pos.data(), n, out.data(), pool);
+        m.seal(SealRequest{nullptr, nullptr, 0, n});
+        const auto& kept = m.positions();
+        ASSERT_EQ(static_cast<int64_t>(kept.size()), eviction_rows_to_keep(o, n))
+            << eviction_rule_name(rule);
+        for (int32_t p = 0; p < 4; ++p)
+            EXPECT_EQ(kept[static_cast<size_t>(p)], p) << "sinks are never evicted";
+        EXPECT_EQ(kept.back(), n - 1) << "the most recent row is never evicted";
+        const auto s = m.stats();
+        EXPECT_LE(s.fast_tier_bytes + 10 * (s.full_kv_bytes / n), 0.3 * s.full_kv_bytes + 1);
+        // A question after the document: the same as full attention over the kept rows.
+        FullMemory ref(kShape, 256);
+        std::vector<float> kk, vv;
+        std::vector<int32_t> pp;
+        const int64_t rows = m.read_rows(0, n, kk, vv, pp);
+        ref.store(kk.data(), vv.data(), pp.data(), rows);
+        const auto qk = gaussian(3 * kRow, 14), qv = gaussian(3 * kRow, 15);
+        const auto qp = positions(static_cast<int32_t>(n), 3);
+        m.store(qk.data(), qv.data(), qp.data(), 3);
+        ref.store(qk.data(), qv.data(), qp.data(), 3);
+        const auto qq = gaussian(3 * kShape.n_head * kShape.head_dim, 16);
+        std::vector<float> a(qq.size()), b(qq.size());
+        m.attend(qq.data(), qp.data(), 3, a.data(), pool);
+        ref.attend(qq.data(), qp.data(), 3, b.data(), pool);
+        EXPECT_EQ(a, b) << eviction_rule_name(rule);
+    }
+}
+
+TEST(EvictionMemory, SnapKVKeepsTheRowsItsObservationWindowAttends) {
+    // Keys at rows 50 and 120 match the last queries strongly; snapkv keeps them (and their
+    // pooled neighbours), streaming does not.
+    const int64_t n = 200;
+    auto k = gaussian(n * kRow, 21);
+    for (auto& x : k)
+        x *= 0.1f;
+    const auto v = gaussian(n * kRow, 22);
+    std::vector<float> q(n * kShape.n_head * kShape.head_dim, 0.0f);
+    for (int64_t i = n - 8; i < n; ++i)
+        for (int h = 0; h < kShape.n_head; ++h)
+            for (int c = 0; c < kShape.head_dim; ++c)
+                q[(i * kShape.n_head + h) * kShape.head_dim + c] = 3.0f;
+    for (const int64_t j : {50, 120})
+        for (int c = 0; c < kRow; ++c)
+            k[j * kRow + c] = 3.0f;
+    EvictionOptions o;
+    o.budget = 0.2; // 40 rows: 4 sinks, the window of 8, 28 by votes
+    o.reserve_rows = 0;
+    o.observation_window = 8;
+    o.recent_rows = 0;
+    const auto pos = positions(0, n);
+    ThreadPool pool(1);
+    EvictionMemory snap(kShape, 256, EvictionRule::SnapKV, o);
+    snap.store(k.data(), v.data(), pos.data(), n);
+    std::vector<float> out(q.size());
+    snap.attend(q.data(), pos.data(), n, out.data(), pool);
+    auto stream = snap.with_rule(EvictionRule::Streaming, o);
+    snap.seal(SealRequest{nullptr, nullptr, 0, n});
+    stream->seal(SealRequest{nullptr, nullptr, 0, n});
+    auto has = [](const std::vector<int32_t>& p, int32_t x) {
+        return std::find(p.begin(), p.end(), x) != p.end();
+    };
+    for (const int32_t x : {49, 50, 51, 119, 120, 121})
+        EXPECT_TRUE(has(snap.positions(), x)) << x;
+    EXPECT_FALSE(has(stream->positions(), 50));
+    EXPECT_EQ(snap.positions().size(), stream->positions().size());
+}
+
+TEST(ChunkSummary, AttendsOverRowsAndSummariesAndNeverExpands) {
+    // Two spans of equal rows: a summary of |S| equal rows weighted by log|S| is exactly those
+    // rows, so the result equals full attention; and nothing goes to the host tier.
+    const int64_t n = 24;
+    auto k = gaussian(n * kRow, 31), v = gaussian(n * kRow, 32);
+    for (int64_t i = 5; i < 15; ++i)
+        for (int c = 0; c < kRow; ++c) {
+            k[i * kRow + c] = k[5 * kRow + c];
+            v[i * kRow + c] = v[5 * kRow + c];
+        }
+    SekvOptions so;
+    so.summaries_only = true;
+    SekvMemory m(kShape, 64, 1e6, so);
+    FullMemory full(kShape, 64);
+    const auto pos = positions(0, n);
+    m.store(k.data(), v.data(), pos.data(), n);
+    full.store(k.data(), v.data(), pos.data(), n);
+    EXPECT_EQ(m.policy(), "chunk_summary");
+    Segmentation seg;
+    seg.anchors = {0};
+    seg.spans = {{5, 15}};
+    std::vector<float> surprisal(n, 1.0f);
+    m.seal(SealRequest{&seg, surprisal.data(), 0, n});
+    const auto s = m.stats();
+    EXPECT_EQ(s.spans, 1);
+    EXPECT_EQ(s.host_tier_bytes, 0);
+    EXPECT_EQ(s.rows_resident, n - 10 + 1);
+    const auto q = gaussian(2 * kShape.n_head * kShape.head_dim, 33);
+    const auto qk = gaussian(2 * kRow, 34);
+    const auto qp = positions(static_cast<int32_t>(n), 2);
+    m.store(qk.data(), qk.data(), qp.data(), 2);
+    full.store(qk.data(), qk.data(), qp.data(), 2);
+    std::vector<float> a(q.size()), b(q.size());
+    ThreadPool pool(1);
+    m.attend(q.data(), qp.data(), 2, a.data(), pool);
+    full.attend(q.data(), qp.data(), 2, b.data(), pool);
+    for (size_t i = 0; i < a.size(); ++i)
+        EXPECT_NEAR(a[i], b[i], 1e-4);
+    for (const auto& z : *m.last_zoom())
+        EXPECT_TRUE(z.spans.empty());
+}
+
+// Every policy, at a budget that covers the whole context, gives the logits of `full`.
+TEST(EvictionMemory, EveryPolicyAtAFullBudgetIsAnExactNoOpOnATinyModel) {
+    const std::string path = test::temp_dir() + "/tiny.gguf";
+    test::TinyGemma3Config cfg;
+    cfg.n_ctx = 1024;
+    test::write_tiny_gemma3(path, cfg);
+    auto model = Model::load(path);
+    auto toks = model->tokenizer().encode(test::sample_prose(9, 900));
+    toks.insert(toks.begin(), model->tokenizer().bos());
+    toks.resize(400);
+    const std::vector<int32_t> doc(toks.begin(), toks.end() - 6),
+        question(toks.end() - 6, toks.end());
+    SessionOptions fo;
+    fo.threads = 2;
+    fo.n_ctx = 512;
+    Session full(*model, fo);
+    full.prefill(doc);
+    const auto ref = full.prefill(question);
+    for (const auto& policy : global_policies()) {
+        for (const double budget : {1.0, 0.5}) {
+            SessionOptions so = fo;
+            so.global_policy = policy;
+            so.sekv.budget = budget;
+            so.eviction.budget = budget;
+            so.sekv.reserve_rows = 16;
+            so.eviction.reserve_rows = 16;
+            Session s(*model, so);
+            std::vector<float> surprisal(doc.size());
+            s.prefill(doc, nullptr, {}, surprisal.data(), question[0]);
+            s.seal_context(surprisal.data(), 0, static_cast<int64_t>(doc.size()));
+            const auto logits = s.prefill(question);
+            MemoryStats st;
+            for (const int il : s.memory().sealing_layers()) {
+                const auto m = s.memory().layer(il).stats();
+                st.fast_tier_bytes += m.fast_tier_bytes;
+                st.full_kv_bytes += m.full_kv_bytes;
+            }
+            if (budget >= 1.0 || policy == "full") {
+                EXPECT_EQ(logits, ref) << policy << " at budget " << budget;
+                EXPECT_EQ(st.fast_tier_bytes, st.full_kv_bytes) << policy;
+            } else {
+                EXPECT_NE(logits, ref) << policy << " compressed nothing at budget " << budget;
+                EXPECT_LE(st.fast_tier_bytes, budget * st.full_kv_bytes) << policy;
+            }
+        }
+    }
+}
