@@ -1,0 +1,336 @@
+// Aggregation of loaded results (report_data.h): accuracy and its confidence interval, the
+// per-task tables, the summary per budget, fidelity and the accuracy-vs-memory points.
+#include "report_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <tuple>
+
+namespace spanscope::report {
+
+namespace {
+
+const char* const kPolicyOrder[] = {"full", "sekv", "chunk_summary", "snapkv", "h2o", "streaming"};
+
+} // namespace
+
+std::string budget_percent(double fraction) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.2f", fraction * 100.0);
+    std::string s = buf;
+    while (!s.empty() && s.back() == '0')
+        s.pop_back();
+    if (!s.empty() && s.back() == '.')
+        s.pop_back();
+    return s;
+}
+
+namespace {
+
+double mean(const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v)
+        sum += x;
+    return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
+using ConfigKey = std::pair<std::string, double>;
+
+/// The pooled accuracy per task of a configuration.
+std::map<std::string, double> task_accuracies(const Report& report, const Config& c) {
+    std::map<std::string, double> acc;
+    for (const auto& t : report.tasks)
+        if (const ConfigRow* row = t.row(c))
+            acc[t.task] = row->all.mean;
+    return acc;
+}
+
+/// a − b over the tasks both have; nullopt when they share none.
+std::optional<Difference> difference(const Report& report, const Config& a, const Config& b) {
+    const auto acc_a = task_accuracies(report, a);
+    const auto acc_b = task_accuracies(report, b);
+    std::vector<std::string> common;
+    for (const auto& [task, v] : acc_a)
+        if (acc_b.count(task))
+            common.push_back(task);
+    if (common.empty())
+        return std::nullopt;
+    Difference d;
+    d.other = b.label();
+    d.value = *macro_accuracy(report, a, common) - *macro_accuracy(report, b, common);
+    d.common_tasks = static_cast<int>(common.size());
+    d.partial = common.size() != acc_a.size() || common.size() != acc_b.size();
+    return d;
+}
+
+SummaryEntry summary_entry(const Report& report, const Config& c) {
+    SummaryEntry e;
+    e.config = c;
+    std::vector<double> acc, fast;
+    for (const auto& t : report.tasks) {
+        const ConfigRow* row = t.row(c);
+        if (!row)
+            continue;
+        acc.push_back(row->all.mean);
+        e.samples += row->all.n;
+        if (row->mean_fast_tier)
+            fast.push_back(*row->mean_fast_tier);
+    }
+    e.tasks = static_cast<int>(acc.size());
+    e.macro_accuracy = mean(acc);
+    if (!fast.empty())
+        e.mean_fast_tier = mean(fast);
+    return e;
+}
+
+BudgetSummary budget_summary(const Report& report, double budget,
+                             const std::vector<Config>& configs) {
+    BudgetSummary s;
+    s.budget = budget;
+    std::optional<Config> full, sekv;
+    for (const auto& c : configs) {
+        const bool is_full_reference = c.is_full() && c.budget == 1.0;
+        if (!is_full_reference && c.budget != budget)
+            continue;
+        s.entries.push_back(summary_entry(report, c));
+        if (is_full_reference)
+            full = c;
+        else if (c.policy == "sekv")
+            sekv = c;
+    }
+    if (!sekv)
+        return s;
+    if (full)
+        s.sekv_minus_full = difference(report, *sekv, *full);
+    // The best baseline: the compressed policy (not full, not sekv) at this budget with the
+    // highest macro accuracy over the tasks it shares with sekv.
+    for (const auto& e : s.entries) {
+        if (e.config.is_full() || e.config.policy == "sekv")
+            continue;
+        const auto d = difference(report, *sekv, e.config);
+        if (d && (!s.sekv_minus_best_baseline || d->value < s.sekv_minus_best_baseline->value))
+            s.sekv_minus_best_baseline = d;
+    }
+    return s;
+}
+
+} // namespace
+
+std::string Config::label() const {
+    if (is_full() && budget == 1.0)
+        return "full";
+    return policy + "@" + budget_percent(budget) + "%";
+}
+
+int policy_rank(const std::string& policy) {
+    const int known = static_cast<int>(std::size(kPolicyOrder));
+    for (int i = 0; i < known; ++i)
+        if (policy == kPolicyOrder[i])
+            return i;
+    return known;
+}
+
+bool config_before(const Config& a, const Config& b) {
+    if (a.is_full() != b.is_full())
+        return a.is_full();
+    if (a.budget != b.budget)
+        return a.budget > b.budget;
+    return std::make_tuple(policy_rank(a.policy), a.policy) <
+           std::make_tuple(policy_rank(b.policy), b.policy);
+}
+
+Interval wilson_interval(int k, int n, double z) {
+    if (n <= 0)
+        return {0, 1};
+    const double nn = n;
+    const double p = k / nn;
+    const double z2 = z * z;
+    const double denom = 1 + z2 / nn;
+    const double centre = (p + z2 / (2 * nn)) / denom;
+    const double half = z / denom * std::sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
+    return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+Accuracy accuracy_of(const std::vector<double>& scores) {
+    Accuracy a;
+    a.n = static_cast<int>(scores.size());
+    if (scores.empty())
+        return a;
+    a.mean = mean(scores);
+    int k = 0;
+    for (double s : scores) {
+        if (s != 0 && s != 1)
+            a.binary = false;
+        k += s == 1;
+    }
+    if (a.binary) {
+        a.ci = wilson_interval(k, a.n);
+        return a;
+    }
+    if (a.n < 2) {
+        a.ci = {0, 1}; // no spread to estimate from one sample
+        return a;
+    }
+    double ss = 0;
+    for (double s : scores)
+        ss += (s - a.mean) * (s - a.mean);
+    const double sd = std::sqrt(ss / (a.n - 1));
+    const double half = 1.96 * sd / std::sqrt(static_cast<double>(a.n));
+    a.ci = {std::max(0.0, a.mean - half), std::min(1.0, a.mean + half)};
+    return a;
+}
+
+const ConfigRow* TaskTable::row(const Config& c) const {
+    for (const auto& r : rows)
+        if (r.config == c)
+            return &r;
+    return nullptr;
+}
+
+Report aggregate(const LoadedResults& loaded) {
+    Report report;
+    std::map<std::string, std::vector<const ResultRow*>> by_task;
+    // A task on a haystack other than the prose is a task of its own ("niah (noise)").
+    for (const auto& r : loaded.rows)
+        by_task[r.haystack.empty() || r.haystack == "prose" ? r.task
+                                                            : r.task + " (" + r.haystack + ")"]
+            .push_back(&r);
+
+    std::vector<Config> all_configs;
+    for (const auto& [task, rows] : by_task) {
+        TaskTable t;
+        t.task = task;
+        std::set<int> lengths, depths;
+        std::map<ConfigKey, std::vector<const ResultRow*>> by_config;
+        for (const ResultRow* r : rows) {
+            lengths.insert(r->target_length);
+            depths.insert(r->depth_percent());
+            by_config[{r->policy, r->budget}].push_back(r);
+        }
+        t.lengths.assign(lengths.begin(), lengths.end());
+        t.depths.assign(depths.begin(), depths.end());
+        for (const auto& [key, crows] : by_config) {
+            ConfigRow row;
+            row.config = {key.first, key.second};
+            std::map<int, std::vector<double>> by_length;
+            std::map<std::pair<int, int>, std::vector<double>> by_cell;
+            std::vector<double> all, fast;
+            for (const ResultRow* r : crows) {
+                by_length[r->target_length].push_back(r->score);
+                by_cell[{r->target_length, r->depth_percent()}].push_back(r->score);
+                all.push_back(r->score);
+                if (r->fast_tier_fraction)
+                    fast.push_back(*r->fast_tier_fraction);
+                row.over_budget += r->within_budget == false;
+            }
+            for (const auto& [length, scores] : by_length)
+                row.by_length[length] = accuracy_of(scores);
+            for (const auto& [cell, scores] : by_cell)
+                row.by_cell[cell] = accuracy_of(scores);
+            row.all = accuracy_of(all);
+            if (!fast.empty())
+                row.mean_fast_tier = mean(fast);
+            t.rows.push_back(std::move(row));
+            if (std::find(all_configs.begin(), all_configs.end(), t.rows.back().config) ==
+                all_configs.end())
+                all_configs.push_back(t.rows.back().config);
+        }
+        std::stable_sort(t.rows.begin(), t.rows.end(), [](const ConfigRow& a, const ConfigRow& b) {
+            return config_before(a.config, b.config);
+        });
+        report.tasks.push_back(std::move(t));
+    }
+    std::stable_sort(all_configs.begin(), all_configs.end(), config_before);
+
+    // A summary per budget of the compressed configurations; full alone when there are none.
+    std::set<double, std::greater<>> budgets;
+    for (const auto& c : all_configs)
+        if (!(c.is_full() && c.budget == 1.0))
+            budgets.insert(c.budget);
+    if (budgets.empty())
+        budgets.insert(1.0);
+    for (double b : budgets)
+        report.budgets.push_back(budget_summary(report, b, all_configs));
+
+    // Fidelity per configuration, each metric over the rows that report it.
+    for (const auto& c : all_configs) {
+        FidelityRow f;
+        f.config = c;
+        std::vector<double> greedy, top1, kl;
+        for (const auto& r : loaded.rows) {
+            if (r.policy != c.policy || r.budget != c.budget)
+                continue;
+            const Fidelity& fi = r.fidelity;
+            if (!fi.greedy_agreement && !fi.top1_agreement && !fi.kl)
+                continue;
+            ++f.n;
+            if (fi.greedy_agreement)
+                greedy.push_back(*fi.greedy_agreement);
+            if (fi.top1_agreement)
+                top1.push_back(*fi.top1_agreement);
+            if (fi.kl)
+                kl.push_back(*fi.kl);
+        }
+        if (f.n == 0)
+            continue;
+        if (!greedy.empty())
+            f.greedy_agreement = mean(greedy);
+        if (!top1.empty())
+            f.top1_agreement = mean(top1);
+        if (!kl.empty())
+            f.kl = mean(kl);
+        report.fidelity.push_back(f);
+    }
+    return report;
+}
+
+std::optional<double> macro_accuracy(const Report& report, const Config& c,
+                                     const std::vector<std::string>& tasks) {
+    std::vector<double> acc;
+    for (const auto& t : report.tasks) {
+        if (!tasks.empty() && std::find(tasks.begin(), tasks.end(), t.task) == tasks.end())
+            continue;
+        if (const ConfigRow* row = t.row(c))
+            acc.push_back(row->all.mean);
+    }
+    if (acc.empty())
+        return std::nullopt;
+    return mean(acc);
+}
+
+std::vector<MemoryPoint> memory_points(const TaskTable& task) {
+    std::vector<MemoryPoint> points;
+    for (const auto& row : task.rows) {
+        std::optional<double> fast = row.mean_fast_tier;
+        if (!fast && row.config.is_full())
+            fast = 1.0;
+        if (fast)
+            points.push_back({row.config, *fast, row.all.mean});
+    }
+    return points;
+}
+
+std::vector<MemoryPoint> macro_memory_points(const Report& report) {
+    std::vector<Config> order;
+    std::map<ConfigKey, std::pair<std::vector<double>, std::vector<double>>> sums;
+    for (const auto& t : report.tasks) {
+        for (const auto& p : memory_points(t)) {
+            auto& [fast, acc] = sums[{p.config.policy, p.config.budget}];
+            if (fast.empty())
+                order.push_back(p.config);
+            fast.push_back(p.fast_tier);
+            acc.push_back(p.accuracy);
+        }
+    }
+    std::stable_sort(order.begin(), order.end(), config_before);
+    std::vector<MemoryPoint> points;
+    for (const auto& c : order) {
+        const auto& [fast, acc] = sums[{c.policy, c.budget}];
+        points.push_back({c, mean(fast), mean(acc)});
+    }
+    return points;
+}
+
+} // namespace spanscope::report

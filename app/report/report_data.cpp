@@ -1,0 +1,270 @@
+// Loading and checking result lines; the aggregation is in report_aggregate.cpp.
+#include "report_data.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace spanscope::report {
+
+using nlohmann::json;
+
+namespace {
+
+/// A malformed line: "NAME:LINE: what".
+[[noreturn]] void bad_line(const std::string& name, int line_no, const std::string& what) {
+    throw InputError(name + ":" + std::to_string(line_no) + ": " + what);
+}
+
+/// nlohmann's message without its "[json.exception.parse_error.101] " prefix, kept short.
+std::string parse_message(const json::parse_error& e) {
+    std::string m = e.what();
+    if (!m.empty() && m.front() == '[') {
+        const auto close = m.find("] ");
+        if (close != std::string::npos)
+            m = m.substr(close + 2);
+    }
+    if (m.size() > 160)
+        m = m.substr(0, 157) + "...";
+    return m;
+}
+
+/// Exact text of a double for the de-duplication key.
+std::string key_number(double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+}
+
+/// Reads the fields of one line, naming the line in every error.
+class LineReader {
+public:
+    LineReader(const json& obj, const std::string& name, int line_no)
+        : obj_(obj), name_(name), line_no_(line_no) {}
+
+    [[noreturn]] void fail(const std::string& what) const { bad_line(name_, line_no_, what); }
+
+    /// The member, nullptr when absent or null.
+    const json* find(const char* key) const {
+        const auto it = obj_.find(key);
+        return it == obj_.end() || it->is_null() ? nullptr : &*it;
+    }
+    const json& need(const char* key) const {
+        const json* v = find(key);
+        if (!v)
+            fail(std::string("result line without \"") + key + "\"");
+        return *v;
+    }
+    std::string string(const char* key) const {
+        const json& v = need(key);
+        if (!v.is_string())
+            fail(std::string("\"") + key + "\" is not a string");
+        return v.get<std::string>();
+    }
+    double number(const char* key) const { return number_of(need(key), key); }
+    double number_of(const json& v, const std::string& what) const {
+        if (!v.is_number())
+            fail("\"" + what + "\" is not a number");
+        const double d = v.get<double>();
+        if (!std::isfinite(d))
+            fail("\"" + what + "\" is not finite");
+        return d;
+    }
+    /// An integral number (1 and 1.0 both count).
+    long long integer(const char* key) const {
+        const double d = number(key);
+        if (d != std::floor(d) || std::fabs(d) > 9.0e15)
+            fail(std::string("\"") + key + "\" is not an integer");
+        return static_cast<long long>(d);
+    }
+    std::optional<double> optional_number(const json* parent, const char* key,
+                                          const std::string& what) const {
+        if (!parent)
+            return std::nullopt;
+        const auto it = parent->find(key);
+        if (it == parent->end() || it->is_null())
+            return std::nullopt;
+        return number_of(*it, what);
+    }
+
+private:
+    const json& obj_;
+    const std::string& name_;
+    int line_no_;
+};
+
+ResultRow parse_result(const LineReader& r) {
+    ResultRow row;
+    row.task = r.string("task");
+    row.haystack = r.string("haystack");
+    const long long length = r.integer("target_length");
+    if (length <= 0 || length > 1'000'000'000)
+        r.fail("\"target_length\" " + std::to_string(length) + " is not a positive length");
+    row.target_length = static_cast<int>(length);
+    row.depth = r.number("depth");
+    if (row.depth < 0 || row.depth > 1)
+        r.fail("\"depth\" " + key_number(row.depth) + " is outside [0, 1]");
+    row.index = r.integer("index");
+    row.seed = r.integer("seed");
+    row.policy = r.string("policy");
+    if (row.policy.empty())
+        r.fail("\"policy\" is empty");
+    if (r.find("budget") || row.policy != "full")
+        row.budget = r.number("budget");
+    if (!(row.budget > 0 && row.budget <= 1))
+        r.fail("\"budget\" " + key_number(row.budget) + " is outside (0, 1]");
+    row.score = r.number("score");
+    if (row.score < 0 || row.score > 1)
+        r.fail("\"score\" " + key_number(row.score) + " is outside [0, 1]");
+
+    if (const json* f = r.find("fast_tier_fraction")) {
+        row.fast_tier_fraction = r.number_of(*f, "fast_tier_fraction");
+        if (*row.fast_tier_fraction < 0)
+            r.fail("\"fast_tier_fraction\" is negative");
+    } else if (const json* m = r.find("memory")) {
+        if (!m->is_object())
+            r.fail("\"memory\" is not an object");
+        const auto fast = r.optional_number(m, "fast_tier_bytes", "memory.fast_tier_bytes");
+        const auto full = r.optional_number(m, "full_kv_bytes", "memory.full_kv_bytes");
+        if (fast && full && *full > 0)
+            row.fast_tier_fraction = *fast / *full;
+    }
+    if (const json* w = r.find("within_budget")) {
+        if (!w->is_boolean())
+            r.fail("\"within_budget\" is not true or false");
+        row.within_budget = w->get<bool>();
+    }
+    if (const json* f = r.find("fidelity")) {
+        if (!f->is_object())
+            r.fail("\"fidelity\" is not an object");
+        row.fidelity.greedy_agreement =
+            r.optional_number(f, "greedy_agreement", "fidelity.greedy_agreement");
+        row.fidelity.top1_agreement =
+            r.optional_number(f, "top1_agreement", "fidelity.top1_agreement");
+        row.fidelity.kl = r.optional_number(f, "kl", "fidelity.kl");
+    }
+    return row;
+}
+
+std::string row_key(const ResultRow& r) {
+    // A string of the key fields; '\x1f' cannot occur in the numbers and separates the strings.
+    std::string k;
+    for (const std::string* s : {&r.task, &r.haystack, &r.policy}) {
+        k += std::to_string(s->size());
+        k += ':';
+        k += *s;
+        k += '\x1f';
+    }
+    k += std::to_string(r.target_length) + '\x1f' + key_number(r.depth) + '\x1f' +
+         std::to_string(r.index) + '\x1f' + std::to_string(r.seed) + '\x1f' + key_number(r.budget);
+    return k;
+}
+
+/// A metadata value as text: strings as they are, anything else as JSON.
+std::string meta_text(const json& obj, const char* key) {
+    const auto it = obj.find(key);
+    if (it == obj.end() || it->is_null())
+        return "";
+    return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+} // namespace
+
+int ResultRow::depth_percent() const {
+    return static_cast<int>(std::lround(depth * 100.0));
+}
+
+void ResultLoader::add_file(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw InputError("cannot read " + path + ": it is a directory");
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw InputError("cannot open " + path + ": " + std::strerror(errno));
+    loaded_.files.push_back(path);
+    add_stream(in, path);
+    if (in.bad())
+        throw InputError("cannot read " + path);
+}
+
+void ResultLoader::add_stream(std::istream& in, const std::string& name) {
+    std::string line;
+    int line_no = 0;
+    while (std::getline(in, line)) {
+        ++line_no;
+        add_line(line, name, line_no);
+    }
+}
+
+void ResultLoader::add_line(const std::string& raw, const std::string& name, int line_no) {
+    std::string line = raw;
+    if (!line.empty() && line.back() == '\r')
+        line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos)
+        return; // a blank line carries nothing
+    json obj;
+    try {
+        obj = json::parse(line);
+    } catch (const json::parse_error& e) {
+        bad_line(name, line_no, "not valid JSON: " + parse_message(e));
+    }
+    if (!obj.is_object())
+        bad_line(name, line_no, "not a JSON object");
+    const bool is_result = obj.contains("policy");
+    if (!is_result) {
+        if (!obj.contains("command"))
+            bad_line(name, line_no,
+                     "neither a result (no \"policy\") nor a run's metadata (no \"command\")");
+        if (!obj["command"].is_string())
+            bad_line(name, line_no, "\"command\" is not a string");
+        RunInfo run;
+        run.command = obj["command"].get<std::string>();
+        const auto found = run_of_command_.find(run.command);
+        if (found != run_of_command_.end()) {
+            ++loaded_.runs[found->second].occurrences;
+            return;
+        }
+        run.started = meta_text(obj, "started");
+        run.machine = meta_text(obj, "machine");
+        run.commit = meta_text(obj, "commit");
+        run_of_command_.emplace(run.command, loaded_.runs.size());
+        loaded_.runs.push_back(std::move(run));
+        return;
+    }
+    ResultRow row = parse_result(LineReader(obj, name, line_no));
+    row.source = name + ":" + std::to_string(line_no);
+    ++loaded_.result_lines;
+    const std::string key = row_key(row);
+    const auto found = row_of_key_.find(key);
+    if (found != row_of_key_.end()) {
+        ++loaded_.duplicates;
+        loaded_.rows[found->second] = std::move(row);
+        return;
+    }
+    row_of_key_.emplace(key, loaded_.rows.size());
+    loaded_.rows.push_back(std::move(row));
+}
+
+LoadedResults ResultLoader::finish() const {
+    if (loaded_.rows.empty()) {
+        std::string files;
+        for (const auto& f : loaded_.files)
+            files += (files.empty() ? "" : ", ") + f;
+        throw InputError("no result rows in " + (files.empty() ? std::string("the input") : files));
+    }
+    return loaded_;
+}
+
+LoadedResults load_results(const std::vector<std::string>& paths) {
+    ResultLoader loader;
+    for (const auto& p : paths)
+        loader.add_file(p);
+    return loader.finish();
+}
+
+} // namespace spanscope::report

@@ -1,0 +1,240 @@
+// spanscope-report's data: evaluation results (JSON Lines written by `spanscope-cli eval
+// --out`) loaded, checked and de-duplicated, then aggregated into the numbers the report shows:
+// accuracy with a 95 % confidence interval per task, configuration and target length, the
+// summary per budget, fidelity and the points of the accuracy-vs-memory plots. No Qt here, so
+// the tests can check every number without drawing anything.
+#pragma once
+
+#include <istream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spanscope::report {
+
+/// An input that cannot be used: unreadable file, malformed line, no result rows. what() is one
+/// line, "FILE:LINE: reason" for a line.
+class InputError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// What a policy kept of the full model's answer (absent for full).
+struct Fidelity {
+    std::optional<double> greedy_agreement;
+    std::optional<double> top1_agreement;
+    std::optional<double> kl;
+};
+
+/// One (sample, policy) result line. Keys the report does not use are ignored.
+struct ResultRow {
+    std::string task;
+    std::string haystack;
+    int target_length = 0;
+    double depth = 0; ///< in [0, 1]
+    long long index = 0;
+    long long seed = 0;
+    std::string policy;
+    double budget = 1;                        ///< fraction of the full KV memory, 1 for full
+    double score = 0;                         ///< in [0, 1]
+    std::optional<double> fast_tier_fraction; ///< the key, else memory's fast / full bytes
+    std::optional<bool> within_budget;
+    Fidelity fidelity;
+    std::string source; ///< "FILE:LINE" of the line that was kept
+
+    /// The depth as a whole percentage: the heat maps' column.
+    int depth_percent() const;
+};
+
+/// A metadata line ({"command": ..., no "policy"}): the run that wrote the results.
+struct RunInfo {
+    std::string command;
+    std::string started;
+    std::string machine;
+    std::string commit;
+    int occurrences = 1; ///< metadata lines with this command
+};
+
+/// Everything read from the input files.
+struct LoadedResults {
+    std::vector<std::string> files;
+    std::vector<ResultRow> rows; ///< one per distinct sample key, in first-seen order
+    std::vector<RunInfo> runs;   ///< one per distinct command, in first-seen order
+    int result_lines = 0;        ///< result lines read, duplicates included
+    int duplicates = 0;          ///< result lines that replaced an earlier one with the same key
+};
+
+/// Reads result lines into a LoadedResults, de-duplicating as it goes: a line with the same
+/// (task, haystack, target_length, depth, index, seed, policy, budget) as an earlier one
+/// replaces it (the last one wins: resumed runs may overlap).
+class ResultLoader {
+public:
+    /// Reads one file. Throws InputError when it cannot be opened or a line is malformed.
+    void add_file(const std::string& path);
+    /// Reads JSON Lines from a stream; name is the file name the errors give.
+    void add_stream(std::istream& in, const std::string& name);
+    /// The results read so far. Throws InputError when there is no result row.
+    LoadedResults finish() const;
+
+private:
+    void add_line(const std::string& line, const std::string& name, int line_no);
+
+    LoadedResults loaded_;
+    std::map<std::string, size_t> row_of_key_;
+    std::map<std::string, size_t> run_of_command_;
+};
+
+/// Loads and de-duplicates every file, in order. Throws InputError.
+LoadedResults load_results(const std::vector<std::string>& paths);
+
+/// A configuration: a policy at a budget.
+struct Config {
+    std::string policy;
+    double budget = 1;
+
+    /// "full" for full at budget 1, else "policy@NN%" (e.g. "sekv@35%", "snapkv@12.5%").
+    std::string label() const;
+    bool is_full() const { return policy == "full"; }
+    bool operator==(const Config& o) const { return policy == o.policy && budget == o.budget; }
+};
+
+/// A budget as a percentage without trailing zeros: 0.35 → "35", 0.125 → "12.5".
+std::string budget_percent(double fraction);
+
+/// The report's order: full first, then budget descending, then policy in the order full, sekv,
+/// chunk_summary, snapkv, h2o, streaming, others by name.
+bool config_before(const Config& a, const Config& b);
+
+/// The rank of a policy in that order (unknown policies after the known ones).
+int policy_rank(const std::string& policy);
+
+/// A 95 % confidence interval, as fractions.
+struct Interval {
+    double low = 0;
+    double high = 1;
+};
+
+/// Wilson score interval of k successes in n trials (n > 0), z = 1.96 by default.
+Interval wilson_interval(int k, int n, double z = 1.96);
+
+/// Mean score of a set of samples with its 95 % confidence interval.
+struct Accuracy {
+    int n = 0;
+    double mean = 0;
+    Interval ci;
+    bool binary = true; ///< every score 0 or 1: Wilson interval, else normal approximation
+};
+
+/// The accuracy of scores: Wilson interval when every score is 0 or 1, else mean ± 1.96·s/√n
+/// clamped to [0, 1] (s the sample standard deviation; with one sample the interval is [0, 1]).
+/// n = 0 gives an Accuracy with n = 0.
+Accuracy accuracy_of(const std::vector<double>& scores);
+
+/// One configuration's results on one task.
+struct ConfigRow {
+    Config config;
+    std::map<int, Accuracy> by_length;               ///< target length → accuracy
+    std::map<std::pair<int, int>, Accuracy> by_cell; ///< (target length, depth %) → accuracy
+    Accuracy all;                                    ///< every length pooled
+    std::optional<double> mean_fast_tier;            ///< mean fast_tier_fraction (fraction)
+    int over_budget = 0;                             ///< rows with within_budget false
+};
+
+/// One task's table: the lengths and depths that occur, a row per configuration.
+struct TaskTable {
+    std::string task;
+    std::vector<int> lengths;    ///< ascending
+    std::vector<int> depths;     ///< depth percentages, ascending
+    std::vector<ConfigRow> rows; ///< in config_before order
+
+    /// The row of a configuration, nullptr when the task has none.
+    const ConfigRow* row(const Config& c) const;
+};
+
+/// One policy's line of a budget's summary.
+struct SummaryEntry {
+    Config config;
+    double macro_accuracy = 0; ///< mean over tasks of the task's pooled accuracy
+    int tasks = 0;
+    int samples = 0;
+    std::optional<double> mean_fast_tier; ///< mean over tasks of the task's mean fast tier
+};
+
+/// A difference of macro averages (a − b, as fractions) over the tasks both have.
+struct Difference {
+    std::string other; ///< label of b
+    double value = 0;
+    int common_tasks = 0;
+    bool partial = false; ///< a or b has tasks the other lacks (not in the difference)
+};
+
+/// The summary of one budget: full (the reference) and every policy run at that budget.
+struct BudgetSummary {
+    double budget = 1;
+    std::vector<SummaryEntry> entries;                  ///< full first, then policy order
+    std::optional<Difference> sekv_minus_best_baseline; ///< best compressed policy other than sekv
+    std::optional<Difference> sekv_minus_full;
+};
+
+/// Mean fidelity of one configuration over the rows that report it.
+struct FidelityRow {
+    Config config;
+    int n = 0; ///< rows with a fidelity object
+    std::optional<double> greedy_agreement;
+    std::optional<double> top1_agreement;
+    std::optional<double> kl;
+};
+
+/// A point of an accuracy-vs-memory plot (fractions).
+struct MemoryPoint {
+    Config config;
+    double fast_tier = 0;
+    double accuracy = 0;
+};
+
+/// Everything the report shows.
+struct Report {
+    std::vector<TaskTable> tasks;       ///< by task name
+    std::vector<BudgetSummary> budgets; ///< budget descending
+    std::vector<FidelityRow> fidelity;  ///< configurations with fidelity, in config order
+};
+
+/// Aggregates loaded results into the report's tables.
+Report aggregate(const LoadedResults& loaded);
+
+/// Macro average over tasks of the pooled accuracy of c over the given tasks (all of c's tasks
+/// when tasks is empty); nullopt when c has none of them.
+std::optional<double> macro_accuracy(const Report& report, const Config& c,
+                                     const std::vector<std::string>& tasks = {});
+
+/// The accuracy-vs-memory points of one task: one per configuration with a mean fast tier (full
+/// without one is placed at 100 %).
+std::vector<MemoryPoint> memory_points(const TaskTable& task);
+
+/// The same over all tasks: per configuration, the macro average over its tasks of accuracy and
+/// mean fast tier.
+std::vector<MemoryPoint> macro_memory_points(const Report& report);
+
+/// A PNG file of the report: what it shows and its name in the output folder.
+struct PlotSpec {
+    enum class Kind { Heatmap, AccuracyVsMemory };
+    Kind kind = Kind::Heatmap;
+    size_t task = 0;        ///< index into Report::tasks (unused for all_tasks)
+    size_t row = 0;         ///< index into that task's rows (heat maps)
+    bool all_tasks = false; ///< the macro-average accuracy-vs-memory plot
+    std::string file;       ///< e.g. "heatmap-niah_single-sekv-35.png"
+    std::string caption;    ///< one line
+};
+
+/// A name part made of letters, digits, '-' and '_' only: every other run of characters becomes
+/// one '-', and '-' at either end goes ("sekv@35%" → "sekv-35"); "x" when nothing is left.
+std::string sanitize_file_part(const std::string& s);
+
+/// The plots of a report, with distinct file names: heatmap-<task>-<config>.png per task and
+/// configuration, accuracy-vs-memory-<task>.png per task, then accuracy-vs-memory-all.png.
+std::vector<PlotSpec> plan_plots(const Report& report);
+
+} // namespace spanscope::report

@@ -1,0 +1,221 @@
+// report.md from the aggregated report (report_markdown.h).
+#include "report_markdown.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace spanscope::report {
+
+namespace {
+
+const char* const kDash = "\u2013";  // en dash: an empty cell, and between CI bounds
+const char* const kMinus = "\u2212"; // minus sign
+
+/// Text for a table cell: '|' escaped, line breaks as spaces.
+std::string cell(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '|')
+            out += "\\|";
+        else if (c == '\n' || c == '\r')
+            out += ' ';
+        else
+            out += c;
+    }
+    return out;
+}
+
+/// Inline code: `s`, with a longer fence when s holds backticks.
+std::string code(const std::string& s) {
+    std::string fence = "`";
+    while (s.find(fence) != std::string::npos)
+        fence += '`';
+    const bool pad = !s.empty() && (s.front() == '`' || s.back() == '`');
+    return fence + (pad ? " " : "") + cell(s) + (pad ? " " : "") + fence;
+}
+
+std::string fixed(double v, int decimals) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return buf;
+}
+
+/// "| a | b |" and the "|---|---|" line under a header.
+std::string row(const std::vector<std::string>& cells) {
+    std::string s = "|";
+    for (const auto& c : cells)
+        s += " " + c + " |";
+    return s + "\n";
+}
+std::string rule(size_t columns) {
+    std::string s = "|";
+    for (size_t i = 0; i < columns; ++i)
+        s += "---|";
+    return s + "\n";
+}
+
+std::string optional_percent(const std::optional<double>& v) {
+    return v ? percent(*v) + " %" : kDash;
+}
+
+void task_tables(std::ostringstream& md, const Report& report) {
+    md << "## Accuracy per task\n\n"
+       << "Each cell: accuracy % [95 % confidence interval, low" << kDash
+       << "high] (number of samples). The interval is the Wilson score interval when every "
+          "score is 0 or 1, else the normal approximation (mean ± 1.96·s/√n, clamped to "
+          "[0, 100]). *all* pools every target length; *mean fast tier* is the mean fraction "
+          "of the full KV cache kept in the fast tier; *over budget* counts the samples recorded "
+          "with within_budget false.\n\n";
+    for (const auto& t : report.tasks) {
+        md << "### " << cell(t.task) << "\n\n";
+        std::vector<std::string> header = {"configuration"};
+        for (int len : t.lengths)
+            header.push_back(std::to_string(len));
+        header.insert(header.end(), {"all", "mean fast tier", "over budget"});
+        md << row(header) << rule(header.size());
+        for (const auto& r : t.rows) {
+            std::vector<std::string> cells = {cell(r.config.label())};
+            for (int len : t.lengths) {
+                const auto it = r.by_length.find(len);
+                cells.push_back(it == r.by_length.end() ? kDash : accuracy_cell(it->second));
+            }
+            cells.push_back(accuracy_cell(r.all));
+            cells.push_back(optional_percent(r.mean_fast_tier));
+            cells.push_back(std::to_string(r.over_budget));
+            md << row(cells);
+        }
+        md << "\n";
+    }
+}
+
+/// "- sekv − X (label): **+1.0 points**", noting when the two do not share every task.
+void difference_line(std::ostringstream& md, const std::string& what,
+                     const std::optional<Difference>& d, const char* none) {
+    md << "- sekv " << kMinus << " " << what;
+    if (!d) {
+        md << ": " << none << "\n";
+        return;
+    }
+    if (what != d->other)
+        md << " (" << cell(d->other) << ")";
+    md << ": **" << points(d->value) << "**";
+    if (d->partial)
+        md << " (over the " << d->common_tasks << (d->common_tasks == 1 ? " task" : " tasks")
+           << " both have)";
+    md << "\n";
+}
+
+void summary_tables(std::ostringstream& md, const Report& report) {
+    md << "## Summary per budget\n\n"
+       << "Macro average over tasks of each task's accuracy (all target lengths pooled). "
+          "Differences are in percentage points, over the tasks both configurations have; the "
+          "best baseline is the compressed policy other than sekv with the highest accuracy "
+          "at that budget.\n\n";
+    for (const auto& b : report.budgets) {
+        md << "### Budget " << budget_percent(b.budget) << " %"
+           << "\n\n";
+        md << row({"policy", "accuracy (macro)", "tasks", "samples", "mean fast tier"}) << rule(5);
+        bool has_sekv = false;
+        for (const auto& e : b.entries) {
+            md << row({cell(e.config.label()), percent(e.macro_accuracy) + " %",
+                       std::to_string(e.tasks), std::to_string(e.samples),
+                       optional_percent(e.mean_fast_tier)});
+            has_sekv = has_sekv || e.config.policy == "sekv";
+        }
+        md << "\n";
+        if (has_sekv) {
+            difference_line(md, "best baseline", b.sekv_minus_best_baseline,
+                            "no other compressed policy at this budget");
+            difference_line(md, "full", b.sekv_minus_full, "no full results on sekv's tasks");
+            md << "\n";
+        }
+    }
+}
+
+void fidelity_table(std::ostringstream& md, const Report& report) {
+    if (report.fidelity.empty())
+        return;
+    md << "## Fidelity\n\n"
+       << "How close each configuration stays to the full model: the means of the fidelity "
+          "values the eval command records (greedy_agreement, top1_agreement, kl), each over "
+          "the samples that report it.\n\n";
+    md << row({"configuration", "samples", "greedy_agreement", "top1_agreement", "kl"}) << rule(5);
+    for (const auto& f : report.fidelity) {
+        md << row({cell(f.config.label()), std::to_string(f.n),
+                   f.greedy_agreement ? fixed(*f.greedy_agreement, 3) : kDash,
+                   f.top1_agreement ? fixed(*f.top1_agreement, 3) : kDash,
+                   f.kl ? fixed(*f.kl, 4) : kDash});
+    }
+    md << "\n";
+}
+
+} // namespace
+
+std::string percent(double fraction) {
+    return fixed(fraction * 100.0, 1);
+}
+
+std::string accuracy_cell(const Accuracy& a) {
+    if (a.n == 0)
+        return kDash;
+    return percent(a.mean) + " % [" + percent(a.ci.low) + kDash + percent(a.ci.high) + "] (" +
+           std::to_string(a.n) + ")";
+}
+
+std::string points(double difference) {
+    const double p = difference * 100.0;
+    const std::string magnitude = fixed(std::fabs(p), 1);
+    // A value that rounds to 0.0 has no sign.
+    const std::string sign = magnitude == "0.0" ? "" : (p < 0 ? kMinus : "+");
+    return sign + magnitude + " points";
+}
+
+std::string render_markdown(const LoadedResults& loaded, const Report& report,
+                            const std::string& title, const std::vector<PlotSpec>& plots) {
+    std::ostringstream md;
+    md << "# " << title << "\n\n";
+    md << "Input: ";
+    for (size_t i = 0; i < loaded.files.size(); ++i)
+        md << (i ? ", " : "") << code(loaded.files[i]);
+    md << (loaded.files.empty() ? "" : ". ") << loaded.rows.size() << " result rows over "
+       << report.tasks.size() << (report.tasks.size() == 1 ? " task" : " tasks") << ".";
+    if (loaded.duplicates > 0)
+        md << " " << loaded.duplicates
+           << (loaded.duplicates == 1 ? " duplicate line was" : " duplicate lines were")
+           << " counted once (same task, haystack, target length, depth, index, seed, policy "
+              "and budget; the last line read wins).";
+    else
+        md << " No duplicate lines (a repeated sample would count once, the last line read "
+              "winning).";
+    md << "\n\n";
+
+    task_tables(md, report);
+    summary_tables(md, report);
+    fidelity_table(md, report);
+
+    md << "## Commands\n\n";
+    if (loaded.runs.empty())
+        md << "No metadata line names the command that produced these results.\n";
+    for (const auto& r : loaded.runs) {
+        md << "- " << code(r.command);
+        std::vector<std::string> details;
+        if (!r.started.empty())
+            details.push_back("started " + cell(r.started));
+        if (!r.machine.empty())
+            details.push_back("machine " + cell(r.machine));
+        if (!r.commit.empty())
+            details.push_back("commit " + cell(r.commit));
+        if (r.occurrences > 1)
+            details.push_back(std::to_string(r.occurrences) + " runs");
+        for (size_t i = 0; i < details.size(); ++i)
+            md << (i ? ", " : " (") << details[i] << (i + 1 == details.size() ? ")" : "");
+        md << "\n";
+    }
+    md << "\n## Plots\n\n";
+    for (const auto& p : plots)
+        md << "- [" << p.file << "](" << p.file << "): " << cell(p.caption) << "\n";
+    return md.str();
+}
+
+} // namespace spanscope::report

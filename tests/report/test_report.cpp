@@ -1,0 +1,435 @@
+// spanscope-report: loading and aggregating evaluation results (JSON Lines) on hand-written
+// input whose numbers are worked out below, and the built program on a small file: report.md
+// with the expected cells, PNGs that load, have the expected size and are not one colour, and
+// the exit codes of bad input and bad arguments.
+#include "report_data.h"
+#include "report_markdown.h"
+
+#include <QImage>
+#include <QSet>
+#include <QString>
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace spanscope::report;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// One result line; score and the optional parts as given.
+std::string result(const std::string& task, const std::string& policy, double budget, int length,
+                   double depth, int index, double score, const std::string& extra = "") {
+    std::ostringstream s;
+    s << R"({"task":")" << task << R"(","haystack":"prose","target_length":)" << length
+      << R"(,"length":)" << length + 27 << R"(,"depth":)" << depth << R"(,"index":)" << index
+      << R"(,"seed":1,"policy":")" << policy << R"(","budget":)" << budget
+      << R"(,"question":"q","answer":"a","expected":["1"],"metric":"string_match_all","score":)"
+      << score << extra << "}\n";
+    return s.str();
+}
+
+std::string fast(double fraction, bool within = true) {
+    std::ostringstream s;
+    s << R"(,"fast_tier_fraction":)" << fraction << R"(,"within_budget":)"
+      << (within ? "true" : "false");
+    return s.str();
+}
+
+// The sample file. Task alpha:
+//   full 4096: scores 1, 1, 0 → 2/3 = 66.7 %; Wilson (z = 1.96, z² = 3.8416):
+//     centre = (p + z²/2n) / (1 + z²/n) = (0.6667 + 0.6403) / 2.2805 = 0.5731,
+//     half = z / (1 + z²/n) · √(p(1−p)/n + z²/4n²) = 0.8594 · √(0.0741 + 0.1067) = 0.3654
+//     → [20.8 %, 93.9 %].
+//   full 8192: 1/1 → 100 %, Wilson [20.7 %, 100 %]; full, all lengths: 3/4 → 75 % [30.1, 95.4].
+//   sekv@35% 4096: 1, 1, then the sample at depth 1.0 twice (0, then 1: the last wins) → 3/3,
+//     Wilson [43.8 %, 100 %]; 8192: 0/1 → [0.0 %, 79.3 %]; fast tier 0.24, 0.26, 0.28, 0.30 →
+//     mean 27.0 %; one sample over budget.
+// Task beta (scores that are not 0 or 1): full 4096: 0.5, 1, 0.75 → mean 75 %, s = 0.25,
+//   normal approximation 0.75 ± 1.96 · 0.25 / √3 = 0.75 ± 0.2829 → [46.7 %, 100 %] (clamped).
+std::string sample_jsonl() {
+    std::string s =
+        R"({"command":"spanscope-cli eval niah --lengths 4096,8192","started":"2026-11-30T17:00:00Z","machine":"m1","commit":"abc123"})"
+        "\n";
+    s += result("alpha", "full", 1.0, 4096, 0.0, 0, 1, fast(1.0));
+    s += result("alpha", "full", 1.0, 4096, 0.5, 1, 1, fast(1.0));
+    s += result("alpha", "full", 1.0, 4096, 1.0, 2, 0, fast(1.0));
+    s += result("alpha", "full", 1.0, 8192, 0.5, 0, 1, fast(1.0));
+    const std::string fid =
+        R"(,"fidelity":{"greedy_agreement":0.9,"top1_agreement":0.8,"kl":0.002})";
+    s += result("alpha", "sekv", 0.35, 4096, 0.0, 0, 1, fast(0.24) + fid);
+    s += result("alpha", "sekv", 0.35, 4096, 0.5, 1, 1, fast(0.26, false) + fid);
+    s += result("alpha", "sekv", 0.35, 4096, 1.0, 2, 0, fast(0.99) + fid); // replaced below
+    s += result("alpha", "sekv", 0.35, 8192, 0.5, 0, 0, fast(0.30) + fid);
+    s += result("beta", "full", 1.0, 4096, 0.0, 0, 0.5, fast(1.0) + R"(,"unknown_key":[1,2])");
+    s += result("beta", "full", 1.0, 4096, 0.5, 1, 1.0, fast(1.0));
+    s += result("beta", "full", 1.0, 4096, 1.0, 2, 0.75, fast(1.0));
+    s +=
+        R"({"command":"spanscope-cli eval niah --lengths 4096,8192","started":"2026-12-01T09:00:00Z"})"
+        "\n";
+    s += result("alpha", "sekv", 0.35, 4096, 1.0, 2, 1, fast(0.28) + fid); // the resumed run
+    return s;
+}
+
+LoadedResults load_text(const std::string& text, const std::string& name = "sample.jsonl") {
+    std::istringstream in(text);
+    ResultLoader loader;
+    loader.add_stream(in, name);
+    return loader.finish();
+}
+
+/// The InputError message of loading text ("" when it loads).
+std::string load_error(const std::string& text) {
+    try {
+        load_text(text, "bad.jsonl");
+    } catch (const InputError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+const Config kFull{"full", 1.0};
+const Config kSekv35{"sekv", 0.35};
+
+} // namespace
+
+TEST(ReportData, WilsonIntervalMatchesHandComputedValues) {
+    const Interval two_of_three = wilson_interval(2, 3);
+    EXPECT_NEAR(two_of_three.low, 0.2077, 1e-4);
+    EXPECT_NEAR(two_of_three.high, 0.9385, 1e-4);
+    const Interval zero_of_one = wilson_interval(0, 1);
+    EXPECT_DOUBLE_EQ(zero_of_one.low, 0.0);
+    EXPECT_NEAR(zero_of_one.high, 0.7935, 1e-4);
+    EXPECT_DOUBLE_EQ(wilson_interval(3, 3).high, 1.0);
+    EXPECT_EQ(accuracy_cell(accuracy_of({1, 1, 0})), "66.7 % [20.8\u201393.9] (3)");
+}
+
+TEST(ReportData, NonBinaryScoresUseTheNormalApproximation) {
+    const Accuracy a = accuracy_of({0.5, 1.0, 0.75});
+    EXPECT_FALSE(a.binary);
+    EXPECT_DOUBLE_EQ(a.mean, 0.75);
+    EXPECT_NEAR(a.ci.low, 0.75 - 1.96 * 0.25 / std::sqrt(3.0), 1e-12);
+    EXPECT_DOUBLE_EQ(a.ci.high, 1.0); // 1.0329 clamped
+    const Accuracy one = accuracy_of({0.5});
+    EXPECT_DOUBLE_EQ(one.ci.low, 0.0);
+    EXPECT_DOUBLE_EQ(one.ci.high, 1.0);
+}
+
+TEST(ReportData, AggregatesPerTaskConfigurationAndLength) {
+    const LoadedResults loaded = load_text(sample_jsonl());
+    EXPECT_EQ(loaded.result_lines, 12);
+    EXPECT_EQ(loaded.rows.size(), 11u);
+    EXPECT_EQ(loaded.duplicates, 1);
+    ASSERT_EQ(loaded.runs.size(), 1u); // the same command twice
+    EXPECT_EQ(loaded.runs[0].occurrences, 2);
+    EXPECT_EQ(loaded.runs[0].commit, "abc123");
+
+    const Report report = aggregate(loaded);
+    ASSERT_EQ(report.tasks.size(), 2u);
+    const TaskTable& alpha = report.tasks[0];
+    EXPECT_EQ(alpha.task, "alpha");
+    EXPECT_EQ(alpha.lengths, (std::vector<int>{4096, 8192}));
+    EXPECT_EQ(alpha.depths, (std::vector<int>{0, 50, 100}));
+    ASSERT_EQ(alpha.rows.size(), 2u);
+    EXPECT_EQ(alpha.rows[0].config.label(), "full");
+    EXPECT_EQ(alpha.rows[1].config.label(), "sekv@35%");
+
+    const ConfigRow& full = alpha.rows[0];
+    EXPECT_EQ(accuracy_cell(full.by_length.at(4096)), "66.7 % [20.8\u201393.9] (3)");
+    EXPECT_EQ(accuracy_cell(full.by_length.at(8192)), "100.0 % [20.7\u2013100.0] (1)");
+    EXPECT_EQ(accuracy_cell(full.all), "75.0 % [30.1\u201395.4] (4)");
+    const ConfigRow& sekv = alpha.rows[1];
+    // The duplicate counted once, with the last line's score.
+    EXPECT_EQ(accuracy_cell(sekv.by_length.at(4096)), "100.0 % [43.8\u2013100.0] (3)");
+    EXPECT_EQ(accuracy_cell(sekv.by_length.at(8192)), "0.0 % [0.0\u201379.3] (1)");
+    ASSERT_TRUE(sekv.mean_fast_tier);
+    EXPECT_NEAR(*sekv.mean_fast_tier, 0.27, 1e-12);
+    EXPECT_EQ(sekv.over_budget, 1);
+    EXPECT_EQ(sekv.by_cell.at({4096, 100}).n, 1);
+    EXPECT_DOUBLE_EQ(sekv.by_cell.at({4096, 100}).mean, 1.0);
+
+    EXPECT_EQ(accuracy_cell(report.tasks[1].rows[0].all), "75.0 % [46.7\u2013100.0] (3)");
+
+    ASSERT_EQ(report.fidelity.size(), 1u); // full has none
+    EXPECT_EQ(report.fidelity[0].config, kSekv35);
+    EXPECT_EQ(report.fidelity[0].n, 4);
+    EXPECT_DOUBLE_EQ(*report.fidelity[0].kl, 0.002);
+}
+
+TEST(ReportData, MalformedLinesNameFileAndLine) {
+    const std::string good = result("t", "full", 1.0, 4096, 0.5, 0, 1);
+    EXPECT_EQ(load_error(good + good), "");
+    std::string e = load_error(good + "\n" + "{\"task\": \"t\", \"policy\": \n");
+    EXPECT_EQ(e.rfind("bad.jsonl:3: not valid JSON", 0), 0u) << e;
+    e = load_error(good + R"({"task":"t","policy":"full","budget":1})" + "\n");
+    EXPECT_EQ(e.rfind("bad.jsonl:2: result line without \"haystack\"", 0), 0u) << e;
+    e = load_error(result("t", "full", 1.0, 4096, 0.5, 0, 1.5));
+    EXPECT_EQ(e, "bad.jsonl:1: \"score\" 1.5 is outside [0, 1]");
+    e = load_error(good + "[1, 2]\n");
+    EXPECT_EQ(e, "bad.jsonl:2: not a JSON object");
+    e = load_error(good + R"({"started":"x"})" + "\n");
+    EXPECT_EQ(e.rfind("bad.jsonl:2: neither a result", 0), 0u) << e;
+    e = load_error(result("t", "sekv", 0.35, 4096, 0.5, 0, 1, R"(,"within_budget":"yes")"));
+    EXPECT_EQ(e, "bad.jsonl:1: \"within_budget\" is not true or false");
+    e = load_error(R"({"command":"spanscope-cli eval"})"
+                   "\n");
+    EXPECT_EQ(e, "no result rows in the input");
+}
+
+TEST(ReportData, ConfigurationsAreOrderedFullThenBudgetThenPolicy) {
+    std::vector<Config> cs = {{"streaming", 0.2},      {"zeta", 0.35},   {"h2o", 0.35},
+                              {"sekv", 0.2},           {"snapkv", 0.35}, {"full", 1.0},
+                              {"chunk_summary", 0.35}, {"sekv", 0.35}};
+    std::sort(cs.begin(), cs.end(), config_before);
+    std::vector<std::string> labels;
+    for (const auto& c : cs)
+        labels.push_back(c.label());
+    EXPECT_EQ(labels,
+              (std::vector<std::string>{"full", "sekv@35%", "chunk_summary@35%", "snapkv@35%",
+                                        "h2o@35%", "zeta@35%", "sekv@20%", "streaming@20%"}));
+    EXPECT_EQ((Config{"snapkv", 0.125}).label(), "snapkv@12.5%");
+}
+
+// Two tasks, one sample per (task, configuration), scores as accuracies:
+//           full  sekv@35  snapkv@35  h2o@35 | sekv@20  streaming@20
+//   A       1.0   0.8      0.6        0.4    | 0.5      0.3
+//   B       0.9   0.6      0.2        0.5    | —        0.1
+// Macro at 35 %: full 0.95, sekv 0.70, snapkv 0.40, h2o 0.45 → best baseline h2o,
+// sekv − h2o = +25.0 points, sekv − full = −25.0 points. At 20 % sekv has task A only: the
+// differences are over A: sekv − streaming = 0.5 − 0.3 = +20.0, sekv − full = 0.5 − 1.0 = −50.0.
+TEST(ReportData, SummaryMacroAverageAndSekvAgainstBestBaseline) {
+    std::string s;
+    auto add = [&](const std::string& task, const std::string& policy, double budget, double v) {
+        s += result(task, policy, budget, 4096, 0.5, 0, v, fast(budget));
+    };
+    add("A", "full", 1.0, 1.0), add("A", "sekv", 0.35, 0.8), add("A", "snapkv", 0.35, 0.6);
+    add("A", "h2o", 0.35, 0.4), add("A", "sekv", 0.2, 0.5), add("A", "streaming", 0.2, 0.3);
+    add("B", "full", 1.0, 0.9), add("B", "sekv", 0.35, 0.6), add("B", "snapkv", 0.35, 0.2);
+    add("B", "h2o", 0.35, 0.5), add("B", "streaming", 0.2, 0.1);
+    const Report report = aggregate(load_text(s));
+    ASSERT_EQ(report.budgets.size(), 2u);
+
+    const BudgetSummary& b35 = report.budgets[0];
+    EXPECT_DOUBLE_EQ(b35.budget, 0.35);
+    ASSERT_EQ(b35.entries.size(), 4u);
+    EXPECT_EQ(b35.entries[0].config, kFull);
+    EXPECT_NEAR(b35.entries[0].macro_accuracy, 0.95, 1e-12);
+    EXPECT_NEAR(b35.entries[1].macro_accuracy, 0.70, 1e-12);
+    EXPECT_NEAR(b35.entries[2].macro_accuracy, 0.40, 1e-12); // snapkv
+    EXPECT_NEAR(b35.entries[3].macro_accuracy, 0.45, 1e-12); // h2o
+    ASSERT_TRUE(b35.sekv_minus_best_baseline);
+    EXPECT_EQ(b35.sekv_minus_best_baseline->other, "h2o@35%");
+    EXPECT_EQ(points(b35.sekv_minus_best_baseline->value), "+25.0 points");
+    ASSERT_TRUE(b35.sekv_minus_full);
+    EXPECT_EQ(points(b35.sekv_minus_full->value), "\u221225.0 points");
+
+    const BudgetSummary& b20 = report.budgets[1];
+    EXPECT_DOUBLE_EQ(b20.budget, 0.2);
+    EXPECT_EQ(b20.sekv_minus_best_baseline->other, "streaming@20%");
+    EXPECT_EQ(b20.sekv_minus_best_baseline->common_tasks, 1);
+    EXPECT_TRUE(b20.sekv_minus_best_baseline->partial); // streaming has B too
+    EXPECT_FALSE(b35.sekv_minus_best_baseline->partial);
+    EXPECT_EQ(points(b20.sekv_minus_best_baseline->value), "+20.0 points");
+    EXPECT_EQ(points(b20.sekv_minus_full->value), "\u221250.0 points");
+
+    // The accuracy-vs-memory points over all tasks: macro averages of x and y.
+    const auto pts = macro_memory_points(report);
+    ASSERT_FALSE(pts.empty());
+    EXPECT_EQ(pts[0].config, kFull);
+    EXPECT_NEAR(pts[0].accuracy, 0.95, 1e-12);
+    EXPECT_NEAR(pts[0].fast_tier, 1.0, 1e-12);
+}
+
+TEST(ReportData, PlotFileNamesAreSanitizedAndDistinct) {
+    EXPECT_EQ(sanitize_file_part("sekv@35%"), "sekv-35");
+    EXPECT_EQ(sanitize_file_part("snapkv@12.5%"), "snapkv-12-5");
+    EXPECT_EQ(sanitize_file_part("niah single/ä"), "niah-single");
+    EXPECT_EQ(sanitize_file_part("%%"), "x");
+    std::string s = result("a b", "full", 1.0, 4096, 0.5, 0, 1) +
+                    result("a/b", "full", 1.0, 4096, 0.5, 0, 1) +
+                    result("all", "full", 1.0, 4096, 0.5, 0, 1);
+    const auto plots = plan_plots(aggregate(load_text(s)));
+    std::set<std::string> names;
+    for (const auto& p : plots)
+        EXPECT_TRUE(names.insert(p.file).second) << p.file;
+    EXPECT_TRUE(names.count("heatmap-a-b-full.png"));
+    EXPECT_TRUE(names.count("heatmap-a-b-full-2.png"));
+    EXPECT_TRUE(names.count("accuracy-vs-memory-all.png"));
+    EXPECT_TRUE(names.count("accuracy-vs-memory-all-2.png")); // the task named "all"
+    EXPECT_EQ(plots.back().file, "accuracy-vs-memory-all.png");
+    EXPECT_TRUE(plots.back().all_tasks);
+}
+
+// ---- The built program ----
+
+namespace {
+
+struct ProgramRun {
+    int status = -1;
+    std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string quote(const std::string& s) {
+    std::string r = "'";
+    for (char c : s)
+        r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return r + "'";
+}
+
+class ReportProgram : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string tmpl = (fs::temp_directory_path() / "spanscope-report-test.XXXXXX").string();
+        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+        dir_ = tmpl;
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    fs::path write(const std::string& name, const std::string& text) {
+        const fs::path p = dir_ / name;
+        std::ofstream(p, std::ios::binary) << text;
+        return p;
+    }
+
+    /// Runs spanscope-report without a display (DISPLAY and WAYLAND_DISPLAY unset).
+    ProgramRun run(const std::vector<std::string>& args) {
+        const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+        std::vector<std::string> words = {"env",           "-u", "DISPLAY", "-u", "WAYLAND_DISPLAY",
+                                          SPANSCOPE_REPORT};
+        words.insert(words.end(), args.begin(), args.end());
+        std::string cmd;
+        for (const auto& w : words)
+            cmd.append(quote(w)).append(" ");
+        cmd.append(">").append(quote(out.string())).append(" 2>").append(quote(err.string()));
+        ProgramRun r;
+        const int rc = std::system(cmd.c_str());
+        r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+        r.out = slurp(out);
+        r.err = slurp(err);
+        return r;
+    }
+
+    fs::path dir_;
+};
+
+/// Lines of text.
+int line_count(const std::string& s) {
+    return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+}
+
+} // namespace
+
+TEST_F(ReportProgram, WritesTheReportAndThePlots) {
+    const fs::path input = write("results.jsonl", sample_jsonl());
+    const fs::path out = dir_ / "out";
+    const ProgramRun r = run({"--out-dir", out.string(), "--title", "Sample run", input.string()});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+
+    const std::string md = slurp(out / "report.md");
+    EXPECT_NE(md.find("# Sample run\n"), std::string::npos);
+    EXPECT_NE(md.find("1 duplicate line was counted once"), std::string::npos);
+    // The per-task tables, rows in order, every cell as worked out above.
+    EXPECT_NE(md.find("| configuration | 4096 | 8192 | all | mean fast tier | over budget |"),
+              std::string::npos)
+        << md;
+    EXPECT_NE(md.find("| full | 66.7 % [20.8\u201393.9] (3) | 100.0 % [20.7\u2013100.0] (1) | "
+                      "75.0 % [30.1\u201395.4] (4) | 100.0 % | 0 |"),
+              std::string::npos)
+        << md;
+    EXPECT_NE(md.find("| sekv@35% | 100.0 % [43.8\u2013100.0] (3) | 0.0 % [0.0\u201379.3] (1) | "
+                      "75.0 % [30.1\u201395.4] (4) | 27.0 % | 1 |"),
+              std::string::npos)
+        << md;
+    EXPECT_LT(md.find("| full | 66.7"), md.find("| sekv@35% | 100.0"));
+    EXPECT_NE(md.find("| full | 75.0 % [46.7\u2013100.0] (3) | 75.0 % [46.7\u2013100.0] (3) |"),
+              std::string::npos);
+    // Summary: full 75 % on both tasks, sekv 75 % on alpha, where full has 75 % too.
+    EXPECT_NE(md.find("### Budget 35 %"), std::string::npos);
+    EXPECT_NE(md.find("| sekv@35% | 75.0 % | 1 | 4 | 27.0 % |"), std::string::npos) << md;
+    EXPECT_NE(md.find("- sekv \u2212 full: **0.0 points** (over the 1 task both have)"),
+              std::string::npos)
+        << md;
+    EXPECT_NE(md.find("- sekv \u2212 best baseline: no other compressed policy at this budget"),
+              std::string::npos);
+    EXPECT_NE(md.find("| sekv@35% | 4 | 0.900 | 0.800 | 0.0020 |"), std::string::npos) << md;
+    EXPECT_NE(md.find("## Commands\n\n- `spanscope-cli eval niah --lengths 4096,8192` (started "
+                      "2026-11-30T17:00:00Z, machine m1, commit abc123, 2 runs)"),
+              std::string::npos)
+        << md;
+
+    const std::vector<std::string> pngs = {
+        "heatmap-alpha-full.png",      "heatmap-alpha-sekv-35.png",
+        "heatmap-beta-full.png",       "accuracy-vs-memory-alpha.png",
+        "accuracy-vs-memory-beta.png", "accuracy-vs-memory-all.png"};
+    for (const auto& name : pngs) {
+        SCOPED_TRACE(name);
+        EXPECT_NE(md.find("- [" + name + "](" + name + "): "), std::string::npos);
+        const QImage img(QString::fromStdString((out / name).string()));
+        ASSERT_FALSE(img.isNull());
+        EXPECT_EQ(img.size(), QSize(900, 600));
+        QSet<QRgb> colours;
+        for (int y = 0; y < img.height(); y += 3)
+            for (int x = 0; x < img.width(); x += 3)
+                colours.insert(img.pixel(x, y));
+        EXPECT_GT(colours.size(), 20); // text, axes, cells or series, not a blank page
+        EXPECT_EQ(img.pixel(2, 2), qRgb(255, 255, 255)); // white background
+    }
+    // Every PNG written is listed, and nothing else.
+    int written = 0;
+    for (const auto& e : fs::directory_iterator(out))
+        written += e.path().extension() == ".png";
+    EXPECT_EQ(written, static_cast<int>(pngs.size()));
+}
+
+TEST_F(ReportProgram, BadInputFailsWithOneLineNamingTheLine) {
+    const std::string good = result("t", "full", 1.0, 4096, 0.5, 0, 1);
+    const fs::path bad = write("bad.jsonl", good + good + "{\"task\": oops}\n");
+    ProgramRun r = run({"--out-dir", (dir_ / "o").string(), bad.string()});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(bad.string() + ":3: not valid JSON"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "o" / "report.md"));
+
+    r = run({"--out-dir", (dir_ / "o").string(), (dir_ / "missing.jsonl").string()});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("cannot open " + (dir_ / "missing.jsonl").string()), std::string::npos);
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+
+    const fs::path meta = write("meta.jsonl", R"({"command":"spanscope-cli eval"})"
+                                              "\n");
+    r = run({"--out-dir", (dir_ / "o").string(), meta.string()});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("no result rows"), std::string::npos) << r.err;
+}
+
+TEST_F(ReportProgram, BadArgumentsExitWithTwo) {
+    const fs::path input = write("results.jsonl", sample_jsonl());
+    ProgramRun r = run({input.string()});
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("--out-dir"), std::string::npos);
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    r = run({"--out-dir", (dir_ / "o").string()});
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    r = run({"--out-dir", (dir_ / "o").string(), "--no-such-option", input.string()});
+    EXPECT_EQ(r.status, 2);
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    r = run({"--help"});
+    EXPECT_EQ(r.status, 0);
+    EXPECT_NE(r.out.find("--out-dir"), std::string::npos);
+}
