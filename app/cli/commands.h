@@ -48,6 +48,27 @@ struct NiahOptions {
     PolicyOptions policy;
 };
 
+struct EvalOptions {
+    std::string model;
+    std::string task;               ///< eval::task_names()
+    std::string haystack = "prose"; ///< prose or noise
+    std::vector<std::string> policies{"full", "sekv"};
+    std::vector<double> budgets{0.35};           ///< fast-tier budgets of the compressed policies
+    std::vector<int64_t> lengths{4096};          ///< context tokens
+    std::vector<int> depths{0, 25, 50, 75, 100}; ///< % of the context, taken in turn
+    int samples = 10;                            ///< per length
+    uint64_t seed = 1;
+    int max_tokens = 0; ///< 0: the task's
+    int threads = 0;
+    std::string qa_set; ///< the qa task's question set
+    std::string out;    ///< JSON lines appended (and resumed from)
+    bool json = false;
+    bool quiet = false;
+    bool allow_over_budget = false;
+    std::string command_line; ///< recorded in --out
+    PolicyOptions policy;     ///< SEKV's settings
+};
+
 struct BenchOptions {
     std::string model;
     std::vector<int> lengths{512, 2048, 8192};
@@ -93,6 +114,7 @@ int run_ask_project(const AskOptions& o);
 int run_ask(const AskOptions& o);
 int run_bench(const BenchOptions& o);
 int run_qa(const QaOptions& o);
+int run_eval(const EvalOptions& o);
 int run_niah(const NiahOptions& o);
 
 /// The QA scoring rule: case-insensitive substring match of any accepted answer in the first

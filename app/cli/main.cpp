@@ -1,5 +1,7 @@
 // spanscope-cli: the headless front end of the Spanscope engine.
 #include "commands.h"
+#include "eval_tasks.h"
+#include "model.h"
 
 #include <CLI/CLI.hpp>
 
@@ -145,6 +147,55 @@ int main(int argc, char** argv) {
     // niah always answers with both policies; the SEKV settings apply to the sekv answers.
     niah_cmd->remove_option(niah_cmd->get_option("--policy"));
 
+    EvalOptions ev;
+    auto* eval_cmd = app.add_subcommand(
+        "eval", "Evaluate memory policies on generated tasks from one shared prefill per sample "
+                "(needles, variable tracking, document QA); JSON lines for spanscope-report");
+    eval_cmd->add_option("task", ev.task, "Task")
+        ->required()
+        ->check(CLI::IsMember(spanscope::eval::task_names()));
+    eval_cmd->add_option("--model", ev.model, "GGUF model file");
+    eval_cmd->add_option("--haystack", ev.haystack, "Haystack of the needle tasks")
+        ->check(CLI::IsMember({"prose", "noise"}))
+        ->capture_default_str();
+    eval_cmd->add_option("--lengths", ev.lengths, "Context lengths in tokens")
+        ->delimiter(',')
+        ->check(CLI::Range(int64_t{256}, int64_t{32000}))
+        ->capture_default_str();
+    eval_cmd->add_option("--depths", ev.depths, "Needle depths, percent of the context")
+        ->delimiter(',')
+        ->check(CLI::Range(0, 100))
+        ->capture_default_str();
+    eval_cmd->add_option("--samples", ev.samples, "Samples per length (depths taken in turn)")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    eval_cmd->add_option("--seed", ev.seed, "Seed of the samples")->capture_default_str();
+    eval_cmd->add_option("--max-tokens", ev.max_tokens, "Most answer tokens (0: the task's)")
+        ->check(CLI::Range(0, 4096));
+    eval_cmd->add_option("--threads", ev.threads, "Worker threads (default: all cores)")
+        ->check(CLI::Range(1, 1024));
+    eval_cmd->add_option("--qa-set", ev.qa_set,
+                         "Question set of the qa task (tests/qa/questions.json)");
+    eval_cmd->add_option("--out", ev.out,
+                         "Append one JSON line per sample and policy (a run resumes from it)");
+    eval_cmd->add_flag("--json", ev.json, "Print the results and a summary as one JSON object");
+    eval_cmd->add_flag("--quiet", ev.quiet, "No progress line per answer on stderr");
+    eval_cmd->add_flag("--allow-over-budget", ev.allow_over_budget,
+                       "Exit 0 even when a compressed answer held more than its budget");
+    add_policy_options(*eval_cmd, ev.policy);
+    eval_cmd->remove_option(eval_cmd->get_option("--policy"));
+    eval_cmd->remove_option(eval_cmd->get_option("--budget"));
+    eval_cmd->add_option("--policy", ev.policies, "Policies, from one prefill per sample")
+        ->delimiter(',')
+        ->check(CLI::IsMember(spanscope::global_policies()))
+        ->capture_default_str();
+    eval_cmd
+        ->add_option("--budget", ev.budgets,
+                     "Fast-tier budgets of the compressed policies (fractions of full)")
+        ->delimiter(',')
+        ->check(CLI::Range(0.01, 1.0))
+        ->capture_default_str();
+
     QaOptions qa;
     auto* qa_cmd =
         app.add_subcommand("qa", "Run and score a question set (tests/qa/questions.json)");
@@ -195,6 +246,11 @@ int main(int argc, char** argv) {
             return run_niah(niah);
         if (*qa_cmd)
             return run_qa(qa);
+        if (*eval_cmd) {
+            for (int i = 0; i < argc; ++i)
+                ev.command_line += (i ? " " : "") + std::string(argv[i]);
+            return run_eval(ev);
+        }
     } catch (const std::exception& e) {
         std::cerr << "spanscope-cli: " << e.what() << "\n";
         return 1;

@@ -1,0 +1,335 @@
+// `spanscope-cli eval TASK`: the evaluation harness (issue 6). For each length and sample, one
+// generated prompt (evaluation/eval_tasks.h) is prefilled once and answered by every policy and
+// budget asked for, from that one prefill (eval_run.h). Each (sample, policy) gives one JSON
+// line — prompt length, answer, expected, score, memory per tier, whether the budget was kept,
+// fidelity to `full`, seconds — appended to --out (a run resumes: samples whose lines are all
+// there are not computed again), and a summary per configuration ends the run.
+// `spanscope-report` turns the lines into tables and plots (docs/results/).
+#include "commands.h"
+
+#include "eval_metrics.h"
+#include "eval_run.h"
+#include "eval_tasks.h"
+#include "model.h"
+#include "prompt.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <thread>
+
+namespace spanscope::cli {
+
+namespace {
+
+std::string result_key(const nlohmann::json& j) {
+    return j.value("task", "") + "|" + j.value("haystack", "") + "|" +
+           std::to_string(j.value("target_length", int64_t{0})) + "|" +
+           std::to_string(j.value("depth", 0.0)) + "|" + std::to_string(j.value("index", 0)) + "|" +
+           std::to_string(j.value("seed", uint64_t{0})) + "|" + j.value("policy", "") + "|" +
+           std::to_string(j.value("budget", 1.0));
+}
+
+std::vector<EvalConfig> configs_of(const EvalOptions& o) {
+    std::vector<EvalConfig> out;
+    for (const auto& p : o.policies)
+        if (p == "full")
+            out.push_back({"full", 1.0});
+    for (const double b : o.budgets)
+        for (const auto& p : o.policies)
+            if (p != "full")
+                out.push_back({p, b});
+    return out;
+}
+
+std::string now_iso() {
+    const std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return buf;
+}
+
+std::string cpu_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0)
+            return line.substr(line.find(':') + 2);
+    return "unknown CPU";
+}
+
+// One policy's answer to one sample, as a result line.
+nlohmann::json answer_line(const eval::EvalSample& s, const EvalConfig& c, const Answer& ans,
+                           double seconds) {
+    nlohmann::json j{{"policy", c.policy},
+                     {"budget", c.budget},
+                     {"answer", ans.text},
+                     {"expected", s.expected},
+                     {"metric", s.metric},
+                     {"score", eval::score(s.metric, ans.text, s.expected)},
+                     {"answer_tokens", ans.tokens.size()},
+                     {"answer_s", seconds}};
+    const auto& m = ans.stats.sekv;
+    if (c.policy == "full") {
+        j["memory"] = nlohmann::json::object();
+        j["fast_tier_fraction"] = 1.0;
+        j["within_budget"] = true;
+    } else {
+        j["memory"] = {{"fast_tier_bytes", m.fast_tier_bytes},
+                       {"host_tier_bytes", m.host_tier_bytes},
+                       {"full_kv_bytes", m.full_kv_bytes}};
+        const double fraction = m.full_kv_bytes > 0 ? static_cast<double>(m.fast_tier_bytes) /
+                                                          static_cast<double>(m.full_kv_bytes)
+                                                    : 1.0;
+        j["fast_tier_fraction"] = fraction;
+        // The budget is checked on what the memory held after the answer, for every sample: a
+        // compressor that silently ran with a full cache fails here (KNOWN-FAILURES 13).
+        j["within_budget"] = c.budget >= 1.0 || fraction <= c.budget + 1e-9;
+        if (c.policy == "sekv")
+            j["expansions"] = ans.stats.expansions;
+        if (m.spans > 0)
+            j["spans"] = m.spans / std::max<int64_t>(1, std::ssize(ans.stats.sekv_layers));
+    }
+    return j;
+}
+
+struct Tally {
+    std::vector<double> scores, fraction, top1, kl, greedy;
+    int over_budget = 0;
+};
+
+} // namespace
+
+int run_eval(const EvalOptions& o) {
+    auto model = open_model(o.model);
+    const auto& info = model->info();
+    const auto& tok = model->tokenizer();
+    const auto corpus = eval::load_corpus(o.qa_set);
+    const auto configs = configs_of(o);
+    if (configs.empty())
+        throw std::invalid_argument("no policy to evaluate");
+    const bool segments = std::any_of(configs.begin(), configs.end(), [](const EvalConfig& c) {
+        return c.policy == "sekv" || c.policy == "chunk_summary";
+    });
+    const PromptStyle style =
+        info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
+    ChunkingOptions co;
+    co.instruction_tuned = info.instruction_tuned;
+    co.max_unit_tokens = INT64_MAX / 4; // one unit: the whole context in one sealed stretch
+
+    // Resume: results already in --out are read back and not computed again.
+    std::map<std::string, nlohmann::json> done;
+    std::ofstream out;
+    if (!o.out.empty()) {
+        std::ifstream in(o.out);
+        std::string line;
+        int64_t no = 0;
+        while (std::getline(in, line)) {
+            ++no;
+            if (line.empty())
+                continue;
+            const auto j = nlohmann::json::parse(line, nullptr, false);
+            if (j.is_discarded())
+                throw std::runtime_error(o.out + ":" + std::to_string(no) +
+                                         ": not a JSON line (fix or remove it to resume)");
+            if (j.contains("policy"))
+                done[result_key(j)] = j;
+        }
+        out.open(o.out, std::ios::app);
+        if (!out)
+            throw std::runtime_error(o.out + ": cannot be written");
+        out << nlohmann::json{{"command", o.command_line},
+                              {"started", now_iso()},
+                              {"machine", cpu_name() + ", " +
+                                              std::to_string(std::thread::hardware_concurrency()) +
+                                              " threads"},
+                              {"threads", o.threads},
+                              {"version", SPANSCOPE_VERSION}}
+                   .dump()
+            << "\n";
+        out.flush();
+    }
+    SessionOptions base;
+    base.threads = o.threads;
+    apply_policy(o.policy, base); // SEKV's knobs (expand rate, α, layers) apply to sekv runs
+
+    std::map<std::string, Tally> tally;
+    nlohmann::json results = nlohmann::json::array();
+    auto record = [&](const nlohmann::json& j) {
+        auto& t = tally[EvalConfig{j["policy"], j["budget"]}.label()];
+        t.scores.push_back(j["score"].get<double>());
+        t.fraction.push_back(j.value("fast_tier_fraction", 1.0));
+        t.over_budget += !j.value("within_budget", true);
+        if (j.contains("fidelity")) {
+            t.top1.push_back(j["fidelity"]["top1_agreement"].get<double>());
+            t.kl.push_back(j["fidelity"]["kl"].get<double>());
+            t.greedy.push_back(j["fidelity"]["greedy_agreement"].get<double>());
+        }
+        if (o.json)
+            results.push_back(j);
+    };
+    for (const int64_t length : o.lengths)
+        for (int i = 0; i < o.samples; ++i) {
+            eval::TaskRequest req;
+            req.task = o.task;
+            req.haystack = o.haystack;
+            req.target_length = length;
+            req.depth = o.depths[static_cast<size_t>(i) % o.depths.size()] / 100.0;
+            req.seed = o.seed;
+            req.index = i;
+            const auto s = eval::make_sample(tok, req, corpus);
+            nlohmann::json head{{"task", s.task},
+                                {"haystack", s.haystack},
+                                {"target_length", length},
+                                {"depth", req.depth},
+                                {"index", i},
+                                {"seed", o.seed},
+                                {"question", s.question},
+                                {"meta", s.meta}};
+            std::vector<nlohmann::json> lines;
+            bool all_done = true;
+            for (const auto& c : configs) {
+                auto probe = head;
+                probe["policy"] = c.policy;
+                probe["budget"] = c.budget;
+                const auto it = done.find(result_key(probe));
+                if (it == done.end()) {
+                    all_done = false;
+                    break;
+                }
+                lines.push_back(it->second);
+            }
+            if (!all_done) {
+                lines.clear();
+                const auto units = build_document_units(tok, "notes.txt", s.context, co);
+                const auto question = question_tokens(tok, info.instruction_tuned, s.question);
+                const int max_tokens = o.max_tokens > 0 ? o.max_tokens : s.max_tokens;
+                int64_t n = 0;
+                for (const auto& u : units)
+                    n += u.n_tokens();
+                base.n_ctx = std::min<int64_t>(
+                    info.n_ctx_train, n + static_cast<int64_t>(question.size()) + max_tokens);
+                const auto shared = prefill_shared(*model, base, units, segments);
+                head["length"] = n;
+                head["prefill_s"] = shared.seconds;
+                SamplingParams greedy;
+                greedy.temperature = 0;
+                std::vector<int32_t> ref_tokens;
+                std::vector<std::vector<float>> ref;
+                // full first: the others' fidelity is measured against its answer.
+                std::vector<EvalConfig> order = configs;
+                std::stable_partition(order.begin(), order.end(),
+                                      [](const EvalConfig& c) { return c.policy == "full"; });
+                const bool has_full = order.front().policy == "full";
+                if (!has_full)
+                    order.insert(order.begin(), EvalConfig{"full", 1.0});
+                for (const auto& c : order) {
+                    const auto t0 = std::chrono::steady_clock::now();
+                    auto session = session_for(*model, config_options(base, c), shared);
+                    const ModelMemory before = session->memory().clone();
+                    std::vector<std::vector<float>> steps; // log-softmax at each answer position
+                    const auto ans = session->answer_after_context(
+                        question, style, max_tokens, greedy, {}, nullptr,
+                        [&](const std::vector<float>& l) { steps.push_back(log_softmax(l)); });
+                    const double secs =
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                            .count();
+                    const size_t positions = std::max<size_t>(1, ref_tokens.size());
+                    if (c.policy == "full") {
+                        ref_tokens = ans.tokens;
+                        steps.resize(
+                            std::min(steps.size(), std::max<size_t>(1, ans.tokens.size())));
+                        ref = std::move(steps);
+                        if (!has_full)
+                            continue; // only the reference for the others' fidelity
+                    }
+                    nlohmann::json j = head;
+                    j.update(answer_line(s, c, ans, secs));
+                    if (c.policy != "full") {
+                        // While the answer follows full's tokens, its own steps are the
+                        // teacher-forced ones; after a divergence they are computed again.
+                        size_t same = 0;
+                        while (same < ans.tokens.size() && same < ref_tokens.size() &&
+                               ans.tokens[same] == ref_tokens[same])
+                            ++same;
+                        if (steps.size() >= positions && same + 1 >= positions)
+                            steps.resize(positions);
+                        else
+                            steps = teacher_forced(*session, before, shared.n_past, question,
+                                                   ref_tokens);
+                        j["fidelity"] = fidelity(ans.tokens, steps, ref_tokens, ref);
+                    }
+                    lines.push_back(j);
+                    if (out) {
+                        out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                            << "\n";
+                        out.flush();
+                    }
+                }
+            }
+            for (const auto& j : lines) {
+                record(j);
+                if (!o.quiet)
+                    std::cerr << j.value("target_length", int64_t{0}) << " #" << i << " depth "
+                              << j.value("depth", 0.0) << " "
+                              << EvalConfig{j["policy"], j["budget"]}.label() << ": "
+                              << j.value("score", 0.0) << " \"" << j.value("answer", std::string())
+                              << "\" (fast tier " << j.value("fast_tier_fraction", 1.0) << ")\n";
+            }
+        }
+
+    nlohmann::json summaries = nlohmann::json::array();
+    int over = 0;
+    for (const auto& c : configs) {
+        const auto& t = tally[c.label()];
+        auto mean = [](const std::vector<double>& v) {
+            double s = 0;
+            for (const double x : v)
+                s += x;
+            return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+        };
+        const auto ci = eval::mean_interval(t.scores);
+        nlohmann::json sj{{"policy", c.policy},
+                          {"budget", c.budget},
+                          {"label", c.label()},
+                          {"task", o.task},
+                          {"accuracy", mean(t.scores)},
+                          {"ci95", {ci.low, ci.high}},
+                          {"samples", t.scores.size()},
+                          {"mean_fast_tier_fraction", mean(t.fraction)},
+                          {"samples_over_budget", t.over_budget}};
+        if (!t.top1.empty())
+            sj["fidelity"] = {{"greedy_agreement", mean(t.greedy)},
+                              {"top1_agreement", mean(t.top1)},
+                              {"kl", mean(t.kl)}};
+        over += t.over_budget;
+        summaries.push_back(sj);
+    }
+    if (o.json) {
+        nlohmann::json j{{"task", o.task}, {"results", results}, {"summaries", summaries}};
+        if (summaries.size() == 1)
+            j["summary"] = summaries[0];
+        std::cout << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    } else {
+        for (const auto& sj : summaries)
+            std::printf("%-22s accuracy %5.1f %% [%5.1f, %5.1f] (n %d)  fast tier %5.1f %%  over "
+                        "budget %d\n",
+                        sj["label"].get<std::string>().c_str(), 100 * sj["accuracy"].get<double>(),
+                        100 * sj["ci95"][0].get<double>(), 100 * sj["ci95"][1].get<double>(),
+                        sj["samples"].get<int>(), 100 * sj["mean_fast_tier_fraction"].get<double>(),
+                        sj["samples_over_budget"].get<int>());
+    }
+    if (over > 0 && !o.allow_over_budget) {
+        std::cerr << "spanscope-cli: " << over
+                  << " compressed answers held more than their budget (see within_budget)\n";
+        return 1;
+    }
+    return 0;
+}
+
+} // namespace spanscope::cli

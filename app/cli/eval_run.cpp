@@ -1,0 +1,136 @@
+#include "eval_run.h"
+
+#include "memory_eviction.h"
+#include "model.h"
+#include "unit_prefill.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace spanscope::cli {
+
+std::string EvalConfig::label() const {
+    if (policy == "full")
+        return policy;
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "@%g%%", std::round(budget * 1000.0) / 10.0);
+    return policy + pct;
+}
+
+SessionOptions config_options(const SessionOptions& base, const EvalConfig& c) {
+    SessionOptions so = base;
+    so.global_policy = c.policy;
+    so.sekv.budget = c.budget;
+    so.eviction.budget = c.budget;
+    return so;
+}
+
+SharedPrefill prefill_shared(const Model& model, const SessionOptions& base,
+                             const std::vector<DocumentUnit>& units, bool surprisal) {
+    SessionOptions so = base;
+    so.global_policy = "h2o"; // records what the eviction rules select by; exact until sealed
+    Session session(model, so);
+    SharedPrefill p;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (const auto& u : units)
+        prefill_unit(
+            session, u, 0, session.n_past(),
+            [&](size_t, const std::vector<float>& r, const std::vector<float>&) {
+                if (surprisal)
+                    p.row_surprisal.insert(p.row_surprisal.end(), r.begin(), r.end());
+            },
+            nullptr, {}, surprisal);
+    p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    p.n_past = session.n_past();
+    p.memory = session.memory().clone();
+    return p;
+}
+
+std::unique_ptr<Session> session_for(const Model& model, const SessionOptions& options,
+                                     const SharedPrefill& p) {
+    auto session = std::make_unique<Session>(model, options);
+    ModelMemory& target = session->memory();
+    EvictionRule rule{};
+    const bool evicts = eviction_rule_from_name(options.global_policy, rule);
+    for (int il = 0; il < target.n_layers(); ++il) {
+        const LayerMemory& src = p.memory.layer(il);
+        LayerMemory& dst = target.layer(il);
+        const auto* recorded = dynamic_cast<const EvictionMemory*>(&src);
+        if (evicts && recorded) {
+            target.replace(il, recorded->with_rule(rule, options.eviction));
+        } else if (src.policy() == dst.policy()) {
+            target.replace(il, src.clone()); // sliding layers, and global layers kept `full`
+        } else {
+            // full, sekv, chunk_summary: the same rows, stored as the policy stores them.
+            std::vector<float> k, v;
+            std::vector<int32_t> pos;
+            const int64_t n = src.read_rows(0, std::numeric_limits<int32_t>::max(), k, v, pos);
+            dst.store(k.data(), v.data(), pos.data(), n);
+        }
+    }
+    session->adopt_memory(p.n_past);
+    if (!target.sealing_layers().empty()) {
+        const bool segments = target.needs_segmentation();
+        session->seal_context(segments ? p.row_surprisal.data() : nullptr, 0, p.n_past);
+    }
+    return session;
+}
+
+std::vector<float> log_softmax(const std::vector<float>& logits) {
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (const float x : logits)
+        sum += std::exp(static_cast<double>(x - mx));
+    const float lse = mx + static_cast<float>(std::log(sum));
+    std::vector<float> out(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i)
+        out[i] = logits[i] - lse;
+    return out;
+}
+
+std::vector<std::vector<float>> teacher_forced(Session& session, const ModelMemory& before,
+                                               int64_t n_past, const std::vector<int32_t>& question,
+                                               const std::vector<int32_t>& tokens) {
+    session.memory() = before.clone();
+    session.adopt_memory(n_past);
+    std::vector<std::vector<float>> out;
+    auto logits = session.prefill(question);
+    out.push_back(log_softmax(logits));
+    for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+        logits = session.decode(tokens[i]);
+        out.push_back(log_softmax(logits));
+    }
+    return out;
+}
+
+nlohmann::json fidelity(const std::vector<int32_t>& tokens,
+                        const std::vector<std::vector<float>>& forced,
+                        const std::vector<int32_t>& ref_tokens,
+                        const std::vector<std::vector<float>>& ref) {
+    const size_t longer = std::max(tokens.size(), ref_tokens.size());
+    size_t same = 0;
+    for (size_t i = 0; i < std::min(tokens.size(), ref_tokens.size()); ++i)
+        same += tokens[i] == ref_tokens[i];
+    const size_t n = std::min(forced.size(), ref.size());
+    size_t top1 = 0;
+    double kl = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const auto& p = ref[i];
+        const auto& q = forced[i];
+        top1 += std::max_element(p.begin(), p.end()) - p.begin() ==
+                std::max_element(q.begin(), q.end()) - q.begin();
+        double d = 0;
+        for (size_t j = 0; j < p.size(); ++j)
+            d += std::exp(static_cast<double>(p[j])) * (static_cast<double>(p[j]) - q[j]);
+        kl += std::max(0.0, d);
+    }
+    return {{"greedy_agreement", longer ? static_cast<double>(same) / longer : 1.0},
+            {"top1_agreement", n ? static_cast<double>(top1) / n : 1.0},
+            {"kl", n ? kl / n : 0.0},
+            {"positions", n}};
+}
+
+} // namespace spanscope::cli

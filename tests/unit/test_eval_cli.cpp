@@ -1,0 +1,149 @@
+// `spanscope-cli eval`, the harness the cache policies are judged by: the small configuration
+// of docs/results/ci-eval.json on the real model (full keeps its recorded score; every policy at
+// a budget covering the context answers exactly as full; every compressed answer kept its
+// budget), and the same contract on a tiny model, which runs everywhere.
+#include "test_support.h"
+#include "tiny_model.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sys/wait.h>
+
+using namespace spanscope;
+
+namespace {
+std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (const char c : s)
+        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+struct EvalRun {
+    int status = -1;
+    nlohmann::json out;
+    std::string err;
+};
+
+EvalRun run_eval(const std::vector<std::string>& args) {
+    const std::string dir = test::temp_dir();
+    std::string cmd = quote(SPANSCOPE_CLI);
+    cmd += " eval";
+    for (const auto& a : args) {
+        cmd += " ";
+        cmd += quote(a);
+    }
+    cmd += " >";
+    cmd += quote(dir + "/out");
+    cmd += " 2>";
+    cmd += quote(dir + "/err");
+    EvalRun r;
+    const int st = std::system(cmd.c_str());
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = nlohmann::json::parse(test::read_file(dir + "/out"), nullptr, false);
+    r.err = test::read_file(dir + "/err");
+    std::filesystem::remove_all(dir);
+    return r;
+}
+
+// Every policy at budget 1.0 gave full's answer with full's next-token distributions; every
+// compressed answer at a smaller budget kept it and held less than full.
+void expect_contract(const nlohmann::json& results) {
+    std::map<std::string, std::string> full_answer;
+    auto sample = [](const nlohmann::json& j) {
+        return std::to_string(j["target_length"].get<int64_t>()) + "#" +
+               std::to_string(j["index"].get<int64_t>());
+    };
+    for (const auto& j : results)
+        if (j["policy"] == "full")
+            full_answer[sample(j)] = j["answer"];
+    int compressed = 0, noop = 0;
+    for (const auto& j : results) {
+        if (j["policy"] == "full")
+            continue;
+        const double budget = j["budget"];
+        EXPECT_TRUE(j["within_budget"].get<bool>()) << j.dump();
+        if (budget >= 1.0) {
+            ++noop;
+            EXPECT_EQ(j["answer"], full_answer.at(sample(j))) << j.dump();
+            EXPECT_EQ(j["fidelity"]["greedy_agreement"].get<double>(), 1.0) << j.dump();
+            EXPECT_EQ(j["fidelity"]["top1_agreement"].get<double>(), 1.0) << j.dump();
+            EXPECT_EQ(j["fidelity"]["kl"].get<double>(), 0.0) << "bit-identical logits";
+            EXPECT_EQ(j["fast_tier_fraction"].get<double>(), 1.0) << j.dump();
+        } else {
+            ++compressed;
+            EXPECT_LE(j["fast_tier_fraction"].get<double>(), budget) << j.dump();
+            EXPECT_GT(j["memory"]["full_kv_bytes"].get<int64_t>(), 0) << j.dump();
+        }
+    }
+    EXPECT_GT(noop, 0);
+    EXPECT_GT(compressed, 0);
+}
+} // namespace
+
+TEST(EvalCli, EveryPolicyOnATinyModelKeepsItsBudgetAndAFullBudgetIsExact) {
+    if (!std::filesystem::exists("/usr/share/common-licenses/GPL-3"))
+        GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
+    const std::string dir = test::temp_dir();
+    test::TinyGemma3Config cfg;
+    cfg.n_ctx = 2048;
+    test::write_tiny_gemma3(dir + "/tiny.gguf", cfg);
+    const auto r = run_eval({"niah", "--model", dir + "/tiny.gguf", "--lengths", "600", "--samples",
+                             "2", "--max-tokens", "4", "--threads", "2", "--policy",
+                             "full,sekv,chunk_summary,snapkv,h2o,streaming", "--budget", "1.0,0.5",
+                             "--json", "--quiet", "--out", dir + "/r.jsonl"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    ASSERT_TRUE(r.out.is_object()) << r.err;
+    ASSERT_EQ(r.out["results"].size(), 2u * 11u);
+    expect_contract(r.out["results"]);
+    ASSERT_EQ(r.out["summaries"].size(), 11u);
+    for (const auto& s : r.out["summaries"])
+        EXPECT_EQ(s["samples"], 2);
+    // Resumed: nothing is computed again, the same results come back from the file.
+    const auto again =
+        run_eval({"niah", "--model", dir + "/tiny.gguf", "--lengths", "600", "--samples", "2",
+                  "--max-tokens", "4", "--threads", "2", "--policy",
+                  "full,sekv,chunk_summary,snapkv,h2o,streaming", "--budget", "1.0,0.5", "--json",
+                  "--quiet", "--out", dir + "/r.jsonl"});
+    ASSERT_EQ(again.status, 0) << again.err;
+    EXPECT_EQ(again.out["summaries"], r.out["summaries"]);
+    const std::string file = test::read_file(dir + "/r.jsonl");
+    EXPECT_EQ(std::count(file.begin(), file.end(), '\n'), 2 + 22)
+        << "two command lines, 22 results";
+    std::filesystem::remove_all(dir);
+}
+
+TEST(EvalCli, BadArgumentsAreRefusedInOneLine) {
+    const auto r = run_eval({"nosuchtask"});
+    EXPECT_EQ(r.status, 2);
+    const auto p = run_eval({"niah", "--policy", "lru"});
+    EXPECT_EQ(p.status, 2);
+    EXPECT_NE(p.err.find("lru"), std::string::npos) << p.err;
+}
+
+// The small configuration recorded in docs/results/ci-eval.json, on the real model.
+TEST(EvalCli, TheRecordedSmallConfigurationOnTheRealModel) {
+    const auto model = test::real_model_path();
+    if (!model)
+        GTEST_SKIP() << "the default model is not installed (run the set-up command)";
+    if (!std::filesystem::exists("/usr/share/common-licenses/GPL-3"))
+        GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
+    std::ifstream in(test::data_dir() + "/../docs/results/ci-eval.json");
+    const auto recorded = nlohmann::json::parse(in);
+    std::vector<std::string> args = recorded["arguments"];
+    args.insert(args.end(), {"--model", *model, "--json", "--quiet"});
+    const auto r = run_eval(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    expect_contract(r.out["results"]);
+    for (const auto& s : r.out["summaries"]) {
+        if (s["policy"] != "full")
+            continue;
+        EXPECT_GE(s["accuracy"].get<double>(), recorded["full_accuracy"].get<double>())
+            << "full scored below its recorded level";
+    }
+}
