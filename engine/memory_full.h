@@ -2,6 +2,7 @@
 #pragma once
 
 #include "memory.h"
+#include "row_store.h"
 
 namespace spanscope {
 
@@ -17,15 +18,14 @@ public:
     int64_t read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
                       std::vector<float>& v, std::vector<int32_t>& pos) const override;
     MemoryStats stats() const override;
-    int64_t n_tokens() const override { return static_cast<int64_t>(pos_.size()); }
+    int64_t n_tokens() const override { return rows_.size(); }
     std::unique_ptr<LayerMemory> clone() const override;
     void clear() override;
 
 private:
     AttentionShape shape_;
     int64_t capacity_;
-    std::vector<float> k_, v_; ///< [n][n_kv_head * head_dim]
-    std::vector<int32_t> pos_;
+    RowStore rows_;
 };
 
 } // namespace spanscope

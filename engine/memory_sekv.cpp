@@ -11,7 +11,8 @@ namespace spanscope {
 
 SekvMemory::SekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
                        const SekvOptions& options)
-    : shape_(shape), capacity_(capacity), rope_base_(rope_base), options_(options) {
+    : shape_(shape), capacity_(capacity), rope_base_(rope_base), options_(options),
+      rows_(static_cast<int64_t>(shape.n_kv_head) * shape.head_dim) {
     if (shape.window > 0)
         throw std::invalid_argument("sekv serves global-attention layers; a sliding-window layer "
                                     "keeps its exact ring buffer");
@@ -30,18 +31,7 @@ void SekvMemory::store(const float* k, const float* v, const int32_t* pos, int64
     if (n_stored_ + n > capacity_)
         throw std::length_error("context full: " + std::to_string(n_stored_ + n) +
                                 " tokens exceed the context size of " + std::to_string(capacity_));
-    const int32_t last = std::max(pos_.empty() ? INT32_MIN : pos_.back(),
-                                  spans_.empty() ? INT32_MIN : spans_.back().end() - 1);
-    for (int64_t i = 0; i < n; ++i)
-        if ((i == 0 && pos[0] <= last) || (i > 0 && pos[i] <= pos[i - 1]))
-            throw std::invalid_argument("positions must increase");
-    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
-    const size_t old = k_.size();
-    k_.insert(k_.end(), k, k + n * row);
-    v_.insert(v_.end(), v, v + n * row);
-    round_through_f16(k_.data() + old, n * row);
-    round_through_f16(v_.data() + old, n * row);
-    pos_.insert(pos_.end(), pos, pos + n);
+    rows_.append(k, v, pos, n, spans_.empty() ? INT32_MIN : spans_.back().end() - 1);
     n_stored_ += n;
 }
 
@@ -52,14 +42,7 @@ int64_t SekvMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vector<fl
             throw std::logic_error("sekv memory: positions " + std::to_string(s.begin) + ".." +
                                    std::to_string(s.end() - 1) +
                                    " are held at two resolutions, not as rows");
-    const auto b = std::lower_bound(pos_.begin(), pos_.end(), pos_begin) - pos_.begin();
-    const auto e = std::lower_bound(pos_.begin(), pos_.end(), pos_end) - pos_.begin();
-    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
-    const int64_t n = std::max<int64_t>(0, e - b);
-    k.assign(k_.begin() + b * row, k_.begin() + (b + n) * row);
-    v.assign(v_.begin() + b * row, v_.begin() + (b + n) * row);
-    pos.assign(pos_.begin() + b, pos_.begin() + b + n);
-    return n;
+    return rows_.read(pos_begin, pos_end, k, v, pos);
 }
 
 std::vector<double> SekvMemory::relevances(const float* qh, int head) const {
@@ -100,8 +83,8 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
     if (n_q < 1)
         return;
     if (spans_.empty()) {
-        attention(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(),
-                  static_cast<int64_t>(pos_.size()), out, pool, /*keys_sorted=*/true);
+        attention(shape_, q, qpos, n_q, rows_.k(), rows_.v(), rows_.positions().data(),
+                  rows_.size(), out, pool, /*keys_sorted=*/true);
         return;
     }
     if (qpos[0] < spans_.back().end())
@@ -169,8 +152,8 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
             }
             for (const int s : used[t])
                 views[static_cast<size_t>(s)].expanded = true;
-            const int64_t m = std::upper_bound(pos_.begin(), pos_.end(), qpos[i]) - pos_.begin();
-            mixed_attention(q + t * d, d, shape_.scale, k_.data() + g * d, v_.data() + g * d, m,
+            const int64_t m = rows_.lower_bound(qpos[i] + 1); // the rows at or before qpos
+            mixed_attention(q + t * d, d, shape_.scale, rows_.k() + g * d, rows_.v() + g * d, m,
                             stride, views, out + t * d);
             if (i == n_q - 1) {
                 // The trace keeps the spans this head attended at full resolution (with
@@ -197,14 +180,15 @@ void SekvMemory::seal(const SealRequest& r) {
         if (ts.begin < 0 || ts.end > r.n || ts.size() < 1)
             throw std::invalid_argument("seal: a span lies outside the sealed context");
         const int32_t p0 = r.pos_begin + static_cast<int32_t>(ts.begin);
-        const auto idx = std::lower_bound(pos_.begin(), pos_.end(), p0) - pos_.begin();
-        if (idx + ts.size() > static_cast<int64_t>(pos_.size()) ||
-            pos_[static_cast<size_t>(idx + ts.size() - 1)] != p0 + ts.size() - 1 ||
-            pos_[static_cast<size_t>(idx)] != p0)
+        const auto& pos = rows_.positions();
+        const int64_t idx = rows_.lower_bound(p0);
+        if (idx + ts.size() > rows_.size() ||
+            pos[static_cast<size_t>(idx + ts.size() - 1)] != p0 + ts.size() - 1 ||
+            pos[static_cast<size_t>(idx)] != p0)
             throw std::logic_error("seal: the rows of positions " + std::to_string(p0) + ".." +
                                    std::to_string(p0 + ts.size() - 1) +
                                    " are not all held at full resolution");
-        spans.push_back(build_span(k_.data() + idx * row, v_.data() + idx * row,
+        spans.push_back(build_span(rows_.k() + idx * row, rows_.v() + idx * row,
                                    r.token_surprisal + ts.begin, ts.size(), shape_.n_kv_head,
                                    shape_.head_dim, p0, rank));
     }
@@ -237,34 +221,16 @@ void SekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {
     for (auto& s : spans)
         move_span(s, delta, rope_base_);
     // Each span's rows must be held at full resolution now; they are dropped.
-    const int64_t row = static_cast<int64_t>(n_kv) * d;
-    std::vector<char> drop(pos_.size(), 0);
+    std::vector<char> keep(static_cast<size_t>(rows_.size()), 1);
     for (const auto& s : spans) {
-        const auto b = std::lower_bound(pos_.begin(), pos_.end(), s.begin) - pos_.begin();
-        const auto e = std::lower_bound(pos_.begin(), pos_.end(), s.end()) - pos_.begin();
+        const int64_t b = rows_.lower_bound(s.begin);
+        const int64_t e = rows_.lower_bound(s.end());
         if (e - b != s.size)
             throw std::invalid_argument("sekv memory: the rows of the span at position " +
                                         std::to_string(s.begin) + " are not all held");
-        std::fill(drop.begin() + b, drop.begin() + e, 1);
+        std::fill(keep.begin() + b, keep.begin() + e, 0);
     }
-    size_t w = 0;
-    for (size_t i = 0; i < pos_.size(); ++i) {
-        if (drop[i])
-            continue;
-        if (w != i) {
-            std::copy_n(k_.begin() + static_cast<int64_t>(i) * row, row,
-                        k_.begin() + static_cast<int64_t>(w) * row);
-            std::copy_n(v_.begin() + static_cast<int64_t>(i) * row, row,
-                        v_.begin() + static_cast<int64_t>(w) * row);
-            pos_[w] = pos_[i];
-        }
-        ++w;
-    }
-    pos_.resize(w);
-    k_.resize(w * static_cast<size_t>(row));
-    v_.resize(w * static_cast<size_t>(row));
-    k_.shrink_to_fit();
-    v_.shrink_to_fit();
+    rows_.compact(keep);
     spans_.insert(spans_.end(), std::make_move_iterator(spans.begin()),
                   std::make_move_iterator(spans.end()));
     std::sort(spans_.begin(), spans_.end(),
@@ -274,16 +240,13 @@ void SekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {
 
 MemoryStats SekvMemory::stats() const {
     MemoryStats s;
-    const int64_t row_bytes =
-        2 * static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim * sizeof(float) +
-        static_cast<int64_t>(sizeof(int32_t));
-    s.rows_resident = static_cast<int64_t>(pos_.size() + spans_.size());
-    s.fast_tier_bytes = static_cast<int64_t>(pos_.size()) * row_bytes;
+    s.rows_resident = rows_.size() + static_cast<int64_t>(spans_.size());
+    s.fast_tier_bytes = rows_.bytes();
     for (const auto& sp : spans_) {
         s.fast_tier_bytes += span_fast_bytes(sp);
         s.host_tier_bytes += span_host_bytes(sp);
     }
-    s.full_kv_bytes = n_stored_ * row_bytes;
+    s.full_kv_bytes = n_stored_ * rows_.row_bytes();
     s.spans = static_cast<int64_t>(spans_.size());
     return s;
 }
@@ -294,9 +257,7 @@ std::unique_ptr<LayerMemory> SekvMemory::clone() const {
 
 void SekvMemory::clear() {
     n_stored_ = 0;
-    k_.clear();
-    v_.clear();
-    pos_.clear();
+    rows_.clear();
     spans_.clear();
     tau_.clear();
     last_zoom_.clear();

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "memory.h"
+#include "row_store.h"
 #include "sekv_spans.h"
 
 #include <memory>
@@ -110,8 +111,7 @@ private:
     double rope_base_;
     SekvOptions options_;
     int64_t n_stored_ = 0;
-    std::vector<float> k_, v_; ///< full-resolution rows [n][n_kv_head * head_dim]
-    std::vector<int32_t> pos_;
+    RowStore rows_;               ///< the rows held at full resolution
     std::vector<SekvSpan> spans_; ///< ascending positions
     std::vector<double> tau_;
     std::vector<ZoomHead> last_zoom_;
