@@ -93,7 +93,8 @@ std::vector<int64_t> select_rows(EvictionRule rule, const EvictionOptions& o, in
 
 EvictionMemory::EvictionMemory(const AttentionShape& shape, int64_t capacity, EvictionRule rule,
                                const EvictionOptions& options)
-    : shape_(shape), capacity_(capacity), rule_(rule), options_(options) {
+    : shape_(shape), capacity_(capacity), rule_(rule), options_(options),
+      rows_(static_cast<int64_t>(shape.n_kv_head) * shape.head_dim) {
     if (shape.window > 0)
         throw std::invalid_argument(std::string(eviction_rule_name(rule)) +
                                     " serves global-attention layers; a sliding-window layer "
@@ -110,41 +111,32 @@ void EvictionMemory::store(const float* k, const float* v, const int32_t* pos, i
     if (n_stored_ + n > capacity_)
         throw std::length_error("context full: " + std::to_string(n_stored_ + n) +
                                 " tokens exceed the context size of " + std::to_string(capacity_));
-    for (int64_t i = 0; i < n; ++i)
-        if ((i == 0 && !pos_.empty() && pos[0] <= pos_.back()) || (i > 0 && pos[i] <= pos[i - 1]))
-            throw std::invalid_argument("positions must increase");
-    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
-    const size_t old = k_.size();
-    k_.insert(k_.end(), k, k + n * row);
-    v_.insert(v_.end(), v, v + n * row);
-    round_through_f16(k_.data() + old, n * row);
-    round_through_f16(v_.data() + old, n * row);
-    pos_.insert(pos_.end(), pos, pos + n);
-    mass_.resize(pos_.size(), 0.0f);
+    rows_.append(k, v, pos, n);
+    mass_.resize(static_cast<size_t>(rows_.size()), 0.0f);
     n_stored_ += n;
 }
 
 int64_t EvictionMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
                                   std::vector<float>& v, std::vector<int32_t>& pos) const {
-    const auto b = std::lower_bound(pos_.begin(), pos_.end(), pos_begin) - pos_.begin();
-    const auto e = std::lower_bound(pos_.begin(), pos_.end(), pos_end) - pos_.begin();
-    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
-    const int64_t n = std::max<int64_t>(0, e - b);
-    k.assign(k_.begin() + b * row, k_.begin() + (b + n) * row);
-    v.assign(v_.begin() + b * row, v_.begin() + (b + n) * row);
-    pos.assign(pos_.begin() + b, pos_.begin() + b + n);
-    return n;
+    return rows_.read(pos_begin, pos_end, k, v, pos);
 }
 
 void EvictionMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
                             ThreadPool& pool) {
-    const int64_t rows = static_cast<int64_t>(pos_.size());
-    std::vector<float> mass(static_cast<size_t>(shape_.n_kv_head * rows), 0.0f);
-    attention(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(), rows, out, pool,
-              /*keys_sorted=*/true, mass.data());
-    for (int g = 0; g < shape_.n_kv_head; ++g)
-        for (int64_t j = 0; j < rows; ++j)
-            mass_[static_cast<size_t>(j)] += mass[static_cast<size_t>(g * rows + j)];
+    const int64_t rows = rows_.size();
+    if (rule_ != EvictionRule::HeavyHitters) {
+        // Only h2o ranks by accumulated attention (one prefill serves every rule when an h2o
+        // memory records it, as the evaluation does).
+        attention(shape_, q, qpos, n_q, rows_.k(), rows_.v(), rows_.positions().data(), rows, out,
+                  pool, /*keys_sorted=*/true);
+    } else {
+        std::vector<float> mass(static_cast<size_t>(shape_.n_kv_head * rows), 0.0f);
+        attention(shape_, q, qpos, n_q, rows_.k(), rows_.v(), rows_.positions().data(), rows, out,
+                  pool, /*keys_sorted=*/true, mass.data());
+        for (int g = 0; g < shape_.n_kv_head; ++g)
+            for (int64_t j = 0; j < rows; ++j)
+                mass_[static_cast<size_t>(j)] += mass[static_cast<size_t>(g * rows + j)];
+    }
     // Keep the last observation_window queries (SnapKV's votes are taken at seal()).
     const int64_t q_row = static_cast<int64_t>(shape_.n_head) * shape_.head_dim;
     const int64_t w = options_.observation_window;
@@ -162,8 +154,8 @@ void EvictionMemory::seal(const SealRequest& r) {
     if (r.n < 1)
         throw std::invalid_argument("seal: an empty context");
     const int32_t p_end = r.pos_begin + static_cast<int32_t>(r.n);
-    const auto b = std::lower_bound(pos_.begin(), pos_.end(), r.pos_begin) - pos_.begin();
-    const auto e = std::lower_bound(pos_.begin(), pos_.end(), p_end) - pos_.begin();
+    const int64_t b = rows_.lower_bound(r.pos_begin);
+    const int64_t e = rows_.lower_bound(p_end);
     if (e - b != r.n)
         throw std::logic_error("seal: rows of positions " + std::to_string(r.pos_begin) + ".." +
                                std::to_string(p_end - 1) + " were evicted before");
@@ -184,57 +176,45 @@ void EvictionMemory::seal(const SealRequest& r) {
                          obs_q_.begin() + static_cast<int64_t>(i + 1) * q_row);
                 qpos.push_back(obs_pos_[i]);
             }
-        const int64_t rows = static_cast<int64_t>(pos_.size());
+        const int64_t rows = rows_.size();
         std::vector<float> votes(static_cast<size_t>(shape_.n_kv_head * rows), 0.0f);
         if (!qpos.empty()) {
             std::vector<float> out(q.size());
             ThreadPool single(1);
-            attention(shape_, q.data(), qpos.data(), std::ssize(qpos), k_.data(), v_.data(),
-                      pos_.data(), rows, out.data(), single, /*keys_sorted=*/true, votes.data());
+            attention(shape_, q.data(), qpos.data(), std::ssize(qpos), rows_.k(), rows_.v(),
+                      rows_.positions().data(), rows, out.data(), single, /*keys_sorted=*/true,
+                      votes.data());
         }
+        // Pooled over the rows before the observation window only (SnapKV's reference slices
+        // the window off first), so that its own strong local attention does not spill onto
+        // its neighbours; the window is kept anyway.
+        const int64_t prefix = std::max<int64_t>(0, r.n - static_cast<int64_t>(qpos.size()));
         std::vector<float> summed(static_cast<size_t>(r.n), 0.0f);
         for (int g = 0; g < shape_.n_kv_head; ++g)
             for (int64_t j = 0; j < r.n; ++j)
                 summed[static_cast<size_t>(j)] += votes[static_cast<size_t>(g * rows + b + j)];
-        score = max_pool(summed.data(), r.n, options_.pool_kernel);
+        score = max_pool(summed.data(), prefix, options_.pool_kernel);
+        score.resize(static_cast<size_t>(r.n), 0.0f);
     }
     const auto kept =
         select_rows(rule_, options_, r.n, keep, score.empty() ? nullptr : score.data());
-    std::vector<char> keep_row(pos_.size(), 1);
+    std::vector<char> keep_row(static_cast<size_t>(rows_.size()), 1);
     std::fill(keep_row.begin() + b, keep_row.begin() + e, 0);
     for (const int64_t i : kept)
         keep_row[static_cast<size_t>(b + i)] = 1;
-    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
+    rows_.compact(keep_row);
     size_t w = 0;
-    for (size_t i = 0; i < pos_.size(); ++i) {
-        if (!keep_row[i])
-            continue;
-        if (w != i) {
-            std::copy_n(k_.begin() + static_cast<int64_t>(i) * row, row,
-                        k_.begin() + static_cast<int64_t>(w) * row);
-            std::copy_n(v_.begin() + static_cast<int64_t>(i) * row, row,
-                        v_.begin() + static_cast<int64_t>(w) * row);
-            pos_[w] = pos_[i];
-            mass_[w] = mass_[i];
-        }
-        ++w;
-    }
-    pos_.resize(w);
+    for (size_t i = 0; i < keep_row.size(); ++i)
+        if (keep_row[i])
+            mass_[w++] = mass_[i];
     mass_.resize(w);
-    k_.resize(w * static_cast<size_t>(row));
-    v_.resize(w * static_cast<size_t>(row));
-    k_.shrink_to_fit();
-    v_.shrink_to_fit();
 }
 
 MemoryStats EvictionMemory::stats() const {
     MemoryStats s;
-    const int64_t row_bytes =
-        2 * static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim * sizeof(float) +
-        static_cast<int64_t>(sizeof(int32_t));
-    s.rows_resident = static_cast<int64_t>(pos_.size());
-    s.fast_tier_bytes = s.rows_resident * row_bytes;
-    s.full_kv_bytes = n_stored_ * row_bytes;
+    s.rows_resident = rows_.size();
+    s.fast_tier_bytes = rows_.bytes();
+    s.full_kv_bytes = n_stored_ * rows_.row_bytes();
     return s;
 }
 
@@ -246,9 +226,7 @@ std::unique_ptr<EvictionMemory> EvictionMemory::with_rule(EvictionRule rule,
                                                           const EvictionOptions& options) const {
     auto m = std::make_unique<EvictionMemory>(shape_, capacity_, rule, options);
     m->n_stored_ = n_stored_;
-    m->k_ = k_;
-    m->v_ = v_;
-    m->pos_ = pos_;
+    m->rows_ = rows_;
     m->mass_ = mass_;
     m->obs_q_ = obs_q_;
     m->obs_pos_ = obs_pos_;
@@ -263,9 +241,7 @@ std::unique_ptr<EvictionMemory> EvictionMemory::with_rule(EvictionRule rule,
 
 void EvictionMemory::clear() {
     n_stored_ = 0;
-    k_.clear();
-    v_.clear();
-    pos_.clear();
+    rows_.clear();
     mass_.clear();
     obs_q_.clear();
     obs_pos_.clear();

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "memory.h"
+#include "row_store.h"
 
 #include <memory>
 #include <string_view>
@@ -73,8 +74,9 @@ public:
     /// The resident rows in [pos_begin, pos_end) (evicted rows are gone).
     int64_t read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
                       std::vector<float>& v, std::vector<int32_t>& pos) const override;
-    /// Exact attention over the resident rows; adds each key's attention probability to its
-    /// accumulated attention and keeps the last observation_window queries (both for seal()).
+    /// Exact attention over the resident rows; keeps the last observation_window queries and
+    /// (rule h2o only) adds each key's attention probability to its accumulated attention, both
+    /// for seal().
     void attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
                 ThreadPool& pool) override;
     MemoryStats stats() const override;
@@ -92,7 +94,7 @@ public:
                                               const EvictionOptions& options) const;
     EvictionRule rule() const { return rule_; }
     /// Positions of the resident rows, ascending.
-    const std::vector<int32_t>& positions() const { return pos_; }
+    const std::vector<int32_t>& positions() const { return rows_.positions(); }
     /// Accumulated attention of each resident row, summed over the KV heads [rows].
     const std::vector<float>& accumulated_attention() const { return mass_; }
 
@@ -102,8 +104,7 @@ private:
     EvictionRule rule_;
     EvictionOptions options_;
     int64_t n_stored_ = 0;
-    std::vector<float> k_, v_; ///< resident rows [rows][n_kv_head * head_dim]
-    std::vector<int32_t> pos_;
+    RowStore rows_;            ///< the resident rows
     std::vector<float> mass_;  ///< accumulated attention [rows], summed over the KV heads
     std::vector<float> obs_q_; ///< the last observation_window queries [m][n_head * head_dim]
     std::vector<int32_t> obs_pos_;

@@ -78,7 +78,10 @@ void move_span(SekvSpan& s, int32_t delta, double rope_base) {
     if (delta == 0)
         return;
     const auto n_kv = s.k.size();
-    const size_t d = n_kv ? s.summary_k.size() / n_kv : 0;
+    if (n_kv == 0)
+        throw std::invalid_argument("move_span: a span without factors (chunk_summary) cannot be "
+                                    "moved: its summary key's rotation would be left behind");
+    const size_t d = s.summary_k.size() / n_kv;
     for (size_t g = 0; g < n_kv; ++g)
         move_key_span(s.k[g], s.summary_k.data() + g * d, delta, rope_base);
     s.begin += delta;

@@ -45,7 +45,8 @@ struct SealInfo {
     Segmentation segmentation;          ///< positions relative to the sealed context's start
     std::vector<float> token_surprisal; ///< [n] nats, each token's own (NaN for the first)
     double alpha = 0;                   ///< the threshold's α actually used
-    bool budget_met = true;
+    bool budget_met = true; ///< SEKV's segmentation fits the budget (the eviction baselines report
+                            ///< theirs through the memory held: within_budget)
 };
 
 struct GenerationStats {

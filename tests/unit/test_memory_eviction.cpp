@@ -83,7 +83,8 @@ TEST(EvictionRules, HeavyHittersTakeTheBestScoredMiddleRowsAndHalfIsRecent) {
     std::vector<float> score(20, 0.0f);
     score[9] = 5;
     score[5] = 4;
-    score[12] = 4; // ties go to the earlier row: 5 before 12
+    score[12] = 4;
+    score[13] = 4; // a tie with 12 for the last place: the earlier row, 12, is kept
     score[14] = 1;
     score[0] = 100; // a sink: kept anyway, not counted among the heavy hitters
     score[18] = 50; // in the recent window: kept anyway
@@ -166,20 +167,23 @@ TEST(EvictionMemory, AfterSealingItAttendsExactlyOverTheKeptRowsWithinTheBudget)
         ThreadPool pool(2);
         m.attend(q.data(), pos.data(), n, out.data(), pool);
         m.seal(SealRequest{nullptr, nullptr, 0, n});
-        const auto& kept = m.positions();
+        const auto kept = m.positions();
         ASSERT_EQ(static_cast<int64_t>(kept.size()), eviction_rows_to_keep(o, n))
             << eviction_rule_name(rule);
         for (int32_t p = 0; p < 4; ++p)
             EXPECT_EQ(kept[static_cast<size_t>(p)], p) << "sinks are never evicted";
         EXPECT_EQ(kept.back(), n - 1) << "the most recent row is never evicted";
+        if (rule == EvictionRule::Streaming) {
+            for (size_t i = 4; i < kept.size(); ++i)
+                EXPECT_EQ(kept[i], n - static_cast<int64_t>(kept.size() - i)) << "the window";
+        }
         const auto s = m.stats();
         EXPECT_LE(s.fast_tier_bytes + 10 * (s.full_kv_bytes / n), 0.3 * s.full_kv_bytes + 1);
-        // A question after the document: the same as full attention over the kept rows.
+        // A question after the document: the same as full attention over the kept rows, taken
+        // from the original keys and values at the kept positions (not from the memory).
         FullMemory ref(kShape, 256);
-        std::vector<float> kk, vv;
-        std::vector<int32_t> pp;
-        const int64_t rows = m.read_rows(0, n, kk, vv, pp);
-        ref.store(kk.data(), vv.data(), pp.data(), rows);
+        for (const int32_t p : kept)
+            ref.store(k.data() + p * kRow, v.data() + p * kRow, &p, 1);
         const auto qk = gaussian(3 * kRow, 14), qv = gaussian(3 * kRow, 15);
         const auto qp = positions(static_cast<int32_t>(n), 3);
         m.store(qk.data(), qv.data(), qp.data(), 3);
@@ -319,4 +323,34 @@ TEST(EvictionMemory, EveryPolicyAtAFullBudgetIsAnExactNoOpOnATinyModel) {
             }
         }
     }
+}
+
+TEST(EvictionMemory, ASecondContextIsSelectedWithinItsOwnRange) {
+    // Two documents sealed one after the other: the second's selection keeps the first's rows
+    // and takes its sinks and window at its own offset.
+    EvictionOptions o;
+    o.budget = 0.5;
+    o.reserve_rows = 0;
+    EvictionMemory m(kShape, 256, EvictionRule::Streaming, o);
+    const auto k = gaussian(100 * kRow, 41), v = gaussian(100 * kRow, 42);
+    const auto pos = positions(0, 100);
+    m.store(k.data(), v.data(), pos.data(), 40);
+    m.seal(SealRequest{nullptr, nullptr, 0, 40});
+    m.store(k.data() + 40 * kRow, v.data() + 40 * kRow, pos.data() + 40, 60);
+    m.seal(SealRequest{nullptr, nullptr, 40, 60});
+    std::vector<int32_t> expected{0, 1, 2, 3};
+    for (int32_t p = 24; p < 40; ++p) // 20 of 40: 4 sinks and 16 recent
+        expected.push_back(p);
+    for (int32_t p = 40; p < 44; ++p) // 30 of 60: the sinks at 40 and 26 recent
+        expected.push_back(p);
+    for (int32_t p = 74; p < 100; ++p)
+        expected.push_back(p);
+    EXPECT_EQ(m.positions(), expected);
+    std::vector<float> kk, vv;
+    std::vector<int32_t> pp;
+    m.read_rows(0, 100, kk, vv, pp);
+    for (size_t i = 0; i < pp.size(); ++i)
+        for (int c = 0; c < kRow; ++c)
+            ASSERT_EQ(kk[i * kRow + c], f16(k[pp[i] * kRow + c])) << "row " << pp[i];
+    EXPECT_THROW(m.seal(SealRequest{nullptr, nullptr, 0, 40}), std::logic_error);
 }
