@@ -7,6 +7,7 @@
 // `spanscope-report` turns the lines into tables and plots (docs/results/).
 #include "commands.h"
 
+#include "eval_fidelity.h"
 #include "eval_metrics.h"
 #include "eval_run.h"
 #include "eval_tasks.h"
@@ -17,6 +18,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -32,7 +34,21 @@ std::string result_key(const nlohmann::json& j) {
            std::to_string(j.value("target_length", int64_t{0})) + "|" +
            std::to_string(j.value("depth", 0.0)) + "|" + std::to_string(j.value("index", 0)) + "|" +
            std::to_string(j.value("seed", uint64_t{0})) + "|" + j.value("policy", "") + "|" +
-           std::to_string(j.value("budget", 1.0));
+           std::to_string(j.value("budget", 1.0)) + "|" + j.value("settings", "");
+}
+
+// What else decides a result: the model file, the answer length and SEKV's settings. A line
+// measured with other settings is never taken for this run's.
+std::string settings_of(const EvalOptions& o, const std::string& model_path) {
+    const auto& p = o.policy;
+    std::string layers;
+    for (const int l : p.layers)
+        layers += (layers.empty() ? "" : ",") + std::to_string(l);
+    return std::filesystem::path(model_path).filename().string() +
+           " max_tokens=" + std::to_string(o.max_tokens) +
+           " expand_rate=" + std::to_string(p.expand_rate) +
+           " expand_rows=" + std::to_string(p.expand_rows) + " alpha=" + std::to_string(p.alpha) +
+           " max_span=" + std::to_string(p.max_span) + " layers=" + layers;
 }
 
 std::vector<EvalConfig> configs_of(const EvalOptions& o) {
@@ -107,6 +123,7 @@ struct Tally {
 
 int run_eval(const EvalOptions& o) {
     auto model = open_model(o.model);
+    const std::string settings = settings_of(o, model->path());
     const auto& info = model->info();
     const auto& tok = model->tokenizer();
     const auto corpus = eval::load_corpus(o.qa_set);
@@ -183,14 +200,10 @@ int run_eval(const EvalOptions& o) {
             req.seed = o.seed;
             req.index = i;
             const auto s = eval::make_sample(tok, req, corpus);
-            nlohmann::json head{{"task", s.task},
-                                {"haystack", s.haystack},
-                                {"target_length", length},
-                                {"depth", req.depth},
-                                {"index", i},
-                                {"seed", o.seed},
-                                {"question", s.question},
-                                {"meta", s.meta}};
+            nlohmann::json head{
+                {"task", s.task},     {"haystack", s.haystack}, {"target_length", length},
+                {"depth", req.depth}, {"settings", settings},   {"index", i},
+                {"seed", o.seed},     {"question", s.question}, {"meta", s.meta}};
             std::vector<nlohmann::json> lines;
             bool all_done = true;
             for (const auto& c : configs) {
@@ -233,9 +246,11 @@ int run_eval(const EvalOptions& o) {
                     auto session = session_for(*model, config_options(base, c), shared);
                     const ModelMemory before = session->memory().clone();
                     std::vector<std::vector<float>> steps; // log-softmax at each answer position
-                    const auto ans = session->answer_after_context(
-                        question, style, max_tokens, greedy, {}, nullptr,
-                        [&](const std::vector<float>& l) { steps.push_back(log_softmax(l)); });
+                    const auto ans =
+                        session->answer_after_context(question, style, max_tokens, greedy, {},
+                                                      nullptr, [&](const std::vector<float>& l) {
+                                                          steps.push_back(eval::log_softmax(l));
+                                                      });
                     const double secs =
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
                             .count();
@@ -262,7 +277,7 @@ int run_eval(const EvalOptions& o) {
                         else
                             steps = teacher_forced(*session, before, shared.n_past, question,
                                                    ref_tokens);
-                        j["fidelity"] = fidelity(ans.tokens, steps, ref_tokens, ref);
+                        j["fidelity"] = eval::fidelity(ans.tokens, steps, ref_tokens, ref);
                     }
                     lines.push_back(j);
                     if (out) {

@@ -1,5 +1,6 @@
 #include "eval_run.h"
 
+#include "eval_fidelity.h"
 #include "memory_eviction.h"
 #include "model.h"
 #include "unit_prefill.h"
@@ -79,18 +80,6 @@ std::unique_ptr<Session> session_for(const Model& model, const SessionOptions& o
     return session;
 }
 
-std::vector<float> log_softmax(const std::vector<float>& logits) {
-    const float mx = *std::max_element(logits.begin(), logits.end());
-    double sum = 0;
-    for (const float x : logits)
-        sum += std::exp(static_cast<double>(x - mx));
-    const float lse = mx + static_cast<float>(std::log(sum));
-    std::vector<float> out(logits.size());
-    for (size_t i = 0; i < logits.size(); ++i)
-        out[i] = logits[i] - lse;
-    return out;
-}
-
 std::vector<std::vector<float>> teacher_forced(Session& session, const ModelMemory& before,
                                                int64_t n_past, const std::vector<int32_t>& question,
                                                const std::vector<int32_t>& tokens) {
@@ -98,39 +87,12 @@ std::vector<std::vector<float>> teacher_forced(Session& session, const ModelMemo
     session.adopt_memory(n_past);
     std::vector<std::vector<float>> out;
     auto logits = session.prefill(question);
-    out.push_back(log_softmax(logits));
+    out.push_back(eval::log_softmax(logits));
     for (size_t i = 0; i + 1 < tokens.size(); ++i) {
         logits = session.decode(tokens[i]);
-        out.push_back(log_softmax(logits));
+        out.push_back(eval::log_softmax(logits));
     }
     return out;
-}
-
-nlohmann::json fidelity(const std::vector<int32_t>& tokens,
-                        const std::vector<std::vector<float>>& forced,
-                        const std::vector<int32_t>& ref_tokens,
-                        const std::vector<std::vector<float>>& ref) {
-    const size_t longer = std::max(tokens.size(), ref_tokens.size());
-    size_t same = 0;
-    for (size_t i = 0; i < std::min(tokens.size(), ref_tokens.size()); ++i)
-        same += tokens[i] == ref_tokens[i];
-    const size_t n = std::min(forced.size(), ref.size());
-    size_t top1 = 0;
-    double kl = 0;
-    for (size_t i = 0; i < n; ++i) {
-        const auto& p = ref[i];
-        const auto& q = forced[i];
-        top1 += std::max_element(p.begin(), p.end()) - p.begin() ==
-                std::max_element(q.begin(), q.end()) - q.begin();
-        double d = 0;
-        for (size_t j = 0; j < p.size(); ++j)
-            d += std::exp(static_cast<double>(p[j])) * (static_cast<double>(p[j]) - q[j]);
-        kl += std::max(0.0, d);
-    }
-    return {{"greedy_agreement", longer ? static_cast<double>(same) / longer : 1.0},
-            {"top1_agreement", n ? static_cast<double>(top1) / n : 1.0},
-            {"kl", n ? kl / n : 0.0},
-            {"positions", n}};
 }
 
 } // namespace spanscope::cli

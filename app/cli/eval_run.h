@@ -49,23 +49,10 @@ SessionOptions config_options(const SessionOptions& base, const EvalConfig& c);
 std::unique_ptr<Session> session_for(const Model& model, const SessionOptions& options,
                                      const SharedPrefill& p);
 
-/// log-softmax of `logits` [n_vocab].
-std::vector<float> log_softmax(const std::vector<float>& logits);
-
 /// log-softmax of the next-token distribution at each answer position when `tokens` are
 /// teacher-forced after `question` from `before` (n_past rows): [max(1, tokens.size())][n_vocab].
 std::vector<std::vector<float>> teacher_forced(Session& session, const ModelMemory& before,
                                                int64_t n_past, const std::vector<int32_t>& question,
                                                const std::vector<int32_t>& tokens);
-
-/// Fidelity of `answer` (its greedy tokens, and `forced`: its log-probabilities with the
-/// reference tokens teacher-forced) to the reference (`ref_tokens`, `ref`):
-/// {"greedy_agreement": share of the reference's positions where the tokens agree (over the
-/// longer of the two answers), "top1_agreement": share of positions whose argmax agrees,
-/// "kl": mean KL(reference ‖ policy) in nats}.
-nlohmann::json fidelity(const std::vector<int32_t>& tokens,
-                        const std::vector<std::vector<float>>& forced,
-                        const std::vector<int32_t>& ref_tokens,
-                        const std::vector<std::vector<float>>& ref);
 
 } // namespace spanscope::cli

@@ -102,6 +102,8 @@ ResultRow parse_result(const LineReader& r) {
     ResultRow row;
     row.task = r.string("task");
     row.haystack = r.string("haystack");
+    if (r.find("settings"))
+        row.settings = r.string("settings");
     const long long length = r.integer("target_length");
     if (length <= 0 || length > 1'000'000'000)
         r.fail("\"target_length\" " + std::to_string(length) + " is not a positive length");
@@ -154,7 +156,7 @@ ResultRow parse_result(const LineReader& r) {
 std::string row_key(const ResultRow& r) {
     // A string of the key fields; '\x1f' cannot occur in the numbers and separates the strings.
     std::string k;
-    for (const std::string* s : {&r.task, &r.haystack, &r.policy}) {
+    for (const std::string* s : {&r.task, &r.haystack, &r.policy, &r.settings}) {
         k += std::to_string(s->size());
         k += ':';
         k += *s;

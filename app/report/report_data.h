@@ -33,6 +33,7 @@ struct Fidelity {
 struct ResultRow {
     std::string task;
     std::string haystack;
+    std::string settings; ///< model and SEKV settings the line was measured with ("" if absent)
     int target_length = 0;
     double depth = 0; ///< in [0, 1]
     long long index = 0;
