@@ -1,0 +1,38 @@
+#!/bin/bash
+# The evaluation of issue 6, resumable: every command appends its JSON lines to a file in
+# docs/results/ and skips the samples already there, so this script can be stopped and run
+# again until everything is measured. Then `spanscope-report` renders report.md and the plots.
+# Usage (from the repository root, after `bash scripts/setup.sh test` built build/):
+#   bash docs/results/run-acceptance.sh [4096|8192|16384|all] [report]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CLI=${CLI:-build/app/cli/spanscope-cli}
+REPORT=${REPORT:-build/app/report/spanscope-report}
+OUT=docs/results/2026-11-30
+mkdir -p "$OUT"
+POLICIES=full,sekv,chunk_summary,snapkv,h2o,streaming
+BUDGETS=0.35,0.2
+DEPTHS=0,10,20,30,40,50,60,70,80,90,100
+COMMON=(--policy "$POLICIES" --budget "$BUDGETS" --depths "$DEPTHS" --threads "${THREADS:-2}" --seed 1 --quiet)
+
+run_length() {
+    local len=$1 needles=$2 others=$3
+    "$CLI" eval niah --haystack prose --lengths "$len" --samples "$needles" "${COMMON[@]}" --out "$OUT/niah-prose.jsonl"
+    "$CLI" eval niah --haystack noise --lengths "$len" --samples "$others" "${COMMON[@]}" --out "$OUT/niah-noise.jsonl"
+    "$CLI" eval vt --haystack prose --lengths "$len" --samples "$others" "${COMMON[@]}" --out "$OUT/vt.jsonl"
+    "$CLI" eval qa --qa-set tests/qa/questions.json --lengths "$len" --samples "$others" "${COMMON[@]}" --out "$OUT/qa.jsonl"
+}
+
+what=${1:-all}
+case "$what" in
+    4096) run_length 4096 50 20 ;;
+    8192) run_length 8192 50 20 ;;
+    16384) run_length 16384 20 10 ;;
+    all) run_length 4096 50 20; run_length 8192 50 20; run_length 16384 20 10 ;;
+    report) ;;
+    *) echo "usage: $0 [4096|8192|16384|all|report]" >&2; exit 2 ;;
+esac
+if [ "$what" = report ] || [ "${2:-}" = report ]; then
+    "$REPORT" --title "Spanscope evaluation: memory policies at equal fast-tier budgets" \
+        --out-dir "$OUT" "$OUT"/*.jsonl
+fi
