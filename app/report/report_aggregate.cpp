@@ -141,44 +141,16 @@ bool config_before(const Config& a, const Config& b) {
            std::make_tuple(policy_rank(b.policy), b.policy);
 }
 
-Interval wilson_interval(int k, int n, double z) {
-    if (n <= 0)
-        return {0, 1};
-    const double nn = n;
-    const double p = k / nn;
-    const double z2 = z * z;
-    const double denom = 1 + z2 / nn;
-    const double centre = (p + z2 / (2 * nn)) / denom;
-    const double half = z / denom * std::sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
-    return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
-}
-
 Accuracy accuracy_of(const std::vector<double>& scores) {
     Accuracy a;
     a.n = static_cast<int>(scores.size());
     if (scores.empty())
         return a;
     a.mean = mean(scores);
-    int k = 0;
-    for (double s : scores) {
+    for (double s : scores)
         if (s != 0 && s != 1)
             a.binary = false;
-        k += s == 1;
-    }
-    if (a.binary) {
-        a.ci = wilson_interval(k, a.n);
-        return a;
-    }
-    if (a.n < 2) {
-        a.ci = {0, 1}; // no spread to estimate from one sample
-        return a;
-    }
-    double ss = 0;
-    for (double s : scores)
-        ss += (s - a.mean) * (s - a.mean);
-    const double sd = std::sqrt(ss / (a.n - 1));
-    const double half = 1.96 * sd / std::sqrt(static_cast<double>(a.n));
-    a.ci = {std::max(0.0, a.mean - half), std::min(1.0, a.mean + half)};
+    a.ci = eval::mean_interval(scores); // Wilson for 0/1 scores, else the normal approximation
     return a;
 }
 

@@ -5,7 +5,10 @@
 // the tests can check every number without drawing anything.
 #pragma once
 
+#include "eval_metrics.h"
+
 #include <istream>
+
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -112,14 +115,8 @@ bool config_before(const Config& a, const Config& b);
 /// The rank of a policy in that order (unknown policies after the known ones).
 int policy_rank(const std::string& policy);
 
-/// A 95 % confidence interval, as fractions.
-struct Interval {
-    double low = 0;
-    double high = 1;
-};
-
-/// Wilson score interval of k successes in n trials (n > 0), z = 1.96 by default.
-Interval wilson_interval(int k, int n, double z = 1.96);
+/// A 95 % confidence interval, as fractions (evaluation/eval_metrics.h computes them).
+using Interval = eval::Interval;
 
 /// Mean score of a set of samples with its 95 % confidence interval.
 struct Accuracy {

@@ -101,13 +101,13 @@ const Config kSekv35{"sekv", 0.35};
 } // namespace
 
 TEST(ReportData, WilsonIntervalMatchesHandComputedValues) {
-    const Interval two_of_three = wilson_interval(2, 3);
+    const Interval two_of_three = spanscope::eval::wilson_interval(2, 3);
     EXPECT_NEAR(two_of_three.low, 0.2077, 1e-4);
     EXPECT_NEAR(two_of_three.high, 0.9385, 1e-4);
-    const Interval zero_of_one = wilson_interval(0, 1);
+    const Interval zero_of_one = spanscope::eval::wilson_interval(0, 1);
     EXPECT_DOUBLE_EQ(zero_of_one.low, 0.0);
     EXPECT_NEAR(zero_of_one.high, 0.7935, 1e-4);
-    EXPECT_DOUBLE_EQ(wilson_interval(3, 3).high, 1.0);
+    EXPECT_DOUBLE_EQ(spanscope::eval::wilson_interval(3, 3).high, 1.0);
     EXPECT_EQ(accuracy_cell(accuracy_of({1, 1, 0})), "66.7 % [20.8\u201393.9] (3)");
 }
 
