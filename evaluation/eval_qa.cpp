@@ -166,12 +166,7 @@ EvalSample make_qa_sample(const TokenCounter& counter, const TaskRequest& r, con
         pad_after = haystack_blocks(counter, corpus, r.haystack, target - total - pad_before.total,
                                     rng, own);
     }
-    EvalSample s;
-    s.task = r.task;
-    s.haystack = r.haystack;
-    s.target_length = r.target_length;
-    s.depth = r.depth;
-    s.index = r.index;
+    EvalSample s = sample_for(r);
     for (const auto& b : pad_before.text)
         s.context += b;
     s.context += head;

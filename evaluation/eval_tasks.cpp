@@ -165,6 +165,16 @@ uint64_t sample_seed(const TaskRequest& r) {
     return h ^ (h >> 31);
 }
 
+EvalSample sample_for(const TaskRequest& r) {
+    EvalSample s;
+    s.task = r.task;
+    s.haystack = r.haystack;
+    s.target_length = r.target_length;
+    s.depth = r.depth;
+    s.index = r.index;
+    return s;
+}
+
 EvalSample make_sample(const Tokenizer& tok, const TaskRequest& r, const Corpus& corpus) {
     validate(r);
     const TokenCounter counter(tok, corpus);
@@ -172,12 +182,7 @@ EvalSample make_sample(const Tokenizer& tok, const TaskRequest& r, const Corpus&
     if (r.task == "qa")
         return make_qa_sample(counter, r, corpus, rng);
 
-    EvalSample s;
-    s.task = r.task;
-    s.haystack = r.haystack;
-    s.target_length = r.target_length;
-    s.depth = r.depth;
-    s.index = r.index;
+    EvalSample s = sample_for(r);
     std::string variant = r.task;
     if (r.task == "niah")
         variant = needle_variants()[static_cast<size_t>(((r.index % 5) + 5) % 5)];

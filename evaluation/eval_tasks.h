@@ -81,4 +81,7 @@ uint64_t sample_seed(const TaskRequest& r);
 /// question set, or none of its documents present).
 EvalSample make_sample(const Tokenizer& tok, const TaskRequest& r, const Corpus& corpus);
 
+/// An empty sample carrying the request's task, haystack, target length, depth and index.
+EvalSample sample_for(const TaskRequest& r);
+
 } // namespace spanscope::eval
