@@ -23,6 +23,7 @@ const std::vector<std::string>& needle_variants() {
 struct Plan {
     std::vector<Needle> needles;
     std::string question;
+    std::string answer_prefix;
     std::vector<std::string> expected;
     int max_tokens = 16;
     nlohmann::json meta = nlohmann::json::object();
@@ -85,10 +86,10 @@ Plan plan_needles(const std::string& variant, double depth, std::mt19937_64& rng
 }
 
 // Variable tracking (RULER §3, their variable_tracking.py): "VAR X0 = VALUE." then
-// "VAR Xi = VAR Xi-1." for i = 1..hops, at increasing depths from `depth`. RULER asks "Which
-// variables are assigned the value VALUE?" and expects every name; a 270M base model cannot
-// list names it has to collect, so we ask for the value of the chain's last variable instead
-// (the same tracking, followed the other way) and expect the number.
+// "VAR Xi = VAR Xi-1." for i = 1..hops, at increasing depths from `depth`, asked as RULER asks
+// it: every variable assigned VALUE, through the chain, with RULER's answer prefix (which gives
+// the count). The prefix ends in "VAR" so that the model lists names in the form the text uses;
+// without it Gemma 3 270M lists numbers. string_match_all gives partial credit per name found.
 Plan plan_variable_tracking(double depth, std::mt19937_64& rng) {
     Plan p;
     const int hops = 2 + static_cast<int>(rng() % 3);
@@ -104,9 +105,14 @@ Plan plan_variable_tracking(double depth, std::mt19937_64& rng) {
         p.needles.push_back({"VAR " + vars[static_cast<size_t>(i)] + " = VAR " +
                                  vars[static_cast<size_t>(i) - 1] + ".",
                              depths[static_cast<size_t>(i)]});
-    p.question = "What is the value of VAR " + vars.back() + "?";
-    p.expected = {value};
-    p.max_tokens = 16;
+    p.question = "Memorize and track the chain(s) of variable assignment hidden in the text "
+                 "above. Find all variables that are assigned the value " +
+                 value + " in the text above.";
+    p.answer_prefix = "According to the chain(s) of variable assignment in the text above, " +
+                      std::to_string(hops + 1) + " variables are assigned the value " + value +
+                      ", they are: VAR";
+    p.expected = vars;
+    p.max_tokens = 48;
     p.meta["hops"] = hops;
     p.meta["variables"] = vars;
     p.meta["values"] = {value};
@@ -192,6 +198,7 @@ EvalSample make_sample(const Tokenizer& tok, const TaskRequest& r, const Corpus&
         place_needles(counter, corpus, r.haystack, r.target_length, p.needles, rng);
     s.context = placed.context;
     s.question = p.question;
+    s.answer_prefix = p.answer_prefix;
     s.expected = p.expected;
     s.metric = "string_match_all";
     s.max_tokens = p.max_tokens;

@@ -14,11 +14,12 @@
 //   niah_multivalue      3 needles, one key               all 3 values    string_match_all   48
 //   niah_multiquery      4 needles, distinct keys         2 asked values  string_match_all   32
 //   niah                 sample `index` is variant index % 5 of the five above (in this order)
-//   vt                   a chain of 2-4 assignments       the value       string_match_all   16
+//   vt                   a chain of 2-4 assignments       every name      string_match_all   48
 //   qa                   a document of tests/qa           its answers     token_f1           32
 //
-// (max: max_tokens, the tokens to generate.) string_match_all gives niah_multivalue and
-// niah_multiquery partial credit.
+// (max: max_tokens, the tokens to generate.) string_match_all gives niah_multivalue,
+// niah_multiquery and vt partial credit. vt asks, as RULER does, for every variable assigned
+// the chain's value, with RULER's answer prefix (EvalSample::answer_prefix).
 #pragma once
 
 #include "eval_corpus.h"
@@ -59,6 +60,9 @@ struct EvalSample {
     int64_t index = 0;
     std::string context;  ///< the document text (haystack with needles), ending in its separator
     std::string question; ///< the question asked after it
+    /// The start of the model's answer, given with the question (RULER's "answer prefix",
+    /// §3); the model continues it and only the continuation is scored. Empty: none.
+    std::string answer_prefix;
     std::vector<std::string> expected; ///< never empty
     std::string metric;                ///< a name eval_metrics.h's score() knows
     int max_tokens = 0;                ///< tokens to generate for the answer

@@ -34,7 +34,8 @@ std::string result_key(const nlohmann::json& j) {
            std::to_string(j.value("target_length", int64_t{0})) + "|" +
            std::to_string(j.value("depth", 0.0)) + "|" + std::to_string(j.value("index", 0)) + "|" +
            std::to_string(j.value("seed", uint64_t{0})) + "|" + j.value("policy", "") + "|" +
-           std::to_string(j.value("budget", 1.0)) + "|" + j.value("settings", "");
+           std::to_string(j.value("budget", 1.0)) + "|" + j.value("settings", "") + "|" +
+           j.value("question", "") + "|" + j.value("answer_prefix", "");
 }
 
 // What else decides a result: the model file, the answer length and SEKV's settings. A line
@@ -204,6 +205,8 @@ int run_eval(const EvalOptions& o) {
                 {"task", s.task},     {"haystack", s.haystack}, {"target_length", length},
                 {"depth", req.depth}, {"settings", settings},   {"index", i},
                 {"seed", o.seed},     {"question", s.question}, {"meta", s.meta}};
+            if (!s.answer_prefix.empty())
+                head["answer_prefix"] = s.answer_prefix;
             std::vector<nlohmann::json> lines;
             bool all_done = true;
             for (const auto& c : configs) {
@@ -220,7 +223,11 @@ int run_eval(const EvalOptions& o) {
             if (!all_done) {
                 lines.clear();
                 const auto units = build_document_units(tok, "notes.txt", s.context, co);
-                const auto question = question_tokens(tok, info.instruction_tuned, s.question);
+                auto question = question_tokens(tok, info.instruction_tuned, s.question);
+                if (!s.answer_prefix.empty()) {
+                    const auto prefix = tok.encode(s.answer_prefix);
+                    question.insert(question.end(), prefix.begin(), prefix.end());
+                }
                 const int max_tokens = o.max_tokens > 0 ? o.max_tokens : s.max_tokens;
                 int64_t n = 0;
                 for (const auto& u : units)

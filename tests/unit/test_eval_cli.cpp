@@ -118,6 +118,43 @@ TEST(EvalCli, EveryPolicyOnATinyModelKeepsItsBudgetAndAFullBudgetIsExact) {
     std::filesystem::remove_all(dir);
 }
 
+// vt gives the model RULER's answer prefix and records it; a result line whose question (or
+// prefix) is not the one the task asks now is not taken for it when a run resumes.
+TEST(EvalCli, AnswerPrefixIsRecordedAndAStaleQuestionIsMeasuredAgain) {
+    if (!std::filesystem::exists("/usr/share/common-licenses/GPL-3"))
+        GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
+    const std::string dir = test::temp_dir();
+    test::TinyGemma3Config cfg;
+    cfg.n_ctx = 2048;
+    test::write_tiny_gemma3(dir + "/tiny.gguf", cfg);
+    const std::vector<std::string> args{
+        "vt",        "--model", dir + "/tiny.gguf", "--lengths", "600",
+        "--samples", "1",       "--max-tokens",     "2",         "--policy",
+        "full",      "--json",  "--quiet",          "--out",     dir + "/r.jsonl"};
+    const auto r = run_eval(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    ASSERT_EQ(r.out["results"].size(), 1u);
+    const auto& line = r.out["results"][0];
+    const std::string prefix = line.value("answer_prefix", std::string());
+    EXPECT_EQ(prefix.rfind("According to the chain(s) of variable assignment", 0), 0u) << prefix;
+    EXPECT_EQ(line["expected"], line["meta"]["variables"]);
+
+    // The same line with another question: the sample is measured again, not resumed.
+    std::string file = test::read_file(dir + "/r.jsonl");
+    const std::string q = line["question"];
+    const auto at = file.find(nlohmann::json(q).dump());
+    ASSERT_NE(at, std::string::npos);
+    file.replace(at, nlohmann::json(q).dump().size(), nlohmann::json("an older question").dump());
+    std::ofstream(dir + "/r.jsonl", std::ios::trunc) << file;
+    const auto again = run_eval(args);
+    ASSERT_EQ(again.status, 0) << again.err;
+    EXPECT_EQ(again.out["results"][0]["question"], q);
+    const std::string after = test::read_file(dir + "/r.jsonl");
+    EXPECT_EQ(std::count(after.begin(), after.end(), '\n'), 2 + 2)
+        << "two command lines, the stale result and the new one";
+    std::filesystem::remove_all(dir);
+}
+
 TEST(EvalCli, BadArgumentsAreRefusedInOneLine) {
     const auto r = run_eval({"nosuchtask"});
     EXPECT_EQ(r.status, 2);

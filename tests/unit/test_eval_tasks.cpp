@@ -282,16 +282,26 @@ TEST_F(EvalTasks, VariableTrackingChainLeadsToTheValue) {
                     value[(*it)[1]] = (*it)[4];
             }
             EXPECT_EQ(in_order, vars); // statements at increasing depths, in chain order
-            const std::regex asked(R"(What is the value of VAR ([A-Z]{5})\?)");
-            std::smatch m;
-            ASSERT_TRUE(std::regex_match(s.question, m, asked));
-            std::string v = m[1];
-            int steps = 0;
-            while (refers.count(v) && steps++ < 10)
-                v = refers[v];
-            ASSERT_TRUE(value.count(v));
-            EXPECT_EQ(steps, hops);
-            EXPECT_EQ(s.expected, std::vector<std::string>{value[v]});
+            // Every name in the chain leads to the value asked for, and every one is expected.
+            ASSERT_EQ(s.meta["values"].size(), 1u);
+            const std::string asked = s.meta["values"][0];
+            EXPECT_NE(s.question.find("assigned the value " + asked + " in the text above"),
+                      std::string::npos);
+            for (size_t i = 0; i < vars.size(); ++i) {
+                std::string v = vars[i];
+                size_t steps = 0;
+                while (refers.count(v) && steps++ < 10)
+                    v = refers[v];
+                ASSERT_TRUE(value.count(v));
+                EXPECT_EQ(value[v], asked);
+                EXPECT_EQ(steps, i); // the i-th name is i hops from the value
+            }
+            EXPECT_EQ(s.expected, vars);
+            EXPECT_EQ(s.answer_prefix, "According to the chain(s) of variable assignment in the "
+                                       "text above, " +
+                                           std::to_string(hops + 1) +
+                                           " variables are assigned the value " + asked +
+                                           ", they are: VAR");
             const double tol =
                 static_cast<double>(largest_block(s)) / static_cast<double>(tokens(s.context));
             EXPECT_NEAR(measured_depth(s, "VAR " + vars[0] + " ="), 0.3, tol + 0.01);
