@@ -11,6 +11,7 @@
 #include "tokenizer.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -55,6 +56,16 @@ struct ModelInfo {
     std::vector<LayerInfo> layers;
 };
 
+/// Tokens that leave a forward pass between layers (CacheBlend's selective recompute, Yao et
+/// al. 2025, "CacheBlend", §4.3: every token runs the layers up to a check layer, then only the
+/// selected ones go on). After layer `after_layer` the model calls keep() and continues with
+/// the ubatch rows it returns (indices into the ubatch, increasing, possibly none); the other
+/// rows neither store nor attend in later layers.
+struct TokenFilter {
+    int after_layer = 0;
+    std::function<std::vector<int64_t>()> keep;
+};
+
 class Model {
 public:
     /// Open and check `path`. Throws GgufError (invalid file), ModelError (unsupported or
@@ -76,12 +87,16 @@ public:
     /// cancel: optional flag checked before each layer's attention and feed-forward and before
     /// each vocabulary slice of the surprisal (throws Cancelled; the layers before have stored
     /// this ubatch's rows, so the caller must discard `memory`).
-    /// Throws std::invalid_argument on an out-of-range token id,
-    /// std::length_error when the memory is full.
+    /// filter: optional, drops rows after a layer (TokenFilter); then logit_rows must be empty
+    /// and surprisal null.
+    /// Throws std::invalid_argument on an out-of-range token id, a bad filter (indices not
+    /// increasing or outside the ubatch, a layer that does not exist, logits or surprisal
+    /// asked with it), std::length_error when the memory is full.
     virtual void forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
                          const std::vector<int64_t>& logit_rows, float* logits, ThreadPool& pool,
                          const SurprisalRequest* surprisal = nullptr,
-                         const std::atomic<bool>* cancel = nullptr) const = 0;
+                         const std::atomic<bool>* cancel = nullptr,
+                         const TokenFilter* filter = nullptr) const = 0;
 
 protected:
     Model() = default;

@@ -33,7 +33,8 @@ public:
     void forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
                  const std::vector<int64_t>& logit_rows, float* logits, ThreadPool& pool,
                  const SurprisalRequest* surprisal = nullptr,
-                 const std::atomic<bool>* cancel = nullptr) const override;
+                 const std::atomic<bool>* cancel = nullptr,
+                 const TokenFilter* filter = nullptr) const override;
 
 private:
     void read_hparams();
@@ -214,8 +215,8 @@ WeightMatrix Gemma3Model::matrix(const std::string& name, int64_t cols, int64_t 
 
 void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
                           const std::vector<int64_t>& logit_rows, float* logits, ThreadPool& pool,
-                          const SurprisalRequest* surprisal,
-                          const std::atomic<bool>* cancel) const {
+                          const SurprisalRequest* surprisal, const std::atomic<bool>* cancel,
+                          const TokenFilter* filter) const {
     const auto& I = info_;
     const int64_t E = I.n_embd, F = I.n_ff;
     const int64_t q_dim = static_cast<int64_t>(I.n_head) * I.head_dim;
@@ -223,6 +224,12 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
     if (memory.n_layers() != I.n_layer)
         throw std::invalid_argument("memory has " + std::to_string(memory.n_layers()) +
                                     " layers, the model " + std::to_string(I.n_layer));
+    if (filter && (filter->after_layer < 0 || filter->after_layer >= I.n_layer ||
+                   !logit_rows.empty() || surprisal || !filter->keep))
+        throw std::invalid_argument("a token filter needs a layer of the model and a keep "
+                                    "function, and no logits or surprisal");
+    // The rows still running (a filter drops some after its layer).
+    std::vector<int32_t> kept_pos(pos, pos + n);
 
     std::vector<float> x(static_cast<size_t>(n * E)), h(x.size()), o(x.size());
     std::vector<float> q(static_cast<size_t>(n * q_dim)), att(q.size());
@@ -238,8 +245,8 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
         for (int64_t i = 0; i < E; ++i)
             x[t * E + i] *= embd_scale;
     }
-    const RopeTable rope_global(pos, n, I.head_dim, I.rope_base_global);
-    const RopeTable rope_local(pos, n, I.head_dim, I.rope_base_local);
+    RopeTable rope_global(pos, n, I.head_dim, I.rope_base_global);
+    RopeTable rope_local(pos, n, I.head_dim, I.rope_base_local);
 
     for (int il = 0; il < I.n_layer; ++il) {
         if (cancel && cancel->load())
@@ -258,8 +265,8 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
         rope_neox(k.data(), rope, n, I.n_head_kv);
 
         LayerMemory& mem = memory.layer(il);
-        mem.store(k.data(), v.data(), pos, n);
-        mem.attend(q.data(), pos, n, att.data(), pool);
+        mem.store(k.data(), v.data(), kept_pos.data(), n);
+        mem.attend(q.data(), kept_pos.data(), n, att.data(), pool);
 
         matmul(L.wo, att.data(), n, o.data(), pool);
         rms_norm(o.data(), L.post_attn_norm, n, E, I.rms_eps);
@@ -275,6 +282,25 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
         matmul(L.w_down, gate.data(), n, o.data(), pool);
         rms_norm(o.data(), L.post_ffn_norm, n, E, I.rms_eps);
         add_inplace(x.data(), o.data(), n * E);
+
+        if (filter && il == filter->after_layer && il + 1 < I.n_layer) {
+            const std::vector<int64_t> keep = filter->keep();
+            for (size_t r = 0; r < keep.size(); ++r)
+                if (keep[r] < 0 || keep[r] >= n || (r > 0 && keep[r] <= keep[r - 1]))
+                    throw std::invalid_argument("token filter: kept rows must be increasing "
+                                                "indices into the ubatch");
+            const auto m = static_cast<int64_t>(keep.size());
+            for (int64_t r = 0; r < m; ++r) {
+                std::copy_n(x.begin() + keep[r] * E, E, x.begin() + r * E);
+                kept_pos[static_cast<size_t>(r)] = kept_pos[static_cast<size_t>(keep[r])];
+            }
+            n = m;
+            if (n == 0)
+                return;
+            kept_pos.resize(static_cast<size_t>(n));
+            rope_global = RopeTable(kept_pos.data(), n, I.head_dim, I.rope_base_global);
+            rope_local = RopeTable(kept_pos.data(), n, I.head_dim, I.rope_base_local);
+        }
     }
 
     if (surprisal) {

@@ -162,22 +162,6 @@ std::vector<std::vector<float>> reference_logits(const std::string& path, const 
     return logits;
 }
 
-std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<int> d(6, vocab - 1);
-    std::vector<int32_t> t{2};
-    while (static_cast<int>(t.size()) < n)
-        t.push_back(d(rng));
-    return t;
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    float m = 0;
-    for (size_t i = 0; i < a.size(); ++i)
-        m = std::max(m, std::abs(a[i] - b[i]));
-    return m;
-}
-
 class TinyGemma3 : public ::testing::Test {
 protected:
     void SetUp() override { dir_ = temp_dir(); }

@@ -23,13 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    float m = 0;
-    for (size_t i = 0; i < a.size(); ++i)
-        m = std::max(m, std::abs(a[i] - b[i]));
-    return m;
-}
-
 // All blobs of a project for one model, in (document order, unit, chunk, kind) order.
 std::vector<std::vector<uint8_t>> all_blobs(Project& p) {
     std::vector<std::vector<uint8_t>> out;

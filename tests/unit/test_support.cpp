@@ -2,6 +2,8 @@
 
 #include "model_locator.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -71,6 +73,22 @@ std::string read_file(const std::string& path) {
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> d(6, vocab - 1);
+    std::vector<int32_t> t{2};
+    while (static_cast<int>(t.size()) < n)
+        t.push_back(d(rng));
+    return t;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    float m = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+        m = std::max(m, std::abs(a[i] - b[i]));
+    return m;
 }
 
 } // namespace spanscope::test

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace spanscope::test {
 
@@ -22,6 +23,11 @@ std::string sample_prose(uint32_t seed, size_t min_bytes);
 LoadedDocument text_document(const std::string& text);
 /// The whole content of a file ("" if it cannot be read).
 std::string read_file(const std::string& path);
+/// n token ids: BOS (2) then ids drawn uniformly from [6, vocab) (past the tiny models'
+/// special pieces), fixed by seed.
+std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed);
+/// max_i |a[i] - b[i]| over the shorter of the two.
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 /// A fresh temporary directory (removed by the OS's /tmp policy; tests remove what they write).
 std::string temp_dir();
 

@@ -1,0 +1,195 @@
+#include "pic_assembly.h"
+
+#include "memory_assembled.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace spanscope {
+
+namespace {
+
+const AssembledMemory& assembled(const ModelMemory& memory, int il) {
+    const auto* m = dynamic_cast<const AssembledMemory*>(&memory.layer(il));
+    if (!m)
+        throw std::logic_error("layer " + std::to_string(il) + " is not an assembled memory");
+    return *m;
+}
+
+// Run `positions` (increasing) of the concatenation through the model in ubatches.
+void run_positions(const Model& model, const std::vector<int32_t>& tokens,
+                   const std::vector<int32_t>& positions, ModelMemory& memory,
+                   const RecomputeOptions& o, ThreadPool& pool, const std::atomic<bool>* cancel,
+                   std::vector<int32_t>* kept) {
+    std::vector<int32_t> tok, pos;
+    for (size_t b = 0; b < positions.size(); b += static_cast<size_t>(o.ubatch)) {
+        const size_t e = std::min(positions.size(), b + static_cast<size_t>(o.ubatch));
+        pos.assign(positions.begin() + static_cast<std::ptrdiff_t>(b),
+                   positions.begin() + static_cast<std::ptrdiff_t>(e));
+        tok.resize(pos.size());
+        for (size_t i = 0; i < pos.size(); ++i)
+            tok[i] = tokens[static_cast<size_t>(pos[i])];
+        const auto n = static_cast<int64_t>(pos.size());
+        if (!kept) {
+            model.forward(tok.data(), pos.data(), n, memory, {}, nullptr, pool, nullptr, cancel);
+            continue;
+        }
+        // CacheBlend: the rows whose values moved most at the check layer go on.
+        TokenFilter filter;
+        filter.after_layer = o.check_layer;
+        filter.keep = [&]() {
+            const auto& dev = assembled(memory, o.check_layer).last_deviation();
+            std::vector<int64_t> order(static_cast<size_t>(n));
+            std::iota(order.begin(), order.end(), 0);
+            const auto m = static_cast<size_t>(
+                std::min<int64_t>(n, static_cast<int64_t>(std::ceil(o.ratio * n - 1e-9))));
+            std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b2) {
+                return dev[static_cast<size_t>(a)] > dev[static_cast<size_t>(b2)];
+            });
+            order.resize(m);
+            std::sort(order.begin(), order.end());
+            for (const auto r : order)
+                kept->push_back(pos[static_cast<size_t>(r)]);
+            return order;
+        };
+        model.forward(tok.data(), pos.data(), n, memory, {}, nullptr, pool, nullptr, cancel,
+                      &filter);
+    }
+}
+
+} // namespace
+
+ModelMemory make_assembled_memory(const ModelInfo& info, int64_t capacity) {
+    std::vector<std::unique_ptr<LayerMemory>> layers;
+    for (const auto& li : info.layers)
+        layers.push_back(std::make_unique<AssembledMemory>(li.attn, capacity));
+    return ModelMemory(std::move(layers));
+}
+
+CachedDocument prefill_document(const Model& model, const std::vector<int32_t>& tokens,
+                                ThreadPool& pool, int64_t ubatch, const std::atomic<bool>* cancel) {
+    if (tokens.empty())
+        throw std::invalid_argument("a document needs at least one token");
+    if (ubatch < 1)
+        throw std::invalid_argument("ubatch must be at least 1");
+    const auto n = static_cast<int64_t>(tokens.size());
+    if (n > model.info().n_ctx_train)
+        throw std::length_error("the document's " + std::to_string(n) +
+                                " tokens exceed the context window of " +
+                                std::to_string(model.info().n_ctx_train));
+    ModelMemory memory = make_assembled_memory(model.info(), n);
+    std::vector<int32_t> pos(tokens.size());
+    std::iota(pos.begin(), pos.end(), 0);
+    for (int64_t b = 0; b < n; b += ubatch) {
+        const int64_t m = std::min(ubatch, n - b);
+        model.forward(tokens.data() + b, pos.data() + b, m, memory, {}, nullptr, pool, nullptr,
+                      cancel);
+    }
+    CachedDocument d;
+    d.tokens = tokens;
+    std::vector<int> layers(static_cast<size_t>(model.info().n_layer));
+    std::iota(layers.begin(), layers.end(), 0);
+    d.rows = export_rows(memory, layers, 0, static_cast<int32_t>(n));
+    return d;
+}
+
+const std::vector<std::string>& recompute_selectors() {
+    static const std::vector<std::string> kSelectors = {"none", "epic", "cacheblend", "full"};
+    return kSelectors;
+}
+
+Assembly assemble_documents(const Model& model, const std::vector<const CachedDocument*>& docs,
+                            const RecomputeOptions& o, ThreadPool& pool, int64_t capacity,
+                            const std::atomic<bool>* cancel) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto& info = model.info();
+    const auto& names = recompute_selectors();
+    if (std::find(names.begin(), names.end(), o.selector) == names.end())
+        throw std::invalid_argument("unknown selector '" + o.selector +
+                                    "' (none, epic, cacheblend, full)");
+    if (o.ubatch < 1)
+        throw std::invalid_argument("ubatch must be at least 1");
+    if (o.selector == "epic" && o.epic_tokens < 0)
+        throw std::invalid_argument("epic: k must not be negative");
+    if (o.selector == "cacheblend" &&
+        (!(o.ratio > 0 && o.ratio <= 1) || o.check_layer < 0 || o.check_layer + 1 >= info.n_layer))
+        throw std::invalid_argument("cacheblend: the ratio must lie in (0, 1] and the check "
+                                    "layer before the model's last layer");
+    if (docs.empty())
+        throw std::invalid_argument("no documents to assemble");
+    Assembly a;
+    for (size_t d = 0; d < docs.size(); ++d) {
+        if (!docs[d] || docs[d]->tokens.empty())
+            throw std::invalid_argument("document " + std::to_string(d + 1) + " has no tokens");
+        const auto n = static_cast<int64_t>(docs[d]->tokens.size());
+        std::vector<char> seen(static_cast<size_t>(info.n_layer), 0);
+        for (const auto& r : docs[d]->rows) {
+            if (r.layer < 0 || r.layer >= info.n_layer || seen[static_cast<size_t>(r.layer)] ||
+                r.pos_begin != 0 || r.n_rows != n)
+                throw std::invalid_argument("document " + std::to_string(d + 1) +
+                                            ": its rows must cover its " + std::to_string(n) +
+                                            " tokens once in every attention layer");
+            seen[static_cast<size_t>(r.layer)] = 1;
+        }
+        if (std::count(seen.begin(), seen.end(), 1) != info.n_layer)
+            throw std::invalid_argument("document " + std::to_string(d + 1) +
+                                        " lacks the rows of some attention layers");
+        a.starts.push_back(a.n_past);
+        a.n_past += n;
+        a.tokens.insert(a.tokens.end(), docs[d]->tokens.begin(), docs[d]->tokens.end());
+    }
+    if (capacity <= 0)
+        capacity = info.n_ctx_train;
+    if (a.n_past > capacity)
+        throw std::length_error("the documents' " + std::to_string(a.n_past) +
+                                " tokens exceed the context of " + std::to_string(capacity));
+
+    // Concatenate: keys re-rotated to their new positions, values as cached.
+    a.memory = make_assembled_memory(info, capacity);
+    for (size_t d = 0; d < docs.size(); ++d)
+        for (const auto& r : docs[d]->rows)
+            import_rows(a.memory, info, r, static_cast<int32_t>(a.starts[d]),
+                        std::max<int64_t>(1, r.n_rows));
+
+    // The recompute set.
+    std::vector<int32_t> forwarded;
+    if (o.selector == "epic") {
+        for (size_t d = 1; d < docs.size(); ++d) {
+            const int64_t n = std::min<int64_t>(o.epic_tokens, std::ssize(docs[d]->tokens));
+            for (int64_t i = 0; i < n; ++i)
+                forwarded.push_back(static_cast<int32_t>(a.starts[d] + i));
+        }
+    } else if (o.selector == "full" || o.selector == "cacheblend") {
+        const int64_t from = o.selector == "full" ? 0 : (docs.size() > 1 ? a.starts[1] : a.n_past);
+        for (int64_t p = from; p < a.n_past; ++p)
+            forwarded.push_back(static_cast<int32_t>(p));
+    }
+    if (o.selector == "cacheblend") {
+        run_positions(model, a.tokens, forwarded, a.memory, o, pool, cancel,
+                      &a.recompute_positions);
+    } else {
+        run_positions(model, a.tokens, forwarded, a.memory, o, pool, cancel, nullptr);
+        a.recompute_positions = forwarded;
+    }
+
+    a.stats.tokens = a.n_past;
+    a.stats.recompute_set = std::ssize(a.recompute_positions);
+    a.stats.tokens_forwarded = std::ssize(forwarded);
+    for (int il = 0; il < info.n_layer; ++il) {
+        auto& kind =
+            info.layers[static_cast<size_t>(il)].sliding() ? a.stats.sliding : a.stats.global;
+        const int64_t re = assembled(a.memory, il).rows_recomputed();
+        ++kind.layers;
+        kind.rows_recomputed += re;
+        kind.rows_reused += a.n_past - re;
+    }
+    a.stats.ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return a;
+}
+
+} // namespace spanscope

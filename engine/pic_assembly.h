@@ -1,0 +1,96 @@
+// Position-independent caching (PIC, DESIGN.md §3.5): documents prefilled on their own (own
+// BOS, positions from 0) are put side by side in any order; keys move to their new positions
+// (re-rotated per layer with that layer's RoPE base, kv_rows.h), values stay; a selector
+// chooses the recompute set U, whose tokens run through the layers again at their true
+// positions and replace the cached rows.
+//
+// Selectors (recompute set U; the first document's rows are exact and never recomputed, the
+// question is always computed afterwards):
+//   none        U = {}
+//   epic        the first k tokens of every document but the first (Hu et al. 2024, "EPIC:
+//               Efficient Position-Independent Context Caching for Serving Large Language
+//               Models", §4, "LegoLink")
+//   cacheblend  every token of documents 2..K runs layers 0..check_layer; per ubatch the share
+//               `ratio` whose value vectors moved most at the check layer goes on through
+//               the other layers (Yao et al. 2025, "CacheBlend", §4.2-4.3)
+//   full        every token from position 0: the reference (equals a cold prefill)
+#pragma once
+
+#include "kv_rows.h"
+#include "memory.h"
+#include "model.h"
+#include "thread_pool.h"
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spanscope {
+
+/// A document prefilled on its own: its tokens (from its BOS) and every attention layer's rows
+/// at document-local positions [0, tokens.size()).
+struct CachedDocument {
+    std::vector<int32_t> tokens;
+    std::vector<LayerRows> rows; ///< one per attention layer, ascending layer
+};
+
+/// Prefill `tokens` (starting with the model's BOS) from position 0 with every layer's rows
+/// kept, in ubatches of `ubatch` tokens. Throws std::invalid_argument for no tokens or
+/// ubatch < 1, std::length_error past the model's context window, Cancelled.
+CachedDocument prefill_document(const Model& model, const std::vector<int32_t>& tokens,
+                                ThreadPool& pool, int64_t ubatch = 512,
+                                const std::atomic<bool>* cancel = nullptr);
+
+/// The selectors, in the order of the table above.
+const std::vector<std::string>& recompute_selectors();
+
+struct RecomputeOptions {
+    std::string selector = "none"; ///< one of recompute_selectors()
+    int epic_tokens = 16;          ///< epic: k, tokens at the start of each later document
+    double ratio = 0.15;           ///< cacheblend: share of each ubatch recomputed, (0, 1]
+    int check_layer = 1;           ///< cacheblend: the layer whose value deviation selects
+    int64_t ubatch = 512;          ///< tokens per forward call of the recompute pass
+};
+
+/// Rows recomputed and reused, summed over the attention layers of one kind.
+struct LayerKindCount {
+    int layers = 0;
+    int64_t rows_recomputed = 0; ///< rows replaced by the recompute pass, over these layers
+    int64_t rows_reused = 0;     ///< rows kept as cached, over these layers
+};
+
+struct AssemblyStats {
+    int64_t tokens = 0;             ///< document tokens in context
+    int64_t recompute_set = 0;      ///< |U|: tokens recomputed through every layer
+    int64_t tokens_forwarded = 0;   ///< tokens that entered the recompute pass (cacheblend: all
+                                    ///< of documents 2..K, most leave at the check layer)
+    LayerKindCount global, sliding; ///< attention layers with and without a window
+    double ms = 0;                  ///< assembling and recomputing, wall time
+};
+
+struct Assembly {
+    ModelMemory memory;                       ///< AssembledMemory per layer, rows [0, n_past)
+    int64_t n_past = 0;                       ///< tokens in context
+    std::vector<int32_t> tokens;              ///< the concatenation, [n_past]
+    std::vector<int64_t> starts;              ///< each document's first position, [K]
+    std::vector<int32_t> recompute_positions; ///< U, increasing (cacheblend: selected at the
+                                              ///< check layer)
+    AssemblyStats stats;
+};
+
+/// Put `docs` side by side in this order at consecutive positions and run the selector's
+/// recompute pass. capacity: rows each layer may hold (n_past plus the question and answer to
+/// come; 0: the model's context window). Throws std::invalid_argument (no documents, a
+/// document without tokens or whose rows do not cover its tokens in every attention layer, an
+/// unknown selector or bad option), ContextOverflow-like std::length_error when the documents
+/// exceed the capacity, Cancelled.
+Assembly assemble_documents(const Model& model, const std::vector<const CachedDocument*>& docs,
+                            const RecomputeOptions& options, ThreadPool& pool, int64_t capacity = 0,
+                            const std::atomic<bool>* cancel = nullptr);
+
+/// Memory for every layer of `model` that keeps every row (AssembledMemory, windows as the
+/// layers have them), capacity rows each.
+ModelMemory make_assembled_memory(const ModelInfo& info, int64_t capacity);
+
+} // namespace spanscope
