@@ -64,22 +64,6 @@ std::vector<EvalConfig> configs_of(const EvalOptions& o) {
     return out;
 }
 
-std::string now_iso() {
-    const std::time_t t = std::time(nullptr);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-    return buf;
-}
-
-std::string cpu_name() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("model name", 0) == 0)
-            return line.substr(line.find(':') + 2);
-    return "unknown CPU";
-}
-
 // One policy's answer to one sample, as a result line.
 nlohmann::json answer_line(const eval::EvalSample& s, const EvalConfig& c, const Answer& ans,
                            double seconds) {
@@ -141,37 +125,7 @@ int run_eval(const EvalOptions& o) {
     co.max_unit_tokens = INT64_MAX / 4; // one unit: the whole context in one sealed stretch
 
     // Resume: results already in --out are read back and not computed again.
-    std::map<std::string, nlohmann::json> done;
-    std::ofstream out;
-    if (!o.out.empty()) {
-        std::ifstream in(o.out);
-        std::string line;
-        int64_t no = 0;
-        while (std::getline(in, line)) {
-            ++no;
-            if (line.empty())
-                continue;
-            const auto j = nlohmann::json::parse(line, nullptr, false);
-            if (j.is_discarded())
-                throw std::runtime_error(o.out + ":" + std::to_string(no) +
-                                         ": not a JSON line (fix or remove it to resume)");
-            if (j.contains("policy"))
-                done[result_key(j)] = j;
-        }
-        out.open(o.out, std::ios::app);
-        if (!out)
-            throw std::runtime_error(o.out + ": cannot be written");
-        out << nlohmann::json{{"command", o.command_line},
-                              {"started", now_iso()},
-                              {"machine", cpu_name() + ", " +
-                                              std::to_string(std::thread::hardware_concurrency()) +
-                                              " threads"},
-                              {"threads", o.threads},
-                              {"version", SPANSCOPE_VERSION}}
-                   .dump()
-            << "\n";
-        out.flush();
-    }
+    ResultLog log(o.out, o.command_line, o.threads, result_key);
     SessionOptions base;
     base.threads = o.threads;
     apply_policy(o.policy, base); // SEKV's knobs (expand rate, α, layers) apply to sekv runs
@@ -213,21 +167,17 @@ int run_eval(const EvalOptions& o) {
                 auto probe = head;
                 probe["policy"] = c.policy;
                 probe["budget"] = c.budget;
-                const auto it = done.find(result_key(probe));
-                if (it == done.end()) {
+                const auto* found = log.find(probe);
+                if (!found) {
                     all_done = false;
                     break;
                 }
-                lines.push_back(it->second);
+                lines.push_back(*found);
             }
             if (!all_done) {
                 lines.clear();
                 const auto units = build_document_units(tok, "notes.txt", s.context, co);
-                auto question = question_tokens(tok, info.instruction_tuned, s.question);
-                if (!s.answer_prefix.empty()) {
-                    const auto prefix = tok.encode(s.answer_prefix);
-                    question.insert(question.end(), prefix.begin(), prefix.end());
-                }
+                const auto question = sample_question(tok, info.instruction_tuned, s);
                 const int max_tokens = o.max_tokens > 0 ? o.max_tokens : s.max_tokens;
                 int64_t n = 0;
                 for (const auto& u : units)
@@ -261,7 +211,6 @@ int run_eval(const EvalOptions& o) {
                     const double secs =
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
                             .count();
-                    const size_t positions = std::max<size_t>(1, ref_tokens.size());
                     if (c.policy == "full") {
                         ref_tokens = ans.tokens;
                         steps.resize(
@@ -273,25 +222,12 @@ int run_eval(const EvalOptions& o) {
                     nlohmann::json j = head;
                     j.update(answer_line(s, c, ans, secs));
                     if (c.policy != "full") {
-                        // While the answer follows full's tokens, its own steps are the
-                        // teacher-forced ones; after a divergence they are computed again.
-                        size_t same = 0;
-                        while (same < ans.tokens.size() && same < ref_tokens.size() &&
-                               ans.tokens[same] == ref_tokens[same])
-                            ++same;
-                        if (steps.size() >= positions && same + 1 >= positions)
-                            steps.resize(positions);
-                        else
-                            steps = teacher_forced(*session, before, shared.n_past, question,
-                                                   ref_tokens);
+                        steps = fidelity_steps(*session, before, shared.n_past, question,
+                                               ans.tokens, std::move(steps), ref_tokens);
                         j["fidelity"] = eval::fidelity(ans.tokens, steps, ref_tokens, ref);
                     }
                     lines.push_back(j);
-                    if (out) {
-                        out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                            << "\n";
-                        out.flush();
-                    }
+                    log.append(j);
                 }
             }
             for (const auto& j : lines) {

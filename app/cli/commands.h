@@ -106,6 +106,27 @@ struct ProjectOptions {
     bool json = false;
 };
 
+/// `pic-eval TASK`: position-independent caching measured (issue 7, cmd_pic_eval.cpp).
+struct PicEvalOptions {
+    std::string model;
+    std::string task;                            ///< eval::task_names() except vt
+    std::vector<int> documents{2, 4, 8};         ///< documents the context is cut into
+    std::vector<int64_t> lengths{4096};          ///< context tokens (all documents)
+    std::vector<int> depths{0, 25, 50, 75, 100}; ///< % of the context, taken in turn
+    int samples = 10;                            ///< per length and document count
+    uint64_t seed = 1;
+    std::vector<std::string> selectors{"none", "epic", "cacheblend"};
+    std::vector<double> ratios{0.05, 0.1, 0.2, 0.4}; ///< recompute ratios (epic, cacheblend)
+    int check_layer = 1;                             ///< cacheblend's check layer
+    int max_tokens = 0;                              ///< 0: the task's
+    int threads = 0;
+    std::string qa_set;
+    std::string out;
+    bool json = false;
+    bool quiet = false;
+    std::string command_line;
+};
+
 int run_info(const InfoOptions& o);
 int run_ingest(const IngestOptions& o);
 int run_project(const ProjectOptions& o);
@@ -116,6 +137,7 @@ int run_bench(const BenchOptions& o);
 int run_qa(const QaOptions& o);
 int run_eval(const EvalOptions& o);
 int run_niah(const NiahOptions& o);
+int run_pic_eval(const PicEvalOptions& o);
 
 /// The QA scoring rule: case-insensitive substring match of any accepted answer in the first
 /// line of `answer`, cut to 200 characters.

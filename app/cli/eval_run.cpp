@@ -3,13 +3,16 @@
 #include "eval_fidelity.h"
 #include "memory_eviction.h"
 #include "model.h"
+#include "prompt.h"
 #include "unit_prefill.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <limits>
+#include <thread>
 
 namespace spanscope::cli {
 
@@ -93,6 +96,94 @@ std::vector<std::vector<float>> teacher_forced(Session& session, const ModelMemo
         out.push_back(eval::log_softmax(logits));
     }
     return out;
+}
+
+std::vector<int32_t> sample_question(const Tokenizer& tok, bool instruction_tuned,
+                                     const eval::EvalSample& s) {
+    auto question = question_tokens(tok, instruction_tuned, s.question);
+    if (!s.answer_prefix.empty()) {
+        const auto prefix = tok.encode(s.answer_prefix);
+        question.insert(question.end(), prefix.begin(), prefix.end());
+    }
+    return question;
+}
+
+std::vector<std::vector<float>> fidelity_steps(Session& session, const ModelMemory& before,
+                                               int64_t n_past, const std::vector<int32_t>& question,
+                                               const std::vector<int32_t>& tokens,
+                                               std::vector<std::vector<float>> steps,
+                                               const std::vector<int32_t>& ref_tokens) {
+    const size_t positions = std::max<size_t>(1, ref_tokens.size());
+    size_t same = 0;
+    while (same < tokens.size() && same < ref_tokens.size() && tokens[same] == ref_tokens[same])
+        ++same;
+    if (steps.size() >= positions && same + 1 >= positions) {
+        steps.resize(positions);
+        return steps;
+    }
+    return teacher_forced(session, before, n_past, question, ref_tokens);
+}
+
+std::string now_iso() {
+    const std::time_t t = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+    return buf;
+}
+
+std::string cpu_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0)
+            return line.substr(line.find(':') + 2);
+    return "unknown CPU";
+}
+
+ResultLog::ResultLog(const std::string& path, const std::string& command_line, int threads,
+                     std::function<std::string(const nlohmann::json&)> key)
+    : key_(std::move(key)) {
+    if (path.empty())
+        return;
+    std::ifstream in(path);
+    std::string line;
+    int64_t no = 0;
+    while (std::getline(in, line)) {
+        ++no;
+        if (line.empty())
+            continue;
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded())
+            throw std::runtime_error(path + ":" + std::to_string(no) +
+                                     ": not a JSON line (fix or remove it to resume)");
+        if (j.contains("policy") || j.contains("selector"))
+            done_[key_(j)] = j;
+    }
+    out_.open(path, std::ios::app);
+    if (!out_)
+        throw std::runtime_error(path + ": cannot be written");
+    out_ << nlohmann::json{{"command", command_line},
+                           {"started", now_iso()},
+                           {"machine", cpu_name() + ", " +
+                                           std::to_string(std::thread::hardware_concurrency()) +
+                                           " threads"},
+                           {"threads", threads},
+                           {"version", SPANSCOPE_VERSION}}
+                .dump()
+         << "\n";
+    out_.flush();
+}
+
+const nlohmann::json* ResultLog::find(const nlohmann::json& probe) const {
+    const auto it = done_.find(key_(probe));
+    return it == done_.end() ? nullptr : &it->second;
+}
+
+void ResultLog::append(const nlohmann::json& line) {
+    if (!out_.is_open())
+        return;
+    out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out_.flush();
 }
 
 } // namespace spanscope::cli

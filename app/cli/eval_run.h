@@ -6,11 +6,15 @@
 #pragma once
 
 #include "chunking.h"
+#include "eval_tasks.h"
 #include "session.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <fstream>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,5 +58,45 @@ std::unique_ptr<Session> session_for(const Model& model, const SessionOptions& o
 std::vector<std::vector<float>> teacher_forced(Session& session, const ModelMemory& before,
                                                int64_t n_past, const std::vector<int32_t>& question,
                                                const std::vector<int32_t>& tokens);
+
+/// The tokens asked after the context: the question in the model's prompt style, then the
+/// sample's answer prefix (eval_tasks.h) when it has one.
+std::vector<int32_t> sample_question(const Tokenizer& tok, bool instruction_tuned,
+                                     const eval::EvalSample& s);
+
+/// The log-probabilities [positions][n_vocab] that fidelity() compares with the reference's:
+/// the answer's own steps while its tokens follow the reference's (then they are the
+/// teacher-forced ones), else computed again with the reference teacher-forced from `before`.
+std::vector<std::vector<float>> fidelity_steps(Session& session, const ModelMemory& before,
+                                               int64_t n_past, const std::vector<int32_t>& question,
+                                               const std::vector<int32_t>& tokens,
+                                               std::vector<std::vector<float>> steps,
+                                               const std::vector<int32_t>& ref_tokens);
+
+/// A JSON-lines result file that an evaluation appends to and resumes from. Each run first
+/// appends a line {"command", "started", "machine", "threads", "version"}; each result is one
+/// line. Results already in the file are found by their key (key(line)).
+class ResultLog {
+public:
+    /// path empty: nothing is read or written. Reads the lines with a "policy" or "selector"
+    /// field. Throws std::runtime_error naming the file and line for a line that is not JSON
+    /// (it must be fixed or removed to resume) or a file that cannot be written.
+    ResultLog(const std::string& path, const std::string& command_line, int threads,
+              std::function<std::string(const nlohmann::json&)> key);
+    /// The result recorded for `probe`'s key, or nullptr.
+    const nlohmann::json* find(const nlohmann::json& probe) const;
+    /// Append one result line (flushed).
+    void append(const nlohmann::json& line);
+
+private:
+    std::function<std::string(const nlohmann::json&)> key_;
+    std::map<std::string, nlohmann::json> done_;
+    std::ofstream out_;
+};
+
+/// The time now, UTC, ISO 8601 ("2026-11-30T20:12:37Z").
+std::string now_iso();
+/// The CPU's model name from /proc/cpuinfo ("unknown CPU" when absent).
+std::string cpu_name();
 
 } // namespace spanscope::cli

@@ -2,6 +2,7 @@
 #include "commands.h"
 #include "eval_tasks.h"
 #include "model.h"
+#include "pic_assembly.h"
 
 #include <CLI/CLI.hpp>
 
@@ -196,6 +197,57 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0.01, 1.0))
         ->capture_default_str();
 
+    PicEvalOptions pe;
+    auto* pic_cmd = app.add_subcommand(
+        "pic-eval", "Measure position-independent caching: the context of each generated sample "
+                    "cut into documents prefilled on their own, assembled with each selector's "
+                    "recompute set, against a full recompute (quality and time to first token)");
+    std::vector<std::string> pic_tasks;
+    for (const auto& t : spanscope::eval::task_names())
+        if (t != "vt")
+            pic_tasks.push_back(t);
+    pic_cmd->add_option("task", pe.task, "Task")->required()->check(CLI::IsMember(pic_tasks));
+    pic_cmd->add_option("--model", pe.model, "GGUF model file");
+    pic_cmd->add_option("--documents", pe.documents, "Documents the context is cut into")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    pic_cmd->add_option("--lengths", pe.lengths, "Context lengths in tokens (all documents)")
+        ->delimiter(',')
+        ->check(CLI::Range(int64_t{256}, int64_t{32000}))
+        ->capture_default_str();
+    pic_cmd->add_option("--depths", pe.depths, "Needle depths, percent of the context")
+        ->delimiter(',')
+        ->check(CLI::Range(0, 100))
+        ->capture_default_str();
+    pic_cmd->add_option("--samples", pe.samples, "Samples per length and document count")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    pic_cmd->add_option("--seed", pe.seed, "Seed of the samples")->capture_default_str();
+    pic_cmd->add_option("--selector", pe.selectors, "Selectors (none, epic, cacheblend, full)")
+        ->delimiter(',')
+        ->check(CLI::IsMember(spanscope::recompute_selectors()))
+        ->capture_default_str();
+    pic_cmd
+        ->add_option("--recompute", pe.ratios,
+                     "Recompute ratios of epic and cacheblend (share of the context's tokens)")
+        ->delimiter(',')
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    pic_cmd->add_option("--check-layer", pe.check_layer, "CacheBlend's check layer")
+        ->check(CLI::Range(0, 1024))
+        ->capture_default_str();
+    pic_cmd->add_option("--max-tokens", pe.max_tokens, "Most answer tokens (0: the task's)")
+        ->check(CLI::Range(0, 4096));
+    pic_cmd->add_option("--threads", pe.threads, "Worker threads (default: all cores)")
+        ->check(CLI::Range(1, 1024));
+    pic_cmd->add_option("--qa-set", pe.qa_set,
+                        "Question set of the qa task (tests/qa/questions.json)");
+    pic_cmd->add_option("--out", pe.out,
+                        "Append one JSON line per sample and selector (a run resumes from it)");
+    pic_cmd->add_flag("--json", pe.json, "Print the results and a summary as one JSON object");
+    pic_cmd->add_flag("--quiet", pe.quiet, "No progress line per answer on stderr");
+
     QaOptions qa;
     auto* qa_cmd =
         app.add_subcommand("qa", "Run and score a question set (tests/qa/questions.json)");
@@ -250,6 +302,11 @@ int main(int argc, char** argv) {
             for (int i = 0; i < argc; ++i)
                 ev.command_line += (i ? " " : "") + std::string(argv[i]);
             return run_eval(ev);
+        }
+        if (*pic_cmd) {
+            for (int i = 0; i < argc; ++i)
+                pe.command_line += (i ? " " : "") + std::string(argv[i]);
+            return run_pic_eval(pe);
         }
     } catch (const std::exception& e) {
         std::cerr << "spanscope-cli: " << e.what() << "\n";

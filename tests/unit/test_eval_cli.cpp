@@ -30,10 +30,11 @@ struct EvalRun {
     std::string err;
 };
 
-EvalRun run_eval(const std::vector<std::string>& args) {
+EvalRun run_eval(const std::vector<std::string>& args, const std::string& command = "eval") {
     const std::string dir = test::temp_dir();
     std::string cmd = quote(SPANSCOPE_CLI);
-    cmd += " eval";
+    cmd += " ";
+    cmd += command;
     for (const auto& a : args) {
         cmd += " ";
         cmd += quote(a);
@@ -84,15 +85,20 @@ void expect_contract(const nlohmann::json& results) {
     EXPECT_GT(noop, 0);
     EXPECT_GT(compressed, 0);
 }
+// A fresh directory holding tiny.gguf, a tiny Gemma 3 with a 2048-token context.
+std::string tiny_model_dir() {
+    const std::string dir = test::temp_dir();
+    test::TinyGemma3Config cfg;
+    cfg.n_ctx = 2048;
+    test::write_tiny_gemma3(dir + "/tiny.gguf", cfg);
+    return dir;
+}
 } // namespace
 
 TEST(EvalCli, EveryPolicyOnATinyModelKeepsItsBudgetAndAFullBudgetIsExact) {
     if (!std::filesystem::exists("/usr/share/common-licenses/GPL-3"))
         GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
-    const std::string dir = test::temp_dir();
-    test::TinyGemma3Config cfg;
-    cfg.n_ctx = 2048;
-    test::write_tiny_gemma3(dir + "/tiny.gguf", cfg);
+    const std::string dir = tiny_model_dir();
     const auto r = run_eval({"niah", "--model", dir + "/tiny.gguf", "--lengths", "600", "--samples",
                              "2", "--max-tokens", "4", "--threads", "2", "--policy",
                              "full,sekv,chunk_summary,snapkv,h2o,streaming", "--budget", "1.0,0.5",
@@ -123,10 +129,7 @@ TEST(EvalCli, EveryPolicyOnATinyModelKeepsItsBudgetAndAFullBudgetIsExact) {
 TEST(EvalCli, AnswerPrefixIsRecordedAndAStaleQuestionIsMeasuredAgain) {
     if (!std::filesystem::exists("/usr/share/common-licenses/GPL-3"))
         GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
-    const std::string dir = test::temp_dir();
-    test::TinyGemma3Config cfg;
-    cfg.n_ctx = 2048;
-    test::write_tiny_gemma3(dir + "/tiny.gguf", cfg);
+    const std::string dir = tiny_model_dir();
     const std::vector<std::string> args{
         "vt",        "--model", dir + "/tiny.gguf", "--lengths", "600",
         "--samples", "1",       "--max-tokens",     "2",         "--policy",
@@ -183,4 +186,72 @@ TEST(EvalCli, TheRecordedSmallConfigurationOnTheRealModel) {
         EXPECT_GE(s["accuracy"].get<double>(), recorded["full_accuracy"].get<double>())
             << "full scored below its recorded level";
     }
+}
+
+// pic-eval on a tiny model: the cold prefill and every selector answer each sample; `full`
+// recompute gives the cold prefill's answer; the recompute sets have the sizes asked for.
+TEST(EvalCli, PicEvalMeasuresEverySelectorAgainstAColdPrefill) {
+    if (!std::filesystem::exists("/usr/share/common-licenses/GPL-3"))
+        GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
+    const std::string dir = tiny_model_dir();
+    const std::vector<std::string> args{"niah_multikey",
+                                        "--model",
+                                        dir + "/tiny.gguf",
+                                        "--lengths",
+                                        "700",
+                                        "--documents",
+                                        "3",
+                                        "--samples",
+                                        "2",
+                                        "--max-tokens",
+                                        "4",
+                                        "--selector",
+                                        "none,epic,cacheblend,full",
+                                        "--recompute",
+                                        "0.1,0.5",
+                                        "--threads",
+                                        "2",
+                                        "--json",
+                                        "--quiet",
+                                        "--out",
+                                        dir + "/p.jsonl"};
+    const auto r = run_eval(args, "pic-eval");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto& out = r.out;
+    const auto& results = out["results"];
+    ASSERT_EQ(results.size(), 2u * 7u) << "cold, none, full and 2 ratios of epic and cacheblend";
+    std::map<int, std::string> cold_answer;
+    for (const auto& j : results)
+        if (j["selector"] == "cold")
+            cold_answer[j["index"].get<int>()] = j["answer"];
+    for (const auto& j : results) {
+        const std::string sel = j["selector"];
+        EXPECT_EQ(j["documents"], 3);
+        if (sel == "cold")
+            continue;
+        const int64_t n = j["length"], u = j["recompute_set"];
+        if (sel == "none") {
+            EXPECT_EQ(u, 0);
+        }
+        if (sel == "full") {
+            EXPECT_EQ(u, n);
+            EXPECT_EQ(j["answer"], cold_answer.at(j["index"].get<int>())) << j.dump();
+            EXPECT_EQ(j["fidelity"]["top1_agreement"].get<double>(), 1.0);
+        }
+        if (sel == "epic") { // k = ceil(ratio · n / 2) at the start of documents 2 and 3
+            EXPECT_LE(u, 2 * static_cast<int64_t>(std::ceil(j["ratio"].get<double>() * n / 2)));
+        }
+        if (sel == "cacheblend") {
+            EXPECT_GT(u, 0);
+            EXPECT_LE(u, j["tokens_forwarded"].get<int64_t>());
+            // The ratio is a share of the whole context, taken from the later documents.
+            EXPECT_NEAR(static_cast<double>(u) / static_cast<double>(n), j["ratio"].get<double>(),
+                        0.02);
+        }
+        EXPECT_GT(j["ttft_ms"].get<double>(), 0.0);
+    }
+    ASSERT_EQ(out["summaries"].size(), 7u);
+    for (const auto& s : out["summaries"])
+        EXPECT_EQ(s["samples"], 2);
+    std::filesystem::remove_all(dir);
 }

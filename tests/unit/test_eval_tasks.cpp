@@ -3,6 +3,7 @@
 // where asked and the answers they expect. Lengths are counted with the tiny test models'
 // tokenizer (about one token per byte), and with the real one where it is installed.
 #include "eval_corpus.h"
+#include "eval_documents.h"
 #include "eval_needles.h"
 #include "eval_qa.h"
 #include "eval_tasks.h"
@@ -427,4 +428,44 @@ TEST_F(EvalTasks, RealTokenizerLengthsAndDepths) {
                     EXPECT_NEAR(d, 0.5, 0.02);
                 }
             }
+}
+
+// Documents for position-independent caching: a sample's context cut at paragraph ends into
+// pieces of about equal length that concatenate back to it; the needle is in one of them.
+TEST_F(EvalTasks, ContextCutIntoDocumentsOfAboutEqualLength) {
+    const auto s = make("niah_multikey", 4096, 0.6, 2);
+    for (const int n : {1, 2, 4, 8}) {
+        SCOPED_TRACE(n);
+        const auto docs = split_into_documents(*tok_, s.context, n);
+        ASSERT_EQ(docs.size(), static_cast<size_t>(n));
+        std::string joined;
+        for (const auto& d : docs) {
+            joined += d;
+            EXPECT_FALSE(d.empty());
+            if (&d != &docs.back()) {
+                EXPECT_TRUE(d.ends_with("\n\n")) << "cut at a paragraph end";
+            }
+        }
+        EXPECT_EQ(joined, s.context);
+        // Each cut is the paragraph end closest to its share, so a document is off its share by
+        // at most the longest paragraph (plus a few tokens of tokenisation at the seams).
+        int64_t longest = 0;
+        for (size_t b = 0; b < s.context.size();) {
+            size_t e = s.context.find("\n\n", b);
+            e = e == std::string::npos ? s.context.size() : e + 2;
+            longest = std::max(longest, tokens(s.context.substr(b, e - b)));
+            b = e;
+        }
+        const double share = static_cast<double>(tokens(s.context)) / n;
+        for (const auto& d : docs)
+            EXPECT_NEAR(static_cast<double>(tokens(d)), share, static_cast<double>(longest) + 8);
+        const int k = document_holding(docs, s.meta["needles"][0].get<std::string>());
+        ASSERT_GE(k, 0);
+        // The first needle sits at depth 0.6 of the context: in the document covering that
+        // share, or (cuts being at paragraph ends) its neighbour.
+        EXPECT_LE(std::abs(k - static_cast<int>(0.6 * n)), 1) << "document " << k;
+    }
+    EXPECT_THROW(split_into_documents(*tok_, "one paragraph only\n\n", 2), std::invalid_argument);
+    EXPECT_THROW(split_into_documents(*tok_, s.context, 0), std::invalid_argument);
+    EXPECT_EQ(document_holding({"a", "b"}, "c"), -1);
 }
