@@ -108,6 +108,10 @@ struct Assembly {
     int64_t spans = 0;
     int sekv_built = 0;
     std::vector<SekvLayerBytes> structure_bytes;
+    // LinearKV: each section's first position, the concatenated token ids, the recompute pass.
+    std::vector<int64_t> starts;
+    std::vector<int32_t> tokens;
+    AssemblyStats pic;
 };
 
 // Choose the units and restore them into `session` (computing the missing ones in scratch).
@@ -190,7 +194,19 @@ Assembly assemble(Project& project, const Model& model, StateCache& cache, Sessi
         // A recomputed unit's tokens were computed by this ask, not reused (KNOWN-FAILURES 9).
         if (!recomputed && !computed_now.count(c.document_id))
             a.restored += rows;
+        a.starts.push_back(a.offset);
+        for (const auto& ch : docs[d].second[u].chunks)
+            a.tokens.insert(a.tokens.end(), ch.tokens.begin(), ch.tokens.end());
         a.offset += c.tokens;
+    }
+    if (q.recompute.selector != "none") {
+        RecomputeOptions ro = q.recompute;
+        ro.ubatch = session.ubatch();
+        ro.epic_tokens = epic_tokens_for(ro.ratio, a.offset, std::ssize(a.starts));
+        a.pic = recompute_documents(model, session.memory(), a.tokens, a.starts, ro, session.pool(),
+                                    nullptr, cancel);
+        // Tokens the pass recomputed were computed, not reused (KNOWN-FAILURES 9).
+        a.restored -= std::min(a.restored, a.pic.recompute_set);
     }
     session.adopt_memory(a.offset);
     return a;
@@ -246,9 +262,15 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
     const auto question =
         question_tokens(model.tokenizer(), info.instruction_tuned, q.question, chat.history);
+    if (q.recompute.selector != "none" && session_options.global_policy != "full")
+        throw std::invalid_argument("the " + q.recompute.selector +
+                                    " selector recomputes rows of the full policy; ask with "
+                                    "--policy full (SEKV joins sections without recompute)");
     Assembly a;
     try {
         Session session(model, session_options);
+        if (q.recompute.selector != "none")
+            session.memory() = make_assembled_memory(model.info(), session.n_ctx());
         a = assemble(project, model, cache, scratch, session, ids, question, q, hooks, cancel,
                      out.notes);
         out.assembly_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -269,7 +291,8 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     // as they were stored into the memory.
     out.tokens_recomputed = scratch.tokens_processed() - computed_before;
     auto& ans = out.answer;
-    ans.stats.tokens_computed += out.tokens_recomputed + q.tokens_computed_before;
+    ans.stats.tokens_computed +=
+        out.tokens_recomputed + q.tokens_computed_before + a.pic.tokens_forwarded;
     ans.stats.tokens_reused = a.restored;
     ans.stats.ttft_ms += out.assembly_ms;
     // The sections just used stay protected until now; afterwards the limit holds again.
@@ -282,10 +305,15 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     out.units = static_cast<int>(a.chosen.size());
     out.units_left_out = a.skipped;
     out.units_recomputed = a.recomputed_units;
-    out.assembly = a.chosen.size() > 1
+    out.recompute = a.pic;
+    out.assembly = a.chosen.size() <= 1 ? "exact: one section at its own positions"
+                   : q.recompute.selector == "none"
                        ? "position-independent: each section's cached keys re-rotated to its new "
                          "position, nothing recomputed across sections"
-                       : "exact: one section at its own positions";
+                       : "position-independent, keys re-rotated; selector " + q.recompute.selector +
+                             " recomputed " + std::to_string(a.pic.recompute_set) +
+                             " tokens with the sections "
+                             "before them in context";
     if (a.recomputed_units > 0)
         out.assembly += "; " + std::to_string(a.recomputed_units) +
                         " section(s) had no usable stored state and were computed first";
@@ -297,6 +325,16 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     stats["tokens_recomputed"] = out.tokens_recomputed;
     stats["history_turns"] = out.history_turns;
     stats["assembly_ms"] = out.assembly_ms;
+    if (q.recompute.selector != "none") {
+        auto kind = [](const LayerKindCount& k) {
+            return nlohmann::json{{"layers", k.layers},
+                                  {"rows_recomputed", k.rows_recomputed},
+                                  {"rows_reused", k.rows_reused}};
+        };
+        stats["selector"] = q.recompute.selector;
+        stats["recompute_set"] = a.pic.recompute_set;
+        stats["layer_rows"] = {{"global", kind(a.pic.global)}, {"sliding", kind(a.pic.sliding)}};
+    }
     stats["assembly"] = out.assembly;
     std::vector<uint8_t> trace;
     if (!ans.zoom.empty() || !a.sources.empty()) {

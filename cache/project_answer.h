@@ -5,6 +5,7 @@
 #pragma once
 
 #include "model.h"
+#include "pic_assembly.h"
 #include "project.h"
 #include "sampler.h"
 #include "session.h"
@@ -40,6 +41,11 @@ struct ProjectQuestion {
                                         ///< ingest of computed_now), added to tokens_computed
     int max_tokens = 128;
     SamplingParams sampling;
+    /// How sections after the first are joined (LinearKV, pic_assembly.h): "none" keeps their
+    /// cached rows as they are; "epic" and "full" recompute some or all of their tokens with the
+    /// sections before them in context (the global policy must then be full). "cacheblend"
+    /// needs sliding-window rows the store does not keep and is refused.
+    RecomputeOptions recompute;
 };
 
 struct ProjectAnswer {
@@ -53,6 +59,7 @@ struct ProjectAnswer {
     size_t history_turns = 0;
     double assembly_ms = 0;         ///< choosing, restoring (and recomputing) the units, ms
     std::string assembly;           ///< how the units were put together, in words
+    AssemblyStats recompute;        ///< the selector's recompute pass (zero for none)
     nlohmann::json stats;           ///< the statistics as saved with the answer's message
     std::vector<std::string> notes; ///< things the user should know (sections left out)
 };

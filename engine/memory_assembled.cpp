@@ -16,39 +16,58 @@ void AssembledMemory::store(const float* k, const float* v, const int32_t* pos, 
         if (pos[i] <= pos[i - 1])
             throw std::invalid_argument("assembled memory: positions must increase");
     deviation_.assign(static_cast<size_t>(std::max<int64_t>(n, 0)), -1.0f);
-    std::vector<float> kr(static_cast<size_t>(width_)), vr(kr.size());
+    std::vector<float> kr(static_cast<size_t>(n * width_)), vr(kr.size());
+    std::copy_n(k, n * width_, kr.begin());
+    std::copy_n(v, n * width_, vr.begin());
+    round_through_f16(kr.data(), n * width_);
+    round_through_f16(vr.data(), n * width_);
+    std::vector<int64_t> fresh; // rows of this call at positions not held
     for (int64_t i = 0; i < n; ++i) {
-        std::copy_n(k + i * width_, width_, kr.begin());
-        std::copy_n(v + i * width_, width_, vr.begin());
-        round_through_f16(kr.data(), width_);
-        round_through_f16(vr.data(), width_);
         const auto it = std::lower_bound(pos_.begin(), pos_.end(), pos[i]);
-        if (it != pos_.end() && *it == pos[i]) {
-            const auto r = it - pos_.begin();
-            double diff = 0, norm = 0;
-            for (int64_t j = 0; j < width_; ++j) {
-                const double old = v_[static_cast<size_t>(r * width_ + j)];
-                diff += (vr[static_cast<size_t>(j)] - old) * (vr[static_cast<size_t>(j)] - old);
-                norm += old * old;
-            }
-            deviation_[static_cast<size_t>(i)] =
-                static_cast<float>(std::sqrt(diff) / std::max(std::sqrt(norm), 1e-6));
-            std::copy(kr.begin(), kr.end(), k_.begin() + r * width_);
-            std::copy(vr.begin(), vr.end(), v_.begin() + r * width_);
-            ++recomputed_;
+        if (it == pos_.end() || *it != pos[i]) {
+            fresh.push_back(i);
             continue;
         }
-        if (it != pos_.end())
-            throw std::invalid_argument("assembled memory: position " + std::to_string(pos[i]) +
-                                        " is neither held nor after the last row held (" +
-                                        std::to_string(pos_.back()) + ")");
-        if (n_tokens() + 1 > capacity_)
-            throw std::length_error("context full: more than " + std::to_string(capacity_) +
-                                    " tokens");
-        k_.insert(k_.end(), kr.begin(), kr.end());
-        v_.insert(v_.end(), vr.begin(), vr.end());
-        pos_.push_back(pos[i]);
+        const auto r = it - pos_.begin();
+        const float* nv = vr.data() + i * width_;
+        float* ov = v_.data() + r * width_;
+        double diff = 0, norm = 0;
+        for (int64_t j = 0; j < width_; ++j) {
+            diff += (static_cast<double>(nv[j]) - ov[j]) * (static_cast<double>(nv[j]) - ov[j]);
+            norm += static_cast<double>(ov[j]) * ov[j];
+        }
+        deviation_[static_cast<size_t>(i)] =
+            static_cast<float>(std::sqrt(diff) / std::max(std::sqrt(norm), 1e-6));
+        std::copy_n(kr.data() + i * width_, width_, k_.data() + r * width_);
+        std::copy_n(nv, width_, ov);
+        ++recomputed_;
     }
+    if (fresh.empty())
+        return;
+    const auto m = static_cast<int64_t>(fresh.size());
+    if (n_tokens() + m > capacity_)
+        throw std::length_error("context full: " + std::to_string(n_tokens() + m) +
+                                " tokens exceed the context size of " + std::to_string(capacity_));
+    // Merge the new rows into the held ones in one pass (both in position order).
+    const int64_t old = n_tokens();
+    std::vector<float> k2(static_cast<size_t>((old + m) * width_)), v2(k2.size());
+    std::vector<int32_t> p2(static_cast<size_t>(old + m));
+    int64_t a = 0, b = 0;
+    for (int64_t out = 0; out < old + m; ++out) {
+        const bool take_new = b < m && (a >= old || pos[fresh[static_cast<size_t>(b)]] <
+                                                        pos_[static_cast<size_t>(a)]);
+        const float* ks =
+            take_new ? kr.data() + fresh[static_cast<size_t>(b)] * width_ : k_.data() + a * width_;
+        const float* vs =
+            take_new ? vr.data() + fresh[static_cast<size_t>(b)] * width_ : v_.data() + a * width_;
+        std::copy_n(ks, width_, k2.data() + out * width_);
+        std::copy_n(vs, width_, v2.data() + out * width_);
+        p2[static_cast<size_t>(out)] =
+            take_new ? pos[fresh[static_cast<size_t>(b++)]] : pos_[static_cast<size_t>(a++)];
+    }
+    k_ = std::move(k2);
+    v_ = std::move(v2);
+    pos_ = std::move(p2);
 }
 
 void AssembledMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
@@ -66,6 +85,14 @@ int64_t AssembledMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vect
     v.assign(v_.begin() + b * width_, v_.begin() + (b + n) * width_);
     pos.assign(pos_.begin() + b, pos_.begin() + b + n);
     return n;
+}
+
+bool AssembledMemory::holds(int32_t begin, int32_t end) const {
+    if (end <= begin)
+        return true;
+    const auto b = std::lower_bound(pos_.begin(), pos_.end(), begin);
+    const auto e = std::lower_bound(pos_.begin(), pos_.end(), end);
+    return e - b == end - begin; // positions are distinct and increasing
 }
 
 MemoryStats AssembledMemory::stats() const {

@@ -21,10 +21,11 @@ public:
     std::string_view policy() const override { return "assembled"; }
     const AttentionShape& shape() const override { return shape_; }
     /// Rows at positions already held replace those rows (counted as recomputed, their value
-    /// deviation recorded); the others are appended and must lie after every row held.
+    /// deviation recorded); the others are inserted in position order (a section restored
+    /// with only its last rows in a sliding layer gets the recomputed ones in between).
     /// k, v: [n][n_kv_head][head_dim], rounded through f16 as the exact memories round them;
-    /// pos: [n] increasing. Throws std::invalid_argument for positions out of order or a new
-    /// row before the last one held, std::length_error past the capacity.
+    /// pos: [n] increasing. Throws std::invalid_argument for positions out of order,
+    /// std::length_error past the capacity.
     void store(const float* k, const float* v, const int32_t* pos, int64_t n) override;
     /// Causal attention by position, within shape.window for sliding layers.
     void attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
@@ -43,6 +44,8 @@ public:
     /// Rows replaced by store() since construction or clear() (a row replaced twice counts
     /// twice).
     int64_t rows_recomputed() const { return recomputed_; }
+    /// True when every position of [begin, end) is held.
+    bool holds(int32_t begin, int32_t end) const;
 
 private:
     AttentionShape shape_;

@@ -61,6 +61,21 @@ void run_positions(const Model& model, const std::vector<int32_t>& tokens,
     }
 }
 
+void check_options(const ModelInfo& info, const RecomputeOptions& o) {
+    const auto& names = recompute_selectors();
+    if (std::find(names.begin(), names.end(), o.selector) == names.end())
+        throw std::invalid_argument("unknown selector '" + o.selector +
+                                    "' (none, epic, cacheblend, full)");
+    if (o.ubatch < 1)
+        throw std::invalid_argument("ubatch must be at least 1");
+    if (o.selector == "epic" && o.epic_tokens < 0)
+        throw std::invalid_argument("epic: k must not be negative");
+    if (o.selector == "cacheblend" &&
+        (!(o.ratio > 0 && o.ratio <= 1) || o.check_layer < 0 || o.check_layer + 1 >= info.n_layer))
+        throw std::invalid_argument("cacheblend: the ratio must lie in (0, 1] and the check "
+                                    "layer before the model's last layer");
+}
+
 } // namespace
 
 ModelMemory make_assembled_memory(const ModelInfo& info, int64_t capacity) {
@@ -97,31 +112,28 @@ CachedDocument prefill_document(const Model& model, const std::vector<int32_t>& 
     return d;
 }
 
+int epic_tokens_for(double ratio, int64_t n_past, int64_t documents) {
+    if (documents < 2)
+        return 0;
+    return static_cast<int>(
+        std::ceil(ratio * static_cast<double>(n_past) / static_cast<double>(documents - 1)));
+}
+
 const std::vector<std::string>& recompute_selectors() {
     static const std::vector<std::string> kSelectors = {"none", "epic", "cacheblend", "full"};
     return kSelectors;
 }
 
-Assembly assemble_documents(const Model& model, const std::vector<const CachedDocument*>& docs,
-                            const RecomputeOptions& o, ThreadPool& pool, int64_t capacity,
-                            const std::atomic<bool>* cancel) {
+AssembledContext assemble_documents(const Model& model,
+                                    const std::vector<const CachedDocument*>& docs,
+                                    const RecomputeOptions& o, ThreadPool& pool, int64_t capacity,
+                                    const std::atomic<bool>* cancel) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto& info = model.info();
-    const auto& names = recompute_selectors();
-    if (std::find(names.begin(), names.end(), o.selector) == names.end())
-        throw std::invalid_argument("unknown selector '" + o.selector +
-                                    "' (none, epic, cacheblend, full)");
-    if (o.ubatch < 1)
-        throw std::invalid_argument("ubatch must be at least 1");
-    if (o.selector == "epic" && o.epic_tokens < 0)
-        throw std::invalid_argument("epic: k must not be negative");
-    if (o.selector == "cacheblend" &&
-        (!(o.ratio > 0 && o.ratio <= 1) || o.check_layer < 0 || o.check_layer + 1 >= info.n_layer))
-        throw std::invalid_argument("cacheblend: the ratio must lie in (0, 1] and the check "
-                                    "layer before the model's last layer");
+    check_options(info, o);
     if (docs.empty())
         throw std::invalid_argument("no documents to assemble");
-    Assembly a;
+    AssembledContext a;
     for (size_t d = 0; d < docs.size(); ++d) {
         if (!docs[d] || docs[d]->tokens.empty())
             throw std::invalid_argument("document " + std::to_string(d + 1) + " has no tokens");
@@ -155,41 +167,94 @@ Assembly assemble_documents(const Model& model, const std::vector<const CachedDo
             import_rows(a.memory, info, r, static_cast<int32_t>(a.starts[d]),
                         std::max<int64_t>(1, r.n_rows));
 
-    // The recompute set.
-    std::vector<int32_t> forwarded;
-    if (o.selector == "epic") {
-        for (size_t d = 1; d < docs.size(); ++d) {
-            const int64_t n = std::min<int64_t>(o.epic_tokens, std::ssize(docs[d]->tokens));
-            for (int64_t i = 0; i < n; ++i)
-                forwarded.push_back(static_cast<int32_t>(a.starts[d] + i));
-        }
-    } else if (o.selector == "full" || o.selector == "cacheblend") {
-        const int64_t from = o.selector == "full" ? 0 : (docs.size() > 1 ? a.starts[1] : a.n_past);
-        for (int64_t p = from; p < a.n_past; ++p)
-            forwarded.push_back(static_cast<int32_t>(p));
-    }
-    if (o.selector == "cacheblend") {
-        run_positions(model, a.tokens, forwarded, a.memory, o, pool, cancel,
-                      &a.recompute_positions);
-    } else {
-        run_positions(model, a.tokens, forwarded, a.memory, o, pool, cancel, nullptr);
-        a.recompute_positions = forwarded;
-    }
-
-    a.stats.tokens = a.n_past;
-    a.stats.recompute_set = std::ssize(a.recompute_positions);
-    a.stats.tokens_forwarded = std::ssize(forwarded);
-    for (int il = 0; il < info.n_layer; ++il) {
-        auto& kind =
-            info.layers[static_cast<size_t>(il)].sliding() ? a.stats.sliding : a.stats.global;
-        const int64_t re = assembled(a.memory, il).rows_recomputed();
-        ++kind.layers;
-        kind.rows_recomputed += re;
-        kind.rows_reused += a.n_past - re;
-    }
+    a.stats = recompute_documents(model, a.memory, a.tokens, a.starts, o, pool,
+                                  &a.recompute_positions, cancel);
     a.stats.ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return a;
+}
+
+AssemblyStats recompute_documents(const Model& model, ModelMemory& memory,
+                                  const std::vector<int32_t>& tokens,
+                                  const std::vector<int64_t>& starts, const RecomputeOptions& o,
+                                  ThreadPool& pool, std::vector<int32_t>* recompute_positions,
+                                  const std::atomic<bool>* cancel) {
+    const auto& info = model.info();
+    const auto n_past = std::ssize(tokens);
+    if (starts.empty() || starts.front() != 0 || !std::is_sorted(starts.begin(), starts.end()) ||
+        starts.back() >= std::max<int64_t>(1, n_past))
+        throw std::invalid_argument("document starts must begin at 0 and increase within the "
+                                    "context");
+    if (memory.n_layers() != info.n_layer)
+        throw std::invalid_argument("the memory does not have the model's layers");
+    check_options(info, o);
+    // The recompute set: runs of positions forwarded through the model.
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    if (o.selector == "epic") {
+        for (size_t d = 1; d < starts.size(); ++d) {
+            const int64_t end = d + 1 < starts.size() ? starts[d + 1] : n_past;
+            runs.emplace_back(starts[d], std::min<int64_t>(end, starts[d] + o.epic_tokens));
+        }
+    } else if (o.selector == "full") {
+        runs.emplace_back(0, n_past);
+    } else if (o.selector == "cacheblend" && starts.size() > 1) {
+        runs.emplace_back(starts[1], n_past);
+    }
+    // Every row a recomputed token attends to must be there: the global layers hold every
+    // row; a sliding layer holds the window before each run (inside a run the rows are
+    // recomputed). CacheBlend's tokens past the check layer are a subset of their run, so
+    // those layers need every row of it too.
+    for (int il = 0; il < info.n_layer; ++il) {
+        const auto& li = info.layers[static_cast<size_t>(il)];
+        const auto& m = assembled(memory, il);
+        for (const auto& [b, e] : runs) {
+            if (b >= e)
+                continue;
+            const int64_t from = li.sliding() ? std::max<int64_t>(0, b - li.attn.window + 1) : 0;
+            bool ok = m.holds(static_cast<int32_t>(from), static_cast<int32_t>(b));
+            if (o.selector == "cacheblend" && il > o.check_layer)
+                ok = ok && m.holds(static_cast<int32_t>(b), static_cast<int32_t>(e));
+            if (!ok)
+                throw std::invalid_argument(
+                    "selector " + o.selector + ": layer " + std::to_string(il) +
+                    " lacks rows that the recomputed tokens attend to (stored states keep only "
+                    "the last rows of each section in sliding-window layers; use epic or full)");
+        }
+    }
+    std::vector<int32_t> forwarded;
+    for (const auto& [b, e] : runs)
+        for (int64_t p = b; p < e; ++p)
+            forwarded.push_back(static_cast<int32_t>(p));
+    std::vector<int64_t> before(static_cast<size_t>(info.n_layer));
+    std::vector<int64_t> replaced_before(before.size());
+    for (int il = 0; il < info.n_layer; ++il) {
+        before[static_cast<size_t>(il)] = memory.layer(il).n_tokens();
+        replaced_before[static_cast<size_t>(il)] = assembled(memory, il).rows_recomputed();
+    }
+    std::vector<int32_t> kept;
+    if (o.selector == "cacheblend") {
+        run_positions(model, tokens, forwarded, memory, o, pool, cancel, &kept);
+    } else {
+        run_positions(model, tokens, forwarded, memory, o, pool, cancel, nullptr);
+        kept = forwarded;
+    }
+
+    AssemblyStats st;
+    st.tokens = n_past;
+    st.recompute_set = std::ssize(kept);
+    st.tokens_forwarded = std::ssize(forwarded);
+    for (int il = 0; il < info.n_layer; ++il) {
+        auto& kind = info.layers[static_cast<size_t>(il)].sliding() ? st.sliding : st.global;
+        const auto i = static_cast<size_t>(il);
+        const int64_t replaced = assembled(memory, il).rows_recomputed() - replaced_before[i];
+        const int64_t inserted = memory.layer(il).n_tokens() - before[i];
+        ++kind.layers;
+        kind.rows_recomputed += replaced + inserted;
+        kind.rows_reused += before[i] - replaced;
+    }
+    if (recompute_positions)
+        *recompute_positions = std::move(kept);
+    return st;
 }
 
 } // namespace spanscope

@@ -53,6 +53,11 @@ struct RecomputeOptions {
     int64_t ubatch = 512;          ///< tokens per forward call of the recompute pass
 };
 
+/// EPIC's k for a recompute ratio: ceil(ratio · n_past / (documents − 1)) tokens at the start
+/// of each later document, so that about `ratio` of the context is recomputed (0 for a single
+/// document).
+int epic_tokens_for(double ratio, int64_t n_past, int64_t documents);
+
 /// Rows recomputed and reused, summed over the attention layers of one kind.
 struct LayerKindCount {
     int layers = 0;
@@ -69,7 +74,7 @@ struct AssemblyStats {
     double ms = 0;                  ///< assembling and recomputing, wall time
 };
 
-struct Assembly {
+struct AssembledContext {
     ModelMemory memory;                       ///< AssembledMemory per layer, rows [0, n_past)
     int64_t n_past = 0;                       ///< tokens in context
     std::vector<int32_t> tokens;              ///< the concatenation, [n_past]
@@ -85,9 +90,26 @@ struct Assembly {
 /// document without tokens or whose rows do not cover its tokens in every attention layer, an
 /// unknown selector or bad option), ContextOverflow-like std::length_error when the documents
 /// exceed the capacity, Cancelled.
-Assembly assemble_documents(const Model& model, const std::vector<const CachedDocument*>& docs,
-                            const RecomputeOptions& options, ThreadPool& pool, int64_t capacity = 0,
-                            const std::atomic<bool>* cancel = nullptr);
+AssembledContext assemble_documents(const Model& model,
+                                    const std::vector<const CachedDocument*>& docs,
+                                    const RecomputeOptions& options, ThreadPool& pool,
+                                    int64_t capacity = 0,
+                                    const std::atomic<bool>* cancel = nullptr);
+
+/// The selector's recompute pass over `memory` (AssembledMemory in every layer) already holding
+/// the documents that start at `starts` ([K], from 0, increasing) of the concatenation
+/// `tokens` ([n_past]): every global layer's rows, and in sliding-window layers at least the
+/// rows the recomputed tokens attend to (a project's stored states keep only each section's
+/// last rows there: enough for none, epic and full). rows_reused counts the rows held before
+/// the pass that it did not replace. recompute_positions receives U. Throws
+/// std::invalid_argument (bad starts, a memory of another shape, a layer lacking a row a
+/// recomputed token needs: the message names the selector and the layer), Cancelled.
+AssemblyStats recompute_documents(const Model& model, ModelMemory& memory,
+                                  const std::vector<int32_t>& tokens,
+                                  const std::vector<int64_t>& starts,
+                                  const RecomputeOptions& options, ThreadPool& pool,
+                                  std::vector<int32_t>* recompute_positions,
+                                  const std::atomic<bool>* cancel = nullptr);
 
 /// Memory for every layer of `model` that keeps every row (AssembledMemory, windows as the
 /// layers have them), capacity rows each.

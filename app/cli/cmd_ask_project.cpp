@@ -44,6 +44,8 @@ int ask_project(const AskOptions& o) {
     q.sampling.top_k = o.top_k;
     q.sampling.top_p = o.top_p;
     q.sampling.seed = o.seed;
+    q.recompute.selector = o.selector;
+    q.recompute.ratio = o.recompute;
     for (const auto& [path, doc] : added) {
         const int64_t id = project->add_document(path, doc);
         std::cerr << path << ": document " << id << "\n";

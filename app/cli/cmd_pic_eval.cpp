@@ -204,9 +204,7 @@ int run_pic_eval(const PicEvalOptions& o) {
                             ro.ubatch = so.ubatch;
                             // EPIC's k: the ratio's share of the context over the later
                             // documents.
-                            ro.epic_tokens = static_cast<int>(std::ceil(
-                                c.ratio * static_cast<double>(n_past) /
-                                static_cast<double>(std::max<int64_t>(1, std::ssize(ptrs) - 1))));
+                            ro.epic_tokens = epic_tokens_for(c.ratio, n_past, std::ssize(ptrs));
                             auto a = assemble_documents(*model, ptrs, ro, pool, so.n_ctx);
                             assembly_ms = ms_since(t0);
                             j["recompute_set"] = a.stats.recompute_set;

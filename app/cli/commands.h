@@ -33,6 +33,8 @@ struct AskOptions {
     unsigned long long seed = 0;
     int threads = 0;
     bool json = false;
+    std::string selector = "none"; ///< --project: LinearKV selector (none, epic, full)
+    double recompute = 0.15;       ///< --project, epic: recompute ratio (share of the context)
     PolicyOptions policy;
 };
 

@@ -46,6 +46,19 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(int64_t{1}, INT64_MAX).description("id >= 1"))
         ->capture_default_str()
         ->default_str("");
+    ask_cmd
+        ->add_option("--selector", ask.selector,
+                     "With --project: tokens of each later section recomputed with the sections "
+                     "before it in context (LinearKV): none, epic, full")
+        ->needs(ask_project)
+        ->check(CLI::IsMember({"none", "epic", "full"}))
+        ->capture_default_str();
+    ask_cmd
+        ->add_option("--recompute", ask.recompute,
+                     "With --project and --selector epic: share of the context recomputed")
+        ->needs(ask_project)
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
     ask_cmd->add_option("--max-tokens", ask.max_tokens, "Most answer tokens")
         ->check(CLI::Range(1, 32768));
     ask_cmd->add_option("--temperature", ask.temperature, "0 = greedy")

@@ -10,6 +10,8 @@
 #include "tiny_model.h"
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
@@ -294,6 +296,47 @@ TEST_F(CliProject, AskReusesTheStoredDocumentAndAnswersLikeAColdAsk) {
     EXPECT_EQ(again["chat_id"], chat) << again;
     EXPECT_EQ(sql_count(project_, "SELECT count(*) FROM messages WHERE chat_id = ?", chat), 4);
     EXPECT_EQ(sql_count(project_, "SELECT count(*) FROM chats"), 1);
+}
+
+// LinearKV selectors over stored documents: epic recomputes the first tokens of every
+// document after the first, full all of them; the statistics count them per layer kind and
+// the answers still come (cacheblend needs rows the store does not keep: not offered).
+TEST_F(CliProject, SelectorsRecomputeTokensOfLaterDocuments) {
+    const auto a = write_file("alpha.txt", sample_prose(5, 300));
+    const auto b = write_file("beta.txt", sample_prose(6, 300));
+    ASSERT_EQ(run(ingest(project_, {a, b})).status, 0);
+    const json docs = list_docs(project_);
+    ASSERT_EQ(docs.size(), 2u);
+    const int64_t first = docs[0]["tokens"], second = docs[1]["tokens"];
+    const int64_t total = first + second;
+    const std::string q = "What does the river keep?";
+    const json none = ask(project_, q);
+    EXPECT_EQ(none["stats"]["tokens_reused"], total) << none;
+    EXPECT_FALSE(none["stats"].contains("selector")) << none;
+
+    const json epic = ask(project_, q, {"--selector", "epic", "--recompute", "0.1"});
+    const auto& s = epic["stats"];
+    const auto k = static_cast<int64_t>(std::ceil(0.1 * static_cast<double>(total)));
+    EXPECT_EQ(s["selector"], "epic") << epic;
+    EXPECT_EQ(s["recompute_set"], std::min(k, second)) << epic;
+    EXPECT_EQ(s["tokens_reused"], total - s["recompute_set"].get<int64_t>()) << epic;
+    EXPECT_EQ(s["layer_rows"]["global"]["rows_recomputed"].get<int64_t>(),
+              s["layer_rows"]["global"]["layers"].get<int64_t>() *
+                  s["recompute_set"].get<int64_t>())
+        << epic;
+    EXPECT_FALSE(epic["answer"].get<std::string>().empty()) << epic;
+
+    const json full = ask(project_, q, {"--selector", "full"});
+    EXPECT_EQ(full["stats"]["recompute_set"], total) << full;
+    EXPECT_EQ(full["stats"]["tokens_reused"], 0) << full;
+
+    EXPECT_NE(run({"ask", "--project", project_, "--model", model_, "--selector", "cacheblend", q})
+                  .status,
+              0);
+    const auto sekv = run({"ask", "--project", project_, "--model", model_, "--policy", "sekv",
+                           "--selector", "epic", q});
+    EXPECT_EQ(sekv.status, 1);
+    EXPECT_NE(sekv.err.find("--policy full"), std::string::npos) << sekv.err;
 }
 
 TEST_F(CliProject, UnknownDocIdIsRefusedAndAddsNothing) {

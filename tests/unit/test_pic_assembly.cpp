@@ -51,7 +51,7 @@ protected:
         return s.prefill(all);
     }
     // The same after an assembly.
-    std::vector<float> after(Assembly& a) const {
+    std::vector<float> after(AssembledContext& a) const {
         SessionOptions o;
         o.threads = 2;
         Session s(*model_, o);
@@ -288,4 +288,63 @@ TEST_F(PicAssembly, ATokenFilterThatKeepsEveryRowChangesNothing) {
     EXPECT_THROW(model_->forward(a_.data(), pos.data(), n, w, {n - 1}, logits.data(), pool_,
                                  nullptr, nullptr, &keep_all),
                  std::invalid_argument);
+}
+
+TEST_F(PicAssembly, EpicNeedsOnlyTheLastRowsOfEachDocumentInSlidingLayers) {
+    // What a project stores: every global row, and in sliding layers each section's last W - 1
+    // rows. EPIC's tokens see nothing else there, so it answers as with every row; CacheBlend's
+    // tokens past the check layer would, so it is refused, naming the layer.
+    const auto A = prefill_document(*model_, a_, pool_);
+    const auto B = prefill_document(*model_, b_, pool_);
+    const auto C = prefill_document(*model_, c_, pool_);
+    RecomputeOptions o;
+    o.selector = "epic";
+    o.epic_tokens = 4;
+    auto all = assemble_documents(*model_, {&A, &B, &C}, o, pool_);
+    const auto& info = model_->info();
+    ModelMemory stored = make_assembled_memory(info, 512);
+    std::vector<int64_t> starts;
+    std::vector<int32_t> tokens;
+    for (const auto* d : {&A, &B, &C}) {
+        starts.push_back(std::ssize(tokens));
+        for (const auto& r : d->rows) {
+            const auto& li = info.layers[static_cast<size_t>(r.layer)];
+            const int64_t keep =
+                li.sliding() ? std::min<int64_t>(r.n_rows, li.attn.window - 1) : r.n_rows;
+            LayerRows tail = r;
+            const int64_t width = static_cast<int64_t>(li.attn.n_kv_head) * li.attn.head_dim;
+            tail.pos_begin = static_cast<int32_t>(r.n_rows - keep);
+            tail.n_rows = keep;
+            tail.k.assign(r.k.end() - keep * width, r.k.end());
+            tail.v.assign(r.v.end() - keep * width, r.v.end());
+            import_rows(stored, info, tail, static_cast<int32_t>(starts.back()), 1000);
+        }
+        tokens.insert(tokens.end(), d->tokens.begin(), d->tokens.end());
+    }
+    std::vector<int32_t> u;
+    const auto st = recompute_documents(*model_, stored, tokens, starts, o, pool_, &u);
+    EXPECT_EQ(u, all.recompute_positions);
+    EXPECT_EQ(st.recompute_set, 8);
+    EXPECT_EQ(st.global.rows_reused, st.global.layers * (std::ssize(tokens) - 8));
+    EXPECT_LT(st.sliding.rows_reused, st.sliding.layers * (std::ssize(tokens) - 8));
+    AssembledContext a;
+    a.memory = std::move(stored);
+    a.n_past = std::ssize(tokens);
+    EXPECT_LT(max_abs_diff(after(a), after(all)), kSameBatches);
+
+    // CacheBlend on the same stored rows: refused.
+    ModelMemory again = make_assembled_memory(info, 512);
+    for (const auto* d : {&A, &B})
+        for (const auto& r : d->rows)
+            if (!info.layers[static_cast<size_t>(r.layer)].sliding())
+                import_rows(again, info, r, d == &A ? 0 : static_cast<int32_t>(a_.size()), 1000);
+    RecomputeOptions cb;
+    cb.selector = "cacheblend";
+    const auto ab = concat({&a_, &b_});
+    try {
+        recompute_documents(*model_, again, ab, {0, std::ssize(a_)}, cb, pool_, nullptr);
+        ADD_FAILURE() << "cacheblend ran without the sliding rows it attends to";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("cacheblend"), std::string::npos) << e.what();
+    }
 }
