@@ -1,5 +1,7 @@
 #include "project_answer.h"
 
+#include <algorithm>
+
 #include "prompt.h"
 #include "sekv_unit.h"
 #include "tokenizer.h"
@@ -110,6 +112,7 @@ struct Assembly {
     std::vector<SekvLayerBytes> structure_bytes;
     // LinearKV: each section's first position, the concatenated token ids, the recompute pass.
     std::vector<int64_t> starts;
+    std::vector<char> reused_section; // the section's rows count as restored
     std::vector<int32_t> tokens;
     AssemblyStats pic;
 };
@@ -192,8 +195,10 @@ Assembly assemble(Project& project, const Model& model, StateCache& cache, Sessi
                 }
         }
         // A recomputed unit's tokens were computed by this ask, not reused (KNOWN-FAILURES 9).
-        if (!recomputed && !computed_now.count(c.document_id))
+        const bool reused = !recomputed && !computed_now.count(c.document_id);
+        if (reused)
             a.restored += rows;
+        a.reused_section.push_back(reused);
         a.starts.push_back(a.offset);
         for (const auto& ch : docs[d].second[u].chunks)
             a.tokens.insert(a.tokens.end(), ch.tokens.begin(), ch.tokens.end());
@@ -203,10 +208,18 @@ Assembly assemble(Project& project, const Model& model, StateCache& cache, Sessi
         RecomputeOptions ro = q.recompute;
         ro.ubatch = session.ubatch();
         ro.epic_tokens = epic_tokens_for(ro.ratio, a.offset, std::ssize(a.starts));
+        std::vector<int32_t> recomputed;
         a.pic = recompute_documents(model, session.memory(), a.tokens, a.starts, ro, session.pool(),
-                                    nullptr, cancel);
-        // Tokens the pass recomputed were computed, not reused (KNOWN-FAILURES 9).
-        a.restored -= std::min(a.restored, a.pic.recompute_set);
+                                    &recomputed, cancel);
+        // Tokens the pass recomputed were computed, not reused (KNOWN-FAILURES 9): those of
+        // sections counted as restored leave that count.
+        for (const int32_t p : recomputed) {
+            const auto sec =
+                static_cast<size_t>(std::upper_bound(a.starts.begin(), a.starts.end(), int64_t{p}) -
+                                    a.starts.begin() - 1);
+            if (a.reused_section[sec])
+                --a.restored;
+        }
     }
     session.adopt_memory(a.offset);
     return a;

@@ -21,14 +21,25 @@ void AssembledMemory::store(const float* k, const float* v, const int32_t* pos, 
     std::copy_n(v, n * width_, vr.begin());
     round_through_f16(kr.data(), n * width_);
     round_through_f16(vr.data(), n * width_);
+    // Which rows are new, and whether they fit, before anything changes (a refused store
+    // leaves the memory as it was).
     std::vector<int64_t> fresh; // rows of this call at positions not held
+    std::vector<int64_t> held(static_cast<size_t>(std::max<int64_t>(n, 0)), -1);
     for (int64_t i = 0; i < n; ++i) {
         const auto it = std::lower_bound(pos_.begin(), pos_.end(), pos[i]);
-        if (it == pos_.end() || *it != pos[i]) {
+        if (it == pos_.end() || *it != pos[i])
             fresh.push_back(i);
+        else
+            held[static_cast<size_t>(i)] = it - pos_.begin();
+    }
+    const auto m = static_cast<int64_t>(fresh.size());
+    if (n_tokens() + m > capacity_)
+        throw std::length_error("context full: " + std::to_string(n_tokens() + m) +
+                                " tokens exceed the context size of " + std::to_string(capacity_));
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = held[static_cast<size_t>(i)];
+        if (r < 0)
             continue;
-        }
-        const auto r = it - pos_.begin();
         const float* nv = vr.data() + i * width_;
         float* ov = v_.data() + r * width_;
         double diff = 0, norm = 0;
@@ -44,10 +55,22 @@ void AssembledMemory::store(const float* k, const float* v, const int32_t* pos, 
     }
     if (fresh.empty())
         return;
-    const auto m = static_cast<int64_t>(fresh.size());
-    if (n_tokens() + m > capacity_)
-        throw std::length_error("context full: " + std::to_string(n_tokens() + m) +
-                                " tokens exceed the context size of " + std::to_string(capacity_));
+    if (pos_.empty() || pos[fresh.front()] > pos_.back()) {
+        // Every new row comes after those held (a prefill, the question, a decoded token):
+        // append in place.
+        if (k_.capacity() < static_cast<size_t>((n_tokens() + m) * width_)) {
+            const auto want = static_cast<size_t>(
+                std::min(capacity_, std::max(n_tokens() + m, 2 * n_tokens())) * width_);
+            k_.reserve(want);
+            v_.reserve(want);
+        }
+        for (const int64_t i : fresh) {
+            k_.insert(k_.end(), kr.begin() + i * width_, kr.begin() + (i + 1) * width_);
+            v_.insert(v_.end(), vr.begin() + i * width_, vr.begin() + (i + 1) * width_);
+            pos_.push_back(pos[i]);
+        }
+        return;
+    }
     // Merge the new rows into the held ones in one pass (both in position order).
     const int64_t old = n_tokens();
     std::vector<float> k2(static_cast<size_t>((old + m) * width_)), v2(k2.size());

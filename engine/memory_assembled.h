@@ -39,10 +39,11 @@ public:
 
     /// For each row of the last store() call: the relative L2 change of its value vector over
     /// all kv heads, ‖v_new − v_old‖ / max(‖v_old‖, 1e-6) (dimensionless), or −1 for a row that
-    /// was appended. [n of that call].
+    /// was new. [n of that call]. (CacheBlend ranks by the absolute deviation; relative keeps
+    /// rows with large values from dominating. Within one layer the two orders mostly agree.)
     const std::vector<float>& last_deviation() const { return deviation_; }
     /// Rows replaced by store() since construction or clear() (a row replaced twice counts
-    /// twice).
+    /// twice; new rows are not counted).
     int64_t rows_recomputed() const { return recomputed_; }
     /// True when every position of [begin, end) is held.
     bool holds(int32_t begin, int32_t end) const;

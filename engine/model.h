@@ -58,8 +58,8 @@ struct ModelInfo {
 
 /// Tokens that leave a forward pass between layers (CacheBlend's selective recompute, Yao et
 /// al. 2025, "CacheBlend", §4.3: every token runs the layers up to a check layer, then only the
-/// selected ones go on). After layer `after_layer` the model calls keep() and continues with
-/// the ubatch rows it returns (indices into the ubatch, increasing, possibly none); the other
+/// selected ones go on). After layer `after_layer` (not the last) the model calls keep(), continues
+/// with the ubatch rows it returns (indices into the ubatch, increasing, possibly none); the other
 /// rows neither store nor attend in later layers.
 struct TokenFilter {
     int after_layer = 0;

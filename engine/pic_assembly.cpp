@@ -61,21 +61,6 @@ void run_positions(const Model& model, const std::vector<int32_t>& tokens,
     }
 }
 
-void check_options(const ModelInfo& info, const RecomputeOptions& o) {
-    const auto& names = recompute_selectors();
-    if (std::find(names.begin(), names.end(), o.selector) == names.end())
-        throw std::invalid_argument("unknown selector '" + o.selector +
-                                    "' (none, epic, cacheblend, full)");
-    if (o.ubatch < 1)
-        throw std::invalid_argument("ubatch must be at least 1");
-    if (o.selector == "epic" && o.epic_tokens < 0)
-        throw std::invalid_argument("epic: k must not be negative");
-    if (o.selector == "cacheblend" &&
-        (!(o.ratio > 0 && o.ratio <= 1) || o.check_layer < 0 || o.check_layer + 1 >= info.n_layer))
-        throw std::invalid_argument("cacheblend: the ratio must lie in (0, 1] and the check "
-                                    "layer before the model's last layer");
-}
-
 } // namespace
 
 ModelMemory make_assembled_memory(const ModelInfo& info, int64_t capacity) {
@@ -119,6 +104,21 @@ int epic_tokens_for(double ratio, int64_t n_past, int64_t documents) {
         std::ceil(ratio * static_cast<double>(n_past) / static_cast<double>(documents - 1)));
 }
 
+void check_recompute_options(const ModelInfo& info, const RecomputeOptions& o) {
+    const auto& names = recompute_selectors();
+    if (std::find(names.begin(), names.end(), o.selector) == names.end())
+        throw std::invalid_argument("unknown selector '" + o.selector +
+                                    "' (none, epic, cacheblend, full)");
+    if (o.ubatch < 1)
+        throw std::invalid_argument("ubatch must be at least 1");
+    if (o.selector == "epic" && o.epic_tokens < 0)
+        throw std::invalid_argument("epic: k must not be negative");
+    if (o.selector == "cacheblend" &&
+        (!(o.ratio > 0 && o.ratio <= 1) || o.check_layer < 0 || o.check_layer + 1 >= info.n_layer))
+        throw std::invalid_argument("cacheblend: the ratio must lie in (0, 1] and the check "
+                                    "layer before the model's last layer");
+}
+
 const std::vector<std::string>& recompute_selectors() {
     static const std::vector<std::string> kSelectors = {"none", "epic", "cacheblend", "full"};
     return kSelectors;
@@ -130,7 +130,7 @@ AssembledContext assemble_documents(const Model& model,
                                     const std::atomic<bool>* cancel) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto& info = model.info();
-    check_options(info, o);
+    check_recompute_options(info, o);
     if (docs.empty())
         throw std::invalid_argument("no documents to assemble");
     AssembledContext a;
@@ -187,7 +187,7 @@ AssemblyStats recompute_documents(const Model& model, ModelMemory& memory,
                                     "context");
     if (memory.n_layers() != info.n_layer)
         throw std::invalid_argument("the memory does not have the model's layers");
-    check_options(info, o);
+    check_recompute_options(info, o);
     // The recompute set: runs of positions forwarded through the model.
     std::vector<std::pair<int64_t, int64_t>> runs;
     if (o.selector == "epic") {

@@ -4,8 +4,8 @@
 // chooses the recompute set U, whose tokens run through the layers again at their true
 // positions and replace the cached rows.
 //
-// Selectors (recompute set U; the first document's rows are exact and never recomputed, the
-// question is always computed afterwards):
+// Selectors (recompute set U; the first document's rows are exact, so only `full` recomputes
+// them; the question is always computed afterwards):
 //   none        U = {}
 //   epic        the first k tokens of every document but the first (Hu et al. 2024, "EPIC:
 //               Efficient Position-Independent Context Caching for Serving Large Language
@@ -32,7 +32,8 @@ namespace spanscope {
 /// at document-local positions [0, tokens.size()).
 struct CachedDocument {
     std::vector<int32_t> tokens;
-    std::vector<LayerRows> rows; ///< one per attention layer, ascending layer
+    std::vector<LayerRows> rows; ///< one per layer of the model (every layer is attention in
+                                 ///< Gemma 3), ascending layer
 };
 
 /// Prefill `tokens` (starting with the model's BOS) from position 0 with every layer's rows
@@ -48,7 +49,9 @@ const std::vector<std::string>& recompute_selectors();
 struct RecomputeOptions {
     std::string selector = "none"; ///< one of recompute_selectors()
     int epic_tokens = 16;          ///< epic: k, tokens at the start of each later document
-    double ratio = 0.15;           ///< cacheblend: share of each ubatch recomputed, (0, 1]
+    double ratio = 0.15;           ///< cacheblend: share of each forwarded ubatch that goes on
+                                   ///< past the check layer, (0, 1] (pic-eval scales a share of
+                                   ///< the context to it); other selectors ignore it
     int check_layer = 1;           ///< cacheblend: the layer whose value deviation selects
     int64_t ubatch = 512;          ///< tokens per forward call of the recompute pass
 };
@@ -58,13 +61,20 @@ struct RecomputeOptions {
 /// document).
 int epic_tokens_for(double ratio, int64_t n_past, int64_t documents);
 
+/// Throws std::invalid_argument for options `info`'s model cannot run: an unknown selector,
+/// ubatch < 1, a negative EPIC k, a CacheBlend ratio outside (0, 1] or a check layer that is
+/// not before the model's last layer.
+void check_recompute_options(const ModelInfo& info, const RecomputeOptions& options);
+
 /// Rows recomputed and reused, summed over the attention layers of one kind.
 struct LayerKindCount {
     int layers = 0;
-    int64_t rows_recomputed = 0; ///< rows replaced by the recompute pass, over these layers
-    int64_t rows_reused = 0;     ///< rows kept as cached, over these layers
+    int64_t rows_recomputed = 0; ///< rows the recompute pass wrote (replacing cached rows, or
+                                 ///< inserted where a sliding layer kept none), over these layers
+    int64_t rows_reused = 0;     ///< rows held before the pass and kept, over these layers
 };
 
+/// What an assembly reused and recomputed (counts in tokens or rows, time in ms).
 struct AssemblyStats {
     int64_t tokens = 0;             ///< document tokens in context
     int64_t recompute_set = 0;      ///< |U|: tokens recomputed through every layer
@@ -74,6 +84,8 @@ struct AssemblyStats {
     double ms = 0;                  ///< assembling and recomputing, wall time
 };
 
+/// Documents assembled into one context, ready for the question: the memory to answer from
+/// (Session::memory() = std::move(memory); adopt_memory(n_past)).
 struct AssembledContext {
     ModelMemory memory;                       ///< AssembledMemory per layer, rows [0, n_past)
     int64_t n_past = 0;                       ///< tokens in context

@@ -69,7 +69,7 @@ std::string result_key(const nlohmann::json& j) {
            "|" + std::to_string(j.value("index", 0)) + "|" +
            std::to_string(j.value("seed", uint64_t{0})) + "|" + j.value("selector", "") + "|" +
            std::to_string(j.value("ratio", 0.0)) + "|" + j.value("settings", "") + "|" +
-           j.value("question", "");
+           j.value("question", "") + "|" + j.value("answer_prefix", "");
 }
 
 // A document as a project prefills it: its header (BOS, chat turn, name), text and trailer.
@@ -97,9 +97,18 @@ int run_pic_eval(const PicEvalOptions& o) {
     const auto configs = configs_of(o);
     const std::string settings = std::filesystem::path(model->path()).filename().string() +
                                  " max_tokens=" + std::to_string(o.max_tokens) +
-                                 " check_layer=" + std::to_string(o.check_layer);
+                                 " check_layer=" + std::to_string(o.check_layer) +
+                                 " pic=1"; // bump when the selectors' meaning changes
     const PromptStyle style =
         info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
+    for (const auto& c : configs) // refused before anything is computed or written
+        if (c.selector != "cold") {
+            RecomputeOptions ro;
+            ro.selector = c.selector;
+            ro.ratio = c.selector == "cacheblend" ? c.ratio : 1.0;
+            ro.check_layer = o.check_layer;
+            check_recompute_options(info, ro);
+        }
     ResultLog log(o.out, o.command_line, o.threads, result_key);
     ThreadPool pool(o.threads > 0 ? o.threads : 0);
     SessionOptions so;
@@ -132,6 +141,7 @@ int run_pic_eval(const PicEvalOptions& o) {
                                     {"seed", o.seed},
                                     {"settings", settings},
                                     {"question", s.question},
+                                    {"answer_prefix", s.answer_prefix},
                                     {"answer_document", eval::document_holding(pieces, marker)},
                                     {"meta", s.meta}};
                 std::vector<nlohmann::json> lines;

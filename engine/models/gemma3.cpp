@@ -224,10 +224,10 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
     if (memory.n_layers() != I.n_layer)
         throw std::invalid_argument("memory has " + std::to_string(memory.n_layers()) +
                                     " layers, the model " + std::to_string(I.n_layer));
-    if (filter && (filter->after_layer < 0 || filter->after_layer >= I.n_layer ||
+    if (filter && (filter->after_layer < 0 || filter->after_layer + 1 >= I.n_layer ||
                    !logit_rows.empty() || surprisal || !filter->keep))
-        throw std::invalid_argument("a token filter needs a layer of the model and a keep "
-                                    "function, and no logits or surprisal");
+        throw std::invalid_argument("a token filter needs a layer before the model's last, a "
+                                    "keep function, and no logits or surprisal");
     // The rows still running (a filter drops some after its layer).
     std::vector<int32_t> kept_pos(pos, pos + n);
 
@@ -283,7 +283,7 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
         rms_norm(o.data(), L.post_ffn_norm, n, E, I.rms_eps);
         add_inplace(x.data(), o.data(), n * E);
 
-        if (filter && il == filter->after_layer && il + 1 < I.n_layer) {
+        if (filter && il == filter->after_layer) {
             const std::vector<int64_t> keep = filter->keep();
             for (size_t r = 0; r < keep.size(); ++r)
                 if (keep[r] < 0 || keep[r] >= n || (r > 0 && keep[r] <= keep[r - 1]))

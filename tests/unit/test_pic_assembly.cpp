@@ -332,19 +332,40 @@ TEST_F(PicAssembly, EpicNeedsOnlyTheLastRowsOfEachDocumentInSlidingLayers) {
     a.n_past = std::ssize(tokens);
     EXPECT_LT(max_abs_diff(after(a), after(all)), kSameBatches);
 
-    // CacheBlend on the same stored rows: refused.
+    // CacheBlend on the same stored rows: refused, for a sliding layer past its check layer
+    // (the layers up to it recompute every forwarded row, so the tails suffice there).
     ModelMemory again = make_assembled_memory(info, 512);
     for (const auto* d : {&A, &B})
-        for (const auto& r : d->rows)
-            if (!info.layers[static_cast<size_t>(r.layer)].sliding())
-                import_rows(again, info, r, d == &A ? 0 : static_cast<int32_t>(a_.size()), 1000);
+        for (const auto& r : d->rows) {
+            const auto& li = info.layers[static_cast<size_t>(r.layer)];
+            const int64_t keep =
+                li.sliding() ? std::min<int64_t>(r.n_rows, li.attn.window - 1) : r.n_rows;
+            const int64_t width = static_cast<int64_t>(li.attn.n_kv_head) * li.attn.head_dim;
+            LayerRows tail = r;
+            tail.pos_begin = static_cast<int32_t>(r.n_rows - keep);
+            tail.n_rows = keep;
+            tail.k.assign(r.k.end() - keep * width, r.k.end());
+            tail.v.assign(r.v.end() - keep * width, r.v.end());
+            import_rows(again, info, tail, d == &A ? 0 : static_cast<int32_t>(a_.size()), 1000);
+        }
     RecomputeOptions cb;
     cb.selector = "cacheblend";
+    cb.check_layer = 0;
     const auto ab = concat({&a_, &b_});
     try {
         recompute_documents(*model_, again, ab, {0, std::ssize(a_)}, cb, pool_, nullptr);
         ADD_FAILURE() << "cacheblend ran without the sliding rows it attends to";
     } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("cacheblend"), std::string::npos) << e.what();
+        // Layer 0 (the check layer) recomputes its whole run; the first sliding layer after it
+        // is where rows are missing.
+        int first_sliding_after = -1;
+        for (int il = cb.check_layer + 1; il < info.n_layer && first_sliding_after < 0; ++il)
+            if (info.layers[static_cast<size_t>(il)].sliding())
+                first_sliding_after = il;
+        ASSERT_GT(first_sliding_after, cb.check_layer);
+        EXPECT_NE(std::string(e.what()).find("layer " + std::to_string(first_sliding_after)),
+                  std::string::npos)
+            << e.what();
     }
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -85,8 +86,10 @@ std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed) {
 }
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size() || a.empty())
+        return std::numeric_limits<float>::infinity(); // never "equal" by accident
     float m = 0;
-    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    for (size_t i = 0; i < a.size(); ++i)
         m = std::max(m, std::abs(a[i] - b[i]));
     return m;
 }

@@ -26,7 +26,7 @@ std::string read_file(const std::string& path);
 /// n token ids: BOS (2) then ids drawn uniformly from [6, vocab) (past the tiny models'
 /// special pieces), fixed by seed.
 std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed);
-/// max_i |a[i] - b[i]| over the shorter of the two.
+/// max_i |a[i] - b[i]|; infinity when the sizes differ or both are empty.
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 /// A fresh temporary directory (removed by the OS's /tmp policy; tests remove what they write).
 std::string temp_dir();
