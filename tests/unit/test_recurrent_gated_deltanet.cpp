@@ -3,6 +3,7 @@
 // standalone chunk states, the independent numpy fixture, and shape validation.
 #include "quant.h"
 #include "recurrent_gated_deltanet.h"
+#include "state_initialiser.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -562,4 +563,56 @@ TEST(GatedDeltaNet, BadShapesThrowNamingTheProblem) {
     expect_invalid([&] { layer.decode(nullptr, y.data(), st, pool); }, "must not be null");
     GatedDeltaNetState acc = layer.make_state(true);
     expect_invalid([&] { gated_deltanet_compose(p.shape, acc, st); }, "does not track");
+}
+
+// State initialisers (state_initialiser.h) for Gated DeltaNet: `exact` composes the documents'
+// states with their transition matrices into the joint run's state; it needs the transitions.
+TEST(GatedDeltaNet, StateInitialisersAfterDocuments) {
+    ThreadPool pool(2);
+    const Params p = random_params(small_shape(8), 41);
+    const GatedDeltaNetLayer layer(p.shape, p.weights());
+    const int64_t dm = p.shape.d_model;
+    const std::vector<int64_t> docs{7, 12, 10};
+    const int64_t N = 29;
+    std::mt19937 rng(12);
+    const Vec x = normal(rng, static_cast<size_t>(N * dm), 1.0);
+    GatedDeltaNetState joint = layer.make_state();
+    Vec y(x.size());
+    layer.prefill(x.data(), N, y.data(), joint, pool);
+    std::vector<GatedDeltaNetState> states;
+    Vec tail(joint.conv.size(), 0.0f);
+    int64_t from = 0;
+    for (const int64_t len : docs) {
+        GatedDeltaNetState d = layer.make_state(true);
+        d.conv = tail;
+        Vec yd(static_cast<size_t>(len * dm));
+        layer.prefill(&x[from * dm], len, yd.data(), d, pool);
+        tail = d.conv;
+        states.push_back(d);
+        from += len;
+    }
+    std::vector<const GatedDeltaNetState*> ptrs;
+    for (const auto& s : states)
+        ptrs.push_back(&s);
+    auto exact = gated_deltanet_initial_state(p.shape, ptrs, StateInitialiser::Exact);
+    EXPECT_LT(rel_err(exact.s, joint.s), 1e-5);
+    EXPECT_FALSE(exact.tracks_transition());
+    const auto single = gated_deltanet_initial_state(p.shape, ptrs, StateInitialiser::SingleBlock);
+    EXPECT_EQ(single.s, states.back().s);
+    EXPECT_GT(rel_err(single.s, joint.s), 1e-2);
+    const auto zero = gated_deltanet_initial_state(p.shape, ptrs, StateInitialiser::Zero);
+    EXPECT_EQ(zero.s, Vec(zero.s.size(), 0.0f));
+    Vec y1(static_cast<size_t>(dm)), y2(static_cast<size_t>(dm));
+    const Vec next = normal(rng, static_cast<size_t>(dm), 1.0);
+    layer.decode(next.data(), y1.data(), joint, pool);
+    layer.decode(next.data(), y2.data(), exact, pool);
+    EXPECT_LT(scaled_err(y2, y1), 1e-5);
+    // Without the transition matrices exact composition is impossible, and says so.
+    GatedDeltaNetState untracked = layer.make_state();
+    try {
+        gated_deltanet_initial_state(p.shape, {&untracked}, StateInitialiser::Exact);
+        ADD_FAILURE() << "exact without transitions";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("transition"), std::string::npos) << e.what();
+    }
 }

@@ -3,6 +3,7 @@
 // float64 fixture (tests/reference/make_mamba2_fixtures.py) and shape validation.
 #include "quant.h"
 #include "recurrent_mamba2.h"
+#include "state_initialiser.h"
 #include "thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -508,4 +509,51 @@ TEST(RecurrentMamba2, BadShapesThrow) {
     st = layer.make_state();
     EXPECT_THROW(layer.prefill(u.data(), -1, out.data(), st, pool), std::invalid_argument);
     EXPECT_NO_THROW(layer.prefill(nullptr, 0, nullptr, st, pool)); // nothing to do
+}
+
+// State initialisers (state_initialiser.h): after documents run on their own, `exact` gives the
+// joint run's state (documents with the conv tail the joint run had), `single-block` the last
+// document's own state and `zero` nothing; the question decoded after each.
+TEST(RecurrentMamba2, StateInitialisersAfterDocuments) {
+    const Mamba2Shape shape = small_shape(16);
+    const OwnedWeights w = make_weights(shape, 5);
+    const Mamba2Layer layer(shape, w.view());
+    ThreadPool pool(2);
+    std::mt19937 rng(11);
+    const int64_t dm = shape.d_model;
+    const std::vector<int64_t> docs = {9, 14, 6};
+    const int64_t T = 29;
+    const std::vector<float> u = randn(rng, T * dm, 0, 1), q = randn(rng, dm, 0, 1);
+    std::vector<float> out(T * dm), y_joint(dm), y(dm);
+    Mamba2State joint = layer.make_state();
+    layer.prefill(u.data(), T, out.data(), joint, pool);
+    std::vector<Mamba2State> states;
+    std::vector<float> tail(joint.conv.size(), 0.0f);
+    int64_t t0 = 0;
+    for (const int64_t n : docs) {
+        Mamba2State d = layer.make_state();
+        d.conv = tail;
+        layer.prefill(u.data() + t0 * dm, n, out.data() + t0 * dm, d, pool);
+        tail = d.conv;
+        states.push_back(d);
+        t0 += n;
+    }
+    std::vector<const Mamba2State*> ptrs;
+    for (const auto& s : states)
+        ptrs.push_back(&s);
+    auto exact = mamba2_initial_state(shape, ptrs, parse_state_initialiser("exact"));
+    EXPECT_LT(rel_err(exact.ssm, joint.ssm), 1e-5);
+    EXPECT_LT(rel_err(exact.conv, joint.conv), 1e-6); // matmul paths differ by token count
+    const auto single = mamba2_initial_state(shape, ptrs, StateInitialiser::SingleBlock);
+    EXPECT_EQ(single.ssm, states.back().ssm);
+    EXPECT_EQ(single.conv, states.back().conv);
+    EXPECT_GT(rel_err(single.ssm, joint.ssm), 1e-2);
+    const auto zero = mamba2_initial_state(shape, ptrs, StateInitialiser::Zero);
+    EXPECT_EQ(zero.ssm, std::vector<float>(zero.ssm.size(), 0.0f));
+    EXPECT_EQ(zero.conv, std::vector<float>(zero.conv.size(), 0.0f));
+    layer.decode(q.data(), y_joint.data(), joint, pool);
+    layer.decode(q.data(), y.data(), exact, pool);
+    EXPECT_LT(rel_err(y, y_joint), 1e-5);
+    EXPECT_THROW(mamba2_initial_state(shape, {}, StateInitialiser::Exact), std::invalid_argument);
+    EXPECT_THROW(parse_state_initialiser("average"), std::invalid_argument);
 }
