@@ -98,6 +98,8 @@ CachedDocument prefill_document(const Model& model, const std::vector<int32_t>& 
 }
 
 int epic_tokens_for(double ratio, int64_t n_past, int64_t documents) {
+    if (!(ratio >= 0 && ratio <= 1) || n_past < 0)
+        throw std::invalid_argument("epic: the recompute ratio must lie in [0, 1]");
     if (documents < 2)
         return 0;
     return static_cast<int>(

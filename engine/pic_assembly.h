@@ -58,7 +58,7 @@ struct RecomputeOptions {
 
 /// EPIC's k for a recompute ratio: ceil(ratio · n_past / (documents − 1)) tokens at the start
 /// of each later document, so that about `ratio` of the context is recomputed (0 for a single
-/// document).
+/// document). Throws std::invalid_argument for a ratio outside [0, 1] (or NaN).
 int epic_tokens_for(double ratio, int64_t n_past, int64_t documents);
 
 /// Throws std::invalid_argument for options `info`'s model cannot run: an unknown selector,

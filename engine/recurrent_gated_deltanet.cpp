@@ -492,6 +492,8 @@ void GatedDeltaNetLayer::decode(const float* x, float* out, GatedDeltaNetState& 
 
 void gated_deltanet_compose(const GatedDeltaNetShape& shape, float* s, const float* transition_c,
                             const float* s_c) {
+    if (s == nullptr || transition_c == nullptr || s_c == nullptr)
+        throw std::invalid_argument("Gated DeltaNet compose: null pointer");
     const int64_t dk = shape.d_k, dv = shape.d_v;
     std::vector<float> prod(static_cast<size_t>(dv * dk));
     for (int64_t h = 0; h < shape.n_v_heads; ++h) {

@@ -172,6 +172,7 @@ private:
 /// For each value head: s ← s·T_c + s_c, in fp32.
 /// s, s_c: [n_v][d_v][d_k]; transition_c: [n_v][d_k][d_k]. With identical per-token q, k, v, β, g
 /// (the stretch was run with the right conv tail), this equals running the stretch from `s`.
+/// Throws std::invalid_argument for a null pointer.
 void gated_deltanet_compose(const GatedDeltaNetShape& shape, float* s, const float* transition_c,
                             const float* s_c);
 

@@ -221,6 +221,10 @@ int run_pic_eval(const PicEvalOptions& o) {
                             j["recompute_share"] = static_cast<double>(a.stats.recompute_set) /
                                                    static_cast<double>(a.n_past);
                             j["tokens_forwarded"] = a.stats.tokens_forwarded;
+                            // CacheBlend runs every forwarded token through the layers up to
+                            // its check layer: that share of the context is also paid for.
+                            j["forwarded_share"] = static_cast<double>(a.stats.tokens_forwarded) /
+                                                   static_cast<double>(a.n_past);
                             if (c.selector == "epic")
                                 j["epic_tokens"] = ro.epic_tokens;
                             auto kind = [](const LayerKindCount& k) {

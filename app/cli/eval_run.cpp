@@ -102,7 +102,8 @@ std::vector<int32_t> sample_question(const Tokenizer& tok, bool instruction_tune
                                      const eval::EvalSample& s) {
     auto question = question_tokens(tok, instruction_tuned, s.question);
     if (!s.answer_prefix.empty()) {
-        const auto prefix = tok.encode(s.answer_prefix);
+        // A completion prompt ends in "Answer:"; RULER puts a space before its prefix there.
+        const auto prefix = tok.encode((instruction_tuned ? "" : " ") + s.answer_prefix);
         question.insert(question.end(), prefix.begin(), prefix.end());
     }
     return question;
