@@ -84,7 +84,7 @@ std::vector<int32_t> document_tokens(const Tokenizer& tok, bool instruction_tune
 }
 
 struct Tally {
-    std::vector<double> scores, cold, ttft_ratio, recompute_share, top1, kl;
+    std::vector<double> scores, cold, ttft_ratio, recompute_share, forwarded_share, top1, kl;
 };
 
 } // namespace
@@ -275,6 +275,7 @@ int run_pic_eval(const PicEvalOptions& o) {
                     t.cold.push_back(j["score_cold"]);
                     t.ttft_ratio.push_back(j["ttft_ratio"]);
                     t.recompute_share.push_back(j.value("recompute_share", 1.0));
+                    t.forwarded_share.push_back(j.value("forwarded_share", 1.0));
                     if (j.contains("fidelity")) {
                         t.top1.push_back(j["fidelity"]["top1_agreement"]);
                         t.kl.push_back(j["fidelity"]["kl"]);
@@ -315,6 +316,7 @@ int run_pic_eval(const PicEvalOptions& o) {
                               {"quality_recovered", cold > 0 ? acc / cold : 1.0},
                               {"ttft_ratio", mean(t.ttft_ratio)},
                               {"recompute_share", mean(t.recompute_share)},
+                              {"forwarded_share", mean(t.forwarded_share)},
                               {"samples", t.scores.size()}};
             if (!t.top1.empty())
                 sj["fidelity"] = {{"top1_agreement", mean(t.top1)}, {"kl", mean(t.kl)}};

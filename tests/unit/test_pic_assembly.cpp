@@ -111,8 +111,8 @@ TEST_F(PicAssembly, OneDocumentWithoutRecomputeIsExactReuse) {
 
 TEST_F(PicAssembly, WithoutRecomputeASecondDocumentIsApproximate) {
     // The position-independent error the selectors exist to repair: a second document's rows
-    // never saw the first, so the answer differs from a cold prefill, but is finite and moved
-    // keys make it far closer than keys left at their old positions.
+    // never saw the first, so the answer differs from a cold prefill (and stays finite). The
+    // moved keys themselves are exact (AMovedKeyEqualsTheKeyComputedAtTheNewPosition).
     const auto A = prefill_document(*model_, a_, pool_);
     const auto B = prefill_document(*model_, b_, pool_);
     auto none = assemble_documents(*model_, {&A, &B}, RecomputeOptions{}, pool_);
