@@ -24,6 +24,21 @@ namespace {
 constexpr float kSameBatches = 1e-4f;
 constexpr float kOtherBatches = 1e-3f;
 
+// Import a document's rows at `offset` as a project stores them: every global row, and of a
+// sliding layer only the last window - 1 rows.
+void import_as_stored(ModelMemory& memory, const ModelInfo& info, const LayerRows& r,
+                      int32_t offset) {
+    const auto& li = info.layers[static_cast<size_t>(r.layer)];
+    const int64_t keep = li.sliding() ? std::min<int64_t>(r.n_rows, li.attn.window - 1) : r.n_rows;
+    const int64_t width = static_cast<int64_t>(li.attn.n_kv_head) * li.attn.head_dim;
+    LayerRows tail = r;
+    tail.pos_begin = static_cast<int32_t>(r.n_rows - keep);
+    tail.n_rows = keep;
+    tail.k.assign(r.k.end() - keep * width, r.k.end());
+    tail.v.assign(r.v.end() - keep * width, r.v.end());
+    import_rows(memory, info, tail, offset, 1000);
+}
+
 class PicAssembly : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -307,18 +322,8 @@ TEST_F(PicAssembly, EpicNeedsOnlyTheLastRowsOfEachDocumentInSlidingLayers) {
     std::vector<int32_t> tokens;
     for (const auto* d : {&A, &B, &C}) {
         starts.push_back(std::ssize(tokens));
-        for (const auto& r : d->rows) {
-            const auto& li = info.layers[static_cast<size_t>(r.layer)];
-            const int64_t keep =
-                li.sliding() ? std::min<int64_t>(r.n_rows, li.attn.window - 1) : r.n_rows;
-            LayerRows tail = r;
-            const int64_t width = static_cast<int64_t>(li.attn.n_kv_head) * li.attn.head_dim;
-            tail.pos_begin = static_cast<int32_t>(r.n_rows - keep);
-            tail.n_rows = keep;
-            tail.k.assign(r.k.end() - keep * width, r.k.end());
-            tail.v.assign(r.v.end() - keep * width, r.v.end());
-            import_rows(stored, info, tail, static_cast<int32_t>(starts.back()), 1000);
-        }
+        for (const auto& r : d->rows)
+            import_as_stored(stored, info, r, static_cast<int32_t>(starts.back()));
         tokens.insert(tokens.end(), d->tokens.begin(), d->tokens.end());
     }
     std::vector<int32_t> u;
@@ -336,18 +341,8 @@ TEST_F(PicAssembly, EpicNeedsOnlyTheLastRowsOfEachDocumentInSlidingLayers) {
     // (the layers up to it recompute every forwarded row, so the tails suffice there).
     ModelMemory again = make_assembled_memory(info, 512);
     for (const auto* d : {&A, &B})
-        for (const auto& r : d->rows) {
-            const auto& li = info.layers[static_cast<size_t>(r.layer)];
-            const int64_t keep =
-                li.sliding() ? std::min<int64_t>(r.n_rows, li.attn.window - 1) : r.n_rows;
-            const int64_t width = static_cast<int64_t>(li.attn.n_kv_head) * li.attn.head_dim;
-            LayerRows tail = r;
-            tail.pos_begin = static_cast<int32_t>(r.n_rows - keep);
-            tail.n_rows = keep;
-            tail.k.assign(r.k.end() - keep * width, r.k.end());
-            tail.v.assign(r.v.end() - keep * width, r.v.end());
-            import_rows(again, info, tail, d == &A ? 0 : static_cast<int32_t>(a_.size()), 1000);
-        }
+        for (const auto& r : d->rows)
+            import_as_stored(again, info, r, d == &A ? 0 : static_cast<int32_t>(a_.size()));
     RecomputeOptions cb;
     cb.selector = "cacheblend";
     cb.check_layer = 0;
