@@ -21,6 +21,14 @@ AppSettings AppSettings::load() {
     a.memory.budget = qBound(0.01, s.value("memory/sekv_budget", a.memory.budget).toDouble(), 1.0);
     a.memory.expand_rate =
         qBound(0.0, s.value("memory/sekv_expand_rate", a.memory.expand_rate).toDouble(), 1.0);
+    const QString selector = s.value("reuse/selector", a.reuse.selector).toString();
+    if (selector == QLatin1String("none") || selector == QLatin1String("epic") ||
+        selector == QLatin1String("full"))
+        a.reuse.selector = selector;
+    // epic and full recompute with the full memory policy only (sekv joins without).
+    if (a.memory.sekv())
+        a.reuse.selector = QStringLiteral("none");
+    a.reuse.recompute = qBound(0.01, s.value("reuse/recompute", a.reuse.recompute).toDouble(), 1.0);
     a.cache_limit_bytes =
         qMax<qint64>(0, s.value("cache/limit_bytes", a.cache_limit_bytes).toLongLong());
     a.recent_projects = s.value("projects/recent").toStringList();
@@ -39,6 +47,8 @@ void AppSettings::save() const {
     s.setValue("memory/policy", memory.policy);
     s.setValue("memory/sekv_budget", memory.budget);
     s.setValue("memory/sekv_expand_rate", memory.expand_rate);
+    s.setValue("reuse/selector", reuse.selector);
+    s.setValue("reuse/recompute", reuse.recompute);
     s.setValue("cache/limit_bytes", cache_limit_bytes);
     s.setValue("projects/recent", recent_projects);
 }

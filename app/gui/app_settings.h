@@ -20,6 +20,7 @@ struct AppSettings {
     int threads = 0; ///< engine threads; 0: all cores
     GenerationSettings generation;
     MemorySettings memory;
+    ReuseSettings reuse;
     /// The chunk-state cache limit shown in Settings (bytes): read from a project as it opens,
     /// written to it when changed; new projects start at the store's default (8 GiB).
     qint64 cache_limit_bytes = qint64{8} << 30;

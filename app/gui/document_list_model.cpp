@@ -54,17 +54,21 @@ bool DocumentListModel::setData(const QModelIndex& index, const QVariant& value,
     if (role != Qt::CheckStateRole || !checkIndex(index, CheckIndexOption::IndexIsValid) ||
         rows_[index.row()].id <= 0)
         return false;
-    checked_[index.row()] = value.toInt() == Qt::Checked;
+    const bool checked = value.toInt() == Qt::Checked;
+    if (checked_[index.row()] == checked)
+        return true;
+    checked_[index.row()] = checked;
     emit dataChanged(index, index, {Qt::CheckStateRole});
+    emit context_changed();
     return true;
 }
 
 Qt::ItemFlags DocumentListModel::flags(const QModelIndex& index) const {
     if (!index.isValid())
-        return Qt::NoItemFlags;
+        return Qt::ItemIsDropEnabled; // between rows: where a dragged row goes
     Qt::ItemFlags f = Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemNeverHasChildren;
     if (rows_[index.row()].id > 0)
-        f |= Qt::ItemIsUserCheckable;
+        f |= Qt::ItemIsUserCheckable | Qt::ItemIsDragEnabled;
     return f;
 }
 
@@ -81,7 +85,9 @@ QHash<int, QByteArray> DocumentListModel::roleNames() const {
 void DocumentListModel::reset_rows(const QList<DocumentRow>& rows) {
     beginResetModel();
     rows_ = rows;
-    checked_ = QList<bool>(rows.size(), true);
+    checked_.clear();
+    for (const auto& r : rows)
+        checked_ << r.in_context;
     endResetModel();
 }
 
@@ -143,6 +149,45 @@ QList<qint64> DocumentListModel::checked_ids() const {
         if (rows_[i].id > 0 && checked_[i])
             ids << rows_[i].id;
     return ids;
+}
+
+QList<qint64> DocumentListModel::ordered_ids() const {
+    QList<qint64> ids;
+    for (const auto& r : rows_)
+        if (r.id > 0)
+            ids << r.id;
+    return ids;
+}
+
+QList<qint64> DocumentListModel::unchecked_ids() const {
+    QList<qint64> ids;
+    for (int i = 0; i < rows_.size(); ++i)
+        if (rows_[i].id > 0 && !checked_[i])
+            ids << rows_[i].id;
+    return ids;
+}
+
+bool DocumentListModel::moveRows(const QModelIndex& source_parent, int source_row, int count,
+                                 const QModelIndex& destination_parent, int destination_child) {
+    const int n = static_cast<int>(rows_.size());
+    if (source_parent.isValid() || destination_parent.isValid() || count < 1 || source_row < 0 ||
+        source_row + count > n || destination_child < 0 || destination_child > n ||
+        (destination_child >= source_row && destination_child <= source_row + count))
+        return false; // outside the list, or onto itself
+    if (!beginMoveRows({}, source_row, source_row + count - 1, {}, destination_child))
+        return false;
+    const auto rows = rows_.mid(source_row, count);
+    const auto checked = checked_.mid(source_row, count);
+    rows_.remove(source_row, count);
+    checked_.remove(source_row, count);
+    const int at = destination_child > source_row ? destination_child - count : destination_child;
+    for (int i = 0; i < count; ++i) {
+        rows_.insert(at + i, rows[i]);
+        checked_.insert(at + i, checked[i]);
+    }
+    endMoveRows();
+    emit context_changed();
+    return true;
 }
 
 int DocumentListModel::total_documents() const {

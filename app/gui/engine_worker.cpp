@@ -1,5 +1,7 @@
 #include "engine_worker.h"
 
+#include "answer_stats_json.h"
+#include "document_list.h"
 #include "document_loader.h"
 #include "error_text.h"
 #include "model.h"
@@ -154,10 +156,17 @@ void EngineWorker::open_project(const QString& path, bool create) {
     try {
         project_ = Project::open(path.toStdString(), create);
         open_cache();
+        // The list as the user left it: its order, and which documents are in context.
+        std::string warning;
+        const DocumentListState list = project_document_list(*project_, &warning);
+        if (!warning.empty())
+            emit note(q(warning));
         QList<DocumentRow> rows;
         qint64 restored = 0;
-        for (const auto& d : project_->documents()) {
-            rows << row_for(d.id);
+        for (const auto id : list.order) {
+            rows << row_for(id);
+            rows.back().in_context =
+                std::find(list.excluded.begin(), list.excluded.end(), id) == list.excluded.end();
             restored += rows.back().chunks_stored;
         }
         emit project_opened(q(project_->path()), rows, restored, project_->cache_limit_bytes());
@@ -304,7 +313,7 @@ void EngineWorker::load_document_spans(quint64 serial, qint64 id, const MemorySe
 
 void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
                        const QList<qint64>& document_ids, const GenerationSettings& g,
-                       const MemorySettings& m) {
+                       const MemorySettings& m, const ReuseSettings& r) {
     arm(stop_, stop_serial_, serial);
     if (stop_.load()) { // stopped while it waited behind an ingest: nothing is asked
         AnswerStats st;
@@ -335,6 +344,8 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
     pq.sampling.top_k = g.top_k;
     pq.sampling.top_p = static_cast<float>(g.top_p);
     pq.sampling.seed = g.seed;
+    pq.recompute.selector = r.selector.toStdString();
+    pq.recompute.ratio = r.recompute;
     ProjectAskHooks hooks;
     qint64 saved_chat = chat_id;
     hooks.on_question_saved = [&](int64_t id) {
@@ -350,32 +361,14 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
     AnswerStats st;
     try {
         const auto a = ask_project(*project_, *model_, *cache_, *scratch_, so, pq, hooks, &stop_);
-        const auto& s = a.answer.stats;
+        st = answer_stats_from_json(a.stats);
         st.chat_id = a.chat_id;
         st.text = q(a.answer.text);
         st.stop_reason = q(a.answer.stop_reason);
-        st.ttft_ms = s.ttft_ms;
-        st.decode_tokens_per_s = s.decode_tokens_per_s;
-        st.prefill_tokens_per_s = s.prefill_tokens_per_s;
-        st.tokens_reused = s.tokens_reused;
-        st.tokens_computed = s.tokens_computed;
-        st.generated_tokens = s.generated_tokens;
-        st.kv_bytes = s.memory.fast_tier_bytes + s.memory.host_tier_bytes;
+        const auto& memory = a.answer.stats.memory;
+        st.kv_bytes = memory.fast_tier_bytes + memory.host_tier_bytes;
         st.peak_rss_bytes = peak_rss_bytes();
         st.message_id = a.message_id;
-        const auto& j = a.stats;
-        const auto num = [&](const char* k) {
-            return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0;
-        };
-        st.policy = j.contains("policy") && j["policy"].is_string()
-                        ? q(j["policy"].get<std::string>())
-                        : QString();
-        st.fast_tier_fraction = num("fast_tier_fraction");
-        st.expansions = num("expansions");
-        st.spans = static_cast<qint64>(num("spans"));
-        if (j.contains("memory") && j["memory"].is_object() &&
-            j["memory"].contains("full_kv_bytes") && j["memory"]["full_kv_bytes"].is_number())
-            st.full_kv_bytes = j["memory"]["full_kv_bytes"].get<qint64>();
         for (const auto& n : a.notes)
             st.notes << q(n);
         emit answer_finished(serial, st);

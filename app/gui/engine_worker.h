@@ -50,10 +50,11 @@ public slots:
     void add_documents(quint64 serial, const QStringList& paths);
     void remove_document(qint64 id);
     /// Answer from the given documents (empty: the chat's, else all) in chat_id (0: new chat),
-    /// with the memory policy `m` (sekv: the zoom trace is kept with the answer).
+    /// with the memory policy `m` (sekv: the zoom trace is kept with the answer); documents
+    /// after the first joined as `r` says (in the order of document_ids).
     void ask(quint64 serial, qint64 chat_id, const QString& question,
              const QList<qint64>& document_ids, const spanscope::gui::GenerationSettings& g,
-             const spanscope::gui::MemorySettings& m);
+             const spanscope::gui::MemorySettings& m, const spanscope::gui::ReuseSettings& r);
     /// The document's SEKV spans for `m` (built and stored where missing; its chunk states must
     /// be stored). Emits document_spans, with the reason in words when there are none.
     void load_document_spans(quint64 serial, qint64 id, const spanscope::gui::MemorySettings& m);

@@ -45,6 +45,16 @@ QString stats_text(const AnswerStats& s) {
                     .arg(l.toString(s.expansions, 'f', 1));
     else if (s.policy == QLatin1String("full"))
         text += QStringLiteral(" · full memory");
+    if (!s.selector.isEmpty() && s.selector != QLatin1String("none")) {
+        const auto share = [&](const AnswerStats::LayerRows& k) {
+            const qint64 all = k.recomputed + k.reused;
+            return all > 0 ? l.toString(100.0 * k.recomputed / all, 'f', 0) : QStringLiteral("0");
+        };
+        text += QStringLiteral(" · %1 recomputed %2 (global layers %3 % of rows, sliding %4 %)")
+                    .arg(s.selector, count_text(s.recompute_set, QStringLiteral("token"),
+                                                QStringLiteral("tokens")))
+                    .arg(share(s.global_rows), share(s.sliding_rows));
+    }
     return text;
 }
 
@@ -63,6 +73,7 @@ void register_gui_types() {
     qRegisterMetaType<AnswerStats>();
     qRegisterMetaType<GenerationSettings>();
     qRegisterMetaType<MemorySettings>();
+    qRegisterMetaType<ReuseSettings>();
     qRegisterMetaType<IngestStatus>();
     qRegisterMetaType<QList<DocumentRow>>();
     qRegisterMetaType<QList<ChatRow>>();

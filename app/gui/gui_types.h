@@ -30,8 +30,9 @@ struct DocumentRow {
     qint64 chunks = 0, chunks_stored = 0;
     double tokens_per_s = 0;
     double seconds_left = 0;
-    QString error;        ///< Failed: why, in words
-    QStringList warnings; ///< from the loader (encoding converted, pages without text)
+    QString error;          ///< Failed: why, in words
+    QStringList warnings;   ///< from the loader (encoding converted, pages without text)
+    bool in_context = true; ///< checked in the list: questions are asked about it
 };
 
 /// Words for a row's status: "ready", "prefilling 3/12 chunks", "failed: …".
@@ -77,9 +78,18 @@ struct AnswerStats {
     double expansions = 0;         ///< spans expanded per generated token, per layer and head
     qint64 spans = 0;              ///< spans in the answer's context
     qint64 full_kv_bytes = 0;      ///< what full would hold for the SEKV layers
+    // LinearKV (a selector other than none joined the documents): what it recomputed.
+    QString selector;         ///< "epic", "full"; empty: none (rows reused as stored)
+    qint64 recompute_set = 0; ///< tokens recomputed through every layer
+    struct LayerRows {
+        int layers = 0;
+        qint64 recomputed = 0, reused = 0; ///< key/value rows, summed over the layers
+    };
+    LayerRows global_rows, sliding_rows; ///< attention layers without and with a window
 };
 /// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:
-/// fast tier 31 % of full, 4.2 spans expanded per token" or " · full memory".
+/// fast tier 31 % of full, 4.2 spans expanded per token" or " · full memory", then with a
+/// selector " · epic recomputed 212 tokens (global layers 3 % of rows, sliding 4 %)".
 QString stats_text(const AnswerStats& s);
 
 struct GenerationSettings {
@@ -100,6 +110,17 @@ struct MemorySettings {
     /// those answers under the same key use.
     QString spans_key() const;
     bool operator==(const MemorySettings&) const = default;
+};
+
+/// How documents after the first are joined in context (LinearKV, DESIGN.md §3.5;
+/// pic_assembly.h), as chosen in Settings.
+struct ReuseSettings {
+    /// "none": every document's cached rows as stored (keys moved to their new positions);
+    /// "epic": the first tokens of each later document recomputed; "full": everything
+    /// recomputed (a cold prefill). epic and full need the full memory policy.
+    QString selector = QStringLiteral("none");
+    double recompute = 0.15; ///< epic: the share of the context's tokens recomputed, (0, 1]
+    bool operator==(const ReuseSettings&) const = default;
 };
 
 /// Progress of an ingest over all files being added.
@@ -125,4 +146,5 @@ Q_DECLARE_METATYPE(spanscope::gui::MessageRow)
 Q_DECLARE_METATYPE(spanscope::gui::AnswerStats)
 Q_DECLARE_METATYPE(spanscope::gui::GenerationSettings)
 Q_DECLARE_METATYPE(spanscope::gui::MemorySettings)
+Q_DECLARE_METATYPE(spanscope::gui::ReuseSettings)
 Q_DECLARE_METATYPE(spanscope::gui::IngestStatus)

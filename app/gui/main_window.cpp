@@ -291,6 +291,7 @@ void MainWindow::build_menus() {
     remove_action_->setShortcut(QKeySequence::Delete);
     remove_action_->setShortcutContext(Qt::WidgetWithChildrenShortcut);
     document_list_->addAction(remove_action_);
+    setup_document_context(file);
     document_list_->setContextMenuPolicy(Qt::ActionsContextMenu);
     file->addSeparator();
     a = file->addAction(tr("&Settings…"), this, &MainWindow::show_settings);
@@ -575,6 +576,8 @@ void MainWindow::update_actions() {
     const bool open = !project_path_.isEmpty();
     close_action_->setEnabled(open);
     remove_action_->setEnabled(open);
+    move_up_action_->setEnabled(open);
+    move_down_action_->setEnabled(open);
     send_->setEnabled(!answering_);
     stop_->setEnabled(answering_);
     const bool has_chat = chat_.chat_id() > 0;

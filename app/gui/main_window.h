@@ -130,6 +130,11 @@ private:
     void choose_and_add_documents();
     void choose_and_open_project(bool create);
     void remove_selected_document();
+    // main_window_context.cpp: the documents in context, their order, how they are joined.
+    void setup_document_context(QMenu* file);
+    /// Move the selected document `delta` rows (−1 up, +1 down) in the list.
+    void move_selected_document(int delta);
+    void save_document_list();
     void rename_current_chat();
     void delete_current_chat();
     void copy_chat();
@@ -208,6 +213,8 @@ private:
     QAction* close_action_ = nullptr;
     QAction* add_action_ = nullptr;
     QAction* remove_action_ = nullptr;
+    QAction* move_up_action_ = nullptr;
+    QAction* move_down_action_ = nullptr;
     QAction* send_action_ = nullptr;
     QAction* stop_action_ = nullptr;
     QAction* chat_actions_[4] = {};

@@ -96,10 +96,10 @@ void MainWindow::on_send() {
     chat_.begin_exchange(question, ingesting() ? tr("waiting for the documents being added…")
                                                : tr("reading…"));
     update_actions();
-    QMetaObject::invokeMethod(engine_, [e = engine_, serial, chat = chat_.chat_id(), question, ids,
-                                        g = settings_.generation, m = settings_.memory] {
-        e->ask(serial, chat, question, ids, g, m);
-    });
+    QMetaObject::invokeMethod(
+        engine_, [e = engine_, serial, chat = chat_.chat_id(), question, ids,
+                  g = settings_.generation, m = settings_.memory,
+                  r = settings_.reuse] { e->ask(serial, chat, question, ids, g, m, r); });
 }
 
 void MainWindow::stop_answer() {

@@ -103,11 +103,44 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     expand_rate_->setToolTip(tr("sekv: the share of spans a query zooms into (the router's "
                                 "threshold is calibrated to it on the question)"));
     form->addRow(tr("SEKV expand rate"), expand_rate_);
+
+    selector_ = new QComboBox;
+    selector_->setObjectName(QStringLiteral("reuseSelector"));
+    selector_->addItem(tr("none — stored keys and values, moved to their new positions"),
+                       QStringLiteral("none"));
+    selector_->addItem(tr("epic — recompute the first tokens of each later document"),
+                       QStringLiteral("epic"));
+    selector_->addItem(tr("full — recompute everything (as slow as reading anew)"),
+                       QStringLiteral("full"));
+    selector_->setCurrentIndex(qMax(0, selector_->findData(current.reuse.selector)));
+    selector_->setToolTip(tr("Each document was read on its own; with several in context, the "
+                             "later ones never saw the earlier ones. A selector recomputes some "
+                             "of their tokens with the documents before them in context. Needs "
+                             "the full memory policy."));
+    form->addRow(tr("Joining documents"), selector_);
+
+    recompute_ = new QDoubleSpinBox;
+    recompute_->setObjectName(QStringLiteral("reuseRecompute"));
+    recompute_->setRange(1, 100);
+    recompute_->setDecimals(0);
+    recompute_->setSuffix(tr(" % of the context"));
+    recompute_->setValue(100 * current.reuse.recompute);
+    recompute_->setToolTip(tr("epic: the share of the context's tokens recomputed, spread over "
+                              "the starts of the documents after the first"));
+    form->addRow(tr("Tokens recomputed"), recompute_);
+
     const auto enable = [this] {
         const bool sekv = policy_->currentData().toString() == QLatin1String("sekv");
         budget_->setEnabled(sekv);
         expand_rate_->setEnabled(sekv);
+        // SEKV joins documents without recompute (its spans are moved, not recomputed).
+        if (sekv)
+            selector_->setCurrentIndex(selector_->findData(QStringLiteral("none")));
+        selector_->setEnabled(!sekv);
+        recompute_->setEnabled(!sekv &&
+                               selector_->currentData().toString() == QLatin1String("epic"));
     };
+    connect(selector_, &QComboBox::currentIndexChanged, this, enable);
     connect(policy_, &QComboBox::currentIndexChanged, this, enable);
     enable();
 
@@ -139,6 +172,9 @@ AppSettings SettingsDialog::result_settings() const {
         s.memory.budget = budget_->value() / 100;
     if (std::abs(expand_rate_->value() - 100 * base_.memory.expand_rate) >= 0.5)
         s.memory.expand_rate = expand_rate_->value() / 100;
+    s.reuse.selector = selector_->currentData().toString();
+    if (std::abs(recompute_->value() - 100 * base_.reuse.recompute) >= 0.5)
+        s.reuse.recompute = recompute_->value() / 100;
     const qint64 bytes = std::llround(cache_gib_->value() * (1 << 30));
     // Unchanged in the dialog: keep the exact byte count (the spin box rounds).
     if (std::llabs(bytes - base_.cache_limit_bytes) > (1 << 30) / 20)

@@ -1,5 +1,6 @@
 // The Settings dialog: model file, engine threads, generation parameters, memory policy (full
-// or sekv, with SEKV's fast-tier budget and expand rate), cache size limit.
+// or sekv, with SEKV's fast-tier budget and expand rate), how documents are joined in context
+// (LinearKV selector and recompute share), cache size limit.
 #pragma once
 
 #include "app_settings.h"
@@ -32,6 +33,8 @@ private:
     QComboBox* policy_ = nullptr;
     QDoubleSpinBox* budget_ = nullptr;
     QDoubleSpinBox* expand_rate_ = nullptr;
+    QComboBox* selector_ = nullptr;
+    QDoubleSpinBox* recompute_ = nullptr;
     QDoubleSpinBox* cache_gib_ = nullptr;
 };
 

@@ -1,6 +1,8 @@
 #include "store_worker.h"
 
+#include "answer_stats_json.h"
 #include "chat_export.h"
+#include "document_list.h"
 #include "error_text.h"
 #include "project.h"
 
@@ -95,22 +97,12 @@ QString message_details(const std::string& stats_json) {
     const auto str = [&](const char* k) {
         return j.contains(k) && j[k].is_string() ? q(j[k].get<std::string>()) : QString();
     };
-    const auto num = [&](const char* k) {
-        return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0;
-    };
     const QString reason = str("stop_reason");
     if (reason == "error")
         return QStringLiteral("no answer: %1").arg(str("error"));
-    AnswerStats s;
-    s.ttft_ms = num("ttft_ms");
-    s.decode_tokens_per_s = num("decode_tokens_per_s");
-    s.tokens_reused = static_cast<qint64>(num("tokens_reused"));
-    s.tokens_computed = static_cast<qint64>(num("tokens_computed"));
     if (!j.contains("ttft_ms"))
         return reason == "stopped" ? QStringLiteral("stopped before the answer began") : QString();
-    s.policy = str("policy");
-    s.fast_tier_fraction = num("fast_tier_fraction");
-    s.expansions = num("expansions");
+    const AnswerStats s = answer_stats_from_json(j);
     QString line = stats_text(s);
     if (reason == "stopped")
         line += QStringLiteral(" · stopped");
@@ -195,6 +187,19 @@ void StoreWorker::export_chat(qint64 chat_id, const QString& path) {
         emit chat_exported(chat_id, path);
     } catch (const std::exception& e) {
         emit error(describe_error(QStringLiteral("Exporting the chat"), e));
+    }
+}
+
+void StoreWorker::save_document_list(const QList<qint64>& order, const QList<qint64>& excluded) {
+    if (!project_)
+        return;
+    try {
+        DocumentListState state;
+        state.order.assign(order.begin(), order.end());
+        state.excluded.assign(excluded.begin(), excluded.end());
+        set_project_document_list(*project_, state);
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Keeping the document order"), e));
     }
 }
 

@@ -38,6 +38,9 @@ public slots:
     void delete_chat(qint64 chat_id);
     /// Write the chat as Markdown to `path` (atomically: a temporary file, then a rename).
     void export_chat(qint64 chat_id, const QString& path);
+    /// Keep the document list as the user left it (document_list.h): every document in list
+    /// order, and those left out of the context. Emits error when it cannot be written.
+    void save_document_list(const QList<qint64>& order, const QList<qint64>& excluded);
 
 signals:
     void document_text(qint64 id, const QString& name, const QString& text,

@@ -144,9 +144,34 @@ void GuiErrors::settingsPersist() {
         QCOMPARE(dialog.result_settings().memory, d.memory);
         budget->setValue(50);
         QCOMPARE(dialog.result_settings().memory.budget, 0.5);
+        // Joining documents: recompute needs the full policy; sekv joins without.
+        auto* selector = dialog.findChild<QComboBox*>(QStringLiteral("reuseSelector"));
+        auto* recompute = dialog.findChild<QDoubleSpinBox*>(QStringLiteral("reuseRecompute"));
+        QVERIFY(!selector->isEnabled());
+        QCOMPARE(selector->currentData().toString(), QStringLiteral("none"));
         policy->setCurrentIndex(0);
         QVERIFY(!budget->isEnabled());
         QCOMPARE(dialog.result_settings().memory.policy, QStringLiteral("full"));
+        QVERIFY(selector->isEnabled());
+        QVERIFY(!recompute->isEnabled()); // only epic recomputes a share
+        selector->setCurrentIndex(selector->findData(QStringLiteral("epic")));
+        QVERIFY(recompute->isEnabled());
+        recompute->setValue(20);
+        QCOMPARE(dialog.result_settings().reuse.selector, QStringLiteral("epic"));
+        QCOMPARE(dialog.result_settings().reuse.recompute, 0.2);
+        policy->setCurrentIndex(1); // back to sekv: the selector falls back to none
+        QCOMPARE(dialog.result_settings().reuse.selector, QStringLiteral("none"));
+    }
+    // The selector and share persist; an unknown selector in the file falls back to none.
+    {
+        AppSettings e = r;
+        e.memory.policy = QStringLiteral("full");
+        e.reuse.selector = QStringLiteral("epic");
+        e.reuse.recompute = 0.1;
+        e.save();
+        QCOMPARE(AppSettings::load().reuse, e.reuse);
+        QSettings().setValue("reuse/selector", QStringLiteral("cacheblend"));
+        QCOMPARE(AppSettings::load().reuse.selector, QStringLiteral("none"));
     }
     QCOMPARE(r.recent_projects,
              (QStringList{QStringLiteral("/p/a.spanscope"), QStringLiteral("/p/b.spanscope")}));

@@ -21,6 +21,7 @@ class GuiModels : public QObject {
     Q_OBJECT
 private slots:
     void documentRowsAreUpdatedInPlace();
+    void documentsAreReorderedByMovesAndKeepTheirChecks();
     void answerStreamsIntoTheLastRowWithoutAReset();
     void chatListKeepsRowsItDoesNotChange();
     void shownTextMapsBytesToPositions();
@@ -74,6 +75,53 @@ static DocumentRow doc(const QString& key, qint64 id, DocumentRow::Status st) {
     r.id = id;
     r.status = st;
     return r;
+}
+
+void GuiModels::documentsAreReorderedByMovesAndKeepTheirChecks() {
+    DocumentListModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    auto c = doc("/c", 3, DocumentRow::Status::Ready);
+    c.in_context = false; // as the project kept it
+    m.reset_rows(
+        {doc("/a", 1, DocumentRow::Status::Ready), doc("/b", 2, DocumentRow::Status::Ready), c});
+    QCOMPARE(m.ordered_ids(), (QList<qint64>{1, 2, 3}));
+    QCOMPARE(m.checked_ids(), (QList<qint64>{1, 2}));
+    QCOMPARE(m.unchecked_ids(), (QList<qint64>{3}));
+    QSignalSpy moved(&m, &QAbstractItemModel::rowsMoved);
+    QSignalSpy context(&m, &DocumentListModel::context_changed);
+
+    // moveRow's destination is the row the moved one goes before (QListView's drag uses it).
+    QVERIFY(m.moveRow({}, 2, {}, 0)); // c to the top
+    QCOMPARE(m.ordered_ids(), (QList<qint64>{3, 1, 2}));
+    QVERIFY(m.moveRow({}, 0, {}, 3)); // c to the end
+    QCOMPARE(m.ordered_ids(), (QList<qint64>{1, 2, 3}));
+    QVERIFY(m.moveRow({}, 0, {}, 2)); // a below b
+    QCOMPARE(m.ordered_ids(), (QList<qint64>{2, 1, 3}));
+    QCOMPARE(moved.count(), 3);
+    QCOMPARE(context.count(), 3);
+    // The check travels with its row; checked ids come in list order.
+    QCOMPARE(m.index(2).data(Qt::CheckStateRole).toInt(), int(Qt::Unchecked));
+    QCOMPARE(m.checked_ids(), (QList<qint64>{2, 1}));
+    // Onto itself, outside the list, or under a parent: refused, nothing changes.
+    QVERIFY(!m.moveRow({}, 1, {}, 1));
+    QVERIFY(!m.moveRow({}, 1, {}, 2));
+    QVERIFY(!m.moveRow({}, 3, {}, 0));
+    QVERIFY(!m.moveRow({}, 0, {}, 4));
+    QVERIFY(!m.moveRow(m.index(0), 0, {}, 2));
+    QCOMPARE(m.ordered_ids(), (QList<qint64>{2, 1, 3}));
+    QCOMPARE(moved.count(), 3);
+    // Checking a document changes the context; setting the same check again does not.
+    QVERIFY(m.setData(m.index(2), Qt::Checked, Qt::CheckStateRole));
+    QVERIFY(m.setData(m.index(2), Qt::Checked, Qt::CheckStateRole));
+    QCOMPARE(context.count(), 4);
+    QCOMPARE(m.checked_ids(), (QList<qint64>{2, 1, 3}));
+    // Documents drag; a file still being read (no id) does not; drops go between rows.
+    m.upsert(doc("/d", 0, DocumentRow::Status::Extracting));
+    QVERIFY(m.flags(m.index(0)) & Qt::ItemIsDragEnabled);
+    QVERIFY(!(m.flags(m.index(3)) & Qt::ItemIsDragEnabled));
+    QVERIFY(!(m.flags(m.index(0)) & Qt::ItemIsDropEnabled));
+    QVERIFY(m.flags(QModelIndex()) & Qt::ItemIsDropEnabled);
+    QCOMPARE(m.ordered_ids(), (QList<qint64>{2, 1, 3}));
 }
 
 void GuiModels::documentRowsAreUpdatedInPlace() {

@@ -41,6 +41,7 @@ class GuiWorkflow : public QObject {
 private slots:
     void initTestCase();
     void askStopReopenAndReuse();
+    void documentOrderIsKeptAndEpicJoinsThem();
     void stopDuringPrefill();
     void cancelAnIngest();
     void brokenFileAmongGoodOnes();
@@ -245,6 +246,56 @@ void GuiWorkflow::askStopReopenAndReuse() {
     QVERIFY2(!again.text.isEmpty(), qPrintable(w->banner_text()));
     QCOMPARE(again.tokens_reused, doc_tokens);
     QVERIFY2(again.tokens_computed < 40, qPrintable(QString::number(again.tokens_computed)));
+}
+
+void GuiWorkflow::documentOrderIsKeptAndEpicJoinsThem() {
+    // Two documents, the second moved first with Alt+Up and the other one left out after the
+    // answer: the project keeps both, and a reopened window shows the same list. The answer
+    // joins the documents with EPIC and the status bar says what it recomputed.
+    const QString path = dir_.filePath(QStringLiteral("order.spanscope"));
+    qint64 first = 0, second = 0;
+    {
+        auto w = make_window();
+        AppSettings s = w->settings();
+        s.reuse.selector = QStringLiteral("epic");
+        s.reuse.recompute = 0.1;
+        w->apply_settings(s);
+        QSignalSpy opened(w.get(), &MainWindow::project_ready);
+        w->open_project(path, true);
+        QVERIFY(opened.wait(30000));
+        const auto ingested = ingest(*w, {kBsd, kRbash});
+        QVERIFY(!ingested.isEmpty());
+        QCOMPARE(ingested[0].toInt(), 2);
+        auto* docs = w->document_model();
+        QCOMPARE(docs->rowCount(), 2);
+        first = docs->row(0).id;
+        second = docs->row(1).id;
+        auto* list = w->findChild<QListView*>(QStringLiteral("documentList"));
+        list->setFocus();
+        list->setCurrentIndex(docs->index(1));
+        QTest::keyClick(list, Qt::Key_Up, Qt::AltModifier);
+        QCOMPARE(docs->ordered_ids(), (QList<qint64>{second, first}));
+        QCOMPARE(list->currentIndex().row(), 0);
+
+        const auto a = ask(*w, QStringLiteral("Who holds the copyright?"));
+        QVERIFY2(!a.text.isEmpty(), qPrintable(w->banner_text()));
+        QCOMPARE(a.selector, QStringLiteral("epic"));
+        QVERIFY(a.recompute_set > 0);
+        QVERIFY(a.global_rows.recomputed > 0 && a.global_rows.reused > 0);
+        const QString stats = w->findChild<QLabel*>(QStringLiteral("statsLabel"))->text();
+        QVERIFY2(stats.contains(QStringLiteral("epic recomputed")), qPrintable(stats));
+
+        QVERIFY(docs->setData(docs->index(1), Qt::Unchecked, Qt::CheckStateRole));
+        QCOMPARE(docs->checked_ids(), (QList<qint64>{second}));
+        w->close_project();
+        QTRY_VERIFY_WITH_TIMEOUT(w->project_path().isEmpty(), 10000);
+    }
+    auto w = make_window();
+    QSignalSpy opened(w.get(), &MainWindow::project_ready);
+    w->open_project(path, false);
+    QVERIFY(opened.wait(30000));
+    QCOMPARE(w->document_model()->ordered_ids(), (QList<qint64>{second, first}));
+    QCOMPARE(w->document_model()->checked_ids(), (QList<qint64>{second}));
 }
 
 void GuiWorkflow::stopDuringPrefill() {

@@ -1,0 +1,35 @@
+#!/bin/bash
+# The measurement of issue 7 (LinearKV) on Gemma 3 270M, resumable: every command appends its
+# JSON lines to a file in docs/results/linearkv/ and skips the samples already there, so this
+# script can be stopped and run again until everything is measured.
+#   needles: a needle in one of the documents (the line's answer_document says which);
+#   qa:      a question whose answer is in one of the documents, the others around it.
+# Each sample: a cold prefill of the whole context answers first (the reference, `full`
+# recompute), then none, and epic and cacheblend at each recompute ratio, from the documents'
+# own caches. The summary lines give quality recovered (% of the cold answer's score) and time
+# to first token as a share of the cold prefill's.
+# Usage (from the repository root, after `bash scripts/setup.sh test` built build/):
+#   bash docs/results/run-linearkv.sh [4096|8192|16384|all]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CLI=${CLI:-build/app/cli/spanscope-cli}
+OUT=docs/results/linearkv
+mkdir -p "$OUT"
+COMMON=(--documents 2,4,8 --selector none,epic,cacheblend --recompute 0.05,0.1,0.2,0.4
+        --seed 1 --threads "${THREADS:-2}" --quiet)
+
+run_length() {
+    local len=$1 samples=$2
+    "$CLI" pic-eval niah --lengths "$len" --samples "$samples" \
+        --depths 0,10,20,30,40,50,60,70,80,90,100 "${COMMON[@]}" --out "$OUT/pic-niah.jsonl"
+    "$CLI" pic-eval qa --qa-set tests/qa/questions.json --lengths "$len" --samples "$samples" \
+        "${COMMON[@]}" --out "$OUT/pic-qa.jsonl"
+}
+
+case "${1:-all}" in
+    4096) run_length 4096 20 ;;
+    8192) run_length 8192 10 ;;
+    16384) run_length 16384 6 ;;
+    all) run_length 4096 20; run_length 8192 10; run_length 16384 6 ;;
+    *) echo "usage: $0 [4096|8192|16384|all]" >&2; exit 2 ;;
+esac
