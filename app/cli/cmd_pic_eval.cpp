@@ -269,7 +269,8 @@ int run_pic_eval(const PicEvalOptions& o) {
                 }
                 for (const auto& j : lines) {
                     const PicConfig c{j["selector"], j["ratio"]};
-                    const std::string k = std::to_string(n_docs) + "|" + c.label();
+                    const std::string k =
+                        std::to_string(length) + "|" + std::to_string(n_docs) + "|" + c.label();
                     auto& t = tally[k];
                     t.scores.push_back(j["score"]);
                     t.cold.push_back(j["score_cold"]);
@@ -297,31 +298,34 @@ int run_pic_eval(const PicEvalOptions& o) {
         return v.empty() ? 0.0 : s / static_cast<double>(v.size());
     };
     nlohmann::json summaries = nlohmann::json::array();
-    for (const int n_docs : o.documents)
-        for (const auto& c : configs) {
-            const std::string k = std::to_string(n_docs) + "|" + c.label();
-            if (!tally.count(k))
-                continue;
-            const auto& t = tally[k];
-            const auto ci = eval::mean_interval(t.scores);
-            const double acc = mean(t.scores), cold = mean(t.cold);
-            nlohmann::json sj{{"task", o.task},
-                              {"documents", n_docs},
-                              {"selector", c.selector},
-                              {"ratio", c.ratio},
-                              {"label", c.label()},
-                              {"accuracy", acc},
-                              {"ci95", {ci.low, ci.high}},
-                              {"accuracy_cold", cold},
-                              {"quality_recovered", cold > 0 ? acc / cold : 1.0},
-                              {"ttft_ratio", mean(t.ttft_ratio)},
-                              {"recompute_share", mean(t.recompute_share)},
-                              {"forwarded_share", mean(t.forwarded_share)},
-                              {"samples", t.scores.size()}};
-            if (!t.top1.empty())
-                sj["fidelity"] = {{"top1_agreement", mean(t.top1)}, {"kl", mean(t.kl)}};
-            summaries.push_back(sj);
-        }
+    for (const int64_t length : o.lengths)
+        for (const int n_docs : o.documents)
+            for (const auto& c : configs) {
+                const std::string k =
+                    std::to_string(length) + "|" + std::to_string(n_docs) + "|" + c.label();
+                if (!tally.count(k))
+                    continue;
+                const auto& t = tally[k];
+                const auto ci = eval::mean_interval(t.scores);
+                const double acc = mean(t.scores), cold = mean(t.cold);
+                nlohmann::json sj{{"task", o.task},
+                                  {"target_length", length},
+                                  {"documents", n_docs},
+                                  {"selector", c.selector},
+                                  {"ratio", c.ratio},
+                                  {"label", c.label()},
+                                  {"accuracy", acc},
+                                  {"ci95", {ci.low, ci.high}},
+                                  {"accuracy_cold", cold},
+                                  {"quality_recovered", cold > 0 ? acc / cold : 1.0},
+                                  {"ttft_ratio", mean(t.ttft_ratio)},
+                                  {"recompute_share", mean(t.recompute_share)},
+                                  {"forwarded_share", mean(t.forwarded_share)},
+                                  {"samples", t.scores.size()}};
+                if (!t.top1.empty())
+                    sj["fidelity"] = {{"top1_agreement", mean(t.top1)}, {"kl", mean(t.kl)}};
+                summaries.push_back(sj);
+            }
     if (o.json) {
         std::cout << nlohmann::json{{"task", o.task},
                                     {"results", results},
@@ -330,13 +334,15 @@ int run_pic_eval(const PicEvalOptions& o) {
                   << "\n";
     } else {
         for (const auto& sj : summaries)
-            std::printf("%d documents  %-16s accuracy %5.1f %% [%5.1f, %5.1f] (cold %5.1f %%, "
-                        "recovered %5.1f %%)  ttft %.2f of cold  recomputed %4.1f %%  (n %d)\n",
-                        sj["documents"].get<int>(), sj["label"].get<std::string>().c_str(),
-                        100 * sj["accuracy"].get<double>(), 100 * sj["ci95"][0].get<double>(),
-                        100 * sj["ci95"][1].get<double>(), 100 * sj["accuracy_cold"].get<double>(),
-                        100 * sj["quality_recovered"].get<double>(), sj["ttft_ratio"].get<double>(),
-                        100 * sj["recompute_share"].get<double>(), sj["samples"].get<int>());
+            std::printf(
+                "%lld tokens, %d documents  %-16s accuracy %5.1f %% [%5.1f, %5.1f] (cold %5.1f %%, "
+                "recovered %5.1f %%)  ttft %.2f of cold  recomputed %4.1f %%  (n %d)\n",
+                sj["target_length"].get<long long>(), sj["documents"].get<int>(),
+                sj["label"].get<std::string>().c_str(), 100 * sj["accuracy"].get<double>(),
+                100 * sj["ci95"][0].get<double>(), 100 * sj["ci95"][1].get<double>(),
+                100 * sj["accuracy_cold"].get<double>(),
+                100 * sj["quality_recovered"].get<double>(), sj["ttft_ratio"].get<double>(),
+                100 * sj["recompute_share"].get<double>(), sj["samples"].get<int>());
     }
     return 0;
 }

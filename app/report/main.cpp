@@ -1,5 +1,5 @@
-// spanscope-report: evaluation results (JSON Lines from `spanscope-cli eval --out`) as
-// Markdown tables and PNG plots, drawn offscreen (no display is needed).
+// spanscope-report: evaluation results (JSON Lines from `spanscope-cli eval --out` and
+// `pic-eval --out`) as Markdown tables and PNG plots, drawn offscreen (no display is needed).
 //
 //   spanscope-report --out-dir DIR [--title T] FILE.jsonl...
 //

@@ -255,6 +255,7 @@ Report aggregate(const LoadedResults& loaded) {
             f.kl = mean(kl);
         report.fidelity.push_back(f);
     }
+    report.pic = aggregate_pic(loaded.pic_rows);
     return report;
 }
 

@@ -1,5 +1,7 @@
 // Loading and checking result lines; the aggregation is in report_aggregate.cpp.
 #include "report_data.h"
+#include "report_line_reader.h"
+#include "report_pic.h"
 
 #include <nlohmann/json.hpp>
 
@@ -15,88 +17,6 @@ namespace spanscope::report {
 using nlohmann::json;
 
 namespace {
-
-/// A malformed line: "NAME:LINE: what".
-[[noreturn]] void bad_line(const std::string& name, int line_no, const std::string& what) {
-    throw InputError(name + ":" + std::to_string(line_no) + ": " + what);
-}
-
-/// nlohmann's message without its "[json.exception.parse_error.101] " prefix, kept short.
-std::string parse_message(const json::parse_error& e) {
-    std::string m = e.what();
-    if (!m.empty() && m.front() == '[') {
-        const auto close = m.find("] ");
-        if (close != std::string::npos)
-            m = m.substr(close + 2);
-    }
-    if (m.size() > 160)
-        m = m.substr(0, 157) + "...";
-    return m;
-}
-
-/// Exact text of a double for the de-duplication key.
-std::string key_number(double v) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    return buf;
-}
-
-/// Reads the fields of one line, naming the line in every error.
-class LineReader {
-public:
-    LineReader(const json& obj, const std::string& name, int line_no)
-        : obj_(obj), name_(name), line_no_(line_no) {}
-
-    [[noreturn]] void fail(const std::string& what) const { bad_line(name_, line_no_, what); }
-
-    /// The member, nullptr when absent or null.
-    const json* find(const char* key) const {
-        const auto it = obj_.find(key);
-        return it == obj_.end() || it->is_null() ? nullptr : &*it;
-    }
-    const json& need(const char* key) const {
-        const json* v = find(key);
-        if (!v)
-            fail(std::string("result line without \"") + key + "\"");
-        return *v;
-    }
-    std::string string(const char* key) const {
-        const json& v = need(key);
-        if (!v.is_string())
-            fail(std::string("\"") + key + "\" is not a string");
-        return v.get<std::string>();
-    }
-    double number(const char* key) const { return number_of(need(key), key); }
-    double number_of(const json& v, const std::string& what) const {
-        if (!v.is_number())
-            fail("\"" + what + "\" is not a number");
-        const double d = v.get<double>();
-        if (!std::isfinite(d))
-            fail("\"" + what + "\" is not finite");
-        return d;
-    }
-    /// An integral number (1 and 1.0 both count).
-    long long integer(const char* key) const {
-        const double d = number(key);
-        if (d != std::floor(d) || std::fabs(d) > 9.0e15)
-            fail(std::string("\"") + key + "\" is not an integer");
-        return static_cast<long long>(d);
-    }
-    std::optional<double> optional_number(const json* parent, const char* key,
-                                          const std::string& what) const {
-        if (!parent)
-            return std::nullopt;
-        const auto it = parent->find(key);
-        if (it == parent->end() || it->is_null())
-            return std::nullopt;
-        return number_of(*it, what);
-    }
-
-private:
-    const json& obj_;
-    const std::string& name_;
-    int line_no_;
-};
 
 ResultRow parse_result(const LineReader& r) {
     ResultRow row;
@@ -217,11 +137,27 @@ void ResultLoader::add_line(const std::string& raw, const std::string& name, int
     }
     if (!obj.is_object())
         bad_line(name, line_no, "not a JSON object");
+    if (obj.contains("selector")) {
+        PicRow row = parse_pic_row(LineReader(obj, name, line_no));
+        row.source = name + ":" + std::to_string(line_no);
+        ++loaded_.result_lines;
+        const std::string key = pic_row_key(row);
+        const auto found = pic_row_of_key_.find(key);
+        if (found != pic_row_of_key_.end()) {
+            ++loaded_.duplicates;
+            loaded_.pic_rows[found->second] = std::move(row);
+            return;
+        }
+        pic_row_of_key_.emplace(key, loaded_.pic_rows.size());
+        loaded_.pic_rows.push_back(std::move(row));
+        return;
+    }
     const bool is_result = obj.contains("policy");
     if (!is_result) {
         if (!obj.contains("command"))
             bad_line(name, line_no,
-                     "neither a result (no \"policy\") nor a run's metadata (no \"command\")");
+                     "neither a result (no \"policy\" or \"selector\") nor a run's metadata "
+                     "(no \"command\")");
         if (!obj["command"].is_string())
             bad_line(name, line_no, "\"command\" is not a string");
         RunInfo run;
@@ -253,7 +189,7 @@ void ResultLoader::add_line(const std::string& raw, const std::string& name, int
 }
 
 LoadedResults ResultLoader::finish() const {
-    if (loaded_.rows.empty()) {
+    if (loaded_.rows.empty() && loaded_.pic_rows.empty()) {
         std::string files;
         for (const auto& f : loaded_.files)
             files += (files.empty() ? "" : ", ") + f;

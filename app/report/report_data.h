@@ -6,6 +6,7 @@
 #pragma once
 
 #include "eval_metrics.h"
+#include "report_pic.h"
 
 #include <istream>
 
@@ -65,22 +66,24 @@ struct RunInfo {
 /// Everything read from the input files.
 struct LoadedResults {
     std::vector<std::string> files;
-    std::vector<ResultRow> rows; ///< one per distinct sample key, in first-seen order
-    std::vector<RunInfo> runs;   ///< one per distinct command, in first-seen order
-    int result_lines = 0;        ///< result lines read, duplicates included
-    int duplicates = 0;          ///< result lines that replaced an earlier one with the same key
+    std::vector<ResultRow> rows;  ///< one per distinct sample key, in first-seen order
+    std::vector<PicRow> pic_rows; ///< pic-eval lines, one per distinct key (report_pic.h)
+    std::vector<RunInfo> runs;    ///< one per distinct command, in first-seen order
+    int result_lines = 0;         ///< result lines read, duplicates included
+    int duplicates = 0;           ///< result lines that replaced an earlier one with the same key
 };
 
 /// Reads result lines into a LoadedResults, de-duplicating as it goes: a line with the same
 /// (task, haystack, target_length, depth, index, seed, policy, budget) as an earlier one
-/// replaces it (the last one wins: resumed runs may overlap).
+/// replaces it (the last one wins: resumed runs may overlap). Lines with a "selector" are
+/// pic-eval results (pic_row_key is their key).
 class ResultLoader {
 public:
     /// Reads one file. Throws InputError when it cannot be opened or a line is malformed.
     void add_file(const std::string& path);
     /// Reads JSON Lines from a stream; name is the file name the errors give.
     void add_stream(std::istream& in, const std::string& name);
-    /// The results read so far. Throws InputError when there is no result row.
+    /// The results read so far. Throws InputError when there is no result row of either kind.
     LoadedResults finish() const;
 
 private:
@@ -88,6 +91,7 @@ private:
 
     LoadedResults loaded_;
     std::map<std::string, size_t> row_of_key_;
+    std::map<std::string, size_t> pic_row_of_key_;
     std::map<std::string, size_t> run_of_command_;
 };
 
@@ -198,6 +202,7 @@ struct Report {
     std::vector<TaskTable> tasks;       ///< by task name
     std::vector<BudgetSummary> budgets; ///< budget descending
     std::vector<FidelityRow> fidelity;  ///< configurations with fidelity, in config order
+    PicReport pic;                      ///< the pic-eval results (empty without them)
 };
 
 /// Aggregates loaded results into the report's tables.

@@ -180,6 +180,9 @@ std::string render_markdown(const LoadedResults& loaded, const Report& report,
         md << (i ? ", " : "") << code(loaded.files[i]);
     md << (loaded.files.empty() ? "" : ". ") << loaded.rows.size() << " result rows over "
        << report.tasks.size() << (report.tasks.size() == 1 ? " task" : " tasks") << ".";
+    if (!loaded.pic_rows.empty())
+        md << " " << loaded.pic_rows.size()
+           << " position-independent caching rows (pic-eval, their own section below).";
     if (loaded.duplicates > 0)
         md << " " << loaded.duplicates
            << (loaded.duplicates == 1 ? " duplicate line was" : " duplicate lines were")
@@ -190,9 +193,12 @@ std::string render_markdown(const LoadedResults& loaded, const Report& report,
               "winning).";
     md << "\n\n";
 
-    task_tables(md, report);
-    summary_tables(md, report);
-    fidelity_table(md, report);
+    if (!loaded.rows.empty()) {
+        task_tables(md, report);
+        summary_tables(md, report);
+        fidelity_table(md, report);
+    }
+    md << render_pic_markdown(report.pic);
 
     md << "## Commands\n\n";
     if (loaded.runs.empty())
@@ -212,7 +218,8 @@ std::string render_markdown(const LoadedResults& loaded, const Report& report,
             md << (i ? ", " : " (") << details[i] << (i + 1 == details.size() ? ")" : "");
         md << "\n";
     }
-    md << "\n## Plots\n\n";
+    if (!plots.empty())
+        md << "\n## Plots\n\n";
     for (const auto& p : plots)
         md << "- [" << p.file << "](" << p.file << "): " << cell(p.caption) << "\n";
     return md.str();

@@ -64,6 +64,8 @@ std::vector<PlotSpec> plan_plots(const Report& report) {
                     ", one line per policy across budgets";
         plots.push_back(std::move(p));
     }
+    if (report.tasks.empty())
+        return plots; // pic-eval rows only: no evaluation plot
     PlotSpec all;
     all.kind = PlotSpec::Kind::AccuracyVsMemory;
     all.all_tasks = true;

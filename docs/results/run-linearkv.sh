@@ -9,10 +9,12 @@
 # own caches. The summary lines give quality recovered (% of the cold answer's score) and time
 # to first token as a share of the cold prefill's.
 # Usage (from the repository root, after `bash scripts/setup.sh test` built build/):
-#   bash docs/results/run-linearkv.sh [4096|8192|16384|all]
+#   bash docs/results/run-linearkv.sh [4096|8192|16384|all|report]
+# `report` renders docs/results/linearkv/report.md (spanscope-report's LinearKV section).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLI=${CLI:-build/app/cli/spanscope-cli}
+REPORT=${REPORT:-build/app/report/spanscope-report}
 OUT=docs/results/linearkv
 mkdir -p "$OUT"
 COMMON=(--documents 2,4,8 --selector none,epic,cacheblend --recompute 0.05,0.1,0.2,0.4
@@ -31,5 +33,7 @@ case "${1:-all}" in
     8192) run_length 8192 10 ;;
     16384) run_length 16384 6 ;;
     all) run_length 4096 20; run_length 8192 10; run_length 16384 6 ;;
-    *) echo "usage: $0 [4096|8192|16384|all]" >&2; exit 2 ;;
+    report) "$REPORT" --title "Spanscope: position-independent caching (LinearKV)" \
+                --out-dir "$OUT" "$OUT"/*.jsonl ;;
+    *) echo "usage: $0 [4096|8192|16384|all|report]" >&2; exit 2 ;;
 esac

@@ -163,6 +163,76 @@ TEST(ReportData, AggregatesPerTaskConfigurationAndLength) {
     EXPECT_DOUBLE_EQ(*report.fidelity[0].kl, 0.002);
 }
 
+/// One pic-eval line.
+std::string pic(int length, int docs, int index, const std::string& selector, double ratio,
+                double score, double cold, double ttft_ratio, const std::string& extra = "") {
+    std::ostringstream s;
+    s << R"({"task":"niah","target_length":)" << length << R"(,"documents":)" << docs
+      << R"(,"depth":0.5,"index":)" << index << R"(,"seed":1,"selector":")" << selector
+      << R"(","ratio":)" << ratio << R"(,"score":)" << score << R"(,"score_cold":)" << cold
+      << R"(,"ttft_ratio":)" << ttft_ratio << extra << "}\n";
+    return s.str();
+}
+
+// 4096 tokens, 2 documents: cold 1, 1; none 0, 1 → 50 % of cold's 100 % recovered; epic@20%
+// 1 (ttft 0.2), then sample 1 at 0 (ttft 0.4) replaced by 1 (ttft 0.3): 100 % recovered at
+// 0.25 of the cold time to first token, recompute share (0.2 + 0.2) / 2; cacheblend@20% 0 at
+// 0.1: nothing recovered. 8192 tokens, 4 documents: cold 0, none 0: no quality to recover.
+// Pooled: none 0, 1, 0 → 33.3 % against cold 2/3: 50 % recovered.
+TEST(ReportData, PositionIndependentCachingRowsAreAggregatedAgainstTheColdPrefill) {
+    const std::string share = R"(,"recompute_share":0.2,"fidelity":{"top1_agreement":1,"kl":0})";
+    const std::string text =
+        pic(4096, 2, 0, "cold", 0, 1, 1, 1) + pic(4096, 2, 1, "cold", 0, 1, 1, 1) +
+        pic(4096, 2, 0, "none", 0, 0, 1, 0.05) + pic(4096, 2, 1, "none", 0, 1, 1, 0.05) +
+        pic(4096, 2, 0, "epic", 0.2, 1, 1, 0.2, share) +
+        pic(4096, 2, 1, "epic", 0.2, 0, 1, 0.4, share) +
+        pic(4096, 2, 1, "epic", 0.2, 1, 1, 0.3, share) +
+        pic(4096, 2, 0, "cacheblend", 0.2, 0, 1, 0.1) + pic(8192, 4, 0, "cold", 0, 0, 0, 1) +
+        pic(8192, 4, 0, "none", 0, 0, 0, 0.02);
+    const LoadedResults loaded = load_text(text);
+    EXPECT_TRUE(loaded.rows.empty());
+    EXPECT_EQ(loaded.pic_rows.size(), 9u);
+    EXPECT_EQ(loaded.duplicates, 1);
+    const Report report = aggregate(loaded);
+    ASSERT_EQ(report.pic.groups.size(), 2u);
+    const auto& g = report.pic.groups[0];
+    EXPECT_EQ(g.target_length, 4096);
+    EXPECT_EQ(g.documents, 2);
+    ASSERT_EQ(g.cells.size(), 4u);
+    EXPECT_EQ(pic_label(g.cells[0].selector, g.cells[0].ratio), "cold");
+    EXPECT_EQ(pic_label(g.cells[1].selector, g.cells[1].ratio), "none");
+    EXPECT_EQ(pic_label(g.cells[2].selector, g.cells[2].ratio), "epic@20%");
+    EXPECT_EQ(pic_label(g.cells[3].selector, g.cells[3].ratio), "cacheblend@20%");
+    EXPECT_DOUBLE_EQ(*g.cells[1].recovered, 0.5);
+    const auto& epic = g.cells[2];
+    EXPECT_EQ(epic.n, 2);
+    EXPECT_DOUBLE_EQ(*epic.recovered, 1.0);
+    EXPECT_DOUBLE_EQ(epic.ttft_ratio, 0.25);
+    EXPECT_DOUBLE_EQ(*epic.recompute_share, 0.2);
+    EXPECT_DOUBLE_EQ(*epic.kl, 0.0);
+    EXPECT_DOUBLE_EQ(*g.cells[3].recovered, 0.0);
+    EXPECT_FALSE(report.pic.groups[1].cells[1].recovered); // the cold prefill scored 0
+    const auto& pooled_none = report.pic.pooled[1];
+    EXPECT_EQ(pooled_none.n, 3);
+    EXPECT_NEAR(*pooled_none.recovered, 0.5, 1e-12);
+
+    const std::string md = render_markdown(loaded, report, "T", {});
+    EXPECT_NE(md.find("## Position-independent caching (LinearKV)"), std::string::npos);
+    EXPECT_NE(md.find("| epic@20% | 100.0 % [34.2\u2013100.0] (2) | 100.0 % | 100.0 % | 0.25 | "
+                      "20.0 % | \u2013 | 100.0 % | 0.000 | met |"),
+              std::string::npos)
+        << md;
+    EXPECT_NE(md.find("| cacheblend@20% | 0.0 % [0.0\u201379.3] (1) | 100.0 % | 0.0 % | 0.10 |"),
+              std::string::npos);
+    EXPECT_NE(md.find("missed (quality) |"), std::string::npos);
+
+    EXPECT_EQ(
+        load_error(pic(4096, 2, 0, "epic", 1.5, 1, 1, 0.2)).rfind("bad.jsonl:1: \"ratio\"", 0), 0u);
+    EXPECT_EQ(
+        load_error(pic(4096, 0, 0, "epic", 0.2, 1, 1, 0.2)).rfind("bad.jsonl:1: \"documents\"", 0),
+        0u);
+}
+
 TEST(ReportData, MalformedLinesNameFileAndLine) {
     const std::string good = result("t", "full", 1.0, 4096, 0.5, 0, 1);
     EXPECT_EQ(load_error(good + good), "");

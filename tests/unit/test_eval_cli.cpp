@@ -198,11 +198,11 @@ TEST(EvalCli, PicEvalMeasuresEverySelectorAgainstAColdPrefill) {
                                         "--model",
                                         dir + "/tiny.gguf",
                                         "--lengths",
-                                        "700",
+                                        "700,800",
                                         "--documents",
                                         "3",
                                         "--samples",
-                                        "2",
+                                        "1",
                                         "--max-tokens",
                                         "4",
                                         "--selector",
@@ -223,7 +223,7 @@ TEST(EvalCli, PicEvalMeasuresEverySelectorAgainstAColdPrefill) {
     std::map<int, std::string> cold_answer;
     for (const auto& j : results)
         if (j["selector"] == "cold")
-            cold_answer[j["index"].get<int>()] = j["answer"];
+            cold_answer[j["target_length"].get<int>()] = j["answer"];
     for (const auto& j : results) {
         const std::string sel = j["selector"];
         EXPECT_EQ(j["documents"], 3);
@@ -235,7 +235,7 @@ TEST(EvalCli, PicEvalMeasuresEverySelectorAgainstAColdPrefill) {
         }
         if (sel == "full") {
             EXPECT_EQ(u, n);
-            EXPECT_EQ(j["answer"], cold_answer.at(j["index"].get<int>())) << j.dump();
+            EXPECT_EQ(j["answer"], cold_answer.at(j["target_length"].get<int>())) << j.dump();
             EXPECT_EQ(j["fidelity"]["top1_agreement"].get<double>(), 1.0);
         }
         if (sel == "epic") { // k = ceil(ratio · n / 2) at the start of documents 2 and 3
@@ -251,8 +251,13 @@ TEST(EvalCli, PicEvalMeasuresEverySelectorAgainstAColdPrefill) {
         }
         EXPECT_GT(j["ttft_ms"].get<double>(), 0.0);
     }
-    ASSERT_EQ(out["summaries"].size(), 7u);
-    for (const auto& s : out["summaries"])
-        EXPECT_EQ(s["samples"], 2);
+    // A summary per length, document count and configuration: lengths are not pooled.
+    ASSERT_EQ(out["summaries"].size(), 14u);
+    std::map<int, int> per_length;
+    for (const auto& s : out["summaries"]) {
+        EXPECT_EQ(s["samples"], 1);
+        ++per_length[s["target_length"].get<int>()];
+    }
+    EXPECT_EQ(per_length, (std::map<int, int>{{700, 7}, {800, 7}}));
     std::filesystem::remove_all(dir);
 }
