@@ -15,10 +15,12 @@ BUDGETS=0.35,0.2
 DEPTHS=0,10,20,30,40,50,60,70,80,90,100
 COMMON=(--policy "$POLICIES" --budget "$BUDGETS" --depths "$DEPTHS" --threads "${THREADS:-2}" --seed 1 --quiet)
 
+# The needle tasks (both haystacks) get the sample counts: 50 at 4K and 8K, 20 at 16K;
+# variable tracking and QA get 20 and 10.
 run_length() {
     local len=$1 needles=$2 others=$3
     "$CLI" eval niah --haystack prose --lengths "$len" --samples "$needles" "${COMMON[@]}" --out "$OUT/niah-prose.jsonl"
-    "$CLI" eval niah --haystack noise --lengths "$len" --samples "$others" "${COMMON[@]}" --out "$OUT/niah-noise.jsonl"
+    "$CLI" eval niah --haystack noise --lengths "$len" --samples "$needles" "${COMMON[@]}" --out "$OUT/niah-noise.jsonl"
     "$CLI" eval vt --haystack prose --lengths "$len" --samples "$others" "${COMMON[@]}" --out "$OUT/vt.jsonl"
     "$CLI" eval qa --qa-set tests/qa/questions.json --lengths "$len" --samples "$others" "${COMMON[@]}" --out "$OUT/qa.jsonl"
 }
