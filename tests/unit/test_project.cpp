@@ -246,9 +246,14 @@ TEST_F(ProjectTest, EvictionTakesTheLeastRecentlyUsedUnitsFirst) {
     EXPECT_THROW(p->set_cache_limit_bytes(-1), std::invalid_argument);
 }
 
-TEST_F(ProjectTest, CommittedVersion1ProjectStillOpens) {
-    const auto fixture = data_dir() + "/fixtures/project_v1.spanscope";
-    if (std::getenv("SPANSCOPE_WRITE_GOLDEN")) {
+namespace {
+
+// The committed project of version `version`; SPANSCOPE_WRITE_GOLDEN rewrites the one of the
+// current version (an older one can no longer be written by this build).
+std::string project_fixture(int version) {
+    const auto fixture =
+        data_dir() + "/fixtures/project_v" + std::to_string(version) + ".spanscope";
+    if (std::getenv("SPANSCOPE_WRITE_GOLDEN") && version == kSchemaVersion) {
         fs::remove(fixture);
         auto p = Project::open(fixture, true);
         const auto id = p->add_document("/usr/share/common-licenses/MIT",
@@ -262,9 +267,15 @@ TEST_F(ProjectTest, CommittedVersion1ProjectStillOpens) {
         fs::remove(fixture + "-wal");
         fs::remove(fixture + "-shm");
     }
+    return fixture;
+}
+
+} // namespace
+
+TEST_F(ProjectTest, CommittedVersion1ProjectStillOpens) {
     // Work on a copy: opening upgrades a project in place.
     const auto copy = dir_ + "/v1.spanscope";
-    fs::copy_file(fixture, copy);
+    fs::copy_file(project_fixture(1), copy);
     auto p = Project::open(copy, false);
     EXPECT_EQ(p->schema_version(), kSchemaVersion);
     const auto docs = p->documents();
@@ -393,7 +404,7 @@ TEST_F(ProjectTest, ChunksAndTheirIndexRowsAreWrittenTogetherOrNotAtAll) {
 // Schema version 1 (no index) opens as version 2 with every stored unit indexed.
 TEST_F(ProjectTest, Version1ProjectGetsItsUnitsIndexed) {
     const auto copy = dir_ + "/v1.spanscope";
-    fs::copy_file(data_dir() + "/fixtures/project_v1.spanscope", copy);
+    fs::copy_file(project_fixture(1), copy);
     {
         Db db(copy, /*create=*/false);
         auto q = db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'unit_text'");
@@ -415,4 +426,21 @@ TEST_F(ProjectTest, Version1ProjectGetsItsUnitsIndexed) {
 TEST_F(ProjectTest, SqliteHasFts5) {
     Db db(dir_ + "/x.db", /*create=*/true);
     EXPECT_TRUE(sqlite_has_fts5(db)) << "Debian 12's libsqlite3 is built with FTS5";
+}
+
+// The committed project of schema version 2 (with its index) opens and searches; the next
+// migration must keep it so.
+TEST_F(ProjectTest, CommittedVersion2ProjectStillOpens) {
+    const auto copy = dir_ + "/v2.spanscope";
+    fs::copy_file(project_fixture(2), copy);
+    auto p = Project::open(copy, false);
+    EXPECT_EQ(p->schema_version(), kSchemaVersion);
+    const auto docs = p->documents();
+    ASSERT_EQ(docs.size(), 1u);
+    EXPECT_EQ(p->document_text(docs[0].id), "Permission is hereby granted");
+    const auto m = p->search_units({docs[0].id}, "key", "permission");
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].unit, 0);
+    ASSERT_EQ(p->messages(1).size(), 2u);
+    EXPECT_EQ(p->messages(1)[1].text, "The copyright holder.");
 }
