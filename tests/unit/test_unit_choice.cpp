@@ -204,12 +204,14 @@ protected:
     }
     void TearDown() override { fs::remove_all(dir_); }
 
-    ProjectAnswer ask(Project& p, const std::vector<int64_t>& docs, const SessionOptions& so) {
+    ProjectAnswer ask(Project& p, const std::vector<int64_t>& docs, const SessionOptions& so,
+                      int64_t chat = 0) {
         StateCache cache(p, *model_, chunking_);
         Session scratch(*model_, full_);
         ProjectQuestion q;
         q.question = question_;
         q.document_ids = docs;
+        q.chat_id = chat;
         q.max_tokens = 4;
         q.sampling.temperature = 0;
         return ask_project(p, *model_, cache, scratch, so, q);
@@ -230,7 +232,9 @@ TEST_F(RankedAnswer, TheSectionWithTheRareWordIsUsedInTheUsersDocumentOrder) {
     const auto d1 = p->add_document("/one.txt", text_document(sample_prose(11, 2500)));
     const auto d2 = p->add_document("/two.txt", text_document(t2));
     const auto d3 = p->add_document("/three.txt", text_document(sample_prose(31, 2500)));
-    const std::vector<int64_t> order{d3, d1, d2}; // not ascending: the user's order
+    // The user's order, descending: any two documents used come in an order that is not
+    // ascending ids.
+    const std::vector<int64_t> order{d3, d2, d1};
 
     // What the test knows independently: each unit's size, and which holds the rare word.
     StateCache cache(*p, *model_, chunking_);
@@ -283,6 +287,21 @@ TEST_F(RankedAnswer, TheSectionWithTheRareWordIsUsedInTheUsersDocumentOrder) {
                     (x.document_id == y.document_id && x.unit < y.unit))
             << a.stats.dump();
     }
+    // The answer's documents in the order used; a continued chat keeps that order.
+    std::vector<int64_t> used_docs;
+    for (const auto& u : a.units_used)
+        if (std::find(used_docs.begin(), used_docs.end(), u.document_id) == used_docs.end())
+            used_docs.push_back(u.document_id);
+    EXPECT_EQ(a.documents, used_docs);
+    ASSERT_GE(used_docs.size(), 2u)
+        << "the order test needs sections of several documents: " << a.stats["units_used"].dump();
+    EXPECT_FALSE(std::is_sorted(used_docs.begin(), used_docs.end()));
+    const auto cont = ask(*p, {}, full_, a.chat_id);
+    std::vector<int64_t> cont_docs;
+    for (const auto& u : cont.units_used)
+        if (std::find(cont_docs.begin(), cont_docs.end(), u.document_id) == cont_docs.end())
+            cont_docs.push_back(u.document_id);
+    EXPECT_EQ(cont_docs, used_docs) << "the chat's documents, in the order it used them";
     // The statistics name the same units.
     const auto& j = a.stats["units_used"];
     ASSERT_EQ(j.size(), a.units_used.size());
