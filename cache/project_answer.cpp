@@ -3,11 +3,13 @@
 #include <algorithm>
 
 #include "prompt.h"
+#include "sekv_relevance.h"
 #include "sekv_unit.h"
 #include "tokenizer.h"
 #include "unit_choice.h"
 
 #include <chrono>
+#include <optional>
 #include <set>
 
 namespace spanscope {
@@ -76,6 +78,27 @@ nlohmann::json answer_stats_json(const Answer& ans) {
     return j;
 }
 
+std::string units_used_text(const ProjectAnswer& a) {
+    std::string s = std::to_string(a.units_used.size()) + " of " +
+                    std::to_string(a.units_used.size() + static_cast<size_t>(a.units_left_out)) +
+                    " sections used";
+    // Grouped by document in the order used (a document's units are contiguous there).
+    for (size_t i = 0; i < a.units_used.size();) {
+        size_t j = i;
+        while (j < a.units_used.size() &&
+               a.units_used[j].document_id == a.units_used[i].document_id)
+            ++j;
+        s += (i == 0 ? ": " : ", ") + std::string("document ") +
+             std::to_string(a.units_used[i].document_id) +
+             (j - i == 1 ? " (section " : " (sections ");
+        for (size_t k = i; k < j; ++k)
+            s += (k == i ? "" : ", ") + std::to_string(a.units_used[k].unit + 1);
+        s += ")";
+        i = j;
+    }
+    return s;
+}
+
 ChatContext chat_context(Project& project, int64_t chat_id) {
     ChatContext c;
     std::string pending;
@@ -102,6 +125,9 @@ namespace {
 struct Assembly {
     std::vector<ChosenUnit> chosen;
     int skipped = 0;
+    int candidates = 0;
+    std::string ranking;        // how the units were ranked (empty: all fit)
+    int64_t ranking_tokens = 0; // forwarded for the question's SEKV queries
     int64_t restored = 0, offset = 0;
     int recomputed_units = 0;
     // SEKV: where each section's spans sit among the context's spans, and what the SEKV
@@ -124,25 +150,73 @@ Assembly assemble(Project& project, const Model& model, StateCache& cache, Sessi
                   const ProjectAskHooks& hooks, const std::atomic<bool>* cancel,
                   std::vector<std::string>& notes) {
     std::vector<std::pair<int64_t, std::vector<DocumentUnit>>> docs;
-    std::vector<std::string> texts;
     std::vector<std::vector<std::vector<int64_t>>> chunk_ids;
+    // Candidates in the order of the user's documents, units in text order: the order kept.
+    std::vector<UnitCandidate> candidates;
+    int64_t total = 0;
     for (const auto id : ids) {
         chunk_ids.emplace_back();
         docs.emplace_back(id, cache.units(id, &chunk_ids.back()));
-        texts.push_back(project.document_text(id));
+        for (const auto& u : docs.back().second) {
+            candidates.push_back({id, u.index, u.n_tokens(), std::nullopt, std::nullopt});
+            total += u.n_tokens();
+        }
     }
     const int64_t ctx = model.info().n_ctx_train;
     const int64_t budget = ctx - static_cast<int64_t>(question.size()) - q.max_tokens;
     Assembly a;
-    a.chosen = choose_units(docs, texts, q.question, budget, &a.skipped);
+    a.candidates = static_cast<int>(candidates.size());
+    if (total > budget) {
+        // Rank only when something must be left out.
+        int matched = 0;
+        for (const auto& m : project.search_units(ids, cache.chunking_key(), q.question))
+            for (auto& c : candidates)
+                if (c.document_id == m.document_id && c.unit == m.unit) {
+                    c.bm25 = m.bm25;
+                    ++matched;
+                }
+        // SEKV: where summaries of a unit are stored under the session's SEKV options, the
+        // question's queries (one forward pass of the question alone, no history) against them.
+        const auto& sekv_options = session.options().sekv;
+        const auto layers = sekv_layers(model.info(), sekv_options);
+        std::optional<QuestionQueries> queries;
+        int with_sekv = 0;
+        size_t ci = 0;
+        for (size_t d = 0; d < docs.size(); ++d)
+            for (size_t u = 0; u < docs[d].second.size(); ++u, ++ci) {
+                const auto st =
+                    cache.stored_sekv_state(docs[d].second[u], chunk_ids[d][u], sekv_options);
+                if (!st)
+                    continue;
+                if (!queries) {
+                    queries = question_queries(model,
+                                               question_tokens(model.tokenizer(),
+                                                               model.info().instruction_tuned,
+                                                               q.question),
+                                               layers, session.pool());
+                    a.ranking_tokens = queries->n_tokens + 1;
+                }
+                candidates[ci].sekv = sekv_relevance(*queries, *st, model.info());
+                with_sekv += candidates[ci].sekv.has_value();
+            }
+        a.ranking = with_sekv > 0 && matched > 0 ? "bm25+sekv (reciprocal rank fusion, k = 60)"
+                    : with_sekv > 0 ? "sekv (no section contains a word of the question)"
+                    : matched > 0   ? "bm25"
+                                    : "none: no section contains a word of the question";
+    }
+    const UnitChoice choice = choose_units(candidates, budget);
+    a.chosen = choice.chosen;
+    a.skipped = choice.left_out;
     if (a.chosen.empty())
         throw ContextOverflow("no document section fits the context window of " +
                               std::to_string(ctx) + " tokens with this question");
     if (a.skipped > 0) {
-        notes.push_back("the documents do not fit the context window; answering from the " +
-                        std::to_string(a.chosen.size()) +
-                        " sections that share the most words with the question (" +
-                        std::to_string(a.skipped) + " left out)");
+        notes.push_back("the documents do not fit the context window; answering from " +
+                        std::to_string(a.chosen.size()) + " of " + std::to_string(a.candidates) +
+                        " sections" +
+                        (a.ranking.starts_with("none")
+                             ? " (no section contains a word of the question: the first that fit)"
+                             : ", those ranked most relevant to the question (" + a.ranking + ")"));
         if (hooks.on_note)
             hooks.on_note(notes.back());
     }
@@ -311,12 +385,14 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     // The sections just used stay protected until now; afterwards the limit holds again.
     project.evict_to_limit();
 
-    std::set<int64_t> used;
     for (const auto& c : a.chosen)
-        used.insert(c.document_id);
-    out.documents.assign(used.begin(), used.end());
+        if (std::find(out.documents.begin(), out.documents.end(), c.document_id) ==
+            out.documents.end())
+            out.documents.push_back(c.document_id);
     out.units = static_cast<int>(a.chosen.size());
     out.units_left_out = a.skipped;
+    out.units_used = a.chosen;
+    out.ranking = a.ranking;
     out.units_recomputed = a.recomputed_units;
     out.recompute = a.pic;
     out.assembly = a.chosen.size() <= 1 ? "exact: one section at its own positions"
@@ -334,6 +410,24 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     stats = answer_stats_json(ans);
     stats["units"] = out.units;
     stats["units_left_out"] = out.units_left_out;
+    auto used = nlohmann::json::array();
+    for (const auto& c : a.chosen) {
+        nlohmann::json u{{"document_id", c.document_id}, {"unit", c.unit}, {"tokens", c.tokens}};
+        if (c.rank > 0) {
+            u["rank"] = c.rank;
+            u["fused"] = c.fused;
+        }
+        if (c.bm25)
+            u["bm25"] = *c.bm25;
+        if (c.sekv)
+            u["sekv"] = *c.sekv;
+        used.push_back(u);
+    }
+    stats["units_used"] = used;
+    if (!out.ranking.empty()) {
+        stats["ranking"] = out.ranking;
+        stats["ranking_query_tokens"] = a.ranking_tokens;
+    }
     stats["units_recomputed"] = out.units_recomputed;
     stats["tokens_recomputed"] = out.tokens_recomputed;
     stats["history_turns"] = out.history_turns;

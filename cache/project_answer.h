@@ -10,6 +10,7 @@
 #include "sampler.h"
 #include "session.h"
 #include "state_cache.h"
+#include "unit_choice.h"
 #include "zoom_trace_blob.h"
 
 #include <nlohmann/json.hpp>
@@ -33,7 +34,10 @@ ChatContext chat_context(Project& project, int64_t chat_id);
 
 struct ProjectQuestion {
     std::string question;               ///< UTF-8, not blank
-    std::vector<int64_t> document_ids;  ///< empty: the chat's documents, else every document
+    std::vector<int64_t> document_ids;  ///< in the order the context holds them (duplicates
+                                        ///< dropped); empty: the chat's documents in the order
+                                        ///< its last answer used them, else every document in
+                                        ///< project order (ascending ids)
     int64_t chat_id = 0;                ///< 0: a new chat titled by the question
     std::vector<int64_t> computed_now;  ///< documents whose states the caller just computed:
                                         ///< their tokens count as computed, not reused
@@ -53,14 +57,26 @@ struct ProjectAnswer {
                    ///< every prompt token run through the model (recomputed units included)
     int64_t chat_id = 0;
     int64_t message_id = 0;         ///< the answer's message (its zoom trace is kept with it)
-    std::vector<int64_t> documents; ///< documents the answer was built from (ascending ids)
+    std::vector<int64_t> documents; ///< documents the answer was built from, in the order used
     int units = 0, units_left_out = 0, units_recomputed = 0;
+    /// The sections in the context, in the order assembled (the user's documents in their
+    /// order, units in text order), with their rank scores when not all fit (unit_choice.h).
+    std::vector<ChosenUnit> units_used;
+    /// How the sections were ranked when not all fit: "bm25", "bm25+sekv (reciprocal rank
+    /// fusion, k = 60)", "sekv (...)" (no word matched), or "none: ..." (no word matched and no
+    /// SEKV summaries stored: the first that fit); empty when all fit.
+    std::string ranking;
     int64_t tokens_recomputed = 0; ///< tokens of units whose state was computed for this answer
     size_t history_turns = 0;
-    double assembly_ms = 0;         ///< choosing, restoring (and recomputing) the units, ms
-    std::string assembly;           ///< how the units were put together, in words
-    AssemblyStats recompute;        ///< the selector's recompute pass (zero for none)
-    nlohmann::json stats;           ///< the statistics as saved with the answer's message
+    double assembly_ms = 0;  ///< choosing, restoring (and recomputing) the units, ms
+    std::string assembly;    ///< how the units were put together, in words
+    AssemblyStats recompute; ///< the selector's recompute pass (zero for none)
+    /// The statistics as saved with the answer's message: answer_stats_json's, the counts
+    /// above, "units_used" [{document_id, unit (0-based), tokens, and when ranked rank, fused,
+    /// bm25, sekv}], "ranking" and "ranking_query_tokens" (BOS + question forwarded once for its
+    /// SEKV queries; not in tokens_computed, which counts prompt tokens; its time is in
+    /// assembly_ms) when not all sections fit.
+    nlohmann::json stats;
     std::vector<std::string> notes; ///< things the user should know (sections left out)
 };
 
@@ -71,7 +87,10 @@ struct ProjectAskHooks {
     std::function<void(int64_t)> on_question_saved; ///< the chat id, once the question is saved
 };
 
-/// Answer `q` from the project. `scratch` computes missing unit states.
+/// Answer `q` from the project. `scratch` computes missing unit states. When the documents'
+/// sections do not all fit the model's context (n_ctx_train less the question's tokens and
+/// max_tokens), they are ranked against the question (full-text bm25 over the project's index;
+/// choose_units) and the best that fit are assembled, in the order of the documents.
 /// The question is saved first; the answer (also a stopped one, with what was generated) is
 /// saved with its statistics. Cancel set before the answer starts throws Cancelled, and a
 /// failure throws as below; either way an empty answer is saved that records it.
@@ -82,6 +101,10 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
                           const SessionOptions& session_options, const ProjectQuestion& q,
                           const ProjectAskHooks& hooks = {},
                           const std::atomic<bool>* cancel = nullptr);
+
+/// The sections an answer used, in words: "3 of 7 sections used: document 1 (sections 1, 3),
+/// document 2 (section 2)" (sections 1-based as shown to users; units_used holds 0-based).
+std::string units_used_text(const ProjectAnswer& answer);
 
 /// The statistics of an answer (the fields of `ask --json`'s "stats"): token counts, ms,
 /// tokens/s, bytes; "policy"; with SEKV layers also "memory" {fast_tier_bytes,

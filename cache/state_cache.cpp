@@ -199,6 +199,30 @@ int64_t StateCache::restore_unit(const UnitStates& states, Session& session, int
     return restored;
 }
 
+std::optional<SekvUnitState> StateCache::stored_sekv_state(const DocumentUnit& unit,
+                                                           const std::vector<int64_t>& chunk_ids,
+                                                           const SekvOptions& options) {
+    const auto layers = sekv_layers(model_.info(), options);
+    const std::string key = sekv_options_key(options, layers);
+    if (chunk_ids.empty())
+        throw std::invalid_argument("SEKV: a unit without chunks");
+    if (auto blob = project_.sekv_state_blob(chunk_ids.front(), fingerprint_hex_, key)) {
+        SekvExpectation e;
+        e.fingerprint = fingerprint_;
+        e.options_key = key;
+        e.n_tokens = unit.n_tokens();
+        e.layers = layers;
+        e.n_kv_head = model_.info().n_head_kv;
+        e.head_dim = model_.info().head_dim;
+        try {
+            return decode_sekv_state(blob->data(), blob->size(), e);
+        } catch (const StateError&) {
+            // Left for sekv_state() to log and replace when the unit is used.
+        }
+    }
+    return std::nullopt;
+}
+
 SekvUnitState StateCache::sekv_state(const DocumentUnit& unit,
                                      const std::vector<int64_t>& chunk_ids,
                                      const UnitStates& states, const SekvOptions& options,

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,13 @@ public:
     SekvUnitState sekv_state(const DocumentUnit& unit, const std::vector<int64_t>& chunk_ids,
                              const UnitStates& states, const SekvOptions& options,
                              bool* built = nullptr);
+
+    /// The unit's SEKV state for these options when one is stored and valid, else
+    /// std::nullopt (nothing is built or logged; a damaged one is replaced by sekv_state()).
+    /// Throws std::invalid_argument for a unit without chunks.
+    std::optional<SekvUnitState> stored_sekv_state(const DocumentUnit& unit,
+                                                   const std::vector<int64_t>& chunk_ids,
+                                                   const SekvOptions& options);
 
 private:
     StateExpectation expect_rows(const TextChunk& c) const;

@@ -1,70 +1,72 @@
 #include "unit_choice.h"
 
 #include <algorithm>
-#include <cctype>
-#include <set>
+#include <numeric>
+#include <stdexcept>
+#include <string>
 
 namespace spanscope {
 
 namespace {
-std::set<std::string> words(const std::string& text) {
-    std::set<std::string> out;
-    std::string w;
-    for (const char ch : text + " ") {
-        const auto c = static_cast<unsigned char>(ch);
-        if (std::isalnum(c) || c >= 0x80) {
-            w += static_cast<char>(std::tolower(c));
-        } else {
-            if (w.size() >= 4)
-                out.insert(w);
-            w.clear();
-        }
-    }
-    return out;
+
+// Adds 1 / (kRrfK + rank) to fused[i] for the candidates that have a score, ranked by `better`.
+template <class Get, class Better>
+void add_ranking(const std::vector<UnitCandidate>& c, std::vector<double>& fused, Get get,
+                 Better better) {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (get(c[i]))
+            order.push_back(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return better(*get(c[a]), *get(c[b])); });
+    for (size_t r = 0; r < order.size(); ++r)
+        fused[order[r]] += 1.0 / (kRrfK + static_cast<double>(r + 1));
 }
+
 } // namespace
 
-std::vector<ChosenUnit>
-choose_units(const std::vector<std::pair<int64_t, std::vector<DocumentUnit>>>& docs,
-             const std::vector<std::string>& texts, const std::string& question, int64_t budget,
-             int* skipped) {
-    std::vector<ChosenUnit> all;
-    std::vector<double> score;
-    const auto q = words(question);
+UnitChoice choose_units(const std::vector<UnitCandidate>& candidates, int64_t budget) {
     int64_t total = 0;
-    for (size_t d = 0; d < docs.size(); ++d)
-        for (const auto& u : docs[d].second) {
-            all.push_back({docs[d].first, u.index, u.n_tokens()});
-            total += u.n_tokens();
-            const auto w = words(texts[d].substr(static_cast<size_t>(u.char_begin),
-                                                 static_cast<size_t>(u.char_end - u.char_begin)));
-            int common = 0;
-            for (const auto& x : q)
-                common += w.count(x) ? 1 : 0;
-            score.push_back(common);
-        }
-    if (skipped)
-        *skipped = 0;
-    if (total <= budget)
-        return all;
-    std::vector<size_t> order(all.size());
-    for (size_t i = 0; i < order.size(); ++i)
-        order[i] = i;
+    for (const auto& c : candidates) {
+        if (c.tokens < 0)
+            throw std::invalid_argument("unit " + std::to_string(c.unit) + " of document " +
+                                        std::to_string(c.document_id) +
+                                        " has a negative token count");
+        total += c.tokens;
+    }
+    UnitChoice out;
+    if (total <= budget) {
+        for (const auto& c : candidates)
+            out.chosen.push_back({c, 0, 0.0});
+        return out;
+    }
+    out.ranked = true;
+    std::vector<double> fused(candidates.size(), 0.0);
+    add_ranking(
+        candidates, fused, [](const UnitCandidate& c) { return c.bm25; },
+        [](double a, double b) { return a < b; });
+    add_ranking(
+        candidates, fused, [](const UnitCandidate& c) { return c.sekv; },
+        [](double a, double b) { return a > b; });
+    std::vector<size_t> order(candidates.size());
+    std::iota(order.begin(), order.end(), size_t{0});
     std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return score[a] > score[b]; });
-    std::vector<bool> take(all.size(), false);
+                     [&](size_t a, size_t b) { return fused[a] > fused[b]; });
+    std::vector<int> rank(candidates.size(), 0);
+    std::vector<bool> take(candidates.size(), false);
     int64_t used = 0;
-    for (const size_t i : order)
-        if (used + all[i].tokens <= budget) {
+    for (size_t r = 0; r < order.size(); ++r) {
+        const size_t i = order[r];
+        rank[i] = static_cast<int>(r + 1);
+        if (used + candidates[i].tokens <= budget) {
             take[i] = true;
-            used += all[i].tokens;
+            used += candidates[i].tokens;
         }
-    std::vector<ChosenUnit> out;
-    for (size_t i = 0; i < all.size(); ++i)
+    }
+    for (size_t i = 0; i < candidates.size(); ++i)
         if (take[i])
-            out.push_back(all[i]);
-    if (skipped)
-        *skipped = static_cast<int>(all.size() - out.size());
+            out.chosen.push_back({candidates[i], rank[i], fused[i]});
+    out.left_out = static_cast<int>(candidates.size() - out.chosen.size());
     return out;
 }
 

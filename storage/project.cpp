@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 
 #include <chrono>
 #include <cstdlib>
@@ -184,6 +186,7 @@ std::unique_ptr<Project> Project::open(const std::string& path, bool create) {
                                   "was not changed");
     if (version > kSchemaVersion)
         migrate(*db, version); // throws: newer than this build
+    require_fts5(*db);         // before anything is written
     try {
         db->exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; "
                  "PRAGMA foreign_keys = ON");
@@ -364,7 +367,23 @@ bool Project::insert_chunks(int64_t document_id, const std::string& key,
         "INSERT INTO chunks(document_id, chunking, unit, ordinal, units, char_begin, char_end, "
         "token_begin, token_end, tokens, token_chars, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
         "?, ?, ?)");
-    for (const auto& u : units)
+    // Each unit's text goes into the full-text index with its chunks (schema migration 2): the
+    // bytes [first chunk's char_begin, last chunk's char_end) of the document text.
+    auto doc = db_->prepare("SELECT text FROM documents WHERE id = ?");
+    doc.bind(1, document_id);
+    const std::string text = doc.step() ? doc.text(0) : std::string();
+    doc.reset();
+    auto index = db_->prepare("INSERT INTO unit_text(rowid, text) VALUES (?, ?)");
+    for (const auto& u : units) {
+        int64_t begin = INT64_MAX, end = 0;
+        for (const auto& ch : u.chunks) {
+            begin = std::min(begin, ch.char_begin);
+            end = std::max(end, ch.char_end);
+        }
+        if (u.chunks.empty() || begin < 0 || end > static_cast<int64_t>(text.size()) || begin > end)
+            throw std::invalid_argument("unit " + std::to_string(u.index) + " of document " +
+                                        std::to_string(document_id) +
+                                        " lies outside the document's text");
         for (size_t c = 0; c < u.chunks.size(); ++c) {
             const auto& ch = u.chunks[c];
             std::vector<int32_t> chars(ch.token_chars.begin(), ch.token_chars.end());
@@ -385,7 +404,13 @@ bool Project::insert_chunks(int64_t document_id, const std::string& key,
                       chunk_checksum(u.index, static_cast<int64_t>(c), ch.char_begin, ch.char_end,
                                      ch.token_begin, ch.token_end(), tokens, offsets));
             ins.run();
+            if (c == 0)
+                index.bind(1, db_->last_insert_id())
+                    .bind(2, std::string_view(text).substr(static_cast<size_t>(begin),
+                                                           static_cast<size_t>(end - begin)))
+                    .run();
         }
+    }
     tx.commit();
     return true;
 }

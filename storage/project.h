@@ -45,6 +45,13 @@ struct ChunkingSummary {
     int units = 0;
 };
 
+/// A unit (section) of a document that matched a full-text query.
+struct UnitMatch {
+    int64_t document_id = 0;
+    int unit = 0;    ///< 0-based, as stored in chunks.unit
+    double bm25 = 0; ///< SQLite FTS5 bm25(): lower (more negative) is more relevant
+};
+
 struct MessageRecord {
     int64_t id = 0;
     std::string role; ///< "user" or "assistant"
@@ -107,8 +114,10 @@ public:
 
     // Chunks ---------------------------------------------------------------------------------
     bool has_chunks(int64_t document_id, const std::string& key);
-    /// Store the chunks of every unit (one transaction); false (and nothing written) when the
-    /// document already has chunks under this key.
+    /// Store the chunks of every unit and each unit's text in the full-text index (one
+    /// transaction); false (and nothing written) when the document already has chunks under
+    /// this key. Throws std::invalid_argument (nothing written) for a unit without chunks or
+    /// whose chunks' byte ranges lie outside the document's text.
     bool insert_chunks(int64_t document_id, const std::string& key,
                        const std::vector<DocumentUnit>& units);
     /// The units as stored (tokens, offsets, ranges); chunk_ids receives [unit][chunk] row ids.
@@ -116,6 +125,16 @@ public:
     std::vector<DocumentUnit> load_units(int64_t document_id, const std::string& key,
                                          std::vector<std::vector<int64_t>>* chunk_ids = nullptr);
     std::optional<ChunkingSummary> chunking_summary(int64_t document_id, const std::string& key);
+
+    // Full-text search -----------------------------------------------------------------------
+    /// The units of `document_ids` chunked under `key` whose text contains any word of
+    /// `question` (fts_match_expression), most relevant first: ascending FTS5 bm25() (Okapi
+    /// BM25, Robertson & Zaragoza 2009, with FTS5's k1 = 1.2, b = 0.75; term statistics over
+    /// every unit indexed in the project, all chunkings), ties by document id and unit. The
+    /// index holds each unit's text under the porter stemmer and unicode61 folding (case,
+    /// diacritics). A question without words returns nothing; no question raises an SQL error.
+    std::vector<UnitMatch> search_units(const std::vector<int64_t>& document_ids,
+                                        const std::string& key, const std::string& question);
 
     // Chunk states ---------------------------------------------------------------------------
     /// Delete the document's chunks under this key (their states go with them).
@@ -178,6 +197,12 @@ private:
     explicit Project(std::unique_ptr<Db> db);
     std::unique_ptr<Db> db_;
 };
+
+/// The FTS5 query for the words of `question` (UTF-8): each word (a run of ASCII letters and
+/// digits or non-ASCII bytes) once, case-folded duplicates dropped, as a quoted FTS5 string,
+/// joined by OR — e.g. `"what" OR "NEAR" OR "x"` for `what NEAR(x*)?`. Quoting makes operators,
+/// column filters, '*', '^' and quotes plain text. Empty when the question has no word.
+std::string fts_match_expression(const std::string& question);
 
 /// The default cache limit for chunk states: 8 GiB.
 constexpr int64_t kDefaultCacheLimitBytes = int64_t{8} << 30;

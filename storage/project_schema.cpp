@@ -2,6 +2,7 @@
 
 #include "project.h"
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <array>
@@ -82,6 +83,24 @@ CREATE TABLE zoom_traces(
 CREATE TABLE events(id INTEGER PRIMARY KEY, at TEXT NOT NULL, kind TEXT NOT NULL,
                     message TEXT NOT NULL);
 )sql",
+    // 2: a full-text index of every unit's text (SQLite FTS5) to rank sections by relevance to
+    // a question when not all fit the context. One row per unit and chunking, its rowid the
+    // unit's first chunk (ordinal 0), its text the bytes [first char_begin, last char_end) of
+    // the document text. Written with the chunks (Project::insert_chunks); deleting the first
+    // chunk (a removed or updated document, dropped chunks) deletes it.
+    R"sql(
+CREATE VIRTUAL TABLE unit_text USING fts5(text, tokenize = 'porter unicode61 remove_diacritics 2');
+INSERT INTO unit_text(rowid, text)
+    SELECT f.id, CAST(substr(CAST(d.text AS BLOB), u.b + 1, u.e - u.b) AS TEXT)
+    FROM (SELECT document_id, chunking, unit, min(char_begin) AS b, max(char_end) AS e
+          FROM chunks GROUP BY document_id, chunking, unit) AS u
+    JOIN chunks AS f ON f.document_id = u.document_id AND f.chunking = u.chunking
+                    AND f.unit = u.unit AND f.ordinal = 0
+    JOIN documents AS d ON d.id = u.document_id;
+CREATE TRIGGER chunks_delete_unit_text AFTER DELETE ON chunks WHEN old.ordinal = 0 BEGIN
+    DELETE FROM unit_text WHERE rowid = old.id;
+END;
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion);
 
@@ -151,7 +170,27 @@ int read_schema_version(Db& db) {
     return static_cast<int>(v.int64(0));
 }
 
+bool sqlite_has_fts5(Db& db) {
+    try {
+        auto q = db.prepare("SELECT 1 FROM pragma_module_list WHERE name = 'fts5'");
+        return q.step();
+    } catch (const DbError&) {
+        // A library built without the introspection pragmas: ask how it was compiled.
+        return sqlite3_compileoption_used("ENABLE_FTS5") != 0;
+    }
+}
+
+void require_fts5(Db& db) {
+    if (!sqlite_has_fts5(db))
+        throw ProjectError(db.path() + ": this SQLite library (" + sqlite3_libversion() +
+                           ") has no FTS5 module, which Spanscope needs to search the sections of "
+                           "a project; install one built with FTS5 (Debian 12's libsqlite3-0 "
+                           "is); the file was not changed");
+}
+
 void migrate(Db& db, int from) {
+    if (from < kSchemaVersion)
+        require_fts5(db);
     if (from > kSchemaVersion)
         throw ProjectError(db.path() + ": written by a newer Spanscope (schema version " +
                            std::to_string(from) + "; this build reads up to " +

@@ -85,8 +85,8 @@ int ask_project(const AskOptions& o) {
     const auto replace = nlohmann::json::error_handler_t::replace;
     if (!o.json) {
         std::cout << "\n";
-        std::cerr << "(chat " << a.chat_id << "; " << ans.stats.tokens_reused
-                  << " tokens restored, " << ans.stats.tokens_computed
+        std::cerr << "(chat " << a.chat_id << "; " << units_used_text(a) << "; "
+                  << ans.stats.tokens_reused << " tokens restored, " << ans.stats.tokens_computed
                   << " computed; first token after " << static_cast<int64_t>(ans.stats.ttft_ms)
                   << " ms)\n";
         return 0;

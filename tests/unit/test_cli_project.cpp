@@ -28,6 +28,7 @@
 #include <fstream>
 #include <random>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -526,4 +527,112 @@ TEST_F(CliProject, RemoveDocVacuumAndCacheLimit) {
         << "after the answer the project is within its limit again";
     const auto ev2 = run({"project", "events", "--project", project_});
     EXPECT_NE(ev2.out.find("recomputed"), std::string::npos) << ev2.out;
+}
+
+// More text than the context: a model with a 1024-token context, two documents of about
+// 2 000 tokens and two short ones. The section holding the question's rare word is chosen
+// (ranked first by bm25), the sections used come in the order of the --doc-id options
+// (descending ids), the JSON statistics name them and the human output says how many of how
+// many were used.
+TEST_F(CliProject, AskOverMoreTextThanTheContextUsesTheRelevantSections) {
+    const std::string small = dir_ + "/small.gguf";
+    TinyGemma3Config c;
+    c.n_ctx = 1024;
+    c.sliding_window = 16;
+    write_tiny_gemma3(small, c);
+    const std::string rare = "A silver zeppelin, the zeppelin of the north, drifts.\n\n";
+    const auto one = write_file("one.txt", sample_prose(41, 2000));
+    const auto two = write_file("two.txt", sample_prose(42, 150) + rare + sample_prose(43, 150));
+    const auto three = write_file("three.txt", sample_prose(44, 250));
+    const auto four = write_file("four.txt", sample_prose(45, 2000));
+    auto ingest_args = ingest(project_, {one, two, three, four}, small);
+    ingest_args.insert(ingest_args.end(), {"--chunk-tokens", "256"});
+    const auto ingested = run(ingest_args);
+    ASSERT_EQ(ingested.status, 0) << ingested.err;
+    const json docs =
+        run_json({"project", "list-docs", "--json", "--model", small, "--project", project_});
+    ASSERT_EQ(docs.size(), 4u);
+    const int64_t d1 = docs[0]["id"], d2 = docs[1]["id"], d3 = docs[2]["id"], d4 = docs[3]["id"];
+    int64_t all_tokens = 0;
+    for (const auto& d : docs)
+        all_tokens += d["tokens"].get<int64_t>();
+    ASSERT_GT(all_tokens, 2 * 1024);
+
+    // The units as stored, and which holds the rare word (from the chunks' byte ranges).
+    std::vector<std::pair<int64_t, int64_t>> all;
+    std::pair<int64_t, int64_t> rare_unit{-1, -1};
+    {
+        spanscope::Db db(project_, false);
+        auto q = db.prepare("SELECT c.document_id, c.unit, min(c.char_begin), max(c.char_end), "
+                            "d.text FROM chunks c JOIN documents d ON d.id = c.document_id GROUP "
+                            "BY c.document_id, c.chunking, c.unit");
+        while (q.step()) {
+            all.emplace_back(q.int64(0), q.int64(1));
+            const auto text = q.text(4).substr(static_cast<size_t>(q.int64(2)),
+                                               static_cast<size_t>(q.int64(3) - q.int64(2)));
+            if (text.find("zeppelin") != std::string::npos)
+                rare_unit = {q.int64(0), q.int64(1)};
+        }
+    }
+    ASSERT_EQ(rare_unit.first, d2);
+
+    const std::vector<int64_t> order{d4, d3, d2, d1};
+    std::vector<std::string> extra{"--model", small};
+    for (const auto id : order)
+        extra.insert(extra.end(), {"--doc-id", std::to_string(id)});
+    std::vector<std::string> a{"ask",       "--project", project_,       "--json",
+                               "--threads", "1",         "--max-tokens", "8"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    a.push_back("Where does the zeppelin drift?");
+    const json r = run_json(a);
+    const auto& s = r["stats"];
+    ASSERT_TRUE(s.contains("units_used")) << r;
+    EXPECT_GT(s["units_left_out"].get<int>(), 0) << s;
+    EXPECT_EQ(s["units"].get<size_t>() + s["units_left_out"].get<size_t>(), all.size()) << s;
+    EXPECT_EQ(s["ranking"], "bm25") << s;
+    const auto& used = s["units_used"];
+    ASSERT_EQ(used.size(), s["units"].get<size_t>()) << s;
+    ASSERT_GE(used.size(), 2u) << "the order test needs several sections: " << s;
+    bool found = false;
+    int64_t tokens = 0;
+    for (size_t i = 0; i < used.size(); ++i) {
+        const auto& u = used[i];
+        tokens += u["tokens"].get<int64_t>();
+        if (u["document_id"] == rare_unit.first && u["unit"] == rare_unit.second) {
+            found = true;
+            EXPECT_EQ(u["rank"], 1) << u;
+            EXPECT_LT(u["bm25"].get<double>(), 0) << u;
+        }
+        if (i > 0) {
+            const auto place = [&](const json& x) {
+                return std::find(order.begin(), order.end(), x["document_id"].get<int64_t>()) -
+                       order.begin();
+            };
+            const auto& p = used[i - 1];
+            EXPECT_TRUE(place(p) < place(u) ||
+                        (p["document_id"] == u["document_id"] && p["unit"] < u["unit"]))
+                << "not in the --doc-id order: " << used;
+        }
+    }
+    EXPECT_TRUE(found) << "the zeppelin section was not used: " << s;
+    EXPECT_EQ(s["tokens_reused"], tokens) << s;
+
+    // The human output says which were used.
+    a.erase(std::find(a.begin(), a.end(), "--json"));
+    const auto h = run(a);
+    ASSERT_EQ(h.status, 0) << h.err;
+    const std::string said =
+        std::to_string(used.size()) + " of " + std::to_string(all.size()) + " sections used: ";
+    EXPECT_NE(h.err.find(said), std::string::npos) << h.err;
+    // "document 2 (section 3)" or "document 2 (sections 1, 3)": sections 1-based.
+    const std::regex listed("document " + std::to_string(d2) + " \\(sections? ([0-9, ]+)\\)");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(h.err, m, listed)) << h.err;
+    std::set<int64_t> sections;
+    std::stringstream list(m[1].str());
+    for (std::string n; std::getline(list, n, ',');)
+        sections.insert(std::stoll(n));
+    EXPECT_TRUE(sections.count(rare_unit.second + 1)) << h.err;
+    EXPECT_NE(h.err.find("note: the documents do not fit the context window"), std::string::npos)
+        << h.err;
 }

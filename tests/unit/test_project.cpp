@@ -1,6 +1,7 @@
 // The project database (storage/project.h): creation, what a damaged or foreign file gets (a
 // clear error, the file untouched), documents, chunks, chats, least-recently-used eviction of
-// chunk states, and the committed project of schema version 1 (KNOWN-FAILURES 15).
+// chunk states, the committed project of schema version 1 (KNOWN-FAILURES 15) and its upgrade,
+// and the full-text index of units (FTS5).
 #include "project.h"
 #include "project_schema.h"
 #include "test_support.h"
@@ -245,9 +246,14 @@ TEST_F(ProjectTest, EvictionTakesTheLeastRecentlyUsedUnitsFirst) {
     EXPECT_THROW(p->set_cache_limit_bytes(-1), std::invalid_argument);
 }
 
-TEST_F(ProjectTest, CommittedVersion1ProjectStillOpens) {
-    const auto fixture = data_dir() + "/fixtures/project_v1.spanscope";
-    if (std::getenv("SPANSCOPE_WRITE_GOLDEN")) {
+namespace {
+
+// The committed project of version `version`; SPANSCOPE_WRITE_GOLDEN rewrites the one of the
+// current version (an older one can no longer be written by this build).
+std::string project_fixture(int version) {
+    const auto fixture =
+        data_dir() + "/fixtures/project_v" + std::to_string(version) + ".spanscope";
+    if (std::getenv("SPANSCOPE_WRITE_GOLDEN") && version == kSchemaVersion) {
         fs::remove(fixture);
         auto p = Project::open(fixture, true);
         const auto id = p->add_document("/usr/share/common-licenses/MIT",
@@ -261,9 +267,15 @@ TEST_F(ProjectTest, CommittedVersion1ProjectStillOpens) {
         fs::remove(fixture + "-wal");
         fs::remove(fixture + "-shm");
     }
+    return fixture;
+}
+
+} // namespace
+
+TEST_F(ProjectTest, CommittedVersion1ProjectStillOpens) {
     // Work on a copy: opening upgrades a project in place.
     const auto copy = dir_ + "/v1.spanscope";
-    fs::copy_file(fixture, copy);
+    fs::copy_file(project_fixture(1), copy);
     auto p = Project::open(copy, false);
     EXPECT_EQ(p->schema_version(), kSchemaVersion);
     const auto docs = p->documents();
@@ -272,6 +284,163 @@ TEST_F(ProjectTest, CommittedVersion1ProjectStillOpens) {
     const auto units = p->load_units(docs[0].id, "key");
     ASSERT_EQ(units.size(), 1u);
     EXPECT_EQ(units[0].chunks[0].tokens, (std::vector<int32_t>{2, 40, 41, 42}));
+    ASSERT_EQ(p->messages(1).size(), 2u);
+    EXPECT_EQ(p->messages(1)[1].text, "The copyright holder.");
+}
+
+namespace {
+
+// A unit of one chunk covering the bytes [begin, end) of a document's text.
+DocumentUnit text_unit(int index, int64_t begin, int64_t end) {
+    auto u = one_chunk_unit(index, end, {2, 7});
+    u.chunks[0].char_begin = begin;
+    u.char_begin = begin;
+    return u;
+}
+
+int64_t index_rows(Project& p) {
+    auto q = p.db().prepare("SELECT count(*) FROM unit_text");
+    q.step();
+    return q.int64(0);
+}
+
+} // namespace
+
+// The full-text index of units (schema version 2): a question's words find the sections that
+// contain them, only among the documents and chunking asked for; FTS5 syntax in a question is
+// searched as text; the rows go with their chunks.
+TEST_F(ProjectTest, UnitSearchFindsTheSectionsThatHoldTheQuestionsWords) {
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    const std::string ta = "The harbour master rings a brass bell.\n\n"
+                           "Lighthouse keepers trim the wicks at dusk.\n\n"
+                           "Gulls circle over the fish market.";
+    const std::string tb = "An orchard of pears grows on the hill.\n\n"
+                           "The lighthouse lighthouse beam sweeps the bay.";
+    const auto a = p->add_document("/a.txt", text_document(ta));
+    const auto b = p->add_document("/b.txt", text_document(tb));
+    const auto pa1 = static_cast<int64_t>(ta.find("Lighthouse"));
+    const auto pa2 = static_cast<int64_t>(ta.find("Gulls"));
+    const auto pb1 = static_cast<int64_t>(tb.find("The lighthouse"));
+    ASSERT_TRUE(p->insert_chunks(
+        a, "key",
+        {text_unit(0, 0, pa1), text_unit(1, pa1, pa2), text_unit(2, pa2, std::ssize(ta))}));
+    ASSERT_TRUE(
+        p->insert_chunks(b, "key", {text_unit(0, 0, pb1), text_unit(1, pb1, std::ssize(tb))}));
+    EXPECT_EQ(index_rows(*p), 5);
+
+    // The sections holding a word, any case, the one with it twice first (same length).
+    auto m = p->search_units({a, b}, "key", "LIGHTHOUSE locksmith?");
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m[0].document_id, b);
+    EXPECT_EQ(m[0].unit, 1);
+    EXPECT_EQ(m[1].document_id, a);
+    EXPECT_EQ(m[1].unit, 1);
+    EXPECT_LT(m[0].bm25, m[1].bm25) << "lower bm25() is more relevant";
+    EXPECT_LT(m[1].bm25, 0);
+    // Stemmed (porter): "keeper" finds "keepers".
+    m = p->search_units({a, b}, "key", "keeper");
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].document_id, a);
+    EXPECT_EQ(m[0].unit, 1);
+    // Words of two sections, and only in the documents asked about.
+    m = p->search_units({a}, "key", "bell or gulls?");
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m[0].document_id, a);
+    EXPECT_EQ(m[1].document_id, a);
+    EXPECT_NE(m[0].unit, m[1].unit);
+    EXPECT_TRUE(p->search_units({b}, "key", "bell or gulls?").empty());
+    EXPECT_TRUE(p->search_units({a, b}, "other key", "lighthouse").empty());
+    EXPECT_TRUE(p->search_units({a, b}, "key", "submarine").empty());
+
+    // FTS5 syntax is text: operators, column filters, prefixes, carets, quotes, brackets.
+    for (const std::string q :
+         {"pears AND NOT hill", "NEAR(pears hill, 2)", "text: pears*", "^pears \"hill",
+          "'pears' -- ; DROP TABLE unit_text; (", "\"\"\"", "pears\"hill", "?!", "", "   ",
+          "the of and", "caf\xc3\xa9 \xe2\x80\x94 \xe2\x80\xa6 pears"}) {
+        std::vector<UnitMatch> r;
+        EXPECT_NO_THROW(r = p->search_units({a, b}, "key", q)) << q;
+        for (const auto& x : r)
+            EXPECT_NE(x.document_id, 0) << q;
+        if (q.find("pears") != std::string::npos) {
+            ASSERT_FALSE(r.empty()) << q;
+            EXPECT_EQ(r[0].document_id, b) << q;
+            EXPECT_EQ(r[0].unit, 0) << q;
+        }
+    }
+    EXPECT_EQ(fts_match_expression("what NEAR(x*)?"), "\"what\" OR \"NEAR\" OR \"x\"");
+    EXPECT_EQ(fts_match_expression("Bell bell BELL"), "\"Bell\"");
+    EXPECT_EQ(fts_match_expression(" ?! \"* "), "");
+    EXPECT_TRUE(p->search_units({a, b}, "key", "(\"*^:)").empty());
+    EXPECT_EQ(index_rows(*p), 5) << "searching changes nothing";
+
+    // Rows go with their chunks: dropped chunks, an updated document, a removed document.
+    p->delete_chunks(b, "key");
+    EXPECT_EQ(index_rows(*p), 3);
+    EXPECT_TRUE(p->search_units({a, b}, "key", "pears").empty());
+    ASSERT_TRUE(p->insert_chunks(b, "key", {text_unit(0, 0, std::ssize(tb))}));
+    EXPECT_EQ(index_rows(*p), 4);
+    EXPECT_EQ(p->add_document("/b.txt", text_document("Copper kettles.")), b);
+    EXPECT_EQ(index_rows(*p), 3) << "an updated document's chunks and rows are dropped";
+    EXPECT_TRUE(p->remove_document(a));
+    EXPECT_EQ(index_rows(*p), 0);
+    EXPECT_TRUE(p->search_units({a, b}, "key", "lighthouse bell pears").empty());
+}
+
+// A unit outside the document's text is refused before anything is written: no chunk and no
+// index row (the chunks and their index rows are one transaction).
+TEST_F(ProjectTest, ChunksAndTheirIndexRowsAreWrittenTogetherOrNotAtAll) {
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    const auto a = p->add_document("/a.txt", text_document("twelve bytes"));
+    EXPECT_THROW(p->insert_chunks(a, "key", {text_unit(0, 0, 6), text_unit(1, 6, 40)}),
+                 std::invalid_argument);
+    EXPECT_FALSE(p->has_chunks(a, "key"));
+    EXPECT_EQ(index_rows(*p), 0);
+    ASSERT_TRUE(p->insert_chunks(a, "key", {text_unit(0, 0, 6), text_unit(1, 6, 12)}));
+    const auto m = p->search_units({a}, "key", "bytes");
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].unit, 1);
+}
+
+// Schema version 1 (no index) opens as version 2 with every stored unit indexed.
+TEST_F(ProjectTest, Version1ProjectGetsItsUnitsIndexed) {
+    const auto copy = dir_ + "/v1.spanscope";
+    fs::copy_file(project_fixture(1), copy);
+    {
+        Db db(copy, /*create=*/false);
+        auto q = db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'unit_text'");
+        q.step();
+        ASSERT_EQ(q.int64(0), 0) << "the fixture is of version 1, without the index";
+    }
+    auto p = Project::open(copy, false);
+    EXPECT_EQ(p->schema_version(), 2);
+    EXPECT_EQ(index_rows(*p), 1);
+    const auto id = p->documents().at(0).id;
+    const auto m = p->search_units({id}, "key", "Who grants permission?");
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].document_id, id);
+    EXPECT_EQ(m[0].unit, 0);
+    EXPECT_TRUE(p->remove_document(id));
+    EXPECT_EQ(index_rows(*p), 0);
+}
+
+TEST_F(ProjectTest, SqliteHasFts5) {
+    Db db(dir_ + "/x.db", /*create=*/true);
+    EXPECT_TRUE(sqlite_has_fts5(db)) << "Debian 12's libsqlite3 is built with FTS5";
+}
+
+// The committed project of schema version 2 (with its index) opens and searches; the next
+// migration must keep it so.
+TEST_F(ProjectTest, CommittedVersion2ProjectStillOpens) {
+    const auto copy = dir_ + "/v2.spanscope";
+    fs::copy_file(project_fixture(2), copy);
+    auto p = Project::open(copy, false);
+    EXPECT_EQ(p->schema_version(), kSchemaVersion);
+    const auto docs = p->documents();
+    ASSERT_EQ(docs.size(), 1u);
+    EXPECT_EQ(p->document_text(docs[0].id), "Permission is hereby granted");
+    const auto m = p->search_units({docs[0].id}, "key", "permission");
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_EQ(m[0].unit, 0);
     ASSERT_EQ(p->messages(1).size(), 2u);
     EXPECT_EQ(p->messages(1)[1].text, "The copyright holder.");
 }
