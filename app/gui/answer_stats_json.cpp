@@ -40,6 +40,16 @@ AnswerStats answer_stats_from_json(const nlohmann::json& stats) {
         kind->recomputed = static_cast<qint64>(number(k, "rows_recomputed"));
         kind->reused = static_cast<qint64>(number(k, "rows_reused"));
     }
+    s.sections_left_out = static_cast<int>(number(stats, "units_left_out"));
+    s.ranking = text(stats, "ranking");
+    if (stats.is_object() && stats.contains("units_used") && stats["units_used"].is_array())
+        for (const auto& u : stats["units_used"]) {
+            AnswerStats::Section sec;
+            sec.document_id = static_cast<qint64>(number(u, "document_id"));
+            sec.unit = static_cast<int>(number(u, "unit"));
+            sec.tokens = static_cast<qint64>(number(u, "tokens"));
+            s.sections_used << sec;
+        }
     return s;
 }
 

@@ -55,6 +55,13 @@ QString stats_text(const AnswerStats& s) {
                                                 QStringLiteral("tokens")))
                     .arg(share(s.global_rows), share(s.sliding_rows));
     }
+    if (s.sections_left_out > 0) {
+        text += QStringLiteral(" · %1 of %2 sections used")
+                    .arg(l.toString(s.sections_used.size()))
+                    .arg(l.toString(s.sections_used.size() + s.sections_left_out));
+        if (!s.ranking.isEmpty())
+            text += QStringLiteral(" (%1)").arg(s.ranking);
+    }
     return text;
 }
 

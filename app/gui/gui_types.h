@@ -86,10 +86,21 @@ struct AnswerStats {
         qint64 recomputed = 0, reused = 0; ///< key/value rows, summed over the layers
     };
     LayerRows global_rows, sliding_rows; ///< attention layers without and with a window
+    // The documents' sections the answer used (all of them unless they exceeded the context:
+    // then the best ranked that fit, in context order).
+    struct Section {
+        qint64 document_id = 0;
+        int unit = 0; ///< 0-based section of the document
+        qint64 tokens = 0;
+    };
+    QList<Section> sections_used;
+    int sections_left_out = 0;
+    QString ranking; ///< how they were ranked ("bm25", "bm25+sekv"); empty: all fitted
 };
 /// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:
 /// fast tier 31 % of full, 4.2 spans expanded per token" or " · full memory", then with a
-/// selector " · epic recomputed 212 tokens (global layers 3 % of rows, sliding 4 %)".
+/// selector " · epic recomputed 212 tokens (global layers 3 % of rows, sliding 4 %)", and when
+/// sections were left out " · 2 of 8 sections used (bm25)".
 QString stats_text(const AnswerStats& s);
 
 struct GenerationSettings {

@@ -135,6 +135,8 @@ private:
     /// Move the selected document `delta` rows (−1 up, +1 down) in the list.
     void move_selected_document(int delta);
     void save_document_list();
+    /// The sections an answer used, by document name, one per line ("" when it used all).
+    QString sections_text(const AnswerStats& s) const;
     void rename_current_chat();
     void delete_current_chat();
     void copy_chat();

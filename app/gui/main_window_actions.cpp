@@ -244,8 +244,10 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
                 request_spans(/*again=*/true);
         }
     }
-    if (s.ttft_ms > 0)
+    if (s.ttft_ms > 0) {
         stats_label_->setText(tr("Last answer: %1").arg(stats_text(s)));
+        stats_label_->setToolTip(sections_text(s));
+    }
     last_kv_bytes_ = s.kv_bytes;
     update_memory_label();
     for (const auto& n : s.notes)

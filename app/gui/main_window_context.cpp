@@ -54,4 +54,23 @@ void MainWindow::save_document_list() {
     });
 }
 
+QString MainWindow::sections_text(const AnswerStats& s) const {
+    if (s.sections_left_out == 0)
+        return {};
+    QString text = tr("The documents exceed the context: %1 of %2 sections used, ranked by %3")
+                       .arg(s.sections_used.size())
+                       .arg(s.sections_used.size() + s.sections_left_out)
+                       .arg(s.ranking.isEmpty() ? tr("their order") : s.ranking);
+    for (const auto& sec : s.sections_used) {
+        const int row = documents_.row_of_id(sec.document_id);
+        const QString name =
+            row >= 0 ? documents_.row(row).name : tr("document %1").arg(sec.document_id);
+        text += QStringLiteral("\n") + tr("%1, section %2 (%3)")
+                                           .arg(name)
+                                           .arg(sec.unit + 1)
+                                           .arg(count_text(sec.tokens, tr("token"), tr("tokens")));
+    }
+    return text;
+}
+
 } // namespace spanscope::gui

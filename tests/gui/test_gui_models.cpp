@@ -3,6 +3,7 @@
 // The SEKV views on made-up data: byte offsets to positions of the shown text, an answer's zoom
 // counts and tokens, the document view's tints, heat and tooltips, the inspector's grid, and
 // clickable answer tokens. No model is needed.
+#include "answer_stats_json.h"
 #include "chat_delegate.h"
 #include "chat_model.h"
 #include "document_list_model.h"
@@ -22,6 +23,7 @@ class GuiModels : public QObject {
 private slots:
     void documentRowsAreUpdatedInPlace();
     void documentsAreReorderedByMovesAndKeepTheirChecks();
+    void answerStatisticsAreReadFromTheStoredJson();
     void answerStreamsIntoTheLastRowWithoutAReset();
     void chatListKeepsRowsItDoesNotChange();
     void shownTextMapsBytesToPositions();
@@ -122,6 +124,40 @@ void GuiModels::documentsAreReorderedByMovesAndKeepTheirChecks() {
     QVERIFY(!(m.flags(m.index(0)) & Qt::ItemIsDropEnabled));
     QVERIFY(m.flags(QModelIndex()) & Qt::ItemIsDropEnabled);
     QCOMPARE(m.ordered_ids(), (QList<qint64>{2, 1, 3}));
+}
+
+void GuiModels::answerStatisticsAreReadFromTheStoredJson() {
+    // The fields as ask_project saves them; the line shown under the answer and in the status
+    // bar says what the selector recomputed and which share of the sections was used.
+    const auto j = nlohmann::json::parse(R"({
+        "ttft_ms": 812.4, "decode_tokens_per_s": 30.5, "tokens_reused": 2048,
+        "tokens_computed": 60, "generated_tokens": 12, "policy": "full",
+        "selector": "epic", "recompute_set": 12,
+        "layer_rows": {"global": {"layers": 3, "rows_recomputed": 36, "rows_reused": 108},
+                       "sliding": {"layers": 15, "rows_recomputed": 18, "rows_reused": 162}},
+        "units_left_out": 3, "ranking": "bm25",
+        "units_used": [{"document_id": 4, "unit": 0, "tokens": 900},
+                       {"document_id": 2, "unit": 2, "tokens": 1100}]})");
+    const AnswerStats s = answer_stats_from_json(j);
+    QCOMPARE(s.selector, QStringLiteral("epic"));
+    QCOMPARE(s.recompute_set, qint64{12});
+    QCOMPARE(s.global_rows.layers, 3);
+    QCOMPARE(s.sliding_rows.reused, qint64{162});
+    QCOMPARE(s.sections_used.size(), 2);
+    QCOMPARE(s.sections_used[1].document_id, qint64{2});
+    QCOMPARE(s.sections_used[1].unit, 2);
+    const QString text = stats_text(s);
+    QVERIFY2(text.contains(QStringLiteral("epic recomputed 12 tokens (global layers 25 % of rows, "
+                                          "sliding 10 %)")),
+             qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("2 of 5 sections used (bm25)")), qPrintable(text));
+    QVERIFY(text.contains(QStringLiteral("full memory")));
+    // Without a selector or left-out sections the line says neither; junk gives zeros.
+    const AnswerStats plain = answer_stats_from_json(nlohmann::json::parse(
+        R"({"ttft_ms": 10, "selector": 5, "units_used": "x", "layer_rows": []})"));
+    QVERIFY(!stats_text(plain).contains(QStringLiteral("recomputed")));
+    QVERIFY(!stats_text(plain).contains(QStringLiteral("sections")));
+    QCOMPARE(plain.sections_used.size(), 0);
 }
 
 void GuiModels::documentRowsAreUpdatedInPlace() {
