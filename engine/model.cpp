@@ -7,6 +7,7 @@
 #include "memory_sekv.h"
 #include "memory_sliding.h"
 #include "models/gemma3.h"
+#include "models/granite_hybrid.h"
 
 #include <algorithm>
 #include <mutex>
@@ -24,7 +25,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     const std::string arch = gguf->get_string("general.architecture");
     if (arch == "gemma3")
         return load_gemma3(std::move(gguf), path);
-    throw ModelError("unsupported model architecture '" + arch + "' (supported: gemma3)");
+    if (arch == "granitehybrid")
+        return load_granite_hybrid(std::move(gguf), path);
+    throw ModelError("unsupported model architecture '" + arch +
+                     "' (supported: gemma3, granitehybrid)");
 }
 
 const char* layer_kind_name(LayerKind kind) {
