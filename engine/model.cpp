@@ -8,6 +8,7 @@
 #include "memory_sliding.h"
 #include "models/gemma3.h"
 #include "models/granite_hybrid.h"
+#include "models/qwen3next.h"
 
 #include <algorithm>
 #include <mutex>
@@ -27,8 +28,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
         return load_gemma3(std::move(gguf), path);
     if (arch == "granitehybrid")
         return load_granite_hybrid(std::move(gguf), path);
+    if (arch == "qwen3next")
+        return load_qwen3next(std::move(gguf), path);
     throw ModelError("unsupported model architecture '" + arch +
-                     "' (supported: gemma3, granitehybrid)");
+                     "' (supported: gemma3, granitehybrid, qwen3next)");
 }
 
 const char* layer_kind_name(LayerKind kind) {
