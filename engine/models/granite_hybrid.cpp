@@ -7,12 +7,15 @@
 //                                      scale = attention.scale (else 1/√head_dim)
 //   x = x + residual_scale·m
 //   x = x + residual_scale·Wdown·(silu(Wgate·h') ⊙ Wup·h'),  h' = RMSNorm(x)
+//     (MoE files: x = x + residual_scale·(MoE(h') + shared(h')), moe_ffn.h, shared expert
+//     ungated)
 // Embeddings are multiplied by embedding_scale; logits are divided by logit_scale (each only
 // when its key is present and non-zero, as llama.cpp does).
 #include "models/granite_hybrid.h"
 
 #include "matmul.h"
 #include "models/model_file.h"
+#include "moe_ffn.h"
 #include "ops.h"
 #include "quant.h"
 #include "recurrent_mamba2.h"
@@ -29,6 +32,7 @@ struct GraniteLayer {
     const float* ffn_norm = nullptr;
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
     std::optional<Mamba2Layer> mamba;
+    std::optional<MoeWeights> moe; ///< set for MoE files instead of w_gate / w_up / w_down
 };
 
 class GraniteHybridModel final : public Model {
@@ -48,6 +52,7 @@ private:
     WeightMatrix tok_embd_, output_;
     const float* output_norm_ = nullptr;
     float embedding_scale_ = 1.0f, residual_scale_ = 1.0f, logit_scale_ = 1.0f;
+    int64_t n_expert_ = 0, n_expert_used_ = 0, n_ff_shexp_ = 0;
     std::vector<GraniteLayer> layers_;
 };
 
@@ -74,9 +79,13 @@ void GraniteHybridModel::read_hparams() {
     I.n_embd = static_cast<int>(f.need_int("embedding_length"));
     I.n_ctx_train = static_cast<int>(f.need_int("context_length", 1, int64_t{1} << 31));
     I.rms_eps = static_cast<float>(f.need_float("attention.layer_norm_rms_epsilon", 1e-12, 1e-2));
-    if (f.has("expert_count") && f.need_int("expert_count", 0) > 0)
-        throw ModelError("granitehybrid.expert_count > 0: Granite's mixture-of-experts "
-                         "feed-forward is not supported (dense Granite 4.0-H models only)");
+    // Granite 4.0-H Tiny / Small are MoE (expert_count > 0): softmax top-k with normalised
+    // weights and an ungated shared expert (granite-hybrid.cpp build_layer_ffn).
+    n_expert_ = f.opt_int("expert_count", 0, 0, 4096);
+    if (n_expert_ > 0) {
+        n_expert_used_ = f.need_int("expert_used_count", 1, n_expert_);
+        n_ff_shexp_ = f.opt_int("expert_shared_feed_forward_length", 0, 0);
+    }
     const auto n_ff = f.int_per_layer("feed_forward_length", I.n_layer, 1, int64_t{1} << 30);
     for (const int64_t v : n_ff)
         if (v != n_ff[0])
@@ -199,7 +208,29 @@ void GraniteHybridModel::load_layer(int il) {
         L.wv = f.matrix(p + "attn_v.weight", E, kv_dim);
         L.wo = f.matrix(p + "attn_output.weight", q_dim, E);
     }
-    f.refuse_tensor(p + "ffn_gate_inp.weight", "mixture-of-experts is not implemented");
+    if (n_expert_ > 0) {
+        // Experts are n_ff wide (feed_forward_length), as llama.cpp's loader reads them.
+        auto& m = L.moe.emplace();
+        m.n_embd = E;
+        m.n_ff_expert = I.n_ff;
+        m.n_expert = n_expert_;
+        m.n_used = n_expert_used_;
+        m.router = f.matrix(p + "ffn_gate_inp.weight", E, n_expert_);
+        if (!f.has_tensor(p + "ffn_gate_exps.weight"))
+            throw ModelError("missing tensor " + p +
+                             "ffn_gate_exps.weight (experts without a gate are not supported)");
+        m.gate = f.experts(p + "ffn_gate_exps.weight", E, I.n_ff, n_expert_);
+        m.up = f.experts(p + "ffn_up_exps.weight", E, I.n_ff, n_expert_);
+        m.down = f.experts(p + "ffn_down_exps.weight", I.n_ff, E, n_expert_);
+        if (n_ff_shexp_ > 0) { // Granite MoE Shared: added without a gate
+            m.n_ff_shared = n_ff_shexp_;
+            m.shared_gate = f.matrix(p + "ffn_gate_shexp.weight", E, n_ff_shexp_);
+            m.shared_up = f.matrix(p + "ffn_up_shexp.weight", E, n_ff_shexp_);
+            m.shared_down = f.matrix(p + "ffn_down_shexp.weight", n_ff_shexp_, E);
+        }
+        return;
+    }
+    f.refuse_tensor(p + "ffn_gate_inp.weight", "router without granitehybrid.expert_count");
     for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
         f.refuse_tensor(p + b, "feed-forward biases are not implemented");
     L.w_gate = f.matrix(p + "ffn_gate.weight", E, I.n_ff);
@@ -262,10 +293,14 @@ void GraniteHybridModel::forward(const int32_t* tokens, const int32_t* pos, int6
             throw Cancelled();
         std::copy(x.begin(), x.end(), h.begin());
         rms_norm(h.data(), L.ffn_norm, n, E, I.rms_eps);
-        matmul(L.w_gate, h.data(), n, gate.data(), pool);
-        matmul(L.w_up, h.data(), n, up.data(), pool);
-        swiglu(gate.data(), up.data(), n * F);
-        matmul(L.w_down, gate.data(), n, o.data(), pool);
+        if (L.moe) {
+            moe_ffn(*L.moe, h.data(), n, o.data(), pool);
+        } else {
+            matmul(L.w_gate, h.data(), n, gate.data(), pool);
+            matmul(L.w_up, h.data(), n, up.data(), pool);
+            swiglu(gate.data(), up.data(), n * F);
+            matmul(L.w_down, gate.data(), n, o.data(), pool);
+        }
         for (int64_t i = 0; i < n * E; ++i)
             x[i] += residual_scale_ * o[i];
     }

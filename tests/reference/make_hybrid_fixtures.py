@@ -3,6 +3,7 @@
 
     tests/reference/fixtures/tiny_granitehybrid.gguf   Mamba-2 + attention (Granite 4.0-H)
     tests/reference/fixtures/tiny_qwen3next.gguf       Gated DeltaNet + gated attention + MoE
+    tests/reference/fixtures/tiny_granitehybrid_moe.gguf  the Granite model with MoE FFN
     tests/reference/fixtures/hybrid_logits.json        llama.cpp's logits at every position
 
 checked by tests/unit/test_hybrid_models.cpp (LlamaCppReference.*).
@@ -103,6 +104,10 @@ GRANITE = dict(n_layer=4, attention_layers=[2], n_embd=32, n_ff=64, n_head=4, n_
                embedding_scale=2.0, residual_scale=0.5, attention_scale=0.125, logit_scale=2.0,
                rms_eps=1e-5, seed=7001)
 
+# Granite 4.0-H Tiny / Small are MoE: experts feed_forward_length wide, softmax top-k with
+# normalised weights, an ungated shared expert (conversion/granite.py GraniteMoeModel).
+GRANITE_MOE = dict(GRANITE, n_ff=16, n_expert=4, n_expert_used=2, n_ff_shexp=24, seed=7003)
+
 QWEN = dict(n_layer=4, full_attention_interval=2, n_embd=32, n_head=4, n_head_kv=2, head_dim=16,
             rope_dims=4, rope_base=10000000.0, n_expert=4, n_expert_used=2, n_ff_exp=16,
             n_ff_shexp=24, linear_k_heads=2, linear_v_heads=4, linear_head_dim=8, d_conv=4,
@@ -135,6 +140,11 @@ def write_granite(path, c):
     w.add_ssm_group_count(G)
     w.add_ssm_inner_size(d_inner)
     w.add_ssm_time_step_rank(H)
+    X = c.get("n_expert", 0)
+    if X:
+        w.add_expert_count(X)
+        w.add_expert_used_count(c["n_expert_used"])
+        w.add_expert_shared_feed_forward_length(c["n_ff_shexp"])
     V = add_vocab(w)
     t = Tensors(w, c["seed"])
     t.put("token_embd.weight", [E, V], t.randn(E * V, 0.5))
@@ -157,6 +167,16 @@ def write_granite(path, c):
             t.put(p + "ssm_norm.weight", [d_inner // G, G], t.randn(d_inner, 0.1, 1.0))
             t.mat(p + "ssm_out.weight", d_inner, E)
         t.norm(p + "ffn_norm.weight", E)
+        if X:
+            F, S = c["n_ff"], c["n_ff_shexp"]
+            t.mat(p + "ffn_gate_inp.weight", E, X)
+            t.put(p + "ffn_gate_exps.weight", [E, F, X], t.randn(E * F * X, 1.0 / np.sqrt(E)))
+            t.put(p + "ffn_up_exps.weight", [E, F, X], t.randn(E * F * X, 1.0 / np.sqrt(E)))
+            t.put(p + "ffn_down_exps.weight", [F, E, X], t.randn(E * F * X, 1.0 / np.sqrt(F)))
+            t.mat(p + "ffn_gate_shexp.weight", E, S)
+            t.mat(p + "ffn_up_shexp.weight", E, S)
+            t.mat(p + "ffn_down_shexp.weight", S, E)
+            continue
         t.mat(p + "ffn_gate.weight", E, c["n_ff"])
         t.mat(p + "ffn_up.weight", E, c["n_ff"])
         t.mat(p + "ffn_down.weight", c["n_ff"], E)
@@ -271,7 +291,8 @@ def main():
         "models": {},
     }
     for name, cfg, writer in (("granitehybrid", GRANITE, write_granite),
-                              ("qwen3next", QWEN, write_qwen)):
+                              ("qwen3next", QWEN, write_qwen),
+                              ("granitehybrid_moe", GRANITE_MOE, write_granite)):
         path = os.path.join(OUT, "tiny_%s.gguf" % name)
         V = writer(path, cfg)
         n = 48

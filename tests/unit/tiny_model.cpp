@@ -206,8 +206,11 @@ void write_tiny_granite_hybrid(const std::string& path, const TinyGraniteHybridC
     w.set_float32(a + "residual_scale", c.residual_scale);
     w.set_float32(a + "logit_scale", c.logit_scale);
     w.set_bool(a + "rope.scaling.finetuned", false);
-    if (c.expert_count > 0)
+    if (c.expert_count > 0) {
         w.set_uint32(a + "expert_count", static_cast<uint32_t>(c.expert_count));
+        w.set_uint32(a + "expert_used_count", static_cast<uint32_t>(c.expert_used));
+        w.set_uint32(a + "expert_shared_feed_forward_length", static_cast<uint32_t>(c.n_ff_shexp));
+    }
     w.set_uint32(a + "ssm.conv_kernel", static_cast<uint32_t>(c.d_conv));
     w.set_uint32(a + "ssm.state_size", static_cast<uint32_t>(N));
     w.set_uint32(a + "ssm.group_count", static_cast<uint32_t>(G));
@@ -239,6 +242,20 @@ void write_tiny_granite_hybrid(const std::string& path, const TinyGraniteHybridC
             t.mat(p + "ssm_out.weight", d_inner, E);
         }
         t.norm(p + "ffn_norm.weight", E);
+        if (c.expert_count > 0) {
+            const int64_t F = c.n_ff, X = c.expert_count;
+            t.mat(p + "ffn_gate_inp.weight", E, X);
+            t.put(p + "ffn_gate_exps.weight", {E, F, X},
+                  t.random(E * F * X, 1.0f / std::sqrt(float(E))));
+            t.put(p + "ffn_up_exps.weight", {E, F, X},
+                  t.random(E * F * X, 1.0f / std::sqrt(float(E))));
+            t.put(p + "ffn_down_exps.weight", {F, E, X},
+                  t.random(E * F * X, 1.0f / std::sqrt(float(F))));
+            t.mat(p + "ffn_gate_shexp.weight", E, c.n_ff_shexp);
+            t.mat(p + "ffn_up_shexp.weight", E, c.n_ff_shexp);
+            t.mat(p + "ffn_down_shexp.weight", c.n_ff_shexp, E);
+            continue;
+        }
         t.mat(p + "ffn_gate.weight", E, c.n_ff);
         t.mat(p + "ffn_up.weight", E, c.n_ff);
         t.mat(p + "ffn_down.weight", c.n_ff, E);

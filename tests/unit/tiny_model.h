@@ -56,7 +56,9 @@ struct TinyGraniteHybridConfig {
     float residual_scale = 0.5f;
     float attention_scale = 0.125f;
     float logit_scale = 2.0f;
-    int expert_count = 0; ///< > 0: write granitehybrid.expert_count (an MoE file's key)
+    int expert_count = 0; ///< > 0: an MoE file (Granite 4.0-H Tiny/Small), experts n_ff wide
+    int expert_used = 2;  ///< granitehybrid.expert_used_count
+    int n_ff_shexp = 48;  ///< shared expert width (MoE files)
     uint64_t seed = 11;
     std::string skip_tensor;    ///< a tensor name not to write (tests of the errors)
     std::string reshape_tensor; ///< a tensor written one row short (tests of the errors)
