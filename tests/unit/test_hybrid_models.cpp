@@ -4,12 +4,14 @@
 // invariance to the ubatch layout (one ubatch = several = token by token; KNOWN-FAILURES 11),
 // and llama.cpp's logits for the committed reference files (tests/reference/README.md).
 #include "gguf_reader.h"
+#include "kv_rows.h"
 #include "memory_recurrent.h"
 #include "memory_sekv.h"
 #include "model.h"
 #include "pic_assembly.h"
 #include "prompt.h"
 #include "session.h"
+#include "state_cache.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -298,6 +300,40 @@ TEST_P(HybridModel, WarmAskReusesTheDocumentAndAnswersLikeACold) {
     EXPECT_EQ(c2.stats.tokens_reused, 0);
     EXPECT_EQ(a2.tokens, c2.tokens);
     EXPECT_FALSE(a2.tokens.empty());
+}
+
+// Features that cannot serve recurrent layers yet refuse them clearly instead of misbehaving.
+TEST_P(HybridModel, RowImportAndProjectStoresRefuseRecurrentLayers) {
+    auto m = Model::load(write_model(GetParam()));
+    const auto& I = m->info();
+    ModelMemory mem = make_memory(I, 64, 16);
+    LayerRows rows; // layer 0 is recurrent in every tiny hybrid model
+    rows.layer = 0;
+    EXPECT_THROW(import_rows(mem, I, rows, 0, 16), std::invalid_argument);
+    EXPECT_THROW(export_rows(mem, {0}, 0, 1), std::logic_error);
+    EXPECT_TRUE(global_layers(I) == sekv_layers(I, SekvOptions{}));
+    for (const int il : global_layers(I))
+        EXPECT_FALSE(I.layers[static_cast<size_t>(il)].recurrent());
+    // A layer with partial (or no) RoPE cannot have its keys moved by a full-head shift.
+    const int attn = global_layers(I).front();
+    rows.layer = attn;
+    const auto& a = I.layers[static_cast<size_t>(attn)].attn;
+    rows.n_rows = 1;
+    rows.k.assign(static_cast<size_t>(a.n_kv_head * a.head_dim), 0);
+    rows.v = rows.k;
+    EXPECT_THROW(import_rows(mem, I, rows, 5, 16), std::invalid_argument);
+    import_rows(mem, I, rows, 0, 16); // in place: nothing to rotate
+    EXPECT_EQ(mem.layer(attn).n_tokens(), 1);
+    auto project = Project::open(temp_dir() + "/p.spanscope", true);
+    ChunkingOptions chunking;
+    chunking.target_tokens = 64;
+    chunking.max_unit_tokens = 256; // fits the tiny models' context: only the kind is refused
+    try {
+        StateCache cache(*project, *m, chunking);
+        ADD_FAILURE() << "a project store of a hybrid model was accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("hybrid"), std::string::npos) << e.what();
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, HybridModel,
