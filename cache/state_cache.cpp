@@ -18,6 +18,10 @@ StateCache::StateCache(Project& project, const Model& model, const ChunkingOptio
       fingerprint_hex_(fingerprint_hex(fingerprint_)),
       key_(spanscope::chunking_key(model, chunking)), global_(global_layers(model.info())),
       sliding_(sliding_layers(model.info())) {
+    if (model.info().hybrid())
+        throw std::invalid_argument("project stores of hybrid models (recurrent layers) are not "
+                                    "supported yet: the chunk states would lack the recurrent "
+                                    "states");
     if (chunking.max_unit_tokens < 1 || chunking.max_unit_tokens > model.info().n_ctx_train)
         throw std::invalid_argument("a unit of " + std::to_string(chunking.max_unit_tokens) +
                                     " tokens does not fit the model's context of " +

@@ -65,7 +65,9 @@ struct UnitStates {
 class StateCache {
 public:
     /// chunking.max_unit_tokens must be in [1, the model's context] (else
-    /// std::invalid_argument). The fingerprint is computed here (milliseconds).
+    /// std::invalid_argument). The fingerprint is computed here (milliseconds). Hybrid models
+    /// (recurrent layers) are refused with std::invalid_argument: storing per-document recurrent
+    /// states is not implemented yet.
     StateCache(Project& project, const Model& model, const ChunkingOptions& chunking);
 
     const std::string& fingerprint() const { return fingerprint_hex_; }

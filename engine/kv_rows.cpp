@@ -43,6 +43,13 @@ void import_rows(ModelMemory& memory, const ModelInfo& info, const LayerRows& ro
         throw std::invalid_argument("rows for layer " + std::to_string(rows.layer) +
                                     " of a model with " + std::to_string(info.n_layer));
     const auto& li = info.layers[static_cast<size_t>(rows.layer)];
+    if (li.recurrent())
+        throw std::invalid_argument("rows for layer " + std::to_string(rows.layer) +
+                                    ", a recurrent layer (it keeps a state, not rows)");
+    if (!li.full_rope() && delta != 0)
+        throw std::invalid_argument("layer " + std::to_string(rows.layer) +
+                                    " rotates part of each head (or none): its keys cannot be "
+                                    "moved by the full-head RoPE shift");
     const int64_t width = static_cast<int64_t>(li.attn.n_kv_head) * li.attn.head_dim;
     if (static_cast<int64_t>(rows.k.size()) != rows.n_rows * width ||
         static_cast<int64_t>(rows.v.size()) != rows.n_rows * width)
@@ -72,7 +79,7 @@ void import_rows(ModelMemory& memory, const ModelInfo& info, const LayerRows& ro
 std::vector<int> global_layers(const ModelInfo& info) {
     std::vector<int> out;
     for (size_t i = 0; i < info.layers.size(); ++i)
-        if (!info.layers[i].sliding())
+        if (info.layers[i].global())
             out.push_back(static_cast<int>(i));
     return out;
 }

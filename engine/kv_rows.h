@@ -29,12 +29,14 @@ std::vector<LayerRows> export_rows(const ModelMemory& memory, const std::vector<
 /// Store `rows` into memory.layer(rows.layer) at positions moved by `delta`, re-rotating the
 /// keys by delta with that layer's RoPE base (info.layers[layer].rope_base); stored in pieces
 /// of at most max_piece rows (a sliding memory takes at most its ubatch size per store()).
-/// Throws std::invalid_argument when the rows' shape does not match the layer,
+/// Throws std::invalid_argument when the rows' shape does not match the layer, the layer is
+/// recurrent, or delta ≠ 0 on a layer whose RoPE does not cover the whole head;
 /// std::length_error when the memory is full.
 void import_rows(ModelMemory& memory, const ModelInfo& info, const LayerRows& rows, int32_t delta,
                  int64_t max_piece);
 
-/// Indices of the layers that keep every token (global attention) or only a window (sliding).
+/// Indices of the attention layers that keep every token (global) or only a window (sliding);
+/// recurrent layers are in neither.
 std::vector<int> global_layers(const ModelInfo& info);
 std::vector<int> sliding_layers(const ModelInfo& info);
 

@@ -79,31 +79,59 @@ public:
 /// x[i] <- fp32(f16(x[i])) (round to nearest even), n elements.
 void round_through_f16(float* x, int64_t n);
 
-/// Every attention layer's memory, indexed by layer.
+class RecurrentMemory;
+
+/// Every layer's memory, indexed by layer: an attention layer's LayerMemory (any policy) or a
+/// recurrent layer's RecurrentMemory (memory_recurrent.h), as llama.cpp's hybrid memory holds
+/// a KV cache and a recurrent state side by side (llama-memory-hybrid.h).
 class ModelMemory {
 public:
-    ModelMemory() = default;
-    explicit ModelMemory(std::vector<std::unique_ptr<LayerMemory>> layers)
-        : layers_(std::move(layers)) {}
+    ModelMemory();
+    /// Attention layers only (every pointer non-null).
+    explicit ModelMemory(std::vector<std::unique_ptr<LayerMemory>> layers);
+    /// attention[il] or recurrent[il] is set for every il, never both; the two vectors have the
+    /// same size. Throws std::invalid_argument otherwise.
+    ModelMemory(std::vector<std::unique_ptr<LayerMemory>> attention,
+                std::vector<std::unique_ptr<RecurrentMemory>> recurrent);
+    ModelMemory(ModelMemory&&) noexcept;
+    ModelMemory& operator=(ModelMemory&&) noexcept;
+    ~ModelMemory();
     ModelMemory clone() const;
-    LayerMemory& layer(int il) { return *layers_.at(static_cast<size_t>(il)); }
-    const LayerMemory& layer(int il) const { return *layers_.at(static_cast<size_t>(il)); }
-    int n_layers() const { return static_cast<int>(layers_.size()); }
-    int64_t n_tokens() const { return layers_.empty() ? 0 : layers_[0]->n_tokens(); }
+    /// True when layer il is served by a RecurrentMemory. Throws std::out_of_range for a layer
+    /// that does not exist.
+    bool is_recurrent(int il) const;
+    /// True when some layer is recurrent (a hybrid model's memory).
+    bool has_recurrent() const;
+    /// Layer il's attention memory. Throws std::out_of_range for a layer that does not exist,
+    /// std::logic_error for a recurrent layer (it has no K/V rows).
+    LayerMemory& layer(int il);
+    const LayerMemory& layer(int il) const;
+    /// Layer il's recurrent memory. Throws std::out_of_range for a layer that does not exist,
+    /// std::logic_error for an attention layer.
+    RecurrentMemory& recurrent(int il);
+    const RecurrentMemory& recurrent(int il) const;
+    int n_layers() const { return static_cast<int>(attention_.size()); }
+    /// Tokens held, as layer 0 counts them (every layer holds the same tokens).
+    int64_t n_tokens() const;
+    /// Statistics summed over every layer, attention and recurrent.
     MemoryStats total() const;
-    /// The statistics summed over the layers whose policy is `policy`.
+    /// The statistics summed over the layers whose policy is `policy` ("recurrent" for the
+    /// recurrent layers).
     MemoryStats total(std::string_view policy) const;
-    /// Indices of the layers whose policy seals context (seals()).
+    /// Indices of the attention layers whose policy seals context (seals()).
     std::vector<int> sealing_layers() const;
     /// True when a layer needs_segmentation().
     bool needs_segmentation() const;
-    /// Put `memory` in place of layer il's (to serve a prefilled context under another
-    /// policy). Throws std::out_of_range for a layer that does not exist.
+    /// Put `memory` in place of attention layer il's (to serve a prefilled context under another
+    /// policy). Throws std::out_of_range for a layer that does not exist, std::logic_error for a
+    /// recurrent layer.
     void replace(int il, std::unique_ptr<LayerMemory> memory);
     void clear();
 
 private:
-    std::vector<std::unique_ptr<LayerMemory>> layers_;
+    // Per layer exactly one of the two is set.
+    std::vector<std::unique_ptr<LayerMemory>> attention_;
+    std::vector<std::unique_ptr<RecurrentMemory>> recurrent_;
 };
 
 } // namespace spanscope

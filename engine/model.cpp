@@ -3,9 +3,12 @@
 #include "matmul.h"
 #include "memory_eviction.h"
 #include "memory_full.h"
+#include "memory_recurrent.h"
 #include "memory_sekv.h"
 #include "memory_sliding.h"
 #include "models/gemma3.h"
+#include "models/granite_hybrid.h"
+#include "models/qwen3next.h"
 
 #include <algorithm>
 #include <mutex>
@@ -23,14 +26,36 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     const std::string arch = gguf->get_string("general.architecture");
     if (arch == "gemma3")
         return load_gemma3(std::move(gguf), path);
-    throw ModelError("unsupported model architecture '" + arch + "' (supported: gemma3)");
+    if (arch == "granitehybrid")
+        return load_granite_hybrid(std::move(gguf), path);
+    if (arch == "qwen3next")
+        return load_qwen3next(std::move(gguf), path);
+    throw ModelError("unsupported model architecture '" + arch +
+                     "' (supported: gemma3, granitehybrid, qwen3next)");
+}
+
+const char* layer_kind_name(LayerKind kind) {
+    switch (kind) {
+    case LayerKind::Attention:
+        return "attention";
+    case LayerKind::Mamba2:
+        return "mamba2";
+    case LayerKind::GatedDeltaNet:
+        return "gated_deltanet";
+    }
+    return "?";
+}
+
+bool ModelInfo::hybrid() const {
+    return std::any_of(layers.begin(), layers.end(),
+                       [](const LayerInfo& l) { return l.recurrent(); });
 }
 
 std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options) {
     std::vector<int> out;
     if (options.layers.empty()) {
         for (int il = 0; il < static_cast<int>(info.layers.size()); ++il)
-            if (!info.layers[static_cast<size_t>(il)].sliding())
+            if (info.layers[static_cast<size_t>(il)].global())
                 out.push_back(il);
         return out;
     }
@@ -39,7 +64,12 @@ std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options) 
             throw std::invalid_argument("SEKV layer " + std::to_string(il) +
                                         " does not exist (the model has " +
                                         std::to_string(info.layers.size()) + " layers)");
-        if (info.layers[static_cast<size_t>(il)].sliding())
+        const auto& l = info.layers[static_cast<size_t>(il)];
+        if (l.recurrent())
+            throw std::invalid_argument("layer " + std::to_string(il) + " is a recurrent (" +
+                                        layer_kind_name(l.kind) +
+                                        ") layer; SEKV serves global attention layers");
+        if (l.sliding())
             throw std::invalid_argument("layer " + std::to_string(il) +
                                         " uses a sliding window; SEKV serves global layers");
         out.push_back(il);
@@ -71,19 +101,31 @@ ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch
     std::vector<int> compressed;
     if (global_policy != "full")
         compressed = sekv_layers(info, so);
-    std::vector<std::unique_ptr<LayerMemory>> layers;
-    for (int il = 0; il < static_cast<int>(info.layers.size()); ++il) {
+    const size_t n_layer = info.layers.size();
+    std::vector<std::unique_ptr<LayerMemory>> layers(n_layer);
+    std::vector<std::unique_ptr<RecurrentMemory>> recurrent(n_layer);
+    for (int il = 0; il < static_cast<int>(n_layer); ++il) {
         const auto& l = info.layers[static_cast<size_t>(il)];
-        if (l.sliding())
-            layers.push_back(std::make_unique<SlidingMemory>(l.attn, max_ubatch));
+        auto& slot = layers[static_cast<size_t>(il)];
+        if (l.kind == LayerKind::Mamba2)
+            recurrent[static_cast<size_t>(il)] = std::make_unique<RecurrentMemory>(l.mamba2);
+        else if (l.kind == LayerKind::GatedDeltaNet)
+            recurrent[static_cast<size_t>(il)] =
+                std::make_unique<RecurrentMemory>(l.gated_deltanet);
+        else if (l.sliding())
+            slot = std::make_unique<SlidingMemory>(l.attn, max_ubatch);
         else if (!std::binary_search(compressed.begin(), compressed.end(), il))
-            layers.push_back(std::make_unique<FullMemory>(l.attn, n_ctx));
+            slot = std::make_unique<FullMemory>(l.attn, n_ctx);
         else if (evicts)
-            layers.push_back(std::make_unique<EvictionMemory>(l.attn, n_ctx, rule, eo));
+            slot = std::make_unique<EvictionMemory>(l.attn, n_ctx, rule, eo);
+        else if (!l.full_rope())
+            throw std::invalid_argument("layer " + std::to_string(il) +
+                                        " rotates part of each head (or none); SEKV's summary "
+                                        "keys assume full-head RoPE");
         else
-            layers.push_back(std::make_unique<SekvMemory>(l.attn, n_ctx, l.rope_base, so));
+            slot = std::make_unique<SekvMemory>(l.attn, n_ctx, l.rope_base, so);
     }
-    return ModelMemory(std::move(layers));
+    return ModelMemory(std::move(layers), std::move(recurrent));
 }
 
 } // namespace spanscope

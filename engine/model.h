@@ -6,6 +6,9 @@
 #include "cancel.h"
 #include "gguf_reader.h"
 #include "memory.h"
+#include "memory_recurrent.h"
+#include "recurrent_gated_deltanet.h"
+#include "recurrent_mamba2.h"
 #include "surprisal.h"
 #include "thread_pool.h"
 #include "tokenizer.h"
@@ -26,11 +29,31 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-/// One attention layer's geometry and position encoding.
+/// What a layer mixes tokens with: attention over a memory of K/V rows, or a recurrent state
+/// (Mamba-2: Dao & Gu 2024; Gated DeltaNet: Yang et al. 2025).
+enum class LayerKind { Attention, Mamba2, GatedDeltaNet };
+
+/// "attention", "mamba2", "gated_deltanet".
+const char* layer_kind_name(LayerKind kind);
+
+/// One layer's geometry and position encoding. `attn` and `rope_*` describe attention layers;
+/// `mamba2` / `gated_deltanet` the recurrent layer of that kind (the other fields keep their
+/// defaults).
 struct LayerInfo {
+    LayerKind kind = LayerKind::Attention;
     AttentionShape attn; ///< attn.window > 0 for sliding-window layers
     double rope_base = 10000.0;
-    bool sliding() const { return attn.window > 0; }
+    /// Elements of each head that RoPE rotates (NeoX layout, the first rope_dims): -1 = all
+    /// of head_dim, 0 = no position encoding (NoPE), else a partial rotation.
+    int rope_dims = -1;
+    Mamba2Shape mamba2;                ///< kind == Mamba2
+    GatedDeltaNetShape gated_deltanet; ///< kind == GatedDeltaNet
+    bool recurrent() const { return kind != LayerKind::Attention; }
+    bool sliding() const { return kind == LayerKind::Attention && attn.window > 0; }
+    /// An attention layer without a window (the layers SEKV and the baselines may serve).
+    bool global() const { return kind == LayerKind::Attention && attn.window == 0; }
+    /// True when keys are rotated over the whole head (what rope_shift_neox can move).
+    bool full_rope() const { return rope_dims < 0 || rope_dims == attn.head_dim; }
 };
 
 /// Hyper-parameters, each read from the file ("source" says where a default was used).
@@ -54,6 +77,8 @@ struct ModelInfo {
     std::string chat_template;              ///< tokenizer.chat_template, may be empty
     std::vector<std::string> defaults_used; ///< hyper-parameters absent from the file
     std::vector<LayerInfo> layers;
+    /// True when some layer is recurrent (a hybrid model).
+    bool hybrid() const;
 };
 
 /// Tokens that leave a forward pass between layers (CacheBlend's selective recompute, Yao et
@@ -80,7 +105,9 @@ public:
 
     /// Run one ubatch through the model.
     /// tokens, pos: [n] (positions absolute, increasing, continuing what `memory` holds);
-    /// memory: one LayerMemory per layer (make_memory), receives this ubatch's K/V;
+    /// memory: one memory per layer (make_memory): attention layers store this ubatch's K/V,
+    /// recurrent layers advance their state over the ubatch's tokens in order (their positions
+    /// must continue what the state has absorbed);
     /// logit_rows: indices (< n) of the tokens whose next-token logits are wanted;
     /// logits: [logit_rows.size()][n_vocab] raw logits (nats before log-softmax);
     /// surprisal: optional, every row's surprisal of a given next token (surprisal.h);
@@ -114,14 +141,15 @@ struct EvictionOptions;
 const std::vector<std::string>& global_policies();
 
 /// Memory for every layer of a model: `global_policy` (one of global_policies()) for global
-/// layers, the exact `sliding` ring buffer for sliding-window layers. A compressing policy
+/// layers, the exact `sliding` ring buffer for sliding-window layers, a zero RecurrentMemory
+/// (memory_recurrent.h) for recurrent layers. A compressing policy
 /// serves the layers in sekv->layers (every global layer when empty; the same layers for every
 /// policy, so that they are compared on the same bytes) and the other global layers are `full`:
 /// "sekv" and "chunk_summary" (SekvMemory, the latter with summaries_only) take `sekv`,
 /// "snapkv", "h2o" and "streaming" (EvictionMemory) take `eviction` (defaults when null).
 /// n_ctx: most tokens a session will hold; max_ubatch: most tokens per forward call.
-/// Throws std::invalid_argument for an unknown policy, or a layer that does not exist or
-/// uses a sliding window.
+/// Throws std::invalid_argument for an unknown policy, or a layer that does not exist, uses a
+/// sliding window or is recurrent.
 ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch,
                         const std::string& global_policy = "full",
                         const SekvOptions* sekv = nullptr,

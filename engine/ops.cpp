@@ -58,6 +58,33 @@ void rope_shift_neox(float* x, int64_t n_rows, int n_heads, int d, int32_t delta
         rope_neox(x + r * n_heads * d, table, 1, n_heads);
 }
 
+void rope_neox_partial(float* x, const RopeTable& table, int64_t n_tokens, int n_heads,
+                       int head_dim) {
+    const int d = table.d, half = d / 2;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const float* cs = table.cos.data() + t * half;
+        const float* sn = table.sin.data() + t * half;
+        for (int h = 0; h < n_heads; ++h) {
+            float* v = x + (t * n_heads + h) * head_dim;
+            for (int i = 0; i < half; ++i) {
+                const float a = v[i], b = v[i + half];
+                v[i] = a * cs[i] - b * sn[i];
+                v[i + half] = a * sn[i] + b * cs[i];
+            }
+        }
+    }
+}
+
+void swiglu(float* g, const float* u, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void sigmoid_inplace(float* v, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        v[i] = 1.0f / (1.0f + std::exp(-v[i]));
+}
+
 void geglu_tanh(float* g, const float* u, int64_t n) {
     geglu_tanh_rows(g, u, n);
 }

@@ -22,6 +22,12 @@ struct RopeTable {
 /// Rotary position embedding, rotate-half ("NeoX") layout: (x[i], x[i+d/2]) rotated by
 /// angle(t, i). x: [n_tokens][n_heads][d] in place, n_tokens as in the table.
 void rope_neox(float* x, const RopeTable& table, int64_t n_tokens, int n_heads);
+/// Partial NeoX RoPE (llama.cpp's ggml_rope_ext with n_rot < head_dim, rope type NEOX): the
+/// first table.d elements of each head are rotated as rope_neox does (pairs (i, i + d/2), angle
+/// pos·base^(−2i/d)), the other head_dim − table.d pass unchanged.
+/// x: [n_tokens][n_heads][head_dim] in place; table.d ≤ head_dim, even.
+void rope_neox_partial(float* x, const RopeTable& table, int64_t n_tokens, int n_heads,
+                       int head_dim);
 
 /// Move keys rotated at position p to position p + delta: rotate every (x[i], x[i+d/2]) pair by
 /// delta * base^(-2i/d). RoPE rotations compose (R(p + delta) = R(delta) R(p); RoFormer §3.4.2),
@@ -34,5 +40,10 @@ void geglu_tanh(float* g, const float* u, int64_t n);
 
 /// y[i] += x[i], n elements.
 void add_inplace(float* y, const float* x, int64_t n);
+/// SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer"): g[i] <- silu(g[i]) * u[i],
+/// silu(v) = v / (1 + exp(−v)); n elements (llama.cpp's build_ffn with LLM_FFN_SILU, PAR).
+void swiglu(float* g, const float* u, int64_t n);
+/// v <- 1 / (1 + exp(−v)), n elements.
+void sigmoid_inplace(float* v, int64_t n);
 
 } // namespace spanscope

@@ -64,6 +64,9 @@ void run_positions(const Model& model, const std::vector<int32_t>& tokens,
 } // namespace
 
 ModelMemory make_assembled_memory(const ModelInfo& info, int64_t capacity) {
+    if (info.hybrid())
+        throw std::invalid_argument("position-independent assembly of a hybrid model (recurrent "
+                                    "layers) is not supported yet");
     std::vector<std::unique_ptr<LayerMemory>> layers;
     for (const auto& li : info.layers)
         layers.push_back(std::make_unique<AssembledMemory>(li.attn, capacity));

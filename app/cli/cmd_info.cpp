@@ -50,7 +50,7 @@ int run_info(const InfoOptions& o) {
     }
     int n_global = 0;
     for (const auto& l : I.layers)
-        n_global += l.sliding() ? 0 : 1;
+        n_global += l.global() ? 1 : 0;
 
     nlohmann::json j;
     j["path"] = model->path();
@@ -69,7 +69,16 @@ int run_info(const InfoOptions& o) {
     j["global_layers"] = n_global;
     const auto sekv = sekv_layers(I, SekvOptions{});
     j["sekv_layers"] = sekv; // the layers `--policy sekv` serves by default
-    j["sliding_layers"] = I.n_layer - n_global;
+    int n_sliding = 0;
+    std::vector<std::string> kinds;
+    for (const auto& l : I.layers) {
+        n_sliding += l.sliding();
+        kinds.emplace_back(layer_kind_name(l.kind));
+    }
+    const int n_recurrent = I.n_layer - n_global - n_sliding;
+    j["sliding_layers"] = n_sliding;
+    j["recurrent_layers"] = n_recurrent;
+    j["layer_kinds"] = kinds; // attention, mamba2, gated_deltanet per layer
     j["rope_base_global"] = I.rope_base_global;
     j["rope_base_local"] = I.rope_base_local;
     j["rms_eps"] = I.rms_eps;
@@ -85,8 +94,9 @@ int run_info(const InfoOptions& o) {
     std::cout << "model:          " << model->path() << "\n"
               << "name:           " << I.name << " (" << I.architecture << ", "
               << (I.instruction_tuned ? "instruction-tuned" : "base model") << ")\n"
-              << "layers:         " << I.n_layer << " (" << I.n_layer - n_global
-              << " sliding-window, " << n_global << " global)\n"
+              << "layers:         " << I.n_layer << " (" << n_sliding << " sliding-window, "
+              << n_global << " global"
+              << (n_recurrent > 0 ? ", " + std::to_string(n_recurrent) + " recurrent" : "") << ")\n"
               << "SEKV layers:    " <<
         [&] {
             std::string l;

@@ -2,6 +2,7 @@
 
 #include "eval_fidelity.h"
 #include "memory_eviction.h"
+#include "memory_recurrent.h"
 #include "model.h"
 #include "prompt.h"
 #include "unit_prefill.h"
@@ -60,6 +61,10 @@ std::unique_ptr<Session> session_for(const Model& model, const SessionOptions& o
     EvictionRule rule{};
     const bool evicts = eviction_rule_from_name(options.global_policy, rule);
     for (int il = 0; il < target.n_layers(); ++il) {
+        if (target.is_recurrent(il)) { // one policy: the state itself
+            target.recurrent(il) = p.memory.recurrent(il);
+            continue;
+        }
         const LayerMemory& src = p.memory.layer(il);
         LayerMemory& dst = target.layer(il);
         const auto* recorded = dynamic_cast<const EvictionMemory*>(&src);

@@ -295,3 +295,18 @@ TEST_F(Cli, InfoReportsTypesAndKind) {
     EXPECT_EQ(j["kind"], "base");
     EXPECT_EQ(j["tensor_types"]["f32"]["tensors"].get<int>(), 1 + 1 + 4 * 13);
 }
+
+TEST_F(Cli, InfoAndAskServeAHybridModel) {
+    // The committed tiny Granite 4.0-H file (tests/reference/README.md): layers 0, 1, 3 Mamba-2.
+    const std::string hybrid = data_dir() + "/reference/fixtures/tiny_granitehybrid.gguf";
+    const auto r = run({"info", "--json", "--model", hybrid});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["architecture"], "granitehybrid");
+    EXPECT_EQ(j["recurrent_layers"].get<int>(), 3);
+    EXPECT_EQ(j["global_layers"].get<int>(), 1);
+    EXPECT_EQ(j["layer_kinds"], nlohmann::json::array({"mamba2", "mamba2", "attention", "mamba2"}));
+    EXPECT_EQ(j["sekv_layers"], nlohmann::json::array({2}));
+    const auto a = run({"ask", "--model", hybrid, "--doc", doc_, "--max-tokens", "4", "Q?"});
+    EXPECT_EQ(a.status, 0) << a.err;
+}

@@ -3,6 +3,7 @@
 // (KNOWN-FAILURES 3), and attention against a naive double-precision reference.
 #include "attention.h"
 #include "memory_full.h"
+#include "memory_recurrent.h"
 #include "memory_sliding.h"
 
 #include <gtest/gtest.h>
@@ -151,4 +152,72 @@ TEST(ModelMemory, CloneIsIndependent) {
     m.layer(0).store(k.data(), v.data(), &p, 1);
     EXPECT_EQ(m.n_tokens(), 2);
     EXPECT_EQ(c.n_tokens(), 1);
+}
+
+// A hybrid model's memory: attention layers and recurrent states side by side.
+TEST(ModelMemory, HoldsRecurrentLayersBesideAttention) {
+    const AttentionShape s{1, 1, 4, 1.0f, 0};
+    Mamba2Shape m2;
+    m2.d_model = 8;
+    m2.d_inner = 16;
+    m2.d_state = 4;
+    m2.n_heads = 4;
+    m2.head_dim = 4;
+    m2.n_groups = 2;
+    m2.d_conv = 4;
+    std::vector<std::unique_ptr<LayerMemory>> a(2);
+    std::vector<std::unique_ptr<RecurrentMemory>> r(2);
+    r[0] = std::make_unique<RecurrentMemory>(m2);
+    a[1] = std::make_unique<FullMemory>(s, 10);
+    ModelMemory m(std::move(a), std::move(r));
+    EXPECT_TRUE(m.is_recurrent(0));
+    EXPECT_FALSE(m.is_recurrent(1));
+    EXPECT_TRUE(m.has_recurrent());
+    EXPECT_THROW(m.layer(0), std::logic_error);
+    EXPECT_THROW(m.recurrent(1), std::logic_error);
+    EXPECT_THROW(m.recurrent(2), std::out_of_range);
+    EXPECT_THROW(m.recurrent(0).gated_deltanet(), std::logic_error);
+    EXPECT_THROW(m.replace(0, std::make_unique<FullMemory>(s, 10)), std::logic_error);
+    EXPECT_TRUE(m.sealing_layers().empty());
+    // Bytes of the state: ssm H*P*N + conv (d_conv-1)*(d_inner + 2*G*N) + H log-decay, fp32.
+    const int64_t state_bytes = 4 * (4 * 4 * 4 + 3 * (16 + 2 * 2 * 4) + 4);
+    EXPECT_EQ(m.recurrent(0).bytes(), state_bytes);
+    EXPECT_EQ(m.total("recurrent").fast_tier_bytes, state_bytes);
+
+    std::vector<float> k(4, 1.0f), v(4, 1.0f);
+    int32_t p = 0;
+    m.layer(1).store(k.data(), v.data(), &p, 1);
+    m.recurrent(0).mamba2().ssm[3] = 2.5f;
+    m.recurrent(0).advance(1);
+    EXPECT_EQ(m.n_tokens(), 1);
+    EXPECT_EQ(m.total().fast_tier_bytes, state_bytes + m.layer(1).stats().fast_tier_bytes);
+    ModelMemory c = m.clone();
+    m.recurrent(0).mamba2().ssm[3] = -1.0f;
+    m.recurrent(0).advance(1);
+    EXPECT_EQ(c.recurrent(0).mamba2().ssm[3], 2.5f);
+    EXPECT_EQ(c.n_tokens(), 1);
+    EXPECT_EQ(m.n_tokens(), 2);
+    m.clear();
+    EXPECT_EQ(m.n_tokens(), 0);
+    EXPECT_EQ(m.recurrent(0).mamba2().ssm[3], 0.0f);
+    EXPECT_EQ(m.layer(1).n_tokens(), 0);
+    EXPECT_THROW(m.recurrent(0).advance(-1), std::invalid_argument);
+}
+
+TEST(ModelMemory, RejectsLayersWithoutExactlyOneMemory) {
+    const AttentionShape s{1, 1, 4, 1.0f, 0};
+    GatedDeltaNetShape g;
+    g.d_model = 8;
+    g.n_k_heads = 1;
+    g.n_v_heads = 2;
+    g.d_k = 4;
+    g.d_v = 4;
+    std::vector<std::unique_ptr<LayerMemory>> a(1);
+    std::vector<std::unique_ptr<RecurrentMemory>> r(1);
+    a[0] = std::make_unique<FullMemory>(s, 10);
+    r[0] = std::make_unique<RecurrentMemory>(g);
+    EXPECT_THROW(ModelMemory(std::move(a), std::move(r)), std::invalid_argument);
+    std::vector<std::unique_ptr<LayerMemory>> a2(1);
+    std::vector<std::unique_ptr<RecurrentMemory>> r2(1);
+    EXPECT_THROW(ModelMemory(std::move(a2), std::move(r2)), std::invalid_argument);
 }

@@ -37,4 +37,59 @@ std::vector<std::string> tiny_vocab();
 /// Write a tiny Gemma 3 GGUF to `path`. Weights ~ N(0, 0.02-ish), norms around 1.
 void write_tiny_gemma3(const std::string& path, const TinyGemma3Config& cfg);
 
+/// A tiny Granite 4.0-H (`granitehybrid`): Mamba-2 layers and NoPE attention layers, dense
+/// SwiGLU feed-forward, Granite's multipliers; names and keys as llama.cpp's converter writes
+/// them (conversion/granite.py GraniteHybridModel, conversion/mamba.py Mamba2Model).
+struct TinyGraniteHybridConfig {
+    int n_layer = 4;
+    std::vector<int> attention_layers{2}; ///< the others are Mamba-2 (head_count_kv 0)
+    int n_embd = 32;
+    int n_ff = 64;
+    int n_head = 4;
+    int n_head_kv = 2;
+    int d_state = 16;
+    int ssm_heads = 8; ///< ssm.time_step_rank; d_inner = 2·n_embd
+    int ssm_groups = 2;
+    int d_conv = 4;
+    int n_ctx = 512;
+    float embedding_scale = 2.0f;
+    float residual_scale = 0.5f;
+    float attention_scale = 0.125f;
+    float logit_scale = 2.0f;
+    int expert_count = 0; ///< > 0: an MoE file (Granite 4.0-H Tiny/Small), experts n_ff wide
+    int expert_used = 2;  ///< granitehybrid.expert_used_count
+    int n_ff_shexp = 48;  ///< shared expert width (MoE files)
+    uint64_t seed = 11;
+    std::string skip_tensor;    ///< a tensor name not to write (tests of the errors)
+    std::string reshape_tensor; ///< a tensor written one row short (tests of the errors)
+};
+void write_tiny_granite_hybrid(const std::string& path, const TinyGraniteHybridConfig& cfg);
+
+/// A tiny Qwen3-Next (`qwen3next`): Gated DeltaNet layers and gated attention layers every
+/// full_attention_interval-th layer, MoE feed-forward with a gated shared expert; names and keys
+/// as llama.cpp's converter writes them (conversion/qwen.py Qwen3NextModel).
+struct TinyQwen3NextConfig {
+    int n_layer = 4;
+    int full_attention_interval = 2;
+    int n_embd = 32;
+    int n_head = 4;
+    int n_head_kv = 2;
+    int head_dim = 16;
+    int rope_dims = 4; ///< partial rotary factor 0.25
+    float rope_base = 10000000.0f;
+    int n_expert = 4;
+    int n_expert_used = 2;
+    int n_ff_exp = 16;
+    int n_ff_shexp = 24;
+    int linear_k_heads = 2;
+    int linear_v_heads = 4;
+    int linear_head_dim = 8; ///< d_k = d_v
+    int d_conv = 4;
+    int n_ctx = 512;
+    uint64_t seed = 12;
+    std::string skip_tensor;
+    std::string reshape_tensor;
+};
+void write_tiny_qwen3next(const std::string& path, const TinyQwen3NextConfig& cfg);
+
 } // namespace spanscope::test
