@@ -197,6 +197,36 @@ TEST_F(StateCacheTest, AnotherModelIgnoresTheStatesAndKeepsDocumentsAndChats) {
     EXPECT_EQ(p->info().models.size(), 2u) << "the first model's states are kept";
 }
 
+TEST_F(StateCacheTest, AnotherTokenizerOverTheSameWeightsNeverHits) {
+    // The same weights with other piece scores: the model fingerprint (metadata hashed) and the
+    // chunking key (tokenizer hash) both differ, so neither the stored chunk rows (token ids of
+    // the first tokenizer) nor their states are used; the document is cut and computed again.
+    auto p = project("tok");
+    const std::string text = sample_prose(4, 600);
+    const auto id = p->add_document("/d.txt", text_document(text));
+    {
+        StateCache cache(*p, *model_, chunking_);
+        Session s(*model_, options_);
+        cache.ingest(id, s);
+    }
+    auto other_config = config_;
+    other_config.alternate_scores = true;
+    write_tiny_gemma3(dir_ + "/tok.gguf", other_config);
+    auto other = Model::load(dir_ + "/tok.gguf");
+    ASSERT_NE(tokenizer_hash(*other), tokenizer_hash(*model_));
+    ASSERT_NE(model_fingerprint(*other), model_fingerprint(*model_));
+    // Premise: the two tokenizers cut this text differently.
+    ASSERT_NE(other->tokenizer().encode(text, false), model_->tokenizer().encode(text, false));
+    StateCache cache(*p, *other, chunking_);
+    EXPECT_FALSE(cache.status(id).chunked) << "chunks of the other tokenizer were taken";
+    EXPECT_THROW(cache.load_unit(id, 0), StateError);
+    Session s(*other, options_);
+    const auto r = cache.ingest(id, s);
+    EXPECT_EQ(r.chunks_reused, 0);
+    EXPECT_EQ(r.tokens_computed, r.tokens);
+    EXPECT_NO_THROW(cache.load_unit(id, 0));
+}
+
 TEST_F(StateCacheTest, MovedUnitMatchesAFreshPrefillAtTheNewPositions) {
     auto p = project("p");
     const auto id = p->add_document("/d.txt", text_document(sample_prose(5, 450)));

@@ -37,7 +37,7 @@ std::vector<std::string> tiny_vocab() {
 namespace {
 
 // The tiny SentencePiece vocabulary as tokenizer.ggml.* keys (llama.cpp's "llama" model).
-void write_tiny_vocab(GgufWriter& w) {
+void write_tiny_vocab(GgufWriter& w, bool alternate_scores = false) {
     const auto vocab = tiny_vocab();
     std::vector<float> scores;
     std::vector<int32_t> types;
@@ -46,7 +46,9 @@ void write_tiny_vocab(GgufWriter& w) {
         const bool user = vocab[i] == "\n";
         const bool byte = vocab[i].size() == 6 && vocab[i].rfind("<0x", 0) == 0;
         types.push_back(control ? 3 : user ? 4 : byte ? 6 : 1);
-        scores.push_back(control || user ? -1000.0f : byte ? 0.0f : -static_cast<float>(i));
+        const float word = alternate_scores ? -static_cast<float>(vocab.size() - i)
+                                            : -static_cast<float>(i);
+        scores.push_back(control || user ? -1000.0f : byte ? 0.0f : word);
     }
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_string_array("tokenizer.ggml.tokens", vocab);
@@ -84,7 +86,7 @@ void write_tiny_gemma3(const std::string& path, const TinyGemma3Config& c) {
         w.set_uint32(a + "attention.sliding_window_pattern",
                      static_cast<uint32_t>(c.sliding_pattern));
 
-    write_tiny_vocab(w);
+    write_tiny_vocab(w, c.alternate_scores);
     const auto vocab = tiny_vocab();
     std::mt19937_64 rng(c.seed);
     std::normal_distribution<float> normal(0.0f, 1.0f);

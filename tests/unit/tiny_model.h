@@ -28,6 +28,9 @@ struct TinyGemma3Config {
     TensorType embd_type = TensorType::F32;
     uint64_t seed = 1;
     std::string architecture = "gemma3";
+    /// The same pieces with other scores (word pieces' priorities reversed): another tokenizer
+    /// over the same weights.
+    bool alternate_scores = false;
 };
 
 /// The vocabulary of every tiny model: <pad> <eos> <bos> <unk> <start_of_turn> <end_of_turn>,
