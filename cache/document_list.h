@@ -22,9 +22,11 @@ struct DocumentListState {
 /// the same and *warning (when given) says so; nothing throws for it.
 DocumentListState project_document_list(Project& project, std::string* warning = nullptr);
 
-/// Store the list (replacing the previous one). Throws std::invalid_argument for an id given
-/// twice in order, or an excluded id that is not in order; ProjectError (or DbError) when the
-/// project cannot be written.
+/// Store the list (replacing the previous one); each id is kept with its document's file path,
+/// so that a later document given the same id (SQLite reuses the largest id once that document
+/// is removed) is not mistaken for it. Ids no longer in the project are dropped.
+/// Throws std::invalid_argument for an id given twice in order, or an excluded id that is not
+/// in order; ProjectError (or DbError) when the project cannot be written.
 void set_project_document_list(Project& project, const DocumentListState& state);
 
 } // namespace spanscope

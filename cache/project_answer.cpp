@@ -193,7 +193,7 @@ Assembly assemble(Project& project, const Model& model, StateCache& cache, Sessi
                                                question_tokens(model.tokenizer(),
                                                                model.info().instruction_tuned,
                                                                q.question),
-                                               layers, session.pool());
+                                               layers, session.pool(), cancel);
                     a.ranking_tokens = queries->n_tokens + 1;
                 }
                 candidates[ci].sekv = sekv_relevance(*queries, *st, model.info());

@@ -48,7 +48,8 @@ private:
 } // namespace
 
 QuestionQueries question_queries(const Model& model, const std::vector<int32_t>& question,
-                                 const std::vector<int>& layers, ThreadPool& pool) {
+                                 const std::vector<int>& layers, ThreadPool& pool,
+                                 const std::atomic<bool>* cancel) {
     const auto& info = model.info();
     if (question.empty())
         throw std::invalid_argument("question_queries: an empty question");
@@ -66,16 +67,17 @@ QuestionQueries question_queries(const Model& model, const std::vector<int32_t>&
     for (size_t i = 0; i < out.layers.size(); ++i) {
         const int il = out.layers[i];
         if (il < 0 || il >= static_cast<int>(info.layers.size()) ||
-            info.layers[static_cast<size_t>(il)].sliding())
+            !info.layers[static_cast<size_t>(il)].global() ||
+            !info.layers[static_cast<size_t>(il)].full_rope())
             throw std::invalid_argument("question_queries: layer " + std::to_string(il) +
-                                        " is not a global-attention layer");
+                                        " is not a global-attention layer with full-head RoPE");
         memory.replace(il, std::make_unique<QueryRecorder>(
                                info.layers[static_cast<size_t>(il)].attn, n, &out.q[i]));
     }
     std::vector<int32_t> pos(tokens.size());
     for (size_t i = 0; i < pos.size(); ++i)
         pos[i] = static_cast<int32_t>(i);
-    model.forward(tokens.data(), pos.data(), n, memory, {}, nullptr, pool);
+    model.forward(tokens.data(), pos.data(), n, memory, {}, nullptr, pool, nullptr, cancel);
     // Drop the BOS row's queries: it is not part of the question.
     for (size_t i = 0; i < out.layers.size(); ++i) {
         const auto& s = info.layers[static_cast<size_t>(out.layers[i])].attn;

@@ -8,6 +8,7 @@
 #include "sekv_state.h"
 #include "thread_pool.h"
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -24,10 +25,12 @@ struct QuestionQueries {
 
 /// Run BOS + `question` once through the model with a fresh full-attention memory (a cost of
 /// question.size() + 1 tokens; no logits) and keep the queries each of `layers` attends with.
-/// question: token ids without BOS. Throws std::invalid_argument for an empty question, a
-/// layer that does not exist or uses a sliding window, a tokenizer without BOS.
+/// question: token ids without BOS; cancel: optional, checked by the forward pass (throws
+/// Cancelled). Throws std::invalid_argument for an empty question, a layer that does not exist
+/// or is not a global-attention layer with full-head RoPE, a tokenizer without BOS.
 QuestionQueries question_queries(const Model& model, const std::vector<int32_t>& question,
-                                 const std::vector<int>& layers, ThreadPool& pool);
+                                 const std::vector<int>& layers, ThreadPool& pool,
+                                 const std::atomic<bool>* cancel = nullptr);
 
 /// How much attention the question would pay the section through its summary rows, per token:
 /// for each layer of `q` that the state holds, each query head h (reading KV head

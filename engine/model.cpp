@@ -55,7 +55,8 @@ std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options) 
     std::vector<int> out;
     if (options.layers.empty()) {
         for (int il = 0; il < static_cast<int>(info.layers.size()); ++il)
-            if (info.layers[static_cast<size_t>(il)].global())
+            if (info.layers[static_cast<size_t>(il)].global() &&
+                info.layers[static_cast<size_t>(il)].full_rope())
                 out.push_back(il);
         return out;
     }
@@ -72,6 +73,10 @@ std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options) 
         if (l.sliding())
             throw std::invalid_argument("layer " + std::to_string(il) +
                                         " uses a sliding window; SEKV serves global layers");
+        if (!l.full_rope())
+            throw std::invalid_argument("layer " + std::to_string(il) +
+                                        " rotates part of each head (or none); SEKV's summary "
+                                        "keys assume full-head RoPE");
         out.push_back(il);
     }
     std::sort(out.begin(), out.end());
@@ -99,8 +104,14 @@ ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch
     EvictionRule rule{};
     const bool evicts = eviction_rule_from_name(global_policy, rule);
     std::vector<int> compressed;
-    if (global_policy != "full")
+    if (global_policy != "full") {
         compressed = sekv_layers(info, so);
+        // Never a compressing policy that silently holds everything (KNOWN-FAILURES).
+        if (compressed.empty())
+            throw std::invalid_argument("'" + global_policy +
+                                        "' has no layer to serve: the model has no global "
+                                        "attention layer with full-head RoPE");
+    }
     const size_t n_layer = info.layers.size();
     std::vector<std::unique_ptr<LayerMemory>> layers(n_layer);
     std::vector<std::unique_ptr<RecurrentMemory>> recurrent(n_layer);

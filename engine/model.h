@@ -148,15 +148,16 @@ const std::vector<std::string>& global_policies();
 /// "sekv" and "chunk_summary" (SekvMemory, the latter with summaries_only) take `sekv`,
 /// "snapkv", "h2o" and "streaming" (EvictionMemory) take `eviction` (defaults when null).
 /// n_ctx: most tokens a session will hold; max_ubatch: most tokens per forward call.
-/// Throws std::invalid_argument for an unknown policy, or a layer that does not exist, uses a
-/// sliding window or is recurrent.
+/// Throws std::invalid_argument for an unknown policy, a layer that does not exist, uses a
+/// sliding window or is recurrent, or a compressing policy with no layer to serve.
 ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch,
                         const std::string& global_policy = "full",
                         const SekvOptions* sekv = nullptr,
                         const EvictionOptions* eviction = nullptr);
 
-/// The layers SEKV serves under `options` (its layers, else every global-attention layer),
-/// ascending. Throws std::invalid_argument as make_memory.
+/// The layers SEKV serves under `options` (its layers, else every global-attention layer with
+/// full-head RoPE), ascending. Throws std::invalid_argument as make_memory, and for a named
+/// layer that rotates part of each head or none (SEKV's summary keys assume full-head RoPE).
 std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options);
 
 } // namespace spanscope

@@ -141,8 +141,10 @@ void create_project_file(const std::string& path) {
         Db db(tmp, /*create=*/true);
         db.exec("PRAGMA journal_mode = WAL");
         migrate(db, 0);
-    } catch (const DbError& e) {
+    } catch (const std::exception& e) { // DbError, or ProjectError (no FTS5)
         std::filesystem::remove(tmp);
+        std::filesystem::remove(tmp + "-wal");
+        std::filesystem::remove(tmp + "-shm");
         throw ProjectError(path + ": cannot be created (" + e.what() + ")");
     }
     // link() fails rather than replace a file another process created meanwhile (EEXIST: that

@@ -308,20 +308,21 @@ int run_pic_eval(const PicEvalOptions& o) {
                 const auto& t = tally[k];
                 const auto ci = eval::mean_interval(t.scores);
                 const double acc = mean(t.scores), cold = mean(t.cold);
-                nlohmann::json sj{{"task", o.task},
-                                  {"target_length", length},
-                                  {"documents", n_docs},
-                                  {"selector", c.selector},
-                                  {"ratio", c.ratio},
-                                  {"label", c.label()},
-                                  {"accuracy", acc},
-                                  {"ci95", {ci.low, ci.high}},
-                                  {"accuracy_cold", cold},
-                                  {"quality_recovered", cold > 0 ? acc / cold : 1.0},
-                                  {"ttft_ratio", mean(t.ttft_ratio)},
-                                  {"recompute_share", mean(t.recompute_share)},
-                                  {"forwarded_share", mean(t.forwarded_share)},
-                                  {"samples", t.scores.size()}};
+                nlohmann::json sj{
+                    {"task", o.task},
+                    {"target_length", length},
+                    {"documents", n_docs},
+                    {"selector", c.selector},
+                    {"ratio", c.ratio},
+                    {"label", c.label()},
+                    {"accuracy", acc},
+                    {"ci95", {ci.low, ci.high}},
+                    {"accuracy_cold", cold},
+                    {"quality_recovered", cold > 0 ? nlohmann::json(acc / cold) : nlohmann::json()},
+                    {"ttft_ratio", mean(t.ttft_ratio)},
+                    {"recompute_share", mean(t.recompute_share)},
+                    {"forwarded_share", mean(t.forwarded_share)},
+                    {"samples", t.scores.size()}};
                 if (!t.top1.empty())
                     sj["fidelity"] = {{"top1_agreement", mean(t.top1)}, {"kl", mean(t.kl)}};
                 summaries.push_back(sj);
@@ -333,16 +334,21 @@ int run_pic_eval(const PicEvalOptions& o) {
                          .dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
                   << "\n";
     } else {
-        for (const auto& sj : summaries)
+        for (const auto& sj : summaries) {
+            // No quality to recover when the cold prefill scored 0.
+            char recovered[16] = "   -";
+            if (!sj["quality_recovered"].is_null())
+                std::snprintf(recovered, sizeof recovered, "%5.1f",
+                              100 * sj["quality_recovered"].get<double>());
             std::printf(
                 "%lld tokens, %d documents  %-16s accuracy %5.1f %% [%5.1f, %5.1f] (cold %5.1f %%, "
-                "recovered %5.1f %%)  ttft %.2f of cold  recomputed %4.1f %%  (n %d)\n",
+                "recovered %s %%)  ttft %.2f of cold  recomputed %4.1f %%  (n %d)\n",
                 sj["target_length"].get<long long>(), sj["documents"].get<int>(),
                 sj["label"].get<std::string>().c_str(), 100 * sj["accuracy"].get<double>(),
                 100 * sj["ci95"][0].get<double>(), 100 * sj["ci95"][1].get<double>(),
-                100 * sj["accuracy_cold"].get<double>(),
-                100 * sj["quality_recovered"].get<double>(), sj["ttft_ratio"].get<double>(),
+                100 * sj["accuracy_cold"].get<double>(), recovered, sj["ttft_ratio"].get<double>(),
                 100 * sj["recompute_share"].get<double>(), sj["samples"].get<int>());
+        }
     }
     return 0;
 }

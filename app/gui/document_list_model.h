@@ -22,7 +22,9 @@ public:
     bool setData(const QModelIndex& index, const QVariant& value, int role) override;
     Qt::ItemFlags flags(const QModelIndex& index) const override;
     QHash<int, QByteArray> roleNames() const override;
-    /// Moves within the list (a QListView in InternalMove mode drags rows with moveRow).
+    /// Moves within the list (a QListView in InternalMove mode drags rows with moveRow; should
+    /// that fail, its fallback drop through dropMimeData inserts nothing, as this model has no
+    /// insertRows, and the list stays as it was).
     bool moveRows(const QModelIndex& source_parent, int source_row, int count,
                   const QModelIndex& destination_parent, int destination_child) override;
     Qt::DropActions supportedDropActions() const override { return Qt::MoveAction; }

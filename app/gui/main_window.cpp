@@ -80,6 +80,10 @@ MainWindow::~MainWindow() {
     engine_->request_stop(~quint64{0});
     engine_->request_cancel_ingest(~quint64{0});
     engine_thread_.quit();
+    // Let the store finish what is queued for it (the document order just saved) before its
+    // event loop ends: quit() drops events not yet delivered.
+    QMetaObject::invokeMethod(
+        store_, [] {}, Qt::BlockingQueuedConnection);
     store_thread_.quit();
     engine_thread_.wait();
     store_thread_.wait();

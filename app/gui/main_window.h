@@ -135,6 +135,9 @@ private:
     /// Move the selected document `delta` rows (−1 up, +1 down) in the list.
     void move_selected_document(int delta);
     void save_document_list();
+    /// `rows` in the order of the document list now, with its checks (rows it does not have
+    /// yet last, as they come).
+    QList<DocumentRow> in_list_order(const QList<DocumentRow>& rows) const;
     /// The sections an answer used, by document name, one per line ("" when it used all).
     QString sections_text(const AnswerStats& s) const;
     void rename_current_chat();

@@ -155,7 +155,14 @@ void MainWindow::on_project_opened(const QString& path, const QList<DocumentRow>
                                    qint64 restored, qint64 cache_limit) {
     const bool same = path == project_path_;
     project_path_ = path;
-    documents_.reset_rows(rows);
+    if (same) {
+        // Reopened for another model: the list as the user has it now wins over what the
+        // engine read a moment ago (a drag may have come in between).
+        documents_.reset_rows(in_list_order(rows));
+        save_document_list();
+    } else {
+        documents_.reset_rows(rows);
+    }
     spans_.clear(); // states depend on the model, which may have changed
     ++spans_serial_;
     if (!same) {

@@ -54,6 +54,22 @@ void MainWindow::save_document_list() {
     });
 }
 
+QList<DocumentRow> MainWindow::in_list_order(const QList<DocumentRow>& rows) const {
+    const QList<qint64> order = documents_.ordered_ids();
+    const QList<qint64> unchecked = documents_.unchecked_ids();
+    QList<DocumentRow> sorted;
+    for (const qint64 id : order)
+        for (const auto& r : rows)
+            if (r.id == id) {
+                sorted << r;
+                sorted.back().in_context = !unchecked.contains(id);
+            }
+    for (const auto& r : rows)
+        if (!order.contains(r.id))
+            sorted << r;
+    return sorted;
+}
+
 QString MainWindow::sections_text(const AnswerStats& s) const {
     if (s.sections_left_out == 0)
         return {};

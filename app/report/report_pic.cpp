@@ -4,6 +4,7 @@
 #include "report_markdown.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -106,7 +107,8 @@ void table(std::ostringstream& md, const std::vector<PicCell>& cells, bool targe
            << (c.kl ? fixed(*c.kl, 3) : "–") << " |";
         if (target) {
             std::string verdict = "–";
-            if (c.ratio == 0.2 && (c.selector == "epic" || c.selector == "cacheblend")) {
+            if (std::abs(c.ratio - 0.2) < 1e-9 &&
+                (c.selector == "epic" || c.selector == "cacheblend")) {
                 const bool quality = c.recovered && *c.recovered >= 0.9;
                 const bool time = c.ttft_ratio <= 0.3;
                 verdict = quality && time

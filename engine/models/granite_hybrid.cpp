@@ -77,7 +77,7 @@ void GraniteHybridModel::read_hparams() {
     I.name = g.has("general.name") ? g.get_string("general.name") : "";
     I.n_layer = static_cast<int>(f.need_int("block_count", 1, 4096));
     I.n_embd = static_cast<int>(f.need_int("embedding_length"));
-    I.n_ctx_train = static_cast<int>(f.need_int("context_length", 1, int64_t{1} << 31));
+    I.n_ctx_train = static_cast<int>(f.need_int("context_length", 1, INT32_MAX));
     I.rms_eps = static_cast<float>(f.need_float("attention.layer_norm_rms_epsilon", 1e-12, 1e-2));
     // Granite 4.0-H Tiny / Small are MoE (expert_count > 0): softmax top-k with normalised
     // weights and an ungated shared expert (granite-hybrid.cpp build_layer_ffn).

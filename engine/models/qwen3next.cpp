@@ -83,7 +83,7 @@ void Qwen3NextModel::read_hparams() {
         throw ModelError("qwen3next.nextn_predict_layers > 0: multi-token-prediction layers "
                          "are not supported");
     I.n_embd = static_cast<int>(f.need_int("embedding_length"));
-    I.n_ctx_train = static_cast<int>(f.need_int("context_length", 1, int64_t{1} << 31));
+    I.n_ctx_train = static_cast<int>(f.need_int("context_length", 1, INT32_MAX));
     I.rms_eps = static_cast<float>(f.need_float("attention.layer_norm_rms_epsilon", 1e-12, 1e-2));
     I.n_head = static_cast<int>(f.need_int("attention.head_count", 1, 4096));
     I.n_head_kv = static_cast<int>(f.need_int("attention.head_count_kv", 1, 4096));

@@ -279,6 +279,10 @@ void GuiWorkflow::documentOrderIsKeptAndEpicJoinsThem() {
 
         const auto a = ask(*w, QStringLiteral("Who holds the copyright?"));
         QVERIFY2(!a.text.isEmpty(), qPrintable(w->banner_text()));
+        // The engine got the list's order: the moved document came first in context.
+        QVERIFY(!a.sections_used.isEmpty());
+        QCOMPARE(a.sections_used.first().document_id, second);
+        QCOMPARE(a.sections_used.last().document_id, first);
         QCOMPARE(a.selector, QStringLiteral("epic"));
         QVERIFY(a.recompute_set > 0);
         QVERIFY(a.global_rows.recomputed > 0 && a.global_rows.reused > 0);

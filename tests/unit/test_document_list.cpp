@@ -52,6 +52,18 @@ TEST_F(DocumentList, OrderAndLeftOutSurviveReopeningAndFollowDocuments) {
     EXPECT_TRUE(s.excluded.empty());
 }
 
+TEST_F(DocumentList, ANewDocumentGivenTheIdOfARemovedOneIsNotMistakenForIt) {
+    auto p = Project::open(path_, false);
+    // The last document left out, then removed: SQLite gives the next one its id.
+    set_project_document_list(*p, {{ids_[2], ids_[0], ids_[1]}, {ids_[2]}});
+    ASSERT_TRUE(p->remove_document(ids_[2]));
+    const int64_t d = p->add_document("/x/delta", text_document("delta text"));
+    ASSERT_EQ(d, ids_[2]) << "premise: the id is reused";
+    const auto s = project_document_list(*p);
+    EXPECT_EQ(s.order, (Ids{ids_[0], ids_[1], d})); // new: last, in context
+    EXPECT_TRUE(s.excluded.empty());
+}
+
 TEST_F(DocumentList, InconsistentListsAreRefusedAndNothingIsWritten) {
     auto p = Project::open(path_, false);
     set_project_document_list(*p, {{ids_[1], ids_[0], ids_[2]}, {}});
@@ -62,8 +74,9 @@ TEST_F(DocumentList, InconsistentListsAreRefusedAndNothingIsWritten) {
 
 TEST_F(DocumentList, ADamagedSettingFallsBackToIdOrderWithAWarning) {
     auto p = Project::open(path_, false);
-    for (const char* junk : {"not json", "[1, 2]", R"({"order": "1,2"})",
-                             R"({"order": [1, "two"]})", R"({"order": [1], "excluded": 5})"}) {
+    for (const char* junk :
+         {"not json", "[1, 2]", R"({"order": "1,2"})", R"({"order": [1, 2]})",
+          R"({"order": [[1, 2]]})", R"({"order": [[1, "/x/alpha text"]], "excluded": 5})"}) {
         p->db()
             .prepare("INSERT OR REPLACE INTO settings(key, value) VALUES ('document_list', ?)")
             .bind(1, std::string_view(junk))

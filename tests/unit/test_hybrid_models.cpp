@@ -311,9 +311,22 @@ TEST_P(HybridModel, RowImportAndProjectStoresRefuseRecurrentLayers) {
     rows.layer = 0;
     EXPECT_THROW(import_rows(mem, I, rows, 0, 16), std::invalid_argument);
     EXPECT_THROW(export_rows(mem, {0}, 0, 1), std::logic_error);
-    EXPECT_TRUE(global_layers(I) == sekv_layers(I, SekvOptions{}));
-    for (const int il : global_layers(I))
-        EXPECT_FALSE(I.layers[static_cast<size_t>(il)].recurrent());
+    // SEKV serves the global layers with full-head RoPE (its summary keys assume it): exactly
+    // those are listed, the others are refused when named, and make_memory agrees.
+    std::vector<int> full_rope;
+    for (const int il : global_layers(I)) {
+        const auto& L = I.layers[static_cast<size_t>(il)];
+        EXPECT_FALSE(L.recurrent());
+        SekvOptions named;
+        named.layers = {il};
+        if (L.full_rope()) {
+            full_rope.push_back(il);
+        } else {
+            EXPECT_THROW(sekv_layers(I, named), std::invalid_argument);
+            EXPECT_THROW(make_memory(I, 64, 16, "sekv", &named), std::invalid_argument);
+        }
+    }
+    EXPECT_EQ(sekv_layers(I, SekvOptions{}), full_rope);
     // A layer with partial (or no) RoPE cannot have its keys moved by a full-head shift.
     const int attn = global_layers(I).front();
     rows.layer = attn;

@@ -370,6 +370,10 @@ TEST_F(ProjectTest, UnitSearchFindsTheSectionsThatHoldTheQuestionsWords) {
     EXPECT_EQ(fts_match_expression("what NEAR(x*)?"), "\"what\" OR \"NEAR\" OR \"x\"");
     EXPECT_EQ(fts_match_expression("Bell bell BELL"), "\"Bell\"");
     EXPECT_EQ(fts_match_expression(" ?! \"* "), "");
+    // Unicode punctuation and spaces separate words; letters beyond ASCII stay in them.
+    EXPECT_EQ(fts_match_expression("cats\u2014dogs \u201cfa\u00e7ade\u201d\u00a0caf\u00e9"),
+              "\"cats\" OR \"dogs\" OR \"fa\u00e7ade\" OR \"caf\u00e9\"");
+    EXPECT_EQ(fts_match_expression("\xff\xfeword\xc3"), "\"word\"");
     EXPECT_TRUE(p->search_units({a, b}, "key", "(\"*^:)").empty());
     EXPECT_EQ(index_rows(*p), 5) << "searching changes nothing";
 
@@ -421,6 +425,29 @@ TEST_F(ProjectTest, Version1ProjectGetsItsUnitsIndexed) {
     EXPECT_EQ(m[0].unit, 0);
     EXPECT_TRUE(p->remove_document(id));
     EXPECT_EQ(index_rows(*p), 0);
+}
+
+TEST_F(ProjectTest, AFailedMigrationLeavesTheVersion1ProjectAsItWas) {
+    // A table of the index's name already there: migration 2 fails inside its transaction, the
+    // project is refused with a message, and stays a complete version-1 project.
+    const auto copy = dir_ + "/v1-blocked.spanscope";
+    fs::copy_file(project_fixture(1), copy);
+    {
+        Db db(copy, /*create=*/false);
+        db.exec("CREATE TABLE unit_text(x)");
+    }
+    EXPECT_THROW(Project::open(copy, false), ProjectError);
+    Db db(copy, /*create=*/false);
+    auto v = db.prepare("SELECT version FROM schema_version");
+    ASSERT_TRUE(v.step());
+    EXPECT_EQ(v.int64(0), 1);
+    auto t = db.prepare("SELECT count(*) FROM sqlite_master WHERE name = "
+                        "'chunks_delete_unit_text'");
+    t.step();
+    EXPECT_EQ(t.int64(0), 0) << "half of the migration was left behind";
+    auto d = db.prepare("SELECT count(*) FROM documents");
+    d.step();
+    EXPECT_EQ(d.int64(0), 1);
 }
 
 TEST_F(ProjectTest, SqliteHasFts5) {
