@@ -206,8 +206,15 @@ TEST_P(HybridModel, MemoryHasTheKindOfEveryLayer) {
     EXPECT_THROW(make_memory(I, 64, 16, "sekv", &so), std::invalid_argument);
     for (const int il : sekv_layers(I, SekvOptions{}))
         EXPECT_FALSE(I.layers[static_cast<size_t>(il)].recurrent());
-    // Position-independent assembly is not built for recurrent layers yet: a clear refusal.
-    EXPECT_THROW(make_assembled_memory(I, 64), std::invalid_argument);
+    // Position-independent assembly: rows for the attention layers, a zero state for the
+    // recurrent ones (test_pic_hybrid).
+    ModelMemory assembled = make_assembled_memory(I, 64);
+    for (int il = 0; il < I.n_layer; ++il) {
+        ASSERT_EQ(assembled.is_recurrent(il), I.layers[static_cast<size_t>(il)].recurrent());
+        if (!assembled.is_recurrent(il)) {
+            EXPECT_EQ(assembled.layer(il).policy(), "assembled");
+        }
+    }
 }
 
 // KNOWN-FAILURES 11: a multi-token forward from a state equals stepping token by token.
@@ -302,7 +309,7 @@ TEST_P(HybridModel, WarmAskReusesTheDocumentAndAnswersLikeACold) {
     EXPECT_FALSE(a2.tokens.empty());
 }
 
-// Features that cannot serve recurrent layers yet refuse them clearly instead of misbehaving.
+// Features that cannot serve recurrent layers refuse them clearly instead of misbehaving.
 TEST_P(HybridModel, RowImportAndProjectStoresRefuseRecurrentLayers) {
     auto m = Model::load(write_model(GetParam()));
     const auto& I = m->info();
@@ -314,15 +321,17 @@ TEST_P(HybridModel, RowImportAndProjectStoresRefuseRecurrentLayers) {
     EXPECT_TRUE(global_layers(I) == sekv_layers(I, SekvOptions{}));
     for (const int il : global_layers(I))
         EXPECT_FALSE(I.layers[static_cast<size_t>(il)].recurrent());
-    // A layer with partial (or no) RoPE cannot have its keys moved by a full-head shift.
+    // Rows of an attention layer import (moved keys: test_pic_hybrid).
     const int attn = global_layers(I).front();
     rows.layer = attn;
     const auto& a = I.layers[static_cast<size_t>(attn)].attn;
     rows.n_rows = 1;
     rows.k.assign(static_cast<size_t>(a.n_kv_head * a.head_dim), 0);
     rows.v = rows.k;
-    EXPECT_THROW(import_rows(mem, I, rows, 5, 16), std::invalid_argument);
-    import_rows(mem, I, rows, 0, 16); // in place: nothing to rotate
+    rows.n_rows = 2; // but not rows of another shape
+    EXPECT_THROW(import_rows(mem, I, rows, 0, 16), std::invalid_argument);
+    rows.n_rows = 1;
+    import_rows(mem, I, rows, 0, 16);
     EXPECT_EQ(mem.layer(attn).n_tokens(), 1);
     auto project = Project::open(temp_dir() + "/p.spanscope", true);
     ChunkingOptions chunking;
