@@ -35,6 +35,8 @@ struct AskOptions {
     bool json = false;
     std::string selector = "none"; ///< --project: LinearKV selector (none, epic, full)
     double recompute = 0.15;       ///< --project, epic: recompute ratio (share of the context)
+    std::string state_init = "single-block"; ///< --project, hybrid models: the recurrent
+                                             ///< layers' initialiser (single-block, exact, zero)
     PolicyOptions policy;
 };
 

@@ -59,6 +59,14 @@ int main(int argc, char** argv) {
         ->needs(ask_project)
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
+    ask_cmd
+        ->add_option("--state-init", ask.state_init,
+                     "With --project on a hybrid model: the recurrent layers' initial state from "
+                     "the sections' states (single-block: the last section's; exact: their "
+                     "composition, Mamba-2 only; zero)")
+        ->needs(ask_project)
+        ->check(CLI::IsMember(spanscope::state_initialiser_names()))
+        ->capture_default_str();
     ask_cmd->add_option("--max-tokens", ask.max_tokens, "Most answer tokens")
         ->check(CLI::Range(1, 32768));
     ask_cmd->add_option("--temperature", ask.temperature, "0 = greedy")
