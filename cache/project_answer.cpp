@@ -141,6 +141,8 @@ struct Assembly {
     std::vector<char> reused_section; // the section's rows count as restored
     std::vector<int32_t> tokens;
     AssemblyStats pic;
+    // Hybrid models: each section's recurrent states at its end, in context order.
+    std::vector<std::vector<RecurrentLayerState>> unit_states;
 };
 
 // Choose the units and restore them into `session` (computing the missing ones in scratch).
@@ -250,6 +252,8 @@ Assembly assemble(Project& project, const Model& model, StateCache& cache, Sessi
             ++a.recomputed_units;
         }
         const int64_t rows = cache.restore_unit(states, session, a.offset);
+        if (states.recurrent)
+            a.unit_states.push_back(states.recurrent->recurrent);
         if (!session.memory().sealing_layers().empty()) {
             bool built = false;
             const auto st = cache.sekv_state(docs[d].second[u], chunk_ids[d][u], states,
@@ -278,13 +282,24 @@ Assembly assemble(Project& project, const Model& model, StateCache& cache, Sessi
             a.tokens.insert(a.tokens.end(), ch.tokens.begin(), ch.tokens.end());
         a.offset += c.tokens;
     }
+    // Hybrid models: the recurrent layers start from the initialiser over the sections' states
+    // (pic_assembly.h; restore_unit left the last section's there).
+    std::vector<const std::vector<RecurrentLayerState>*> unit_states;
+    for (const auto& u : a.unit_states)
+        unit_states.push_back(&u);
+    double init_ms = 0;
+    if (model.info().hybrid() && !a.starts.empty())
+        init_ms = initialise_recurrent_layers(model.info(), session.memory(), unit_states,
+                                              q.recompute.state_init, a.offset);
+    a.pic.init_ms = init_ms;
     if (q.recompute.selector != "none") {
         RecomputeOptions ro = q.recompute;
         ro.ubatch = session.ubatch();
         ro.epic_tokens = epic_tokens_for(ro.ratio, a.offset, std::ssize(a.starts));
         std::vector<int32_t> recomputed;
         a.pic = recompute_documents(model, session.memory(), a.tokens, a.starts, ro, session.pool(),
-                                    &recomputed, cancel);
+                                    &recomputed, cancel, &unit_states);
+        a.pic.init_ms = init_ms;
         // Tokens the pass recomputed were computed, not reused (KNOWN-FAILURES 9): those of
         // sections counted as restored leave that count.
         for (const int32_t p : recomputed) {
@@ -440,7 +455,17 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         };
         stats["selector"] = q.recompute.selector;
         stats["recompute_set"] = a.pic.recompute_set;
-        stats["layer_rows"] = {{"global", kind(a.pic.global)}, {"sliding", kind(a.pic.sliding)}};
+        stats["layer_rows"] = {{"global", kind(a.pic.global)},
+                               {"sliding", kind(a.pic.sliding)},
+                               {"recurrent", kind(a.pic.recurrent)}};
+    }
+    if (model.info().hybrid()) {
+        stats["state_init"] = state_initialiser_name(q.recompute.state_init);
+        stats["state_init_ms"] = a.pic.init_ms;
+        int recurrent_layers = 0;
+        for (const auto& l : model.info().layers)
+            recurrent_layers += l.recurrent();
+        stats["recurrent_layers"] = recurrent_layers;
     }
     stats["assembly"] = out.assembly;
     std::vector<uint8_t> trace;

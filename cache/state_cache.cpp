@@ -17,11 +17,9 @@ StateCache::StateCache(Project& project, const Model& model, const ChunkingOptio
     : project_(project), model_(model), chunking_(chunking), fingerprint_(model_fingerprint(model)),
       fingerprint_hex_(fingerprint_hex(fingerprint_)),
       key_(spanscope::chunking_key(model, chunking)), global_(global_layers(model.info())),
-      sliding_(sliding_layers(model.info())) {
-    if (model.info().hybrid())
-        throw std::invalid_argument("project stores of hybrid models (recurrent layers) are not "
-                                    "supported yet: the chunk states would lack the recurrent "
-                                    "states");
+      sliding_(sliding_layers(model.info())), recurrent_(recurrent_layer_shapes(model.info())) {
+    if (global_.empty())
+        throw std::invalid_argument("project stores need a global attention layer");
     if (chunking.max_unit_tokens < 1 || chunking.max_unit_tokens > model.info().n_ctx_train)
         throw std::invalid_argument("a unit of " + std::to_string(chunking.max_unit_tokens) +
                                     " tokens does not fit the model's context of " +
@@ -144,6 +142,20 @@ StateExpectation StateCache::expect_tail(const DocumentUnit& u) const {
     return e;
 }
 
+StateExpectation StateCache::expect_recurrent(const DocumentUnit& u) const {
+    // The states after the unit's chunks so far, tied to every token id they absorbed.
+    StateExpectation e;
+    e.kind = StateKind::RecurrentStates;
+    e.fingerprint = fingerprint_;
+    std::vector<int32_t> ids;
+    for (const auto& c : u.chunks)
+        ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
+    e.token_hash = token_ids_hash(ids);
+    e.n_rows = u.n_tokens();
+    e.recurrent = recurrent_;
+    return e;
+}
+
 UnitStates StateCache::decode(const DocumentUnit& u, const std::vector<int64_t>& ids, size_t n) {
     UnitStates s;
     s.chunk_ids.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
@@ -168,6 +180,19 @@ UnitStates StateCache::decode(const DocumentUnit& u, const std::vector<int64_t>&
             s.tail = decode_chunk_state(blob->data(), blob->size(), expect_tail(prefix));
         } catch (const StateError& e) {
             throw StateError("chunk " + std::to_string(n - 1) + " tail: " + e.what());
+        }
+        if (!recurrent_.empty()) {
+            const auto rb =
+                project_.state_blob(ids[n - 1], fingerprint_hex_, StateKind::RecurrentStates);
+            if (!rb)
+                throw StateError("chunk " + std::to_string(n - 1) +
+                                 " has no stored recurrent states");
+            try {
+                s.recurrent = decode_chunk_state(rb->data(), rb->size(), expect_recurrent(prefix));
+            } catch (const StateError& e) {
+                throw StateError("chunk " + std::to_string(n - 1) +
+                                 " recurrent states: " + e.what());
+            }
         }
     }
     return s;
@@ -199,6 +224,15 @@ int64_t StateCache::restore_unit(const UnitStates& states, Session& session, int
         }
     for (const auto& rows : states.tail.layers)
         import_rows(memory, info, rows, delta, session.ubatch());
+    if (states.recurrent)
+        for (const auto& r : states.recurrent->recurrent) {
+            auto& rm = memory.recurrent(r.layer);
+            if (r.mamba2)
+                rm.mamba2() = *r.mamba2;
+            else
+                rm.gated_deltanet() = *r.gated_deltanet;
+            rm.reposition(offset + states.recurrent->n_rows);
+        }
     project_.touch_states(states.chunk_ids, fingerprint_hex_);
     return restored;
 }
@@ -352,8 +386,24 @@ IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
             ChunkState tail = state_header(expect_tail(prefix));
             tail.layers = export_rows(scratch.memory(), sliding_, tail.pos_begin,
                                       static_cast<int32_t>(chunk.token_end()));
+            std::vector<uint8_t> recurrent;
+            if (!recurrent_.empty()) {
+                ChunkState r = state_header(expect_recurrent(prefix));
+                for (const auto& shape : recurrent_) {
+                    RecurrentLayerState st;
+                    st.layer = shape.layer;
+                    const auto& rm = scratch.memory().recurrent(shape.layer);
+                    if (shape.mamba2)
+                        st.mamba2 = rm.mamba2();
+                    else
+                        st.gated_deltanet = rm.gated_deltanet();
+                    r.recurrent.push_back(std::move(st));
+                }
+                recurrent = encode_chunk_state(r);
+            }
             project_.commit_chunk_state(ids[ui][c], fingerprint_hex_, encode_chunk_state(rows),
-                                        encode_chunk_state(tail), c > 0 ? ids[ui][c - 1] : 0);
+                                        encode_chunk_state(tail), c > 0 ? ids[ui][c - 1] : 0,
+                                        recurrent_.empty() ? nullptr : &recurrent);
             ++committed;
             project_.evict_to_limit(keep);
             report(0, 0);

@@ -59,6 +59,9 @@ struct DocumentCacheStatus {
 struct UnitStates {
     std::vector<ChunkState> rows; ///< one per chunk
     ChunkState tail;              ///< sliding tail at the unit's end
+    /// Hybrid models: every recurrent layer's state at the unit's end (the unit prefilled
+    /// from a zero state), kind RecurrentStates; absent for models without recurrent layers.
+    std::optional<ChunkState> recurrent;
     std::vector<int64_t> chunk_ids;
 };
 
@@ -66,8 +69,8 @@ class StateCache {
 public:
     /// chunking.max_unit_tokens must be in [1, the model's context] (else
     /// std::invalid_argument). The fingerprint is computed here (milliseconds). Hybrid models
-    /// (recurrent layers) are refused with std::invalid_argument: storing per-document recurrent
-    /// states is not implemented yet.
+    /// also store, per chunk, every recurrent layer's state at its end (chunk_state.h kind 3;
+    /// Gated DeltaNet without its transition, so `exact` is refused on their units).
     StateCache(Project& project, const Model& model, const ChunkingOptions& chunking);
 
     const std::string& fingerprint() const { return fingerprint_hex_; }
@@ -104,9 +107,12 @@ public:
     UnitStates load_unit(const DocumentUnit& unit, const std::vector<int64_t>& chunk_ids);
 
     /// Store a unit's rows into `session`'s memory at positions offset + unit-local position
-    /// (keys re-rotated by `offset` with each layer's own RoPE base). The caller then calls
-    /// session.adopt_memory(). Returns the rows restored into each global layer (the unit's
-    /// tokens), counted as they are stored. Marks the states as used.
+    /// (keys re-rotated by `offset` with each layer's own RoPE base), and a hybrid model's
+    /// recurrent states into its recurrent layers, standing for offset + the unit's tokens
+    /// (a later unit replaces them: an assembly of several units then sets them with
+    /// initialise_recurrent_layers). The caller then calls session.adopt_memory(). Returns the
+    /// rows restored into each global layer (the unit's tokens), counted as they are stored.
+    /// Marks the states as used.
     int64_t restore_unit(const UnitStates& states, Session& session, int64_t offset);
 
     /// The unit's SEKV state for these options: the stored one when it is present and valid,
@@ -126,6 +132,7 @@ public:
 private:
     StateExpectation expect_rows(const TextChunk& c) const;
     StateExpectation expect_tail(const DocumentUnit& u) const;
+    StateExpectation expect_recurrent(const DocumentUnit& u) const;
     /// Decode rows of chunks [0, n) and the tail of chunk n - 1; throws StateError.
     UnitStates decode(const DocumentUnit& u, const std::vector<int64_t>& ids, size_t n);
 
@@ -135,6 +142,7 @@ private:
     Fingerprint fingerprint_{};
     std::string fingerprint_hex_, key_;
     std::vector<int> global_, sliding_;
+    std::vector<RecurrentLayerShape> recurrent_;
     std::vector<int64_t> protected_;
     int window_ = 0;
 };

@@ -46,10 +46,6 @@ void import_rows(ModelMemory& memory, const ModelInfo& info, const LayerRows& ro
     if (li.recurrent())
         throw std::invalid_argument("rows for layer " + std::to_string(rows.layer) +
                                     ", a recurrent layer (it keeps a state, not rows)");
-    if (!li.full_rope() && delta != 0)
-        throw std::invalid_argument("layer " + std::to_string(rows.layer) +
-                                    " rotates part of each head (or none): its keys cannot be "
-                                    "moved by the full-head RoPE shift");
     const int64_t width = static_cast<int64_t>(li.attn.n_kv_head) * li.attn.head_dim;
     if (static_cast<int64_t>(rows.k.size()) != rows.n_rows * width ||
         static_cast<int64_t>(rows.v.size()) != rows.n_rows * width)
@@ -71,7 +67,13 @@ void import_rows(ModelMemory& memory, const ModelInfo& info, const LayerRows& ro
         }
         for (int64_t i = 0; i < n; ++i)
             pos[i] = rows.pos_begin + static_cast<int32_t>(r0 + i) + delta;
-        rope_shift_neox(k.data(), n, li.attn.n_kv_head, li.attn.head_dim, delta, li.rope_base);
+        // Full-head RoPE (Gemma 3), partial NeoX RoPE (Qwen3-Next: the first rope_dims of each
+        // head) or none (Granite 4.0-H's NoPE layers: nothing to move).
+        if (li.full_rope())
+            rope_shift_neox(k.data(), n, li.attn.n_kv_head, li.attn.head_dim, delta, li.rope_base);
+        else
+            rope_shift_neox_partial(k.data(), n, li.attn.n_kv_head, li.attn.head_dim, li.rope_dims,
+                                    delta, li.rope_base);
         mem.store(k.data(), v.data(), pos.data(), n);
     }
 }

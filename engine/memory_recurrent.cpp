@@ -1,6 +1,7 @@
 #include "memory_recurrent.h"
 
 #include <stdexcept>
+#include <string>
 
 namespace spanscope {
 
@@ -10,10 +11,10 @@ RecurrentMemory::RecurrentMemory(const Mamba2Shape& shape)
     state_ = Mamba2State(shape);
 }
 
-RecurrentMemory::RecurrentMemory(const GatedDeltaNetShape& shape)
+RecurrentMemory::RecurrentMemory(const GatedDeltaNetShape& shape, bool track_transition)
     : kind_(RecurrentKind::GatedDeltaNet), gdn_shape_(shape) {
     shape.validate();
-    state_ = GatedDeltaNetState(shape);
+    state_ = GatedDeltaNetState(shape, track_transition);
 }
 
 Mamba2State& RecurrentMemory::mamba2() {
@@ -41,6 +42,13 @@ void RecurrentMemory::advance(int64_t n) {
         throw std::invalid_argument("a recurrent memory cannot go back by " + std::to_string(-n) +
                                     " tokens");
     n_tokens_ += n;
+}
+
+void RecurrentMemory::reposition(int64_t n) {
+    if (n < 0)
+        throw std::invalid_argument("a recurrent memory cannot stand for " + std::to_string(n) +
+                                    " tokens");
+    n_tokens_ = n;
 }
 
 int64_t RecurrentMemory::bytes() const {

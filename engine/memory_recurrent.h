@@ -24,9 +24,11 @@ public:
     /// A zero state (a fresh document) for a Mamba-2 layer of `shape`.
     /// Throws std::invalid_argument if shape.validate() does.
     explicit RecurrentMemory(const Mamba2Shape& shape);
-    /// A zero state for a Gated DeltaNet layer of `shape` (transition not tracked).
+    /// A zero state for a Gated DeltaNet layer of `shape`; with track_transition the state also
+    /// keeps the transition matrix of every token it absorbs ([n_v][d_k][d_k], starting as the
+    /// identity: what `exact` composition needs, state_initialiser.h).
     /// Throws std::invalid_argument if shape.validate() does.
-    explicit RecurrentMemory(const GatedDeltaNetShape& shape);
+    explicit RecurrentMemory(const GatedDeltaNetShape& shape, bool track_transition = false);
 
     /// "recurrent" (the policy name reported beside the attention policies).
     static constexpr std::string_view policy() { return "recurrent"; }
@@ -42,6 +44,12 @@ public:
     /// Record that n ≥ 0 more tokens went through the state (the model calls this after running
     /// the layer). Throws std::invalid_argument for n < 0.
     void advance(int64_t n);
+    /// Say that the state now stands for the first n ≥ 0 positions of the context, so that the
+    /// next token absorbed must be at position n. Position-independent assembly needs it: a
+    /// state initialised from documents prefilled on their own stands for all of them, and a
+    /// recompute pass absorbs its stretches at their own positions (pic_assembly.h). Throws
+    /// std::invalid_argument for n < 0.
+    void reposition(int64_t n);
     /// Bytes of the state (4 per float: ssm or delta-rule state, conv tail, log-decay or
     /// transition when tracked).
     int64_t bytes() const;
@@ -49,7 +57,8 @@ public:
     /// whole memory whatever the context length).
     MemoryStats stats() const;
     std::unique_ptr<RecurrentMemory> clone() const;
-    /// Zero state and conv tail, n_tokens 0 (a fresh document).
+    /// Zero state and conv tail (a tracked transition back to the identity), n_tokens 0 (a fresh
+    /// document).
     void clear();
 
 private:

@@ -58,6 +58,15 @@ void rope_shift_neox(float* x, int64_t n_rows, int n_heads, int d, int32_t delta
         rope_neox(x + r * n_heads * d, table, 1, n_heads);
 }
 
+void rope_shift_neox_partial(float* x, int64_t n_rows, int n_heads, int head_dim, int rope_dims,
+                             int32_t delta, double base) {
+    if (delta == 0 || n_rows == 0 || rope_dims == 0)
+        return;
+    const RopeTable table(&delta, 1, rope_dims, base);
+    for (int64_t r = 0; r < n_rows; ++r)
+        rope_neox_partial(x + r * n_heads * head_dim, table, 1, n_heads, head_dim);
+}
+
 void rope_neox_partial(float* x, const RopeTable& table, int64_t n_tokens, int n_heads,
                        int head_dim) {
     const int d = table.d, half = d / 2;

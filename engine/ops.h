@@ -34,6 +34,12 @@ void rope_neox_partial(float* x, const RopeTable& table, int64_t n_tokens, int n
 /// so this equals rotating the unrotated key at p + delta up to float rounding.
 /// x: [n_rows][n_heads][d] in place; base: the layer's own RoPE base (KNOWN-FAILURES 1).
 void rope_shift_neox(float* x, int64_t n_rows, int n_heads, int d, int32_t delta, double base);
+/// The same move for partial NeoX RoPE (rope_neox_partial): the first rope_dims elements of
+/// each head are rotated by delta as rope_shift_neox rotates a head of rope_dims, the other
+/// head_dim − rope_dims pass unchanged (they carry no position). rope_dims = 0 (NoPE): nothing
+/// moves. x: [n_rows][n_heads][head_dim] in place; rope_dims even, ≤ head_dim.
+void rope_shift_neox_partial(float* x, int64_t n_rows, int n_heads, int head_dim, int rope_dims,
+                             int32_t delta, double base);
 /// GeGLU with the tanh approximation of GELU (Shazeer 2020; Hendrycks & Gimpel 2016 eq. for
 /// tanh GELU): g[i] <- gelu_tanh(g[i]) * u[i], n elements.
 void geglu_tanh(float* g, const float* u, int64_t n);

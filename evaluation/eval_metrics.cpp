@@ -146,4 +146,21 @@ Interval mean_interval(const std::vector<double>& scores, double z) {
     return {std::clamp(mean - half, 0.0, 1.0), std::clamp(mean + half, 0.0, 1.0)};
 }
 
+Interval mean_interval_unbounded(const std::vector<double>& values, double z) {
+    const auto n = static_cast<int64_t>(values.size());
+    if (n == 0)
+        return {0, 0};
+    double sum = 0;
+    for (const double v : values)
+        sum += v;
+    const double mean = sum / static_cast<double>(n);
+    if (n < 2)
+        return {mean, mean};
+    double ss = 0;
+    for (const double v : values)
+        ss += (v - mean) * (v - mean);
+    const double half = z * std::sqrt(ss / static_cast<double>(n - 1) / static_cast<double>(n));
+    return {mean - half, mean + half};
+}
+
 } // namespace spanscope::eval

@@ -47,4 +47,10 @@ Interval wilson_interval(double successes, int64_t n, double z = 1.96);
 /// not 0 or 1.
 Interval mean_interval(const std::vector<double>& scores, double z = 1.96);
 
+/// Normal-approximation interval of the mean of any real `values` (KL divergences in nats,
+/// relative errors, times in ms): mean ± z·s/√n with s the sample standard deviation (n − 1 in
+/// the denominator), not clamped (so `Interval`'s [0, 1] does not hold here). {mean, mean} for
+/// a single value, {0, 0} for none.
+Interval mean_interval_unbounded(const std::vector<double>& values, double z = 1.96);
+
 } // namespace spanscope::eval

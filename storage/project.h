@@ -142,11 +142,13 @@ public:
     bool has_state(int64_t chunk_id, const std::string& fingerprint, StateKind kind);
     std::optional<std::vector<uint8_t>> state_blob(int64_t chunk_id, const std::string& fingerprint,
                                                    StateKind kind);
-    /// Commit a chunk's attention-row state and its sliding tail, and drop the tail of the
-    /// unit's previous chunk (drop_tail_of, or 0) — one transaction.
+    /// Commit a chunk's attention-row state and its sliding tail (and, for a hybrid model, its
+    /// recurrent states: recurrent_blob, or nullptr), and drop the tail and recurrent states of
+    /// the unit's previous chunk (drop_tail_of, or 0) — one transaction.
     void commit_chunk_state(int64_t chunk_id, const std::string& fingerprint,
                             const std::vector<uint8_t>& rows_blob,
-                            const std::vector<uint8_t>& tail_blob, int64_t drop_tail_of);
+                            const std::vector<uint8_t>& tail_blob, int64_t drop_tail_of,
+                            const std::vector<uint8_t>* recurrent_blob = nullptr);
     /// Bytes of the stored states of these chunks for this model.
     int64_t state_bytes(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint);
     /// Delete every state of these chunks for this model (before recomputing them).

@@ -26,7 +26,8 @@ Project::state_blob(int64_t chunk_id, const std::string& fingerprint, StateKind 
 
 void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprint,
                                  const std::vector<uint8_t>& rows_blob,
-                                 const std::vector<uint8_t>& tail_blob, int64_t drop_tail_of) {
+                                 const std::vector<uint8_t>& tail_blob, int64_t drop_tail_of,
+                                 const std::vector<uint8_t>* recurrent_blob) {
     Transaction tx(*db_);
     // REPLACE of the metadata row deletes the old blob (cascade); the new one follows.
     auto meta = db_->prepare("INSERT OR REPLACE INTO chunk_states(chunk_id, fingerprint, kind, "
@@ -34,8 +35,11 @@ void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprin
     auto data = db_->prepare("INSERT INTO chunk_state_blobs(chunk_id, fingerprint, kind, blob) "
                              "VALUES (?, ?, ?, ?)");
     const int64_t t = now_ms();
-    for (const auto& [kind, blob] : {std::pair{StateKind::AttentionRows, &rows_blob},
-                                     std::pair{StateKind::SlidingTail, &tail_blob}}) {
+    std::vector<std::pair<StateKind, const std::vector<uint8_t>*>> blobs{
+        {StateKind::AttentionRows, &rows_blob}, {StateKind::SlidingTail, &tail_blob}};
+    if (recurrent_blob)
+        blobs.emplace_back(StateKind::RecurrentStates, recurrent_blob);
+    for (const auto& [kind, blob] : blobs) {
         meta.bind(1, chunk_id)
             .bind(2, fingerprint)
             .bind(3, static_cast<int64_t>(kind))
@@ -57,11 +61,13 @@ void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprin
         .bind(3, fingerprint + "/")
         .run();
     if (drop_tail_of > 0)
-        db_->prepare("DELETE FROM chunk_states WHERE chunk_id = ? AND fingerprint = ? AND kind = ?")
-            .bind(1, drop_tail_of)
-            .bind(2, fingerprint)
-            .bind(3, static_cast<int64_t>(StateKind::SlidingTail))
-            .run();
+        for (const auto kind : {StateKind::SlidingTail, StateKind::RecurrentStates})
+            db_->prepare(
+                   "DELETE FROM chunk_states WHERE chunk_id = ? AND fingerprint = ? AND kind = ?")
+                .bind(1, drop_tail_of)
+                .bind(2, fingerprint)
+                .bind(3, static_cast<int64_t>(kind))
+                .run();
     tx.commit();
 }
 

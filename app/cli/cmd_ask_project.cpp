@@ -46,6 +46,7 @@ int ask_project(const AskOptions& o) {
     q.sampling.seed = o.seed;
     q.recompute.selector = o.selector;
     q.recompute.ratio = o.recompute;
+    q.recompute.state_init = parse_state_initialiser(o.state_init);
     for (const auto& [path, doc] : added) {
         const int64_t id = project->add_document(path, doc);
         std::cerr << path << ": document " << id << "\n";

@@ -35,6 +35,8 @@ struct AskOptions {
     bool json = false;
     std::string selector = "none"; ///< --project: LinearKV selector (none, epic, full)
     double recompute = 0.15;       ///< --project, epic: recompute ratio (share of the context)
+    std::string state_init = "single-block"; ///< --project, hybrid models: the recurrent
+                                             ///< layers' initialiser (single-block, exact, zero)
     PolicyOptions policy;
 };
 
@@ -129,6 +131,23 @@ struct PicEvalOptions {
     std::string command_line;
 };
 
+/// `state-init-eval`: the recurrent layers' state initialisers against a joint run on a hybrid
+/// model (cmd_state_init_eval.cpp).
+struct StateInitEvalOptions {
+    std::string model;
+    std::vector<int> documents{2, 4, 8, 16}; ///< K, documents per sample
+    int doc_tokens = 24;                     ///< tokens per document, its BOS included
+    int question_tokens = 8;                 ///< random tokens after the documents
+    int samples = 20;                        ///< per K
+    uint64_t seed = 1;
+    std::vector<std::string> initialisers{"single-block", "exact", "zero"};
+    int threads = 0;
+    std::string out; ///< one JSON line per sample × K × initialiser (a run resumes from it)
+    bool json = false;
+    bool quiet = false;
+    std::string command_line;
+};
+
 int run_info(const InfoOptions& o);
 int run_ingest(const IngestOptions& o);
 int run_project(const ProjectOptions& o);
@@ -140,6 +159,7 @@ int run_qa(const QaOptions& o);
 int run_eval(const EvalOptions& o);
 int run_niah(const NiahOptions& o);
 int run_pic_eval(const PicEvalOptions& o);
+int run_state_init_eval(const StateInitEvalOptions& o);
 
 /// The QA scoring rule: case-insensitive substring match of any accepted answer in the first
 /// line of `answer`, cut to 200 characters.

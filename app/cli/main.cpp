@@ -59,6 +59,14 @@ int main(int argc, char** argv) {
         ->needs(ask_project)
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
+    ask_cmd
+        ->add_option("--state-init", ask.state_init,
+                     "With --project on a hybrid model: the recurrent layers' initial state from "
+                     "the sections' states (single-block: the last section's; exact: their "
+                     "composition, Mamba-2 only; zero)")
+        ->needs(ask_project)
+        ->check(CLI::IsMember(spanscope::state_initialiser_names()))
+        ->capture_default_str();
     ask_cmd->add_option("--max-tokens", ask.max_tokens, "Most answer tokens")
         ->check(CLI::Range(1, 32768));
     ask_cmd->add_option("--temperature", ask.temperature, "0 = greedy")
@@ -261,6 +269,40 @@ int main(int argc, char** argv) {
     pic_cmd->add_flag("--json", pe.json, "Print the results and a summary as one JSON object");
     pic_cmd->add_flag("--quiet", pe.quiet, "No progress line per answer on stderr");
 
+    StateInitEvalOptions si;
+    auto* si_cmd = app.add_subcommand(
+        "state-init-eval",
+        "Measure the recurrent layers' state initialisers (single-block, exact, zero) on a "
+        "hybrid model: K documents of random tokens prefilled on their own, assembled, against "
+        "a joint run (KL of the next-token distribution, relative state error, time)");
+    si_cmd->add_option("--model", si.model, "Hybrid GGUF model file (granitehybrid, qwen3next)")
+        ->required();
+    si_cmd->add_option("--documents", si.documents, "Documents per sample (K)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 256))
+        ->capture_default_str();
+    si_cmd->add_option("--doc-tokens", si.doc_tokens, "Tokens per document, its BOS included")
+        ->check(CLI::Range(2, 100000))
+        ->capture_default_str();
+    si_cmd->add_option("--question-tokens", si.question_tokens, "Tokens of the question")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    si_cmd->add_option("--samples", si.samples, "Samples per K")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    si_cmd->add_option("--seed", si.seed, "Seed of the random tokens")->capture_default_str();
+    si_cmd->add_option("--init", si.initialisers, "State initialisers (single-block, exact, zero)")
+        ->delimiter(',')
+        ->check(CLI::IsMember(spanscope::state_initialiser_names()))
+        ->capture_default_str();
+    si_cmd->add_option("--threads", si.threads, "Worker threads (default: all cores)")
+        ->check(CLI::Range(1, 1024));
+    si_cmd->add_option(
+        "--out", si.out,
+        "Append one JSON line per sample, K and initialiser (a run resumes from it)");
+    si_cmd->add_flag("--json", si.json, "Print the results and a summary as one JSON object");
+    si_cmd->add_flag("--quiet", si.quiet, "No progress line per result on stderr");
+
     QaOptions qa;
     auto* qa_cmd =
         app.add_subcommand("qa", "Run and score a question set (tests/qa/questions.json)");
@@ -320,6 +362,11 @@ int main(int argc, char** argv) {
             for (int i = 0; i < argc; ++i)
                 pe.command_line += (i ? " " : "") + std::string(argv[i]);
             return run_pic_eval(pe);
+        }
+        if (*si_cmd) {
+            for (int i = 0; i < argc; ++i)
+                si.command_line += (i ? " " : "") + std::string(argv[i]);
+            return run_state_init_eval(si);
         }
     } catch (const std::exception& e) {
         std::cerr << "spanscope-cli: " << e.what() << "\n";

@@ -169,3 +169,175 @@ TEST(ChunkState, MismatchesAreRefusedWithAReason) {
         EXPECT_NE(std::string(err.what()).find("byte order"), std::string::npos);
     }
 }
+
+// Kind 3 (recurrent states of a hybrid model's unit): a Mamba-2 layer, a Gated DeltaNet layer
+// with its transition and one without, every value following from its index.
+namespace {
+
+ModelInfo hybrid_info() {
+    ModelInfo info;
+    info.n_layer = 4;
+    info.layers.resize(4);
+    auto& m = info.layers[0];
+    m.kind = LayerKind::Mamba2;
+    m.mamba2.d_model = 8;
+    m.mamba2.n_heads = 2;
+    m.mamba2.head_dim = 3;
+    m.mamba2.d_inner = 6;
+    m.mamba2.d_state = 4;
+    m.mamba2.n_groups = 1;
+    m.mamba2.d_conv = 4;
+    for (const int il : {2, 3}) {
+        auto& g = info.layers[static_cast<size_t>(il)];
+        g.kind = LayerKind::GatedDeltaNet;
+        g.gated_deltanet.d_model = 8;
+        g.gated_deltanet.n_k_heads = 1;
+        g.gated_deltanet.n_v_heads = 2;
+        g.gated_deltanet.d_k = 3;
+        g.gated_deltanet.d_v = 2;
+        g.gated_deltanet.d_conv = 3;
+    }
+    return info; // layer 1 is attention
+}
+
+std::vector<float> ramp(int64_t n, float a) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+        v[static_cast<size_t>(i)] = std::sin(a + 0.37f * static_cast<float>(i));
+    return v;
+}
+
+ChunkState recurrent_state() {
+    ChunkState s;
+    s.kind = StateKind::RecurrentStates;
+    for (int i = 0; i < 16; ++i)
+        s.fingerprint[i] = static_cast<uint8_t>(0xC0 + i);
+    s.token_hash = token_ids_hash({2, 9, 8});
+    s.n_rows = 40;
+    for (const auto& shape : recurrent_layer_shapes(hybrid_info())) {
+        RecurrentLayerState r;
+        r.layer = shape.layer;
+        if (shape.mamba2) {
+            Mamba2State m;
+            m.ssm = ramp(shape.state, 1.0f);
+            m.conv = ramp(shape.conv, 2.0f);
+            m.log_decay = ramp(shape.decay, 3.0f);
+            r.mamba2 = m;
+        } else {
+            GatedDeltaNetState g;
+            g.s = ramp(shape.state, 4.0f + static_cast<float>(shape.layer));
+            g.conv = ramp(shape.conv, 5.0f);
+            if (shape.layer == 2)
+                g.transition = ramp(shape.transition, 6.0f);
+            r.gated_deltanet = g;
+        }
+        s.recurrent.push_back(r);
+    }
+    return s;
+}
+
+StateExpectation recurrent_expectation(const ChunkState& s) {
+    StateExpectation e;
+    e.kind = StateKind::RecurrentStates;
+    e.fingerprint = s.fingerprint;
+    e.token_hash = s.token_hash;
+    e.n_rows = s.n_rows;
+    e.recurrent = recurrent_layer_shapes(hybrid_info());
+    return e;
+}
+
+void expect_same_recurrent(const ChunkState& a, const ChunkState& b) {
+    ASSERT_EQ(a.recurrent.size(), b.recurrent.size());
+    for (size_t i = 0; i < a.recurrent.size(); ++i) {
+        const auto &x = a.recurrent[i], &y = b.recurrent[i];
+        EXPECT_EQ(x.layer, y.layer);
+        ASSERT_EQ(x.mamba2.has_value(), y.mamba2.has_value());
+        if (x.mamba2) {
+            EXPECT_EQ(x.mamba2->ssm, y.mamba2->ssm);
+            EXPECT_EQ(x.mamba2->conv, y.mamba2->conv);
+            EXPECT_EQ(x.mamba2->log_decay, y.mamba2->log_decay);
+        } else {
+            EXPECT_EQ(x.gated_deltanet->s, y.gated_deltanet->s);
+            EXPECT_EQ(x.gated_deltanet->conv, y.gated_deltanet->conv);
+            EXPECT_EQ(x.gated_deltanet->transition, y.gated_deltanet->transition);
+        }
+    }
+    EXPECT_EQ(a.n_rows, b.n_rows);
+}
+
+} // namespace
+
+TEST(ChunkState, RecurrentStatesRoundTripWithTheDocumentedSize) {
+    const auto s = recurrent_state();
+    const auto blob = encode_chunk_state(s);
+    // Header, 3 layer indices padded to 16 bytes, 3 records of 24 bytes, then the floats:
+    // Mamba-2 2·3·4 + 3·(6 + 2·4) + 2; Gated DeltaNet 2·2·3 + 2·(2·3 + 4) (+ 2·3·3).
+    const size_t floats = (24 + 42 + 2) + (12 + 20 + 18) + (12 + 20);
+    EXPECT_EQ(blob.size(), kChunkStateHeaderBytes + 16 + 3 * 24 + floats * 4);
+    const auto back = decode_chunk_state(blob.data(), blob.size(), recurrent_expectation(s));
+    expect_same_recurrent(s, back);
+    EXPECT_TRUE(back.recurrent[1].gated_deltanet->tracks_transition());
+    EXPECT_FALSE(back.recurrent[2].gated_deltanet->tracks_transition());
+    EXPECT_EQ(encode_chunk_state(back), blob) << "save -> load -> save is byte-identical";
+}
+
+TEST(ChunkState, GoldenRecurrentFileOfVersion1StillReads) {
+    const auto s = recurrent_state();
+    const std::string path = data_dir() + "/fixtures/chunk_state_recurrent_v1.bin";
+    if (std::getenv("SPANSCOPE_WRITE_GOLDEN")) {
+        const auto blob = encode_chunk_state(s);
+        std::ofstream(path, std::ios::binary)
+            .write(reinterpret_cast<const char*>(blob.data()),
+                   static_cast<std::streamsize>(blob.size()));
+    }
+    std::ifstream in(path, std::ios::binary);
+    ASSERT_TRUE(in) << path;
+    const std::vector<uint8_t> golden((std::istreambuf_iterator<char>(in)), {});
+    expect_same_recurrent(
+        s, decode_chunk_state(golden.data(), golden.size(), recurrent_expectation(s)));
+    EXPECT_EQ(encode_chunk_state(s), golden) << "the writer still writes format version 1";
+}
+
+TEST(ChunkState, EveryDamageToARecurrentStateIsDetected) {
+    const auto s = recurrent_state();
+    const auto e = recurrent_expectation(s);
+    auto blob = encode_chunk_state(s);
+    for (size_t i = 0; i < blob.size(); ++i) {
+        auto bad = blob;
+        bad[i] ^= 0x10;
+        EXPECT_THROW(decode_chunk_state(bad.data(), bad.size(), e), StateError) << "byte " << i;
+    }
+    for (size_t n = 0; n < blob.size(); ++n)
+        EXPECT_THROW(decode_chunk_state(blob.data(), n, e), StateError) << n;
+    auto longer = blob;
+    longer.push_back(0);
+    EXPECT_THROW(decode_chunk_state(longer.data(), longer.size(), e), StateError);
+    // Another model's shapes, another token count, another kind: refused with a reason.
+    auto other = e;
+    other.recurrent[0].state += 1;
+    EXPECT_THROW(decode_chunk_state(blob.data(), blob.size(), other), StateError);
+    other = e;
+    other.recurrent[1].mamba2 = true;
+    EXPECT_THROW(decode_chunk_state(blob.data(), blob.size(), other), StateError);
+    other = e;
+    other.recurrent[1].transition = 5; // a stored transition of another size
+    EXPECT_THROW(decode_chunk_state(blob.data(), blob.size(), other), StateError);
+    other = e;
+    other.n_rows = 41;
+    EXPECT_THROW(decode_chunk_state(blob.data(), blob.size(), other), StateError);
+    other = e;
+    other.recurrent.pop_back();
+    EXPECT_THROW(decode_chunk_state(blob.data(), blob.size(), other), StateError);
+    other = e;
+    other.kind = StateKind::AttentionRows;
+    try {
+        decode_chunk_state(blob.data(), blob.size(), other);
+        ADD_FAILURE() << "a recurrent state read as attention rows";
+    } catch (const StateError& err) {
+        EXPECT_NE(std::string(err.what()).find("kind 3"), std::string::npos) << err.what();
+    }
+    // The writer refuses a layer without a state.
+    auto empty = s;
+    empty.recurrent[0].mamba2.reset();
+    EXPECT_THROW(encode_chunk_state(empty), std::invalid_argument);
+}

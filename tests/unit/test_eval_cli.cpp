@@ -261,3 +261,96 @@ TEST(EvalCli, PicEvalMeasuresEverySelectorAgainstAColdPrefill) {
     EXPECT_EQ(per_length, (std::map<int, int>{{700, 7}, {800, 7}}));
     std::filesystem::remove_all(dir);
 }
+
+// state-init-eval on the committed tiny hybrid models (tests/reference/README.md): per sample
+// and K, the exact composition is the closest to the joint run's recurrent states, the zero
+// state is off by exactly 1 (‖0 − S‖/‖S‖), K grows as asked, and a second run resumes from
+// the lines already written.
+TEST(EvalCli, StateInitEvalComparesTheInitialisersWithAJointRun) {
+    for (const std::string file : {"tiny_granitehybrid.gguf", "tiny_qwen3next.gguf"}) {
+        const std::string dir = test::temp_dir();
+        const std::string model = test::data_dir() + "/reference/fixtures/" + file;
+        const std::string out = dir + "/s.jsonl";
+        std::vector<std::string> args{"--model",
+                                      model,
+                                      "--documents",
+                                      "2,4",
+                                      "--samples",
+                                      "3",
+                                      "--doc-tokens",
+                                      "16",
+                                      "--question-tokens",
+                                      "4",
+                                      "--threads",
+                                      "2",
+                                      "--json",
+                                      "--quiet",
+                                      "--out",
+                                      out};
+        const auto r = run_eval(args, "state-init-eval");
+        ASSERT_EQ(r.status, 0) << r.err;
+        const auto& results = r.out["results"];
+        ASSERT_EQ(results.size(), 2u * 3u * 3u) << file;
+        std::map<std::string, std::map<std::string, nlohmann::json>> by_sample;
+        for (const auto& j : results) {
+            const int K = j["documents"];
+            EXPECT_EQ(j["n_past"].get<int>(), 16 * K);
+            EXPECT_GE(j["kl"].get<double>(), 0.0);
+            EXPECT_GE(j["init_ms"].get<double>(), 0.0);
+            EXPECT_GE(j["assembly_ms"].get<double>(), j["init_ms"].get<double>());
+            EXPECT_FALSE(j["state_error"].empty());
+            by_sample[std::to_string(K) + "#" + std::to_string(j["index"].get<int>())]
+                     [j["initialiser"].get<std::string>()] = j;
+        }
+        ASSERT_EQ(by_sample.size(), 6u);
+        for (const auto& [key, m] : by_sample) {
+            const auto& exact = m.at("exact");
+            const auto& single = m.at("single-block");
+            const auto& zero = m.at("zero");
+            for (const auto& e : zero["state_error"])
+                EXPECT_NEAR(e.get<double>(), 1.0, 1e-12) << file << " " << key;
+            EXPECT_LT(exact["state_error_mean"].get<double>(),
+                      single["state_error_mean"].get<double>())
+                << file << " " << key;
+            EXPECT_LT(exact["state_error_mean"].get<double>(),
+                      zero["state_error_mean"].get<double>())
+                << file << " " << key;
+            EXPECT_GT(single["state_error_mean"].get<double>(), 0.0) << file << " " << key;
+        }
+        ASSERT_EQ(r.out["summaries"].size(), 2u * 3u);
+        // A second run with a larger K resumes: the K = 2, 4 lines come back from the file
+        // (timings included, so they are the same lines), only K = 8 is computed.
+        args[3] = "2,4,8";
+        const auto again = run_eval(args, "state-init-eval");
+        ASSERT_EQ(again.status, 0) << again.err;
+        ASSERT_EQ(again.out["results"].size(), 3u * 3u * 3u);
+        std::map<std::string, double> first_ms;
+        for (const auto& j : results)
+            first_ms[std::to_string(j["documents"].get<int>()) +
+                     j["initialiser"].get<std::string>() + std::to_string(j["index"].get<int>())] =
+                j["assembly_ms"];
+        int resumed = 0;
+        for (const auto& j : again.out["results"]) {
+            const auto k = std::to_string(j["documents"].get<int>()) +
+                           j["initialiser"].get<std::string>() +
+                           std::to_string(j["index"].get<int>());
+            if (first_ms.count(k)) {
+                EXPECT_EQ(j["assembly_ms"].get<double>(), first_ms[k]);
+                ++resumed;
+            }
+        }
+        EXPECT_EQ(resumed, 18);
+        int lines = 0;
+        std::ifstream in(out);
+        for (std::string line; std::getline(in, line);)
+            lines += line.find("\"initialiser\"") != std::string::npos;
+        EXPECT_EQ(lines, 27) << "K = 8 appended, nothing written twice";
+        std::filesystem::remove_all(dir);
+    }
+    // A model without recurrent layers is refused in one line.
+    const std::string dir = tiny_model_dir();
+    const auto bad = run_eval({"--model", dir + "/tiny.gguf", "--samples", "1"}, "state-init-eval");
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(bad.err.find("hybrid"), std::string::npos) << bad.err;
+    std::filesystem::remove_all(dir);
+}

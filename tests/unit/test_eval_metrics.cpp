@@ -119,3 +119,16 @@ TEST(EvalMetrics, MeanIntervalIsNormalOtherwise) {
     EXPECT_DOUBLE_EQ(m.low, 0.0);
     EXPECT_DOUBLE_EQ(m.high, 1.0);
 }
+
+TEST(EvalMetrics, UnboundedMeanIntervalIsNotClamped) {
+    // {2, 4, 6}: mean 4, s = 2, half = 1.96 · 2 / sqrt(3) = 2.2632...; beyond [0, 1].
+    const auto m = mean_interval_unbounded({2.0, 4.0, 6.0});
+    EXPECT_NEAR(m.low, 4 - 2.263206, 1e-5);
+    EXPECT_NEAR(m.high, 4 + 2.263206, 1e-5);
+    const auto one = mean_interval_unbounded({3.5});
+    EXPECT_DOUBLE_EQ(one.low, 3.5);
+    EXPECT_DOUBLE_EQ(one.high, 3.5);
+    const auto none = mean_interval_unbounded({});
+    EXPECT_DOUBLE_EQ(none.low, 0.0);
+    EXPECT_DOUBLE_EQ(none.high, 0.0);
+}

@@ -206,8 +206,15 @@ TEST_P(HybridModel, MemoryHasTheKindOfEveryLayer) {
     EXPECT_THROW(make_memory(I, 64, 16, "sekv", &so), std::invalid_argument);
     for (const int il : sekv_layers(I, SekvOptions{}))
         EXPECT_FALSE(I.layers[static_cast<size_t>(il)].recurrent());
-    // Position-independent assembly is not built for recurrent layers yet: a clear refusal.
-    EXPECT_THROW(make_assembled_memory(I, 64), std::invalid_argument);
+    // Position-independent assembly: rows for the attention layers, a zero state for the
+    // recurrent ones (test_pic_hybrid).
+    ModelMemory assembled = make_assembled_memory(I, 64);
+    for (int il = 0; il < I.n_layer; ++il) {
+        ASSERT_EQ(assembled.is_recurrent(il), I.layers[static_cast<size_t>(il)].recurrent());
+        if (!assembled.is_recurrent(il)) {
+            EXPECT_EQ(assembled.layer(il).policy(), "assembled");
+        }
+    }
 }
 
 // KNOWN-FAILURES 11: a multi-token forward from a state equals stepping token by token.
@@ -302,8 +309,8 @@ TEST_P(HybridModel, WarmAskReusesTheDocumentAndAnswersLikeACold) {
     EXPECT_FALSE(a2.tokens.empty());
 }
 
-// Features that cannot serve recurrent layers yet refuse them clearly instead of misbehaving.
-TEST_P(HybridModel, RowImportAndProjectStoresRefuseRecurrentLayers) {
+// Row import cannot serve recurrent layers: it refuses them clearly instead of misbehaving.
+TEST_P(HybridModel, RowImportRefusesRecurrentLayers) {
     auto m = Model::load(write_model(GetParam()));
     const auto& I = m->info();
     ModelMemory mem = make_memory(I, 64, 16);
@@ -327,26 +334,24 @@ TEST_P(HybridModel, RowImportAndProjectStoresRefuseRecurrentLayers) {
         }
     }
     EXPECT_EQ(sekv_layers(I, SekvOptions{}), full_rope);
-    // A layer with partial (or no) RoPE cannot have its keys moved by a full-head shift.
+    // Rows of an attention layer import (moved keys: test_pic_hybrid).
     const int attn = global_layers(I).front();
     rows.layer = attn;
     const auto& a = I.layers[static_cast<size_t>(attn)].attn;
     rows.n_rows = 1;
     rows.k.assign(static_cast<size_t>(a.n_kv_head * a.head_dim), 0);
     rows.v = rows.k;
-    EXPECT_THROW(import_rows(mem, I, rows, 5, 16), std::invalid_argument);
-    import_rows(mem, I, rows, 0, 16); // in place: nothing to rotate
+    rows.n_rows = 2; // but not rows of another shape
+    EXPECT_THROW(import_rows(mem, I, rows, 0, 16), std::invalid_argument);
+    rows.n_rows = 1;
+    import_rows(mem, I, rows, 0, 16);
     EXPECT_EQ(mem.layer(attn).n_tokens(), 1);
+    // A project store of a hybrid model keeps the recurrent states too (test_state_cache).
     auto project = Project::open(temp_dir() + "/p.spanscope", true);
     ChunkingOptions chunking;
     chunking.target_tokens = 64;
-    chunking.max_unit_tokens = 256; // fits the tiny models' context: only the kind is refused
-    try {
-        StateCache cache(*project, *m, chunking);
-        ADD_FAILURE() << "a project store of a hybrid model was accepted";
-    } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find("hybrid"), std::string::npos) << e.what();
-    }
+    chunking.max_unit_tokens = 256;
+    EXPECT_NO_THROW(StateCache(*project, *m, chunking));
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, HybridModel,

@@ -492,3 +492,99 @@ TEST_F(StateCacheTest, DamagedChunkRowsAreCutAgain) {
     const auto r = cache.ingest(id, s);
     EXPECT_EQ(r.tokens_computed, r.tokens) << "the states of the damaged chunks went with them";
 }
+
+// Hybrid models (issue 7): every chunk also stores the recurrent layers' states at its end
+// (chunk_state.h kind 3); restored, they give the cold prefill's logits exactly, and an
+// interrupted ingest resumes from them to the same blobs as an uninterrupted one.
+class HybridStateCache : public ::testing::TestWithParam<bool> {
+protected:
+    void SetUp() override {
+        dir_ = temp_dir();
+        if (GetParam())
+            write_tiny_qwen3next(dir_ + "/m.gguf", TinyQwen3NextConfig{});
+        else
+            write_tiny_granite_hybrid(dir_ + "/m.gguf", TinyGraniteHybridConfig{});
+        model_ = Model::load(dir_ + "/m.gguf");
+        chunking_.target_tokens = 48;
+        chunking_.max_unit_tokens = 400;
+        options_.threads = 2;
+        options_.ubatch = 16;
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::string dir_;
+    std::unique_ptr<Model> model_;
+    ChunkingOptions chunking_;
+    SessionOptions options_;
+};
+
+TEST_P(HybridStateCache, RestoredUnitGivesTheColdLogitsExactly) {
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    const auto id = p->add_document("/d.txt", text_document(sample_prose(1, 250)));
+    StateCache cache(*p, *model_, chunking_);
+    Session scratch(*model_, options_);
+    const auto r = cache.ingest(id, scratch);
+    EXPECT_GT(r.chunks, 2);
+    const auto units = cache.units(id);
+    ASSERT_EQ(units.size(), 1u);
+    auto q = p->db().prepare("SELECT count(*) FROM chunk_states WHERE kind = 3");
+    q.step();
+    EXPECT_EQ(q.int64(0), 1) << "one set of recurrent states: the last committed chunk's";
+    const auto question = question_tokens(model_->tokenizer(), false, "the cat?");
+    Session cold(*model_, options_);
+    prefill_unit(cold, units[0], 0, 0, {}, nullptr, {}, false);
+    const auto cold_logits = cold.prefill(question);
+    Session warm(*model_, options_);
+    const auto states = cache.load_unit(id, 0);
+    ASSERT_TRUE(states.recurrent.has_value());
+    EXPECT_EQ(cache.restore_unit(states, warm, 0), units[0].n_tokens());
+    warm.adopt_memory(units[0].n_tokens());
+    const auto warm_logits = warm.prefill(question);
+    EXPECT_EQ(cold_logits, warm_logits) << "max diff " << max_abs_diff(cold_logits, warm_logits);
+    // Without the recurrent states (a zero state) the logits differ: the test can fail.
+    Session zero(*model_, options_);
+    auto no_recurrent = states;
+    no_recurrent.recurrent.reset();
+    cache.restore_unit(no_recurrent, zero, 0);
+    for (int il = 0; il < model_->info().n_layer; ++il)
+        if (zero.memory().is_recurrent(il))
+            zero.memory().recurrent(il).reposition(units[0].n_tokens());
+    zero.adopt_memory(units[0].n_tokens());
+    EXPECT_GT(max_abs_diff(zero.prefill(question), cold_logits), 1e-3f);
+}
+
+TEST_P(HybridStateCache, ResumedIngestEqualsAnUninterruptedOne) {
+    const std::string text = sample_prose(2, 300);
+    auto a = Project::open(dir_ + "/a.spanscope", true);
+    const auto ida = a->add_document("/d.txt", text_document(text));
+    {
+        StateCache cache(*a, *model_, chunking_);
+        Session s(*model_, options_);
+        cache.ingest(ida, s);
+    }
+    auto b = Project::open(dir_ + "/b.spanscope", true);
+    const auto idb = b->add_document("/d.txt", text_document(text));
+    StateCache cache(*b, *model_, chunking_);
+    int interrupted = 0;
+    for (const int64_t stop_after : {1, 2}) {
+        Session s(*model_, options_);
+        std::atomic<bool> cancel{false};
+        try {
+            cache.ingest(idb, s, &cancel, [&](const IngestProgress& pr) {
+                if (pr.chunk >= stop_after)
+                    cancel = true;
+            });
+        } catch (const Cancelled&) {
+            ++interrupted;
+        }
+    }
+    EXPECT_GT(interrupted, 0);
+    Session s(*model_, options_);
+    const auto r = cache.ingest(idb, s);
+    EXPECT_GT(r.chunks_reused, 0);
+    EXPECT_EQ(all_blobs(*a), all_blobs(*b)) << "bit-identical states after resuming";
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, HybridStateCache, ::testing::Values(false, true),
+                         [](const auto& info) {
+                             return info.param ? "Qwen3Next" : "GraniteHybrid";
+                         });
