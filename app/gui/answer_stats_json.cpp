@@ -42,6 +42,7 @@ AnswerStats answer_stats_from_json(const nlohmann::json& stats) {
     }
     s.sections_left_out = static_cast<int>(number(stats, "units_left_out"));
     s.ranking = text(stats, "ranking");
+    s.state_init = text(stats, "state_init");
     if (stats.is_object() && stats.contains("units_used") && stats["units_used"].is_array())
         for (const auto& u : stats["units_used"]) {
             AnswerStats::Section sec;

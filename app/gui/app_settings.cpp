@@ -29,6 +29,10 @@ AppSettings AppSettings::load() {
     if (a.memory.sekv())
         a.reuse.selector = QStringLiteral("none");
     a.reuse.recompute = qBound(0.01, s.value("reuse/recompute", a.reuse.recompute).toDouble(), 1.0);
+    const QString init = s.value("reuse/state_init", a.reuse.state_init).toString();
+    if (init == QLatin1String("single-block") || init == QLatin1String("exact") ||
+        init == QLatin1String("zero"))
+        a.reuse.state_init = init;
     a.cache_limit_bytes =
         qMax<qint64>(0, s.value("cache/limit_bytes", a.cache_limit_bytes).toLongLong());
     a.recent_projects = s.value("projects/recent").toStringList();
@@ -49,6 +53,7 @@ void AppSettings::save() const {
     s.setValue("memory/sekv_expand_rate", memory.expand_rate);
     s.setValue("reuse/selector", reuse.selector);
     s.setValue("reuse/recompute", reuse.recompute);
+    s.setValue("reuse/state_init", reuse.state_init);
     s.setValue("cache/limit_bytes", cache_limit_bytes);
     s.setValue("projects/recent", recent_projects);
 }

@@ -346,6 +346,7 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
     pq.sampling.seed = g.seed;
     pq.recompute.selector = r.selector.toStdString();
     pq.recompute.ratio = r.recompute;
+    pq.recompute.state_init = parse_state_initialiser(r.state_init.toStdString());
     ProjectAskHooks hooks;
     qint64 saved_chat = chat_id;
     hooks.on_question_saved = [&](int64_t id) {

@@ -62,6 +62,8 @@ QString stats_text(const AnswerStats& s) {
         if (!s.ranking.isEmpty())
             text += QStringLiteral(" (%1)").arg(s.ranking);
     }
+    if (!s.state_init.isEmpty())
+        text += QStringLiteral(" · recurrent state: %1").arg(s.state_init);
     return text;
 }
 

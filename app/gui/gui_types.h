@@ -95,12 +95,14 @@ struct AnswerStats {
     };
     QList<Section> sections_used;
     int sections_left_out = 0;
-    QString ranking; ///< how they were ranked ("bm25", "bm25+sekv"); empty: all fitted
+    QString ranking;    ///< how they were ranked ("bm25", "bm25+sekv"); empty: all fitted
+    QString state_init; ///< hybrid models: the recurrent layers' initialiser; empty: none
 };
 /// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:
 /// fast tier 31 % of full, 4.2 spans expanded per token" or " · full memory", then with a
 /// selector " · epic recomputed 212 tokens (global layers 3 % of rows, sliding 4 %)", and when
-/// sections were left out " · 2 of 8 sections used (bm25)".
+/// sections were left out " · 2 of 8 sections used (bm25)", and for a hybrid model
+/// " · recurrent state: single-block".
 QString stats_text(const AnswerStats& s);
 
 struct GenerationSettings {
@@ -131,6 +133,9 @@ struct ReuseSettings {
     /// recomputed (a cold prefill). epic and full need the full memory policy.
     QString selector = QStringLiteral("none");
     double recompute = 0.15; ///< epic: the share of the context's tokens recomputed, (0, 1]
+    /// Hybrid models: the state their recurrent layers start from after the documents
+    /// ("single-block": the last document's; "exact": every document's composed; "zero").
+    QString state_init = QStringLiteral("single-block");
     bool operator==(const ReuseSettings&) const = default;
 };
 

@@ -129,6 +129,19 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
                               "the starts of the documents after the first"));
     form->addRow(tr("Tokens recomputed"), recompute_);
 
+    state_init_ = new QComboBox;
+    state_init_->setObjectName(QStringLiteral("reuseStateInit"));
+    state_init_->addItem(tr("single-block — the last document's state"),
+                         QStringLiteral("single-block"));
+    state_init_->addItem(tr("exact — every document's state composed (Mamba-2 models)"),
+                         QStringLiteral("exact"));
+    state_init_->addItem(tr("zero — as if the documents were not there"), QStringLiteral("zero"));
+    state_init_->setCurrentIndex(qMax(0, state_init_->findData(current.reuse.state_init)));
+    state_init_->setToolTip(tr("Hybrid models (Mamba-2 or Gated DeltaNet layers beside "
+                               "attention): the state their recurrent layers start from after "
+                               "documents that were each read on their own"));
+    form->addRow(tr("Recurrent state (hybrid models)"), state_init_);
+
     const auto enable = [this] {
         const bool sekv = policy_->currentData().toString() == QLatin1String("sekv");
         budget_->setEnabled(sekv);
@@ -173,6 +186,7 @@ AppSettings SettingsDialog::result_settings() const {
     if (std::abs(expand_rate_->value() - 100 * base_.memory.expand_rate) >= 0.5)
         s.memory.expand_rate = expand_rate_->value() / 100;
     s.reuse.selector = selector_->currentData().toString();
+    s.reuse.state_init = state_init_->currentData().toString();
     if (std::abs(recompute_->value() - 100 * base_.reuse.recompute) >= 0.5)
         s.reuse.recompute = recompute_->value() / 100;
     const qint64 bytes = std::llround(cache_gib_->value() * (1 << 30));

@@ -1,6 +1,6 @@
 // The Settings dialog: model file, engine threads, generation parameters, memory policy (full
 // or sekv, with SEKV's fast-tier budget and expand rate), how documents are joined in context
-// (LinearKV selector and recompute share), cache size limit.
+// (LinearKV selector, recompute share, state initialiser of hybrid models), cache size limit.
 #pragma once
 
 #include "app_settings.h"
@@ -35,6 +35,7 @@ private:
     QDoubleSpinBox* expand_rate_ = nullptr;
     QComboBox* selector_ = nullptr;
     QDoubleSpinBox* recompute_ = nullptr;
+    QComboBox* state_init_ = nullptr;
     QDoubleSpinBox* cache_gib_ = nullptr;
 };
 

@@ -159,6 +159,10 @@ void GuiErrors::settingsPersist() {
         recompute->setValue(20);
         QCOMPARE(dialog.result_settings().reuse.selector, QStringLiteral("epic"));
         QCOMPARE(dialog.result_settings().reuse.recompute, 0.2);
+        auto* init = dialog.findChild<QComboBox*>(QStringLiteral("reuseStateInit"));
+        QCOMPARE(init->currentData().toString(), QStringLiteral("single-block"));
+        init->setCurrentIndex(init->findData(QStringLiteral("zero")));
+        QCOMPARE(dialog.result_settings().reuse.state_init, QStringLiteral("zero"));
         policy->setCurrentIndex(1); // back to sekv: the selector falls back to none
         QCOMPARE(dialog.result_settings().reuse.selector, QStringLiteral("none"));
     }
@@ -168,6 +172,7 @@ void GuiErrors::settingsPersist() {
         e.memory.policy = QStringLiteral("full");
         e.reuse.selector = QStringLiteral("epic");
         e.reuse.recompute = 0.1;
+        e.reuse.state_init = QStringLiteral("exact");
         e.save();
         QCOMPARE(AppSettings::load().reuse, e.reuse);
         QSettings().setValue("reuse/selector", QStringLiteral("cacheblend"));
