@@ -148,6 +148,22 @@ struct StateInitEvalOptions {
     std::string command_line;
 };
 
+/// `zoom-record`: recordings of full attention for SEKV's trained zoom-in (issue 8,
+/// cmd_zoom_record.cpp, engine/zoom_recorder.h).
+struct ZoomRecordOptions {
+    std::string model;
+    std::string out; ///< DIR: one file per document, held-out ones in DIR/held-out
+    std::vector<std::string> documents; ///< empty: the vim user manual but usr_01 and usr_02
+    int64_t max_tokens = 4096;
+    int queries = 32;
+    int tail = 64;
+    double budget = 0.35;
+    int first_query = 512; ///< candidates every 8 tokens from here
+    int threads = 0;
+    int held_out = 4; ///< the last N documents go to DIR/held-out
+    std::string command_line;
+};
+
 int run_info(const InfoOptions& o);
 int run_ingest(const IngestOptions& o);
 int run_project(const ProjectOptions& o);
@@ -160,6 +176,7 @@ int run_eval(const EvalOptions& o);
 int run_niah(const NiahOptions& o);
 int run_pic_eval(const PicEvalOptions& o);
 int run_state_init_eval(const StateInitEvalOptions& o);
+int run_zoom_record(const ZoomRecordOptions& o);
 
 /// The QA scoring rule: case-insensitive substring match of any accepted answer in the first
 /// line of `answer`, cut to 200 characters.

@@ -303,6 +303,45 @@ int main(int argc, char** argv) {
     si_cmd->add_flag("--json", si.json, "Print the results and a summary as one JSON object");
     si_cmd->add_flag("--quiet", si.quiet, "No progress line per result on stderr");
 
+    ZoomRecordOptions zr;
+    auto* zr_cmd = app.add_subcommand(
+        "zoom-record",
+        "Record full attention on real documents for SEKV's trained zoom-in: per document, SEKV "
+        "layer and mined query position, the query, the output and the mass on each span "
+        "(resumable; one GGUF file per document)");
+    zr_cmd->add_option("--model", zr.model, "GGUF model file");
+    zr_cmd->add_option("--out", zr.out, "Directory of the recordings")->required();
+    zr_cmd->add_option("--documents", zr.documents,
+                       "Documents to record (default: the vim user manual, "
+                       "/usr/share/vim/vim90/doc/usr_*.txt but usr_01 and usr_02)");
+    zr_cmd->add_option("--max-tokens", zr.max_tokens, "Tokens recorded per document (BOS in)")
+        ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
+        ->capture_default_str();
+    zr_cmd->add_option("--queries", zr.queries, "Query positions kept per document")
+        ->check(CLI::Range(0, 100000))
+        ->capture_default_str();
+    zr_cmd
+        ->add_option("--tail", zr.tail,
+                     "Tokens before a query held at full resolution (spans ending before "
+                     "query - tail are visible)")
+        ->check(CLI::Range(0, 1 << 20))
+        ->capture_default_str();
+    zr_cmd->add_option("--budget", zr.budget, "SEKV's fast-tier budget of the segmentation")
+        ->check(CLI::Range(0.01, 1.0))
+        ->capture_default_str();
+    zr_cmd
+        ->add_option("--first-query", zr.first_query,
+                     "Candidate query positions every 8 tokens from this one")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    zr_cmd->add_option("--threads", zr.threads, "Worker threads (default: all cores)")
+        ->check(CLI::Range(1, 1024));
+    zr_cmd
+        ->add_option("--held-out", zr.held_out,
+                     "The last N documents are recorded into DIR/held-out (held-out evaluation)")
+        ->check(CLI::Range(0, 100000))
+        ->capture_default_str();
+
     QaOptions qa;
     auto* qa_cmd =
         app.add_subcommand("qa", "Run and score a question set (tests/qa/questions.json)");
@@ -367,6 +406,11 @@ int main(int argc, char** argv) {
             for (int i = 0; i < argc; ++i)
                 si.command_line += (i ? " " : "") + std::string(argv[i]);
             return run_state_init_eval(si);
+        }
+        if (*zr_cmd) {
+            for (int i = 0; i < argc; ++i)
+                zr.command_line += (i ? " " : "") + std::string(argv[i]);
+            return run_zoom_record(zr);
         }
     } catch (const std::exception& e) {
         std::cerr << "spanscope-cli: " << e.what() << "\n";
