@@ -1,0 +1,167 @@
+// `spanscope-cli zoom-record` on a tiny model: files per document (held-out ones apart), their
+// provenance, resuming, and the refusals (other settings, the evaluation's texts).
+#include "test_support.h"
+#include "tiny_model.h"
+#include "zoom_record.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace spanscope;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string quote(const std::string& s) {
+    std::string r = "'";
+    for (const char c : s) {
+        if (c == '\'')
+            r += "'\\''";
+        else
+            r += c;
+    }
+    return r + "'";
+}
+
+class ZoomRecordCli : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = test::temp_dir();
+        model_ = dir_ + "/tiny.gguf";
+        test::TinyGemma3Config cfg;
+        cfg.n_ctx = 1024;
+        test::write_tiny_gemma3(model_, cfg);
+        for (int i = 0; i < 3; ++i) {
+            docs_.push_back(dir_ + "/doc" + std::to_string(i) + ".txt");
+            std::ofstream(docs_.back()) << test::sample_prose(10 + i, 1500);
+        }
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+
+    struct Run {
+        int status = -1;
+        std::string out, err;
+    };
+    Run run(const std::vector<std::string>& args) {
+        // (appended piecewise: gcc 12 warns falsely on "literal" + std::string&&)
+        std::string cmd = "env -u SPANSCOPE_MODEL HOME=";
+        cmd += quote(dir_);
+        cmd += " ";
+        cmd += quote(SPANSCOPE_CLI);
+        for (const auto& a : args) {
+            cmd += " ";
+            cmd += quote(a);
+        }
+        cmd += " >";
+        cmd += quote(dir_ + "/out");
+        cmd += " 2>";
+        cmd += quote(dir_ + "/err");
+        Run r;
+        const int st = std::system(cmd.c_str());
+        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        r.out = slurp(dir_ + "/out");
+        r.err = slurp(dir_ + "/err");
+        return r;
+    }
+    std::vector<std::string> record_args(const std::string& tail = "16") {
+        std::vector<std::string> a{"zoom-record", "--model", model_, "--out", dir_ + "/rec"};
+        for (const char* o : {"--max-tokens 400", "--first-query 128", "--queries 3",
+                              "--budget 0.5", "--threads 1", "--held-out 1"}) {
+            const std::string s = o;
+            a.push_back(s.substr(0, s.find(' ')));
+            a.push_back(s.substr(s.find(' ') + 1));
+        }
+        a.insert(a.end(), {"--tail", tail, "--documents"});
+        a.insert(a.end(), docs_.begin(), docs_.end());
+        return a;
+    }
+
+    std::string dir_, model_;
+    std::vector<std::string> docs_;
+};
+
+} // namespace
+
+TEST_F(ZoomRecordCli, RecordsEachDocumentWithItsProvenanceAndResumes) {
+    const auto r = run(record_args());
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, "");
+    const std::string train0 = dir_ + "/rec/doc0.txt.zoom-record.gguf";
+    const std::string train1 = dir_ + "/rec/doc1.txt.zoom-record.gguf";
+    const std::string held = dir_ + "/rec/held-out/doc2.txt.zoom-record.gguf";
+    ASSERT_TRUE(std::filesystem::exists(train0)) << r.err;
+    ASSERT_TRUE(std::filesystem::exists(train1));
+    ASSERT_TRUE(std::filesystem::exists(held));
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/rec/doc2.txt.zoom-record.gguf"));
+    EXPECT_NE(r.err.find("[1/3] doc0.txt: 400 tokens"), std::string::npos) << r.err;
+
+    const ZoomRecord z = load_zoom_record(train0);
+    EXPECT_EQ(z.source, std::filesystem::weakly_canonical(docs_[0]).string());
+    EXPECT_EQ(z.n_tokens(), 400);
+    EXPECT_EQ(z.n_queries(), 3);
+    EXPECT_EQ(z.tail, 16);
+    EXPECT_EQ(z.budget, 0.5);
+    EXPECT_EQ(z.model_fingerprint.size(), 32u);
+    EXPECT_NE(z.command.find("zoom-record"), std::string::npos);
+    EXPECT_NE(z.command.find("--queries 3"), std::string::npos);
+    EXPECT_FALSE(z.commit.empty());
+    EXPECT_NE(z.settings.find("max_tokens=400"), std::string::npos);
+    EXPECT_FALSE(z.layers.empty());
+
+    // Again: every document is skipped, the files stay as they are.
+    const auto before = std::filesystem::last_write_time(train0);
+    const auto again = run(record_args());
+    ASSERT_EQ(again.status, 0) << again.err;
+    EXPECT_NE(again.err.find("doc0.txt: already recorded"), std::string::npos) << again.err;
+    EXPECT_NE(again.err.find("doc2.txt: already recorded"), std::string::npos) << again.err;
+    EXPECT_NE(again.err.find("0 recorded, 3 already recorded"), std::string::npos) << again.err;
+    EXPECT_EQ(std::filesystem::last_write_time(train0), before);
+
+    // A missing recording is made again, the others are kept.
+    std::filesystem::remove(train1);
+    const auto resumed = run(record_args());
+    ASSERT_EQ(resumed.status, 0) << resumed.err;
+    EXPECT_NE(resumed.err.find("1 recorded, 2 already recorded"), std::string::npos) << resumed.err;
+    EXPECT_TRUE(std::filesystem::exists(train1));
+
+    // Other settings into the same directory: refused, naming the file; nothing changes.
+    const auto other = run(record_args("32"));
+    EXPECT_NE(other.status, 0);
+    EXPECT_NE(other.err.find(train0), std::string::npos) << other.err;
+    EXPECT_NE(other.err.find("other settings"), std::string::npos) << other.err;
+    EXPECT_EQ(std::filesystem::last_write_time(train0), before);
+}
+
+TEST_F(ZoomRecordCli, RefusesTheEvaluationTextsAndBadOptions) {
+    for (const std::string text :
+         {"/usr/share/common-licenses/GPL-3", "/usr/share/vim/vim90/doc/usr_01.txt",
+          "/usr/share/doc/bash/RBASH"}) {
+        const auto r = run({"zoom-record", "--model", model_, "--out", dir_ + "/rec", "--documents",
+                            docs_[0], text});
+        EXPECT_NE(r.status, 0);
+        EXPECT_NE(r.err.find("evaluation"), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_FALSE(std::filesystem::exists(dir_ + "/rec"));
+    }
+    const auto dup = run({"zoom-record", "--model", model_, "--out", dir_ + "/rec", "--documents",
+                          docs_[0], dir_ + "/./doc0.txt"});
+    EXPECT_NE(dup.status, 0);
+    EXPECT_NE(dup.err.find("both"), std::string::npos) << dup.err;
+    const auto no_out = run({"zoom-record", "--model", model_, "--documents", docs_[0]});
+    EXPECT_EQ(no_out.status, 2) << no_out.err;
+    const auto missing = run({"zoom-record", "--model", model_, "--out", dir_ + "/rec",
+                              "--held-out", "0", "--documents", dir_ + "/none.txt"});
+    EXPECT_NE(missing.status, 0);
+    EXPECT_NE(missing.err.find("none.txt"), std::string::npos) << missing.err;
+}
