@@ -53,6 +53,8 @@ nlohmann::json answer_stats_json(const Answer& ans) {
     }
     // SEKV or a baseline: the memory of the layers it serves only, per tier, and per layer.
     j["policy"] = s.policy.empty() ? "sekv" : s.policy;
+    if (!s.router.empty())
+        j["router"] = s.router;
     j["memory"] = {{"fast_tier_bytes", s.sekv.fast_tier_bytes},
                    {"host_tier_bytes", s.sekv.host_tier_bytes},
                    {"full_kv_bytes", s.sekv.full_kv_bytes}};

@@ -107,7 +107,8 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
 std::string units_used_text(const ProjectAnswer& answer);
 
 /// The statistics of an answer (the fields of `ask --json`'s "stats"): token counts, ms,
-/// tokens/s, bytes; "policy"; with SEKV layers also "memory" {fast_tier_bytes,
+/// tokens/s, bytes; "policy"; under sekv "router" ("trained" or "training-free"); with SEKV
+/// layers also "memory" {fast_tier_bytes,
 /// host_tier_bytes, full_kv_bytes} summed over them, "fast_tier_fraction", "budget" and
 /// "within_budget" (the fraction measured after the answer against the budget), "expansions" (spans
 /// expanded per generated token, mean over layers and heads), "spans" and "memory_per_layer".

@@ -1,6 +1,7 @@
 #include "sekv_unit.h"
 
 #include "fp16.h"
+#include "zoom_params.h"
 
 #include <cmath>
 #include <cstdio>
@@ -21,6 +22,13 @@ std::string sekv_options_key(const SekvOptions& o, const std::vector<int>& layer
             key += '.';
         key += std::to_string(layers[i]);
     }
+    // The trained rank gates keep other ranks than the energy gate: spans they built are kept
+    // under their own key (the training-free key is unchanged, so stored states stay valid).
+    if (o.zoom)
+        key += "-g" + o.zoom->rank_gate_digest();
+    else if (o.rank.predictor)
+        throw std::invalid_argument("SEKV: spans built by a rank gate that is not from a zoom "
+                                    "parameter file cannot be keyed for the project store");
     return key;
 }
 
@@ -98,11 +106,13 @@ SekvUnitState build_sekv_unit(const DocumentUnit& unit, const UnitStates& states
                                         std::to_string(n) + " tokens");
         SekvLayerState ls;
         ls.layer = il;
+        // This layer's rank gate: the trained one when options.zoom holds it.
+        const auto rank = sekv_layer_options(options, il, shape).rank;
         for (const auto& t : seg.spans)
             ls.spans.push_back(build_span(k.data() + t.begin * row, v.data() + t.begin * row,
                                           st.token_surprisal.data() + t.begin, t.size(),
                                           shape.n_kv_head, shape.head_dim,
-                                          static_cast<int32_t>(t.begin), options.rank));
+                                          static_cast<int32_t>(t.begin), rank));
         st.layers.push_back(std::move(ls));
     }
     return st;

@@ -2,12 +2,38 @@
 
 #include "mixed_attention.h"
 #include "router.h"
+#include "zoom_params.h"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 namespace spanscope {
+
+SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const AttentionShape& shape) {
+    SekvOptions o = options;
+    if (options.summaries_only)
+        o.zoom.reset(); // chunk_summary never routes and keeps no factors: nothing to take
+    if (!o.zoom)
+        return o;
+    const auto* l = options.zoom->find(layer);
+    const std::string file = options.zoom->model_name.empty()
+                                 ? std::string("the zoom parameters")
+                                 : "the zoom parameters for " + options.zoom->model_name;
+    if (!l)
+        throw std::invalid_argument("SEKV layer " + std::to_string(layer) + ": " + file +
+                                    " have no entry for it (trained for other layers; choose "
+                                    "the training-free router or the layers they cover)");
+    if (l->n_head != shape.n_head || l->head_dim != shape.head_dim)
+        throw std::invalid_argument("SEKV layer " + std::to_string(layer) + ": " + file +
+                                    " were trained for " + std::to_string(l->n_head) +
+                                    " query heads of " + std::to_string(l->head_dim) +
+                                    " dimensions, the layer has " + std::to_string(shape.n_head) +
+                                    " of " + std::to_string(shape.head_dim));
+    o.router.trained = trained_router(*l);
+    o.rank.predictor = trained_rank_gate(*l);
+    return o;
+}
 
 SekvMemory::SekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
                        const SekvOptions& options)

@@ -17,8 +17,10 @@
 
 namespace spanscope {
 
-/// A trained router for one layer (a later issue supplies it from a parameter file): per query
-/// head a projection W [d_out][head_dim] and a threshold τ.
+struct ZoomParams;
+
+/// A trained router for one layer (zoom_params.h trained_router makes it from a parameter
+/// file): per query head a projection W [d_out][head_dim] and a threshold τ.
 struct TrainedRouterLayer {
     int d_out = 0;
     std::vector<float> w;    ///< [n_head][d_out][head_dim]
@@ -56,7 +58,18 @@ struct SekvOptions {
     /// same spans, each held by its summary row only, never expanded; no host tier (the
     /// factors are not kept).
     bool summaries_only = false;
+    /// The trained zoom-in (issue 8, zoom_params.h): every SEKV layer takes its router
+    /// (router.trained: W and τ, no calibration) and rank gate (rank.predictor) from it
+    /// (sekv_layer_options). nullptr: training-free (W = I, τ calibrated, the energy gate).
+    std::shared_ptr<const ZoomParams> zoom;
 };
+
+/// The options SEKV layer `layer` of shape `shape` runs with: `options`, and with options.zoom
+/// the layer's trained router and rank gate in router.trained and rank.predictor (not with
+/// summaries_only: chunk_summary neither routes nor keeps factors, zoom is dropped). Throws
+/// std::invalid_argument naming the layer when the parameters have no entry for it, or one
+/// trained for another shape (n_head, head_dim).
+SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const AttentionShape& shape);
 
 class SekvMemory final : public LayerMemory {
 public:

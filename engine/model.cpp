@@ -134,7 +134,8 @@ ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch
                                         " rotates part of each head (or none); SEKV's summary "
                                         "keys assume full-head RoPE");
         else
-            slot = std::make_unique<SekvMemory>(l.attn, n_ctx, l.rope_base, so);
+            slot = std::make_unique<SekvMemory>(l.attn, n_ctx, l.rope_base,
+                                                sekv_layer_options(so, il, l.attn));
     }
     return ModelMemory(std::move(layers), std::move(recurrent));
 }

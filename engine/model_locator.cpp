@@ -7,7 +7,6 @@
 namespace spanscope {
 namespace fs = std::filesystem;
 
-namespace {
 std::vector<std::string> xdg_data_dirs() {
     std::vector<std::string> dirs;
     if (const char* h = std::getenv("XDG_DATA_HOME"); h && *h) {
@@ -24,7 +23,6 @@ std::vector<std::string> xdg_data_dirs() {
             dirs.push_back(item);
     return dirs;
 }
-} // namespace
 
 ModelLocation locate_model(const std::string& explicit_path) {
     ModelLocation loc;

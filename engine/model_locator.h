@@ -16,6 +16,10 @@ struct ModelLocation {
     std::vector<std::string> searched; ///< every place looked at, in order
 };
 
+/// The XDG data directories, in the order data is looked for: $XDG_DATA_HOME (or
+/// ~/.local/share), then each of $XDG_DATA_DIRS (or /usr/local/share, /usr/share).
+std::vector<std::string> xdg_data_dirs();
+
 /// Resolve the model path. An explicit path (from --model, or $SPANSCOPE_MODEL when set) is
 /// returned as is, even if it does not exist (opening it then gives the error). Never throws.
 ModelLocation locate_model(const std::string& explicit_path);

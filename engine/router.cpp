@@ -18,7 +18,9 @@ double span_relevance(const float* q, const float* summary_k, int64_t d, int64_t
         for (int64_t j = 0; j < d; ++j)
             score += static_cast<double>(q[j]) * summary_k[j];
     } else {
+        // Trained form (DESIGN.md §3.4.5): ⟨W q, W k̄ / ‖W k̄‖₂⟩; a zero W k̄ scores 0.
         dim = d_out;
+        double norm2 = 0;
         for (int64_t r = 0; r < d_out; ++r) {
             double qh = 0, kh = 0;
             for (int64_t j = 0; j < d; ++j) {
@@ -26,7 +28,9 @@ double span_relevance(const float* q, const float* summary_k, int64_t d, int64_t
                 kh += static_cast<double>(w[r * d + j]) * summary_k[j];
             }
             score += qh * kh;
+            norm2 += kh * kh;
         }
+        score = norm2 > 0 ? score / std::sqrt(norm2) : 0.0;
     }
     const double x =
         score / std::sqrt(static_cast<double>(dim)) + std::log(static_cast<double>(size));

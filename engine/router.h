@@ -1,9 +1,9 @@
 // The SEKV router (DESIGN.md §3.4): which spans a query zooms into. Training-free form:
-// relevance(S) = σ(q̂·k̂_S / √d′ + log|S|), with q̂ = W q and k̂_S = W k_S (the span's summary
-// key), W the identity; a span expands when its relevance exceeds τ, calibrated per
-// (layer, head) so that a target fraction of spans expands; an optional row budget keeps the
-// most relevant expanded spans whose rows fit. A trained router (a later issue) supplies W
-// (d′×d per layer and head) and τ through the same calls.
+// relevance(S) = σ(q·k̄_S / √d + log|S|), k̄_S the span's summary key (W the identity); a span
+// expands when its relevance exceeds τ, calibrated per (layer, head) so that a target fraction
+// of spans expands; an optional row budget keeps the most relevant expanded spans whose rows
+// fit. The trained router (issue 8, zoom_params.h) supplies W (d′×d per layer and head) and τ
+// through the same calls: relevance(S) = σ(⟨W q, W k̄_S / ‖W k̄_S‖⟩ / √d′ + log|S|) (§3.4.5).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,9 @@
 namespace spanscope {
 
 /// Relevance of a span for a query, in (0, 1). q, summary_k: [d]; w: [d_out][d] row-major, or
-/// nullptr for the identity (d_out = d). size: the span's tokens |S| (>= 1). Throws
+/// nullptr for the training-free form (the identity, no normalisation: σ(q·k̄/√d + log|S|)).
+/// With w, W k̄ is normalised to unit length (a zero W k̄ gives the score 0, relevance
+/// σ(log|S|)). size: the span's tokens |S| (>= 1). Throws
 /// std::invalid_argument for d < 1, size < 1, or w given with d_out < 1.
 double span_relevance(const float* q, const float* summary_k, int64_t d, int64_t size,
                       const float* w = nullptr, int64_t d_out = 0);

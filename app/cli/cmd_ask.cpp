@@ -93,6 +93,7 @@ int run_ask(const AskOptions& o) {
     SessionOptions so;
     so.threads = o.threads;
     apply_policy(o.policy, so);
+    apply_router(o.policy, *model, so.global_policy == "sekv", so);
     Session session(*model, so);
     const bool sekv = !session.memory().sealing_layers().empty();
     SamplingParams sp;

@@ -77,6 +77,7 @@ int ask_project(const AskOptions& o) {
                                  " has no documents; add some with spanscope-cli ingest");
     SessionOptions answer_options = so;
     apply_policy(o.policy, answer_options);
+    apply_router(o.policy, *model, answer_options.global_policy == "sekv", answer_options);
     const ProjectAnswer a =
         ask_project(*project, *model, cache, scratch, answer_options, q, hooks, &g_interrupted);
     end_progress_line();
@@ -89,7 +90,8 @@ int ask_project(const AskOptions& o) {
         std::cerr << "(chat " << a.chat_id << "; " << units_used_text(a) << "; "
                   << ans.stats.tokens_reused << " tokens restored, " << ans.stats.tokens_computed
                   << " computed; first token after " << static_cast<int64_t>(ans.stats.ttft_ms)
-                  << " ms)\n";
+                  << " ms" << (ans.stats.router.empty() ? "" : "; router " + ans.stats.router)
+                  << ")\n";
         return 0;
     }
     nlohmann::json j;

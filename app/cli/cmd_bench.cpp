@@ -50,11 +50,14 @@ int run_bench(const BenchOptions& o) {
                                      std::to_string(o.decode_tokens) +
                                      " decoded tokens exceeds the context window of " +
                                      std::to_string(model->info().n_ctx_train) + " tokens");
+    SessionOptions routed; // the sekv router, chosen once for every length
+    const auto router = apply_router(o.policy, *model, o.policy.policy == "sekv", routed);
     for (int len : o.lengths) {
         SessionOptions so;
         so.threads = threads;
         so.n_ctx = std::min<int64_t>(model->info().n_ctx_train, len + o.decode_tokens);
         apply_policy(o.policy, so);
+        so.sekv.zoom = routed.sekv.zoom;
         Session session(*model, so);
         const bool sekv = !session.memory().sealing_layers().empty(); // or another compressor
         const bool segments = session.memory().needs_segmentation();
@@ -75,6 +78,8 @@ int run_bench(const BenchOptions& o) {
         nlohmann::json r;
         r["prompt_tokens"] = len;
         r["policy"] = o.policy.policy;
+        if (!router.mode.empty())
+            r["router"] = router.mode;
         if (sekv) {
             // The same prefill decoded with every row at full resolution first (before sealing,
             // SEKV layers attend exactly as full ones), for the comparison.

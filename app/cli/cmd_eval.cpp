@@ -2,8 +2,8 @@
 // generated prompt (evaluation/eval_tasks.h) is prefilled once and answered by every policy and
 // budget asked for, from that one prefill (eval_run.h). Each (sample, policy) gives one JSON
 // line — prompt length, answer, expected, score, memory per tier, whether the budget was kept,
-// fidelity to `full`, seconds — appended to --out (a run resumes: samples whose lines are all
-// there are not computed again), and a summary per configuration ends the run.
+// fidelity to `full`, seconds, the sekv router — appended to --out (a run resumes: samples whose
+// lines are all there are not computed again), and a summary per configuration ends the run.
 // `spanscope-report` turns the lines into tables and plots (docs/results/).
 #include "commands.h"
 
@@ -29,13 +29,30 @@ namespace spanscope::cli {
 
 namespace {
 
+// The router that answered a sekv line: "" for training-free (the lines measured before the
+// trained router existed have no "router" and were training-free), "trained:<digest>" for the
+// trained one (zoom_params.h ZoomParams::digest), so that a file resumes with the same router
+// only.
+std::string router_key(const nlohmann::json& j) {
+    return j.value("router", "") == kRouterTrained ? "trained:" + j.value("zoom_digest", "") : "";
+}
+
 std::string result_key(const nlohmann::json& j) {
     return j.value("task", "") + "|" + j.value("haystack", "") + "|" +
            std::to_string(j.value("target_length", int64_t{0})) + "|" +
            std::to_string(j.value("depth", 0.0)) + "|" + std::to_string(j.value("index", 0)) + "|" +
            std::to_string(j.value("seed", uint64_t{0})) + "|" + j.value("policy", "") + "|" +
            std::to_string(j.value("budget", 1.0)) + "|" + j.value("settings", "") + "|" +
-           j.value("question", "") + "|" + j.value("answer_prefix", "");
+           j.value("question", "") + "|" + j.value("answer_prefix", "") + "|" + router_key(j);
+}
+
+// The router fields of a sekv line (none for the other policies).
+void put_router(nlohmann::json& j, const EvalConfig& c, const RouterChoice& router) {
+    if (c.policy != "sekv")
+        return;
+    j["router"] = router.mode;
+    if (router.params)
+        j["zoom_digest"] = router.params->digest();
 }
 
 // What else decides a result: the model file, the answer length and SEKV's settings. A line
@@ -124,11 +141,18 @@ int run_eval(const EvalOptions& o) {
     co.instruction_tuned = info.instruction_tuned;
     co.max_unit_tokens = INT64_MAX / 4; // one unit: the whole context in one sealed stretch
 
+    // The sekv router, chosen before anything is written (trained without a file is refused).
+    const bool routes = std::any_of(configs.begin(), configs.end(),
+                                    [](const EvalConfig& c) { return c.policy == "sekv"; });
+    SessionOptions routed;
+    const auto router = apply_router(o.policy, *model, routes, routed);
+
     // Resume: results already in --out are read back and not computed again.
     ResultLog log(o.out, o.command_line, o.threads, result_key);
     SessionOptions base;
     base.threads = o.threads;
     apply_policy(o.policy, base); // SEKV's knobs (expand rate, α, layers) apply to sekv runs
+    base.sekv.zoom = router.params;
 
     std::map<std::string, Tally> tally;
     nlohmann::json results = nlohmann::json::array();
@@ -167,12 +191,15 @@ int run_eval(const EvalOptions& o) {
                 auto probe = head;
                 probe["policy"] = c.policy;
                 probe["budget"] = c.budget;
+                put_router(probe, c, router);
                 const auto* found = log.find(probe);
                 if (!found) {
                     all_done = false;
                     break;
                 }
                 lines.push_back(*found);
+                if (c.policy == "sekv" && !found->contains("router"))
+                    lines.back()["router"] = kRouterTrainingFree; // measured before the field
             }
             if (!all_done) {
                 lines.clear();
@@ -221,6 +248,7 @@ int run_eval(const EvalOptions& o) {
                     }
                     nlohmann::json j = head;
                     j.update(answer_line(s, c, ans, secs));
+                    put_router(j, c, router);
                     if (c.policy != "full") {
                         steps = fidelity_steps(*session, before, shared.n_past, question,
                                                ans.tokens, std::move(steps), ref_tokens);
@@ -261,6 +289,7 @@ int run_eval(const EvalOptions& o) {
                           {"samples", t.scores.size()},
                           {"mean_fast_tier_fraction", mean(t.fraction)},
                           {"samples_over_budget", t.over_budget}};
+        put_router(sj, c, router);
         if (!t.top1.empty())
             sj["fidelity"] = {{"greedy_agreement", mean(t.greedy)},
                               {"top1_agreement", mean(t.top1)},

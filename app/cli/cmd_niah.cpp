@@ -127,6 +127,8 @@ nlohmann::json run_policy(Session& session, const std::vector<int32_t>& question
 
 int run_niah(const NiahOptions& o) {
     auto model = open_model(o.model);
+    SessionOptions routed; // the sekv router, chosen once
+    const auto router = apply_router(o.policy, *model, /*routes=*/true, routed);
     const auto& info = model->info();
     const auto& tok = model->tokenizer();
     const auto paras = corpus_paragraphs();
@@ -165,6 +167,7 @@ int run_niah(const NiahOptions& o) {
             SessionOptions sekv_options = so;
             apply_policy(o.policy, sekv_options);
             sekv_options.global_policy = "sekv";
+            sekv_options.sekv.zoom = router.params;
             // One prefill (with surprisal) serves both: before sealing, SEKV layers hold every
             // row and attend exactly as full ones.
             Session sekv(*model, sekv_options), full(*model, so);
@@ -191,6 +194,7 @@ int run_niah(const NiahOptions& o) {
                 offset += u.n_tokens();
             }
             j["sekv"] = run_policy(sekv, question, style, o.max_tokens, s.value);
+            j["sekv"]["router"] = router.mode;
             auto& t = tally[length];
             ++t.n;
             t.full += j["full"]["correct"].get<bool>();
@@ -220,6 +224,7 @@ int run_niah(const NiahOptions& o) {
                            {"accuracy_sekv", static_cast<double>(t.sekv) / t.n},
                            {"mean_fast_tier_fraction", t.fraction / t.n},
                            {"budget", o.policy.budget},
+                           {"router", router.mode},
                            {"samples_over_budget", t.over_budget},
                            {"mean_expansions", t.expansions / t.n},
                            {"decode_tokens_per_s_full", t.full_tps / t.n},

@@ -1,6 +1,9 @@
 #include "policy_options.h"
 
 #include "model.h"
+#include "model_fingerprint.h"
+
+#include <iostream>
 
 namespace spanscope::cli {
 
@@ -38,6 +41,16 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
            "--sekv-layers", o.layers,
            "sekv and the baselines: the layers they serve (default: every global-attention layer)")
         ->delimiter(',');
+    cmd.add_option("--router", o.router,
+                   "sekv: the router, trained (W, thresholds and rank gates learned for the "
+                   "model, from a parameter file) or training-free (thresholds calibrated to "
+                   "--expand-rate); default: trained when a parameter file for the model is "
+                   "installed, else training-free")
+        ->check(CLI::IsMember({std::string(kRouterTrained), std::string(kRouterTrainingFree)}));
+    cmd.add_option("--zoom-params", o.zoom_params,
+                   "sekv: the trained router's parameter file (default: <model name>.zoom.gguf "
+                   "in the installed data, see README); it must be trained for the model")
+        ->check(CLI::ExistingFile);
 }
 
 void apply_policy(const PolicyOptions& o, SessionOptions& so) {
@@ -49,6 +62,22 @@ void apply_policy(const PolicyOptions& o, SessionOptions& so) {
     so.sekv.segmentation.max_span = o.max_span;
     so.sekv.layers = o.layers;
     so.eviction.budget = o.budget;
+}
+
+RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool routes,
+                          SessionOptions& so) {
+    so.sekv.zoom.reset();
+    if (!routes) {
+        if (!o.router.empty() || !o.zoom_params.empty())
+            throw std::invalid_argument("--router and --zoom-params apply to the sekv policy");
+        return {};
+    }
+    auto c = choose_router(o.router, o.zoom_params, model.path(),
+                           fingerprint_hex(model_fingerprint(model)));
+    for (const auto& n : c.notes)
+        std::cerr << "note: " << n << "\n";
+    so.sekv.zoom = c.params;
+    return c;
 }
 
 } // namespace spanscope::cli

@@ -1,13 +1,19 @@
-// The cache-policy options shared by the commands that answer (ask, bench, niah): the policy of
-// the global-attention layers and SEKV's settings (DESIGN.md §3.3, §3.4).
+// The cache-policy options shared by the commands that answer (ask, bench, niah, eval): the
+// policy of the global-attention layers and SEKV's settings (DESIGN.md §3.3, §3.4), its router
+// included (trained or training-free, zoom_locator.h).
 #pragma once
 
 #include "session.h"
+#include "zoom_locator.h"
 
 #include <CLI/CLI.hpp>
 
 #include <string>
 #include <vector>
+
+namespace spanscope {
+class Model;
+}
 
 namespace spanscope::cli {
 
@@ -19,12 +25,24 @@ struct PolicyOptions {
     double alpha = 1.0;          ///< sekv: anchor threshold μ + α·σ
     int64_t max_span = 32;       ///< sekv: longest span (tokens)
     std::vector<int> layers;     ///< sekv: layers it serves (default: the global layers)
+    /// sekv: "trained", "training-free", or "" (trained when a parameter file for the model is
+    /// found, else training-free).
+    std::string router;
+    std::string zoom_params; ///< sekv: the trained router's parameter file ("": searched)
 };
 
-/// --policy, --budget, --expand-rate, --expand-rows, --alpha, --sekv-layers.
+/// --policy, --budget, --expand-rate, --expand-rows, --alpha, --max-span, --sekv-layers,
+/// --router, --zoom-params.
 void add_policy_options(CLI::App& cmd, PolicyOptions& o);
 
-/// The session options for these choices.
+/// The session options for these choices (the router aside: apply_router).
 void apply_policy(const PolicyOptions& o, SessionOptions& so);
+
+/// The router of the sekv policy for `model` (zoom_locator.h choose_router): so.sekv.zoom gets
+/// the trained parameters, or none. Returns the choice; its mode is "" when `routes` is false
+/// (no sekv run: then --router and --zoom-params are refused with std::invalid_argument). Files
+/// passed over are reported on stderr as notes. Throws as choose_router.
+RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool routes,
+                          SessionOptions& so);
 
 } // namespace spanscope::cli

@@ -26,6 +26,7 @@ AnswerStats answer_stats_from_json(const nlohmann::json& stats) {
     s.tokens_computed = static_cast<qint64>(number(stats, "tokens_computed"));
     s.generated_tokens = static_cast<qint64>(number(stats, "generated_tokens"));
     s.policy = text(stats, "policy");
+    s.router = text(stats, "router");
     s.fast_tier_fraction = number(stats, "fast_tier_fraction");
     s.expansions = number(stats, "expansions");
     s.spans = static_cast<qint64>(number(stats, "spans"));

@@ -1,5 +1,7 @@
 #include "app_settings.h"
 
+#include "zoom_locator.h"
+
 #include <QSettings>
 #include <QStandardPaths>
 
@@ -21,6 +23,10 @@ AppSettings AppSettings::load() {
     a.memory.budget = qBound(0.01, s.value("memory/sekv_budget", a.memory.budget).toDouble(), 1.0);
     a.memory.expand_rate =
         qBound(0.0, s.value("memory/sekv_expand_rate", a.memory.expand_rate).toDouble(), 1.0);
+    const QString router = s.value("memory/sekv_router").toString();
+    if (router == QLatin1String(kRouterTrained) || router == QLatin1String(kRouterTrainingFree))
+        a.memory.router = router;
+    a.memory.zoom_params = s.value("memory/sekv_zoom_params").toString();
     const QString selector = s.value("reuse/selector", a.reuse.selector).toString();
     if (selector == QLatin1String("none") || selector == QLatin1String("epic") ||
         selector == QLatin1String("full"))
@@ -51,6 +57,8 @@ void AppSettings::save() const {
     s.setValue("memory/policy", memory.policy);
     s.setValue("memory/sekv_budget", memory.budget);
     s.setValue("memory/sekv_expand_rate", memory.expand_rate);
+    s.setValue("memory/sekv_router", memory.router);
+    s.setValue("memory/sekv_zoom_params", memory.zoom_params);
     s.setValue("reuse/selector", reuse.selector);
     s.setValue("reuse/recompute", reuse.recompute);
     s.setValue("reuse/state_init", reuse.state_init);

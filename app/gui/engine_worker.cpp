@@ -5,6 +5,7 @@
 #include "document_loader.h"
 #include "error_text.h"
 #include "model.h"
+#include "model_fingerprint.h"
 #include "model_locator.h"
 #include "project.h"
 #include "project_answer.h"
@@ -12,6 +13,7 @@
 #include "sekv_display.h"
 #include "session.h"
 #include "state_cache.h"
+#include "zoom_locator.h"
 
 #include <QFileInfo>
 
@@ -279,12 +281,21 @@ void EngineWorker::remove_document(qint64 id) {
     }
 }
 
-SessionOptions EngineWorker::session_options(const MemorySettings& m) const {
+SessionOptions EngineWorker::session_options(const MemorySettings& m) {
     SessionOptions so;
     so.threads = threads_;
     so.global_policy = m.sekv() ? "sekv" : "full";
     so.sekv.budget = m.budget;
     so.sekv.router.expand_rate = m.expand_rate;
+    if (m.sekv() && model_) {
+        const bool free = m.router == QLatin1String(kRouterTrainingFree);
+        const auto c = choose_router(m.router.toStdString(),
+                                     free ? std::string() : m.zoom_params.toStdString(),
+                                     model_->path(), fingerprint_hex(model_fingerprint(*model_)));
+        for (const auto& n : c.notes)
+            emit note(q(n));
+        so.sekv.zoom = c.params;
+    }
     return so;
 }
 
@@ -358,9 +369,9 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
     hooks.on_ingest_progress = [&](const IngestProgress& p) {
         emit ingest_progress(ingest_status(p, 0, 1));
     };
-    const SessionOptions so = session_options(m);
     AnswerStats st;
     try {
+        const SessionOptions so = session_options(m);
         const auto a = ask_project(*project_, *model_, *cache_, *scratch_, so, pq, hooks, &stop_);
         st = answer_stats_from_json(a.stats);
         st.chat_id = a.chat_id;

@@ -84,7 +84,10 @@ signals:
 
 private:
     DocumentRow row_for(qint64 id);
-    SessionOptions session_options(const MemorySettings& m) const;
+    /// The session options for `m`; under sekv with the router it names (zoom_locator.h
+    /// choose_router for the model loaded; files passed over are emitted as notes). Throws
+    /// ZoomParamsError or std::invalid_argument when that router cannot be had.
+    SessionOptions session_options(const MemorySettings& m);
     void open_cache();
 
     std::unique_ptr<Model> model_;

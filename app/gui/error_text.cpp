@@ -4,6 +4,7 @@
 #include "session.h"
 #include "sqlite_db.h"
 #include "text_input.h"
+#include "zoom_params.h"
 
 #include <sqlite3.h>
 
@@ -38,6 +39,9 @@ QString describe_error(const QString& what, const std::exception& e) {
         cause = QStringLiteral("It does not fit the model's context window.");
     } else if (dynamic_cast<const StateError*>(&e)) {
         cause = QStringLiteral("A stored state is damaged; it will be recomputed.");
+    } else if (dynamic_cast<const ZoomParamsError*>(&e)) {
+        cause = QStringLiteral("Choose another SEKV parameter file, or the automatic or "
+                               "training-free router, in Settings.");
     }
     QString out = what + ": " + msg;
     if (!out.endsWith('.'))

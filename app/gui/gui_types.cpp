@@ -39,11 +39,13 @@ QString stats_text(const AnswerStats& s) {
             .arg(l.toString(s.decode_tokens_per_s, 'f', 1))
             .arg(l.toString(s.tokens_reused))
             .arg(l.toString(s.tokens_computed));
-    if (s.policy == QLatin1String("sekv"))
+    if (s.policy == QLatin1String("sekv")) {
         text += QStringLiteral(" · sekv: fast tier %1 % of full, %2 spans expanded per token")
                     .arg(l.toString(100 * s.fast_tier_fraction, 'f', 0))
                     .arg(l.toString(s.expansions, 'f', 1));
-    else if (s.policy == QLatin1String("full"))
+        if (!s.router.isEmpty())
+            text += QStringLiteral(", %1 router").arg(s.router);
+    } else if (s.policy == QLatin1String("full"))
         text += QStringLiteral(" · full memory");
     if (!s.selector.isEmpty() && s.selector != QLatin1String("none")) {
         const auto share = [&](const AnswerStats::LayerRows& k) {
@@ -72,7 +74,12 @@ QString count_text(qint64 n, const QString& one, const QString& many) {
 }
 
 QString MemorySettings::spans_key() const {
-    return sekv() ? QStringLiteral("sekv:%1").arg(budget, 0, 'g', 6) : QString();
+    if (!sekv())
+        return {};
+    QString key = QStringLiteral("sekv:%1").arg(budget, 0, 'g', 6);
+    if (!router.isEmpty() || !zoom_params.isEmpty())
+        key += QStringLiteral(":%1:%2").arg(router, zoom_params);
+    return key;
 }
 
 void register_gui_types() {

@@ -73,7 +73,8 @@ struct AnswerStats {
     QStringList notes;
     qint64 message_id = 0; ///< the answer's message in the project (0: not saved)
     QString policy;        ///< memory policy of the global layers: "full" or "sekv" ("": unknown)
-    // sekv only: the SEKV layers' memory and zoom.
+    // sekv only: the router that answered, the SEKV layers' memory and zoom.
+    QString router;                ///< "trained" or "training-free" ("": unknown, or not sekv)
     double fast_tier_fraction = 0; ///< fast-tier bytes / what full would hold for the layers
     double expansions = 0;         ///< spans expanded per generated token, per layer and head
     qint64 spans = 0;              ///< spans in the answer's context
@@ -99,7 +100,8 @@ struct AnswerStats {
     QString state_init; ///< hybrid models: the recurrent layers' initialiser; empty: none
 };
 /// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:
-/// fast tier 31 % of full, 4.2 spans expanded per token" or " · full memory", then with a
+/// fast tier 31 % of full, 4.2 spans expanded per token, trained router" (the router when
+/// known) or " · full memory", then with a
 /// selector " · epic recomputed 212 tokens (global layers 3 % of rows, sliding 4 %)", and when
 /// sections were left out " · 2 of 8 sections used (bm25)", and for a hybrid model
 /// " · recurrent state: single-block".
@@ -118,9 +120,14 @@ struct MemorySettings {
     QString policy = QStringLiteral("full"); ///< "full" or "sekv" (global-attention layers)
     double budget = 0.35;     ///< sekv: fast-tier bytes as a fraction of what full holds
     double expand_rate = 0.2; ///< sekv: target fraction of spans a query zooms into
+    /// sekv: the router, "trained" (learned for the model, from a parameter file),
+    /// "training-free" (τ calibrated to expand_rate), or "" (trained when a parameter file for
+    /// the model is installed, else training-free; engine/zoom_locator.h).
+    QString router;
+    QString zoom_params; ///< sekv, not training-free: the parameter file ("": the installed one)
     bool sekv() const { return policy == QLatin1String("sekv"); }
     /// What the documents' SEKV states depend on ("" for full): spans shown under one key are
-    /// those answers under the same key use.
+    /// those answers under the same key use (the router's rank gates shape them too).
     QString spans_key() const;
     bool operator==(const MemorySettings&) const = default;
 };

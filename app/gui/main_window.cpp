@@ -552,12 +552,18 @@ void MainWindow::update_memory_label() {
 void MainWindow::update_policy_label() {
     const auto& m = settings_.memory;
     const QLocale l;
-    policy_label_->setText(m.sekv() ? tr("policy sekv") : tr("policy full"));
+    // The router as chosen; an answer's statistics name the one used (automatic: trained when
+    // the model has a parameter file).
+    policy_label_->setText(!m.sekv()            ? tr("policy full")
+                           : m.router.isEmpty() ? tr("policy sekv")
+                                                : tr("policy sekv, %1 router").arg(m.router));
     policy_label_->setToolTip(
         m.sekv()
             ? tr("Memory policy of the global-attention layers (Settings): sekv, the fast "
-                 "tier at most %1 % of full, queries zooming into %2 % of the spans")
-                  .arg(l.toString(100 * m.budget, 'f', 0), l.toString(100 * m.expand_rate, 'f', 0))
+                 "tier at most %1 % of full, queries zooming into %2 % of the spans (router: "
+                 "%3)")
+                  .arg(l.toString(100 * m.budget, 'f', 0), l.toString(100 * m.expand_rate, 'f', 0),
+                       m.router.isEmpty() ? tr("automatic") : m.router)
             : tr("Memory policy of the global-attention layers (Settings): full"));
 }
 

@@ -1,6 +1,7 @@
 #include "settings_dialog.h"
 
 #include "model_locator.h"
+#include "zoom_locator.h"
 
 #include <QComboBox>
 #include <QDialogButtonBox>
@@ -104,6 +105,36 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
                                 "threshold is calibrated to it on the question)"));
     form->addRow(tr("SEKV expand rate"), expand_rate_);
 
+    router_ = new QComboBox;
+    router_->setObjectName(QStringLiteral("sekvRouter"));
+    router_->addItem(tr("automatic — trained when a parameter file for the model is installed"),
+                     QString());
+    router_->addItem(tr("trained — learned for the model (a parameter file)"),
+                     QString::fromLatin1(kRouterTrained));
+    router_->addItem(tr("training-free — thresholds calibrated to the expand rate"),
+                     QString::fromLatin1(kRouterTrainingFree));
+    router_->setCurrentIndex(qMax(0, router_->findData(current.memory.router)));
+    router_->setToolTip(tr("sekv: how a query picks the spans it zooms into. The trained router "
+                           "uses projections, thresholds and rank gates learned for the model "
+                           "(the model's .zoom.gguf file); asking for it without one is an "
+                           "error. The answer's statistics name the router used."));
+    form->addRow(tr("SEKV router"), router_);
+
+    zoom_params_ = new QLineEdit(current.memory.zoom_params);
+    zoom_params_->setObjectName(QStringLiteral("zoomParams"));
+    zoom_params_->setPlaceholderText(tr("(the installed one for the model)"));
+    zoom_browse_ = new QPushButton(tr("Browse…"));
+    connect(zoom_browse_, &QPushButton::clicked, this, [this] {
+        const QString f = QFileDialog::getOpenFileName(this, tr("Zoom parameter file"), QString(),
+                                                       tr("Zoom parameters (*.zoom.gguf *.gguf)"));
+        if (!f.isEmpty())
+            zoom_params_->setText(f);
+    });
+    auto* zoom_row = new QHBoxLayout;
+    zoom_row->addWidget(zoom_params_, 1);
+    zoom_row->addWidget(zoom_browse_);
+    form->addRow(tr("SEKV parameter file (empty: default)"), zoom_row);
+
     selector_ = new QComboBox;
     selector_->setObjectName(QStringLiteral("reuseSelector"));
     selector_->addItem(tr("none — stored keys and values, moved to their new positions"),
@@ -144,8 +175,13 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
 
     const auto enable = [this] {
         const bool sekv = policy_->currentData().toString() == QLatin1String("sekv");
+        const QString router = router_->currentData().toString();
         budget_->setEnabled(sekv);
-        expand_rate_->setEnabled(sekv);
+        // The trained router's thresholds are learned; the expand rate calibrates the others'.
+        expand_rate_->setEnabled(sekv && router != QLatin1String(kRouterTrained));
+        router_->setEnabled(sekv);
+        zoom_params_->setEnabled(sekv && router != QLatin1String(kRouterTrainingFree));
+        zoom_browse_->setEnabled(zoom_params_->isEnabled());
         // SEKV joins documents without recompute (its spans are moved, not recomputed).
         if (sekv)
             selector_->setCurrentIndex(selector_->findData(QStringLiteral("none")));
@@ -155,6 +191,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     };
     connect(selector_, &QComboBox::currentIndexChanged, this, enable);
     connect(policy_, &QComboBox::currentIndexChanged, this, enable);
+    connect(router_, &QComboBox::currentIndexChanged, this, enable);
     enable();
 
     cache_gib_ = new QDoubleSpinBox;
@@ -185,6 +222,11 @@ AppSettings SettingsDialog::result_settings() const {
         s.memory.budget = budget_->value() / 100;
     if (std::abs(expand_rate_->value() - 100 * base_.memory.expand_rate) >= 0.5)
         s.memory.expand_rate = expand_rate_->value() / 100;
+    s.memory.router = router_->currentData().toString();
+    // A parameter file is for the trained router: training-free keeps none.
+    s.memory.zoom_params = s.memory.router == QLatin1String(kRouterTrainingFree)
+                               ? QString()
+                               : zoom_params_->text().trimmed();
     s.reuse.selector = selector_->currentData().toString();
     s.reuse.state_init = state_init_->currentData().toString();
     if (std::abs(recompute_->value() - 100 * base_.reuse.recompute) >= 0.5)

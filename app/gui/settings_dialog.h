@@ -1,5 +1,6 @@
 // The Settings dialog: model file, engine threads, generation parameters, memory policy (full
-// or sekv, with SEKV's fast-tier budget and expand rate), how documents are joined in context
+// or sekv, with SEKV's fast-tier budget, expand rate and router: trained from a parameter file
+// or training-free), how documents are joined in context
 // (LinearKV selector, recompute share, state initialiser of hybrid models), cache size limit.
 #pragma once
 
@@ -10,6 +11,7 @@
 class QComboBox;
 class QDoubleSpinBox;
 class QLineEdit;
+class QPushButton;
 class QSpinBox;
 
 namespace spanscope::gui {
@@ -33,6 +35,9 @@ private:
     QComboBox* policy_ = nullptr;
     QDoubleSpinBox* budget_ = nullptr;
     QDoubleSpinBox* expand_rate_ = nullptr;
+    QComboBox* router_ = nullptr;
+    QLineEdit* zoom_params_ = nullptr;
+    QPushButton* zoom_browse_ = nullptr;
     QComboBox* selector_ = nullptr;
     QDoubleSpinBox* recompute_ = nullptr;
     QComboBox* state_init_ = nullptr;

@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -131,6 +132,58 @@ void GuiErrors::settingsPersist() {
     QCOMPARE(r.generation.temperature, 0.7);
     QCOMPARE(r.cache_limit_bytes, qint64{3} << 30);
     QCOMPARE(r.memory, s.memory);
+    QCOMPARE(r.memory.router, QString()); // automatic unless chosen
+    // The SEKV router and its parameter file persist; an unknown router reads as automatic.
+    {
+        AppSettings t = r;
+        t.memory.router = QStringLiteral("trained");
+        t.memory.zoom_params = QStringLiteral("/z/model.zoom.gguf");
+        t.save();
+        QCOMPARE(AppSettings::load().memory, t.memory);
+        QSettings().setValue("memory/sekv_router", QStringLiteral("oracle"));
+        QCOMPARE(AppSettings::load().memory.router, QString());
+        r.save();
+        QCOMPARE(AppSettings::load().memory, r.memory);
+    }
+    // The dialog's router: trained takes a file and no expand rate; training-free the
+    // reverse, and keeps no file.
+    {
+        AppSettings d = r;
+        d.memory.router = QStringLiteral("trained");
+        d.memory.zoom_params = QStringLiteral("/z/model.zoom.gguf");
+        SettingsDialog dialog(d);
+        auto* router = dialog.findChild<QComboBox*>(QStringLiteral("sekvRouter"));
+        auto* file = dialog.findChild<QLineEdit*>(QStringLiteral("zoomParams"));
+        auto* rate = dialog.findChild<QDoubleSpinBox*>(QStringLiteral("sekvExpandRate"));
+        QVERIFY(router && file && rate);
+        QCOMPARE(router->currentData().toString(), QStringLiteral("trained"));
+        QCOMPARE(file->text(), d.memory.zoom_params);
+        QVERIFY(file->isEnabled());
+        QVERIFY(!rate->isEnabled());
+        QCOMPARE(dialog.result_settings().memory, d.memory);
+        router->setCurrentIndex(router->findData(QStringLiteral("training-free")));
+        QVERIFY(!file->isEnabled());
+        QVERIFY(rate->isEnabled());
+        QCOMPARE(dialog.result_settings().memory.router, QStringLiteral("training-free"));
+        QCOMPARE(dialog.result_settings().memory.zoom_params, QString());
+        router->setCurrentIndex(router->findData(QString()));
+        QVERIFY(file->isEnabled() && rate->isEnabled());
+        QCOMPARE(dialog.result_settings().memory.router, QString());
+        file->setText(QStringLiteral("  /y/other.zoom.gguf "));
+        QCOMPARE(dialog.result_settings().memory.zoom_params, QStringLiteral("/y/other.zoom.gguf"));
+        // Under full none of it applies.
+        dialog.findChild<QComboBox*>(QStringLiteral("memoryPolicy"))->setCurrentIndex(0);
+        QVERIFY(!router->isEnabled() && !file->isEnabled());
+    }
+    // The spans shown depend on the router (its rank gates build them).
+    {
+        MemorySettings a = r.memory, b = r.memory;
+        b.router = QStringLiteral("trained");
+        QVERIFY(a.spans_key() != b.spans_key());
+        b = a;
+        b.zoom_params = QStringLiteral("/z/m.zoom.gguf");
+        QVERIFY(a.spans_key() != b.spans_key());
+    }
     // The dialog: the policy chosen; SEKV's settings only apply to sekv, kept exactly when
     // untouched.
     {

@@ -158,6 +158,18 @@ void GuiModels::answerStatisticsAreReadFromTheStoredJson() {
     QVERIFY(!stats_text(plain).contains(QStringLiteral("recomputed")));
     QVERIFY(!stats_text(plain).contains(QStringLiteral("sections")));
     QCOMPARE(plain.sections_used.size(), 0);
+    // A sekv answer names the router that zoomed (issue 8); one saved before it, none.
+    const AnswerStats routed = answer_stats_from_json(nlohmann::json::parse(
+        R"({"policy": "sekv", "router": "trained", "fast_tier_fraction": 0.31,
+            "expansions": 4.2})"));
+    QCOMPARE(routed.router, QStringLiteral("trained"));
+    QVERIFY2(
+        stats_text(routed).contains(QStringLiteral("spans expanded per token, trained router")),
+        qPrintable(stats_text(routed)));
+    const AnswerStats older = answer_stats_from_json(
+        nlohmann::json::parse(R"({"policy": "sekv", "fast_tier_fraction": 0.31})"));
+    QVERIFY(older.router.isEmpty());
+    QVERIFY(!stats_text(older).contains(QStringLiteral("router")));
 }
 
 void GuiModels::documentRowsAreUpdatedInPlace() {

@@ -15,6 +15,10 @@
 #include "sqlite_db.h"
 #include "state_cache.h"
 #include "zoom_inspector.h"
+#include "zoom_locator.h"
+#include "zoom_params.h"
+
+#include "../unit/zoom_test_util.h"
 
 #include <QDockWidget>
 #include <QLabel>
@@ -54,6 +58,7 @@ private slots:
     void wholeAnswerSumsTheSteps();
     void fullPolicyAnswersWithoutATrace();
     void damagedTraceIsExplained();
+    void trainedRouterIsUsedAndNamed();
     void cleanupTestCase();
 
 private:
@@ -245,6 +250,11 @@ void GuiSekv::clickingATokenShowsItsZoom() {
     const auto a = done[0][0].value<AnswerStats>();
     QVERIFY2(!a.text.isEmpty(), qPrintable(w_->banner_text()));
     QCOMPARE(a.policy, QStringLiteral("sekv"));
+    // Automatic: trained exactly when a parameter file for the model is installed.
+    const bool installed =
+        choose_router("", "", model_->path(), fingerprint_hex(model_fingerprint(*model_))).params !=
+        nullptr;
+    QCOMPARE(a.router, installed ? QStringLiteral("trained") : QStringLiteral("training-free"));
     QVERIFY(a.message_id > 0);
     QVERIFY(a.expansions > 0);
     QVERIFY(a.fast_tier_fraction > 0 && a.fast_tier_fraction < 1);
@@ -441,6 +451,49 @@ void GuiSekv::damagedTraceIsExplained() {
     QTest::mouseClick(conversation->viewport(), Qt::LeftButton, {},
                       conversation->visualRect(answer).center());
     QCOMPARE(w_->selected_token(), -1);
+}
+
+// The trained router chosen in Settings (issue 8): the answer says it zoomed with it, the spans
+// shown are those its rank gate built, and a parameter file for another model is refused with
+// the reason.
+void GuiSekv::trainedRouterIsUsedAndNamed() {
+    const QString file = dir_.filePath(QStringLiteral("gemma.zoom.gguf"));
+    save_zoom_params(test::tiny_zoom_params(*model_, 0.0f, 4), file.toStdString());
+    AppSettings s = w_->settings();
+    s.memory.router = QStringLiteral("trained");
+    s.memory.zoom_params = file;
+    w_->apply_settings(s);
+    QVERIFY(w_->findChild<QLabel*>(QStringLiteral("policyLabel"))->text().contains("trained"));
+    QSignalSpy done(w_.get(), &MainWindow::answer_done);
+    w_->ask(QStringLiteral("Who holds the copyright?"));
+    QVERIFY(done.wait(120000));
+    const auto a = done[0][0].value<AnswerStats>();
+    QVERIFY2(!a.text.isEmpty(), qPrintable(w_->banner_text()));
+    QCOMPARE(a.router, QStringLiteral("trained"));
+    const QString stats = w_->findChild<QLabel*>(QStringLiteral("statsLabel"))->text();
+    QVERIFY2(stats.contains(QStringLiteral("trained router")), qPrintable(stats));
+    // The document's spans, from the trained rank gate: 4 components each.
+    w_->show_document(bsd_);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        w_->document_view()->document_id() == bsd_ && w_->document_view()->has_spans(), 60000);
+    const auto& marks = w_->document_view()->span_marks();
+    QVERIFY(!marks.isEmpty());
+    for (const auto& m : marks)
+        QCOMPARE(m.span.rank, 4);
+
+    // Parameters for another model: the answer is refused and says why.
+    auto foreign = test::tiny_zoom_params(*model_, 0.0f, 4);
+    foreign.model_fingerprint = "0123456789abcdef0123456789abcdef";
+    const QString other = dir_.filePath(QStringLiteral("other.zoom.gguf"));
+    save_zoom_params(foreign, other.toStdString());
+    s.memory.zoom_params = other;
+    w_->apply_settings(s);
+    QSignalSpy failed(w_.get(), &MainWindow::answer_error);
+    w_->ask(QStringLiteral("Who holds the copyright?"));
+    QVERIFY(failed.wait(120000));
+    const QString why = failed[0][0].toString();
+    QVERIFY2(why.contains(QStringLiteral("0123456789abcdef0123456789abcdef")), qPrintable(why));
+    QVERIFY2(why.contains(QStringLiteral("Settings")), qPrintable(why));
 }
 
 QTEST_MAIN(GuiSekv)

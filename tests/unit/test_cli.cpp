@@ -1,8 +1,11 @@
 // spanscope-cli as a user meets it: every bad input is one line on stderr, a non-zero exit and
 // nothing on stdout; good input answers. Uses tiny models written by the test.
 #include "gguf_reader.h"
+#include "model.h"
 #include "test_support.h"
 #include "tiny_model.h"
+#include "zoom_params.h"
+#include "zoom_test_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -202,6 +205,84 @@ TEST_F(Cli, SekvPolicyReportsItsMemory) {
     expect_clean_error(run({"ask", "--model", model_, "--doc", doc_, "--policy", "sekv",
                             "--sekv-layers", "0", "Q?"}),
                        "sliding window");
+}
+
+// The SEKV router (issue 8): training-free unless a parameter file for the model is installed
+// or given, trained then; the mode used is reported; trained asked for without a file, or a
+// file for another model, is one clear line, never a silent fallback.
+TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
+    TinyGemma3Config cfg;
+    cfg.n_ctx = 2048;
+    const std::string big = dir_ + "/big.gguf";
+    write_tiny_gemma3(big, cfg);
+    const auto long_doc = write_file("long.txt", sample_prose(2, 1500));
+    auto ask = [&](const std::vector<std::string>& extra) {
+        std::vector<std::string> a{"ask",      "--json", "--doc",    long_doc, "--model",      big,
+                                   "--policy", "sekv",   "--budget", "0.5",    "--max-tokens", "2"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        a.push_back("What?");
+        return run(a);
+    };
+    auto router_of = [](const CliRun& r) {
+        const auto j = nlohmann::json::parse(r.out, nullptr, false);
+        return j.is_object() ? j["stats"].value("router", std::string("(none)"))
+                             : std::string("(no JSON)");
+    };
+    auto r = ask({});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(router_of(r), "training-free");
+    EXPECT_EQ(r.err, "");
+    const std::string installed = dir_ + "/xdg/spanscope/zoom/big.zoom.gguf";
+    expect_clean_error(ask({"--router", "trained"}), "none was found");
+    expect_clean_error(ask({"--router", "trained"}), installed);
+
+    // Another model's parameters installed under this model's name: passed over, with a note.
+    TinyGemma3Config other_cfg = cfg;
+    other_cfg.seed = 5;
+    write_tiny_gemma3(dir_ + "/other.gguf", other_cfg);
+    const auto other = spanscope::Model::load(dir_ + "/other.gguf");
+    std::filesystem::create_directories(dir_ + "/xdg/spanscope/zoom");
+    const auto theirs = tiny_zoom_params(*other, 0.0f, 32);
+    spanscope::save_zoom_params(theirs, installed);
+    r = ask({});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(router_of(r), "training-free");
+    EXPECT_NE(r.err.find("note: " + installed), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(theirs.model_fingerprint), std::string::npos) << r.err;
+    // ... and given explicitly: refused, naming both fingerprints.
+    spanscope::save_zoom_params(theirs, dir_ + "/other.zoom.gguf");
+    const auto model = spanscope::Model::load(big);
+    const auto mine = tiny_zoom_params(*model, 0.0f, 32);
+    expect_clean_error(ask({"--zoom-params", dir_ + "/other.zoom.gguf"}), theirs.model_fingerprint);
+    expect_clean_error(ask({"--zoom-params", dir_ + "/other.zoom.gguf"}), mine.model_fingerprint);
+
+    // The model's own installed: trained by default and when asked; training-free when asked.
+    spanscope::save_zoom_params(mine, installed);
+    r = ask({});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(router_of(r), "trained");
+    r = ask({"--router", "trained"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(router_of(r), "trained");
+    r = ask({"--router", "training-free"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(router_of(r), "training-free");
+    std::filesystem::remove(installed);
+    r = ask({"--zoom-params", dir_ + "/mine.zoom.gguf"});
+    expect_clean_error(r, "zoom-params"); // not there
+    spanscope::save_zoom_params(mine, dir_ + "/mine.zoom.gguf");
+    r = ask({"--router", "trained", "--zoom-params", dir_ + "/mine.zoom.gguf"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(router_of(r), "trained");
+
+    // Options that do not go together.
+    expect_clean_error(
+        ask({"--router", "training-free", "--zoom-params", dir_ + "/mine.zoom.gguf"}),
+        "trained router");
+    expect_clean_error(ask({"--router", "magic"}), "router");
+    expect_clean_error(
+        run({"ask", "--model", big, "--doc", long_doc, "--router", "trained", "What?"}),
+        "sekv policy");
 }
 
 TEST_F(Cli, MissingDocument) {

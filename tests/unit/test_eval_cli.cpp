@@ -2,8 +2,11 @@
 // of docs/results/ci-eval.json on the real model (full keeps its recorded score; every policy at
 // a budget covering the context answers exactly as full; every compressed answer kept its
 // budget), and the same contract on a tiny model, which runs everywhere.
+#include "model.h"
 #include "test_support.h"
 #include "tiny_model.h"
+#include "zoom_params.h"
+#include "zoom_test_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -155,6 +158,85 @@ TEST(EvalCli, AnswerPrefixIsRecordedAndAStaleQuestionIsMeasuredAgain) {
     const std::string after = test::read_file(dir + "/r.jsonl");
     EXPECT_EQ(std::count(after.begin(), after.end(), '\n'), 2 + 2)
         << "two command lines, the stale result and the new one";
+    std::filesystem::remove_all(dir);
+}
+
+// Each sekv line names the router that answered it (issue 8); a run resumes only from lines of
+// the same router (lines written before the field existed were training-free).
+TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
+    if (!std::filesystem::exists("/usr/share/common-licenses/GPL-3"))
+        GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
+    const std::string dir = tiny_model_dir();
+    const auto zp = test::tiny_zoom_params(*Model::load(dir + "/tiny.gguf"), 0.0f, 32);
+    save_zoom_params(zp, dir + "/tiny.zoom.gguf");
+    const std::vector<std::string> args{"niah",
+                                        "--model",
+                                        dir + "/tiny.gguf",
+                                        "--lengths",
+                                        "600",
+                                        "--samples",
+                                        "1",
+                                        "--max-tokens",
+                                        "2",
+                                        "--threads",
+                                        "2",
+                                        "--policy",
+                                        "full,sekv",
+                                        "--budget",
+                                        "0.5",
+                                        "--json",
+                                        "--quiet",
+                                        "--out",
+                                        dir + "/r.jsonl"};
+    auto line_of = [](const EvalRun& r, const std::string& policy) {
+        for (const auto& j : r.out["results"])
+            if (j["policy"] == policy)
+                return j;
+        return nlohmann::json();
+    };
+    auto lines = [&] {
+        const std::string f = test::read_file(dir + "/r.jsonl");
+        return std::count(f.begin(), f.end(), '\n');
+    };
+    const auto free = run_eval(args);
+    ASSERT_EQ(free.status, 0) << free.err;
+    EXPECT_EQ(line_of(free, "sekv")["router"], "training-free");
+    EXPECT_FALSE(line_of(free, "sekv").contains("zoom_digest"));
+    EXPECT_FALSE(line_of(free, "full").contains("router"));
+    for (const auto& s : free.out["summaries"])
+        EXPECT_EQ(s.contains("router"), s["policy"] == "sekv") << s.dump();
+    EXPECT_EQ(lines(), 1 + 2);
+    // As written before the field existed.
+    std::string file = test::read_file(dir + "/r.jsonl");
+    const std::string field = "\"router\":\"training-free\",";
+    ASSERT_NE(file.find(field), std::string::npos);
+    file.erase(file.find(field), field.size());
+    ASSERT_EQ(file.find(field), std::string::npos);
+    std::ofstream(dir + "/r.jsonl", std::ios::trunc) << file;
+
+    auto trained_args = args;
+    for (const std::string a : {"--router", "trained", "--zoom-params"})
+        trained_args.push_back(a);
+    trained_args.push_back(dir + "/tiny.zoom.gguf");
+    const auto trained = run_eval(trained_args);
+    ASSERT_EQ(trained.status, 0) << trained.err;
+    EXPECT_EQ(line_of(trained, "sekv")["router"], "trained");
+    EXPECT_EQ(line_of(trained, "sekv")["zoom_digest"], zp.digest());
+    EXPECT_EQ(lines(), 1 + 2 + 1 + 2) << "measured again, not taken from the training-free line";
+    // Training-free again: resumed from the first run's lines.
+    const auto again = run_eval(args);
+    ASSERT_EQ(again.status, 0) << again.err;
+    EXPECT_EQ(lines(), 1 + 2 + 1 + 2 + 1);
+    EXPECT_EQ(line_of(again, "sekv")["router"], "training-free");
+    EXPECT_EQ(line_of(again, "sekv")["answer"], line_of(free, "sekv")["answer"]);
+    // Trained asked for without a file for the model: one line, nothing measured.
+    auto no_file = args;
+    no_file.push_back("--router");
+    no_file.push_back("trained");
+    const auto refused = run_eval(no_file);
+    EXPECT_EQ(refused.status, 1);
+    EXPECT_NE(refused.err.find("none was found"), std::string::npos) << refused.err;
+    EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
     std::filesystem::remove_all(dir);
 }
 

@@ -1,13 +1,15 @@
 // SEKV in a project: the unit SEKV state round-trips through its blob and refuses damage; a
 // reopened project answers with the stored SEKV state (not rebuilt) and gives the identical
 // answer and zoom trace; the zoom trace blob round-trips and refuses damage; a unit's stored
-// spans moved to an offset equal the spans built from its rows restored (re-rotated) there.
+// spans moved to an offset equal the spans built from its rows restored (re-rotated) there;
+// spans built by the trained rank gate are stored apart from the training-free ones.
 #include "project_answer.h"
 #include "sekv_display.h"
 #include "sekv_unit.h"
 #include "state_cache.h"
 #include "test_support.h"
 #include "tiny_model.h"
+#include "zoom_test_util.h"
 #include "zoom_trace_blob.h"
 
 #include <gtest/gtest.h>
@@ -354,4 +356,71 @@ TEST(SekvProjectRealModel, ReopenedProjectGivesIdenticalSekvAnswersAndTraces) {
     expect_same_trace(a, decode_zoom_trace(*p->zoom_trace(again.message_id)));
     EXPECT_LE(again.stats["fast_tier_fraction"].get<double>(), 0.35);
     fs::remove_all(dir);
+}
+
+// Spans built by the trained rank gate keep other ranks than the energy gate's: they are stored
+// under their own key, so a project never serves one router mode the other's spans (issue 8).
+TEST_F(SekvProjectTest, SpansOfTheTrainedRankGateAreKeptApartFromTheTrainingFreeOnes) {
+    auto p = project();
+    const auto id = p->add_document("/a.txt", text_document(sample_prose(5, 900)));
+    StateCache cache(*p, *model_, chunking_);
+    Session scratch(*model_, options_);
+    cache.ingest(id, scratch);
+    std::vector<std::vector<int64_t>> ids;
+    const auto units = cache.units(id, &ids);
+    const auto states = cache.load_unit(units[0], ids[0]);
+    auto max_rank = [](const SekvUnitState& st) {
+        int r = 0;
+        for (const auto& l : st.layers)
+            for (const auto& s : l.spans)
+                for (size_t g = 0; g < s.k.size(); ++g)
+                    r = std::max({r, s.k[g].rank, s.v[g].rank});
+        return r;
+    };
+    auto state = [&](const SekvOptions& o, bool* built) {
+        return cache.sekv_state(units[0], ids[0], states, o, built);
+    };
+    bool built = false;
+    const auto free = state(sekv_.sekv, &built);
+    EXPECT_TRUE(built);
+    ASSERT_FALSE(free.segmentation.spans.empty());
+    ASSERT_GT(max_rank(free), 1) << "the energy gate keeps more than one component here";
+
+    auto trained = sekv_.sekv;
+    const auto zp = tiny_zoom_params(*model_, 0.0f, 1); // a gate that keeps one component
+    trained.zoom = std::make_shared<const ZoomParams>(zp);
+    const auto t = state(trained, &built);
+    EXPECT_TRUE(built) << "the training-free spans were served to the trained router";
+    EXPECT_EQ(max_rank(t), 1);
+    EXPECT_EQ(t.options_key, free.options_key + "-g" + zp.rank_gate_digest());
+    // Each mode is served its own spans from the store from now on.
+    EXPECT_EQ(max_rank(state(trained, &built)), 1);
+    EXPECT_FALSE(built);
+    EXPECT_EQ(max_rank(state(sekv_.sekv, &built)), max_rank(free));
+    EXPECT_FALSE(built);
+    // Another rank gate: other spans. Other thresholds only (same gates): the same spans.
+    auto gate3 = sekv_.sekv;
+    gate3.zoom = std::make_shared<const ZoomParams>(tiny_zoom_params(*model_, 0.0f, 3));
+    EXPECT_EQ(max_rank(state(gate3, &built)), 3);
+    EXPECT_TRUE(built);
+    auto theta = zp;
+    theta.layers.front().theta.assign(theta.layers.front().theta.size(), 4.0f);
+    auto same_gate = sekv_.sekv;
+    same_gate.zoom = std::make_shared<const ZoomParams>(theta);
+    EXPECT_EQ(max_rank(state(same_gate, &built)), 1);
+    EXPECT_FALSE(built);
+    // A rank gate that nothing identifies cannot be keyed for the store.
+    auto anonymous = sekv_.sekv;
+    anonymous.rank.predictor = trained_rank_gate(zp.layers.front());
+    EXPECT_THROW(sekv_options_key(anonymous, sekv_layers(model_->info(), anonymous)),
+                 std::invalid_argument);
+
+    // A question answered with the trained router says so, and builds nothing new.
+    auto so = sekv_;
+    so.sekv = trained;
+    const auto a = ask(*p, *model_, chunking_, options_, so, "the hill");
+    EXPECT_EQ(a.stats["router"], "trained");
+    EXPECT_EQ(a.stats["sekv_states_built"], 0);
+    EXPECT_EQ(ask(*p, *model_, chunking_, options_, sekv_, "the hill").stats["router"],
+              "training-free");
 }

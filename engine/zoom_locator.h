@@ -1,0 +1,54 @@
+// Which SEKV router a run uses (DESIGN.md §3.4.5): trained (W, τ and the rank gates from a
+// parameter file, zoom_params.h) or training-free (W = I, τ calibrated, the energy gate), and
+// where a model's parameter file is found. The default is trained when a file for the model
+// (same fingerprint) is installed, else training-free; asking for trained without one is an
+// error, never a silent fallback.
+//
+// A model file `<name>.gguf` has its parameters in `<name>.zoom.gguf`, looked for in
+//   1. each XDG data directory (model_locator.h xdg_data_dirs) + /spanscope/zoom/,
+//   2. the installed data directory compiled in (<prefix>/share/spanscope/zoom, where
+//      packaging/CMakeLists.txt installs resources/zoom/*.gguf),
+//   3. the source tree's resources/zoom/ compiled in (a build tree runs without installing).
+// The first file trained for the model is taken; the others are passed over with a note.
+#pragma once
+
+#include "zoom_params.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spanscope {
+
+/// The router modes, as the command line and Settings name them.
+inline constexpr const char* kRouterTrained = "trained";
+inline constexpr const char* kRouterTrainingFree = "training-free";
+
+/// "<model file name without .gguf>.zoom.gguf" for a model path.
+std::string zoom_file_name(const std::string& model_path);
+
+/// The paths looked at for the parameters of `model_path`, in order (see above).
+std::vector<std::string> zoom_search_paths(const std::string& model_path);
+
+/// The router a run uses.
+struct RouterChoice {
+    std::string mode;                         ///< kRouterTrained or kRouterTrainingFree
+    std::shared_ptr<const ZoomParams> params; ///< trained: the parameters; else nullptr
+    std::string path;                         ///< trained: the file they came from
+    /// Files passed over and why (another model, unreadable), for the user: the reason a
+    /// default is training-free.
+    std::vector<std::string> notes;
+};
+
+/// Choose the router. requested: "" (the default: trained when a file for the model is found),
+/// kRouterTrained or kRouterTrainingFree. zoom_path: a parameter file to use (e.g.
+/// --zoom-params); empty: searched (zoom_search_paths). fingerprint: the model's
+/// (storage/model_fingerprint.h fingerprint_hex), every file is checked against it.
+/// Throws std::invalid_argument for another mode, or a zoom_path with kRouterTrainingFree;
+/// ZoomParamsError when a given zoom_path cannot be used (load_zoom_params), or when trained is
+/// asked for and no file for the model is found (the message lists where it looked and why
+/// each file found was passed over).
+RouterChoice choose_router(const std::string& requested, const std::string& zoom_path,
+                           const std::string& model_path, const std::string& fingerprint);
+
+} // namespace spanscope

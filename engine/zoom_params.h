@@ -1,0 +1,134 @@
+// The parameters of SEKV's trained zoom-in (DESIGN.md §3.4.5 and §3.4.9; issue 8): per SEKV
+// layer and query head a routing projection W (d′×d) and a threshold τ, and per layer a small
+// rank-gate MLP. They are learned on recorded real text while the base model stays frozen
+// (zoom_model.h, zoom_train.h) and kept in a small versioned file tied to the model it was
+// trained for (its fingerprint, storage/model_fingerprint.h): a file for another model is
+// refused.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spanscope {
+
+struct TrainedRouterLayer;
+class RankGatePredictor;
+
+/// The rank gate of one layer: a two-layer MLP from a span's spectrum and summary key to a gate
+/// in (0, 1) per spectral component (DESIGN.md §3.4.9):
+///   x = [ sqrt(σ²_i / Σσ²) for i < n_rank (0 past the spectrum) ; k̄ / ‖k̄‖ ]   (n_in = n_rank + d)
+///   h = tanh(w1 x + b1)          [n_hidden]
+///   m = σ(w2 h + b2)             [n_rank]
+/// In inference the span keeps rank = #{i : m_i > 0.5} (at least 1) of its leading components.
+/// rank_gate_input, rank_gate_forward and rank_gate_rank below compute exactly this; training
+/// (zoom_train.h) calls the same functions.
+struct RankGateMlp {
+    int n_rank = 0;   ///< components gated (SEKV's r_max, 32)
+    int head_dim = 0; ///< d
+    int n_hidden = 0;
+    std::vector<float> w1; ///< [n_hidden][n_rank + head_dim]
+    std::vector<float> b1; ///< [n_hidden]
+    std::vector<float> w2; ///< [n_rank][n_hidden]
+    std::vector<float> b2; ///< [n_rank]
+    int n_in() const { return n_rank + head_dim; }
+};
+
+/// The trained parameters of one SEKV layer.
+struct ZoomLayerParams {
+    int layer = 0;    ///< the model's layer index
+    int n_head = 0;   ///< query heads
+    int head_dim = 0; ///< d
+    int d_out = 0;    ///< d′ (32)
+    /// [n_head][d_out][head_dim]: relevance = σ(⟨W q, W k̄ / ‖W k̄‖⟩ / √d′ + log|S|)
+    std::vector<float> w;
+    std::vector<float> theta; ///< [n_head]: the threshold as a logit, τ = σ(θ)
+    RankGateMlp gate;
+};
+
+/// Where the parameters came from.
+struct ZoomProvenance {
+    std::string data;    ///< the recordings (their directory and documents)
+    std::string command; ///< the training command line
+    std::string commit;  ///< the source commit of the trainer
+    std::string created; ///< UTC time, ISO 8601
+};
+
+/// The parameter file's contents.
+struct ZoomParams {
+    static constexpr uint32_t kVersion = 1;
+    std::string model_fingerprint; ///< fingerprint_hex of the model trained for (32 hex chars)
+    std::string model_name;        ///< e.g. "gemma-3-270m-q4_k_m.gguf", for messages
+    ZoomProvenance provenance;
+    std::vector<ZoomLayerParams> layers; ///< ascending layer index
+    /// The layer's parameters, or nullptr when the file has none for layer il.
+    const ZoomLayerParams* find(int il) const;
+    /// Number of trained parameters (every W, θ and gate weight).
+    int64_t n_parameters() const;
+    /// 16 hex characters: a 64-bit FNV-1a hash of every layer's index and rank gate (sizes and
+    /// weights). The spans a rank gate builds depend on nothing else of the file, so stored
+    /// spans are keyed by it (cache/sekv_unit.h sekv_options_key).
+    std::string rank_gate_digest() const;
+    /// 16 hex characters: the same hash over everything trained (W, θ and the rank gates) and
+    /// the model fingerprint: two files with the same digest route alike.
+    std::string digest() const;
+};
+
+/// A parameter file that cannot be used; what() says why (unreadable, malformed, a size that
+/// does not match, another version, or a model whose fingerprint differs).
+struct ZoomParamsError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// Write `p` to `path` as a GGUF file (keys spanscope.zoom.*, one f32 tensor per array),
+/// atomically (gguf_writer.h). Throws std::invalid_argument when an array's size does not match
+/// its shape, std::system_error when the file cannot be written.
+void save_zoom_params(const ZoomParams& p, const std::string& path);
+
+/// Read a parameter file and check every size against the shapes it declares (each tensor f32
+/// of exactly its declared shape, every value finite, layers ascending and distinct). Keys and
+/// tensors it does not know are skipped. With expected_fingerprint non-empty, a file trained
+/// for another model is refused; expected_model (e.g. the model's file name) only names that
+/// model in the message. Throws ZoomParamsError, its message naming `path`: unreadable, not a
+/// GGUF file or truncated, not a zoom parameter file, another version, a size or value that
+/// does not match, or another model.
+ZoomParams load_zoom_params(const std::string& path, const std::string& expected_fingerprint = {},
+                            const std::string& expected_model = {});
+
+/// Check that every array of `p` has the size its shape gives (w: n_head·d_out·head_dim, theta:
+/// n_head, the gate's as RankGateMlp says with gate.head_dim = head_dim), every size is
+/// positive, layers ascend and are distinct. Throws std::invalid_argument naming the layer.
+void check_zoom_params(const ZoomParams& p);
+
+/// The rank gate's input x [g.n_in()] for a span (DESIGN.md §3.4.9): x_i = sqrt(σ²_i / Σσ²) for
+/// i < n_rank (0 for i past sigma2's end, and every x_i = 0 when Σσ² = 0; negative σ² count as
+/// 0), Σ over all of sigma2; then x_{n_rank + j} = k̄_j / ‖k̄‖₂ (all 0 when ‖k̄‖ = 0).
+/// sigma2: the span's squared singular values, descending (any length); summary_k: [g.head_dim].
+/// Throws std::invalid_argument when g's arrays do not match its sizes.
+std::vector<float> rank_gate_input(const RankGateMlp& g, const std::vector<double>& sigma2,
+                                   const float* summary_k);
+
+/// The gate m [g.n_rank] for input x [g.n_in()]: h = tanh(w1 x + b1) [g.n_hidden], rounded to
+/// float, then m = σ(w2 h + b2) (sums in double). hidden, when given, receives h. Throws
+/// std::invalid_argument when g's arrays do not match its sizes.
+std::vector<float> rank_gate_forward(const RankGateMlp& g, const float* x,
+                                     std::vector<float>* hidden = nullptr);
+
+/// The rank kept for a gate m: #{i : m_i > 0.5}, at least 1 (and so in [1, m.size()] for a
+/// non-empty m).
+int rank_gate_rank(const std::vector<float>& m);
+
+/// The router of one layer in the form SekvMemory uses (memory_sekv.h): d_out, W as stored and
+/// τ = σ(θ) per head (in double: θ ≥ 37 gives τ = 1, no span expands). Throws
+/// std::invalid_argument when the layer's arrays do not match its sizes.
+std::shared_ptr<const TrainedRouterLayer> trained_router(const ZoomLayerParams& layer);
+
+/// The rank gate of one layer as SEKV's RankGatePredictor (sekv_spans.h): rank() is
+/// rank_gate_rank(rank_gate_forward(g, rank_gate_input(g, sigma2, summary_k))); it throws
+/// std::invalid_argument for a summary key of another dimension than the gate's head_dim.
+/// Throws std::invalid_argument when the gate's arrays do not match its sizes.
+std::shared_ptr<const RankGatePredictor> trained_rank_gate(const ZoomLayerParams& layer);
+
+} // namespace spanscope
