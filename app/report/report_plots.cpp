@@ -1,10 +1,10 @@
 // The plots of report_plots.h.
 #include "report_plots.h"
 
+#include "report_paint.h"
+
 #include <QDir>
-#include <QFont>
 #include <QFontMetrics>
-#include <QGuiApplication>
 #include <QLinearGradient>
 #include <QPainter>
 #include <QPainterPath>
@@ -18,50 +18,14 @@ namespace spanscope::report {
 
 namespace {
 
-const QColor kText(0x20, 0x20, 0x20);
-const QColor kGrid(0xdd, 0xdd, 0xdd);
-const QColor kAxis(0x55, 0x55, 0x55);
-
 QString qs(const std::string& s) {
     return QString::fromStdString(s);
-}
-
-QFont font_px(int px, bool bold = false) {
-    QFont f = QGuiApplication::font();
-    f.setPixelSize(px);
-    f.setBold(bold);
-    return f;
 }
 
 QColor mix(const QColor& a, const QColor& b, double t) {
     return QColor::fromRgbF(static_cast<float>(a.redF() + (b.redF() - a.redF()) * t),
                             static_cast<float>(a.greenF() + (b.greenF() - a.greenF()) * t),
                             static_cast<float>(a.blueF() + (b.blueF() - a.blueF()) * t));
-}
-
-/// A white image of w × h.
-QImage blank(int w, int h) {
-    QImage img(w, h, QImage::Format_RGB32);
-    img.fill(Qt::white);
-    return img;
-}
-
-/// The title (bold) and the subtitle, centred at the top.
-void draw_titles(QPainter& p, int width, const QString& title, const QString& subtitle) {
-    p.setPen(kText);
-    p.setFont(font_px(18, true));
-    p.drawText(QRect(0, 10, width, 26), Qt::AlignHCenter | Qt::AlignVCenter, title);
-    p.setFont(font_px(13));
-    p.drawText(QRect(0, 38, width, 20), Qt::AlignHCenter | Qt::AlignVCenter, subtitle);
-}
-
-/// A vertical axis label, centred on (x, y).
-void draw_vertical_text(QPainter& p, int x, int y, const QString& text) {
-    p.save();
-    p.translate(x, y);
-    p.rotate(-90);
-    p.drawText(QRect(-300, -10, 600, 20), Qt::AlignCenter, text);
-    p.restore();
 }
 
 /// Where a point's label of the given width goes: above right of the point, else below

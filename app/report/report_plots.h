@@ -4,6 +4,7 @@
 #pragma once
 
 #include "report_data.h"
+#include "report_paint.h"
 
 #include <QColor>
 #include <QImage>
@@ -13,10 +14,6 @@
 #include <vector>
 
 namespace spanscope::report {
-
-/// The size a plot has unless its content needs more room (many depths or lengths).
-inline constexpr int kPlotWidth = 900;
-inline constexpr int kPlotHeight = 600;
 
 /// The heat map colour of an accuracy in [0, 1]: red (0) → yellow (0.5) → green (1).
 QColor accuracy_colour(double accuracy);

@@ -4,6 +4,7 @@
 // the exit codes of bad input and bad arguments.
 #include "report_data.h"
 #include "report_markdown.h"
+#include "report_program.h"
 
 #include <QImage>
 #include <QSet>
@@ -11,15 +12,12 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
+#include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 using namespace spanscope::report;
+using namespace report_test;
 namespace fs = std::filesystem;
 
 namespace {
@@ -337,71 +335,7 @@ TEST(ReportData, PlotFileNamesAreSanitizedAndDistinct) {
     EXPECT_TRUE(plots.back().all_tasks);
 }
 
-// ---- The built program ----
-
-namespace {
-
-struct ProgramRun {
-    int status = -1;
-    std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-std::string quote(const std::string& s) {
-    std::string r = "'";
-    for (char c : s)
-        r += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return r + "'";
-}
-
-class ReportProgram : public ::testing::Test {
-protected:
-    void SetUp() override {
-        std::string tmpl = (fs::temp_directory_path() / "spanscope-report-test.XXXXXX").string();
-        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-        dir_ = tmpl;
-    }
-    void TearDown() override { fs::remove_all(dir_); }
-
-    fs::path write(const std::string& name, const std::string& text) {
-        const fs::path p = dir_ / name;
-        std::ofstream(p, std::ios::binary) << text;
-        return p;
-    }
-
-    /// Runs spanscope-report without a display (DISPLAY and WAYLAND_DISPLAY unset).
-    ProgramRun run(const std::vector<std::string>& args) {
-        const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-        std::vector<std::string> words = {"env",           "-u", "DISPLAY", "-u", "WAYLAND_DISPLAY",
-                                          SPANSCOPE_REPORT};
-        words.insert(words.end(), args.begin(), args.end());
-        std::string cmd;
-        for (const auto& w : words)
-            cmd.append(quote(w)).append(" ");
-        cmd.append(">").append(quote(out.string())).append(" 2>").append(quote(err.string()));
-        ProgramRun r;
-        const int rc = std::system(cmd.c_str());
-        r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-        r.out = slurp(out);
-        r.err = slurp(err);
-        return r;
-    }
-
-    fs::path dir_;
-};
-
-/// Lines of text.
-int line_count(const std::string& s) {
-    return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
-}
-
-} // namespace
+// ---- The built program (report_program.h runs it) ----
 
 TEST_F(ReportProgram, WritesTheReportAndThePlots) {
     const fs::path input = write("results.jsonl", sample_jsonl());
