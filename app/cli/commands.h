@@ -2,6 +2,7 @@
 #pragma once
 
 #include "policy_options.h"
+#include "zoom_train.h"
 
 #include <memory>
 #include <string>
@@ -164,6 +165,23 @@ struct ZoomRecordOptions {
     std::string command_line;
 };
 
+/// `zoom-train`: SEKV's trained zoom-in from recordings (cmd_zoom_train.cpp, issue 8).
+struct ZoomTrainCliOptions {
+    std::string model;
+    std::string records;  ///< directory of *.zoom-record.gguf
+    std::string held_out; ///< default: records/held-out
+    std::string out;      ///< the parameter file
+    std::string checkpoint;
+    std::string curves;
+    int d_out = 32;
+    int hidden = 16;
+    int max_rank = 32;
+    int threads = 0;
+    bool quiet = false;
+    ZoomTrainOptions train;
+    std::string command_line;
+};
+
 int run_info(const InfoOptions& o);
 int run_ingest(const IngestOptions& o);
 int run_project(const ProjectOptions& o);
@@ -177,6 +195,9 @@ int run_niah(const NiahOptions& o);
 int run_pic_eval(const PicEvalOptions& o);
 int run_state_init_eval(const StateInitEvalOptions& o);
 int run_zoom_record(const ZoomRecordOptions& o);
+int run_zoom_train(const ZoomTrainCliOptions& o);
+/// Register `zoom-train` and its options on app.
+CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o);
 
 /// The QA scoring rule: case-insensitive substring match of any accepted answer in the first
 /// line of `answer`, cut to 200 characters.

@@ -269,6 +269,9 @@ int main(int argc, char** argv) {
     pic_cmd->add_flag("--json", pe.json, "Print the results and a summary as one JSON object");
     pic_cmd->add_flag("--quiet", pe.quiet, "No progress line per answer on stderr");
 
+    ZoomTrainCliOptions zt;
+    auto* zt_cmd = add_zoom_train_command(app, zt);
+
     StateInitEvalOptions si;
     auto* si_cmd = app.add_subcommand(
         "state-init-eval",
@@ -411,6 +414,11 @@ int main(int argc, char** argv) {
             for (int i = 0; i < argc; ++i)
                 zr.command_line += (i ? " " : "") + std::string(argv[i]);
             return run_zoom_record(zr);
+        }
+        if (*zt_cmd) {
+            for (int i = 0; i < argc; ++i)
+                zt.command_line += (i ? " " : "") + std::string(argv[i]);
+            return run_zoom_train(zt);
         }
     } catch (const std::exception& e) {
         std::cerr << "spanscope-cli: " << e.what() << "\n";

@@ -1,0 +1,311 @@
+// `spanscope-cli zoom-train`: SEKV's trained zoom-in learned from recordings (issue 8;
+// zoom_record.h, zoom_model.h, zoom_train.h). Reads the recordings of a directory (and of its
+// held-out/ subdirectory for evaluation), trains the router (W, θ per layer and query head) and
+// the rank gates with the base model frozen, and writes the parameter file (zoom_params.h) with
+// its provenance. Resumes from its checkpoint; prints a progress line per step and writes the
+// loss curves (train and held-out) as JSON lines for spanscope-report.
+#include "commands.h"
+
+#include "model.h"
+#include "model_fingerprint.h"
+#include "model_locator.h"
+#include "spanscope_git_commit.h" // SPANSCOPE_GIT_COMMIT, generated at build time
+#include "zoom_params.h"
+#include "zoom_record.h"
+#include "zoom_train.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace spanscope::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<ZoomRecord> load_records(const std::string& dir, bool required) {
+    std::vector<std::string> paths;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) {
+        if (required)
+            throw std::runtime_error("no recordings: " + dir + " is not a directory");
+        return {};
+    }
+    for (const auto& e : fs::directory_iterator(dir)) {
+        const auto name = e.path().filename().string();
+        if (e.is_regular_file() && name.size() > 18 &&
+            name.compare(name.size() - 18, 18, ".zoom-record.gguf") == 0)
+            paths.push_back(e.path().string());
+    }
+    std::sort(paths.begin(), paths.end());
+    if (paths.empty() && required)
+        throw std::runtime_error("no recordings (*.zoom-record.gguf) in " + dir +
+                                 "; make them with spanscope-cli zoom-record");
+    std::vector<ZoomRecord> out;
+    for (const auto& p : paths)
+        out.push_back(load_zoom_record(p));
+    return out;
+}
+
+nlohmann::json loss_json(const ZoomLoss& l) {
+    return {{"zoom", l.zoom},
+            {"distill", l.distill},
+            {"recon", l.recon},
+            {"budget", l.budget},
+            {"total", l.total},
+            {"expansion_rate", l.expansion_rate},
+            {"label_rate", l.label_rate},
+            {"mean_rank", l.mean_rank},
+            {"examples", l.examples}};
+}
+
+std::string utc_now() {
+    const auto t = std::time(nullptr);
+    char buf[32];
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+// Every option that changes what training computes: a checkpoint of another configuration is
+// refused.
+std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& t) {
+    std::ostringstream s;
+    s << "records=" << fs::weakly_canonical(o.records).string() << ";d_out=" << o.d_out
+      << ";hidden=" << o.hidden << ";max_rank=" << o.max_rank << ";steps=" << t.steps
+      << ";batch=" << t.batch << ";lr=" << t.lr << ";warmup=" << t.warmup
+      << ";min_lr=" << t.min_lr_ratio << ";wd=" << t.weight_decay << ";clip=" << t.clip
+      << ";seed=" << t.seed << ";init_rate=" << t.init_expand_rate << ";T=" << t.loss.temperature
+      << ";coverage=" << t.loss.coverage << ";pos_weight=" << t.loss.pos_weight
+      << ";w=" << t.loss.w_zoom << "," << t.loss.w_distill << "," << t.loss.w_recon << ","
+      << t.loss.w_budget << ";budget=" << t.loss.expansion_weight << "," << t.loss.rank_weight;
+    return s.str();
+}
+
+} // namespace
+
+int run_zoom_train(const ZoomTrainCliOptions& o) {
+    const auto where = locate_model(o.model);
+    auto model = open_model(o.model);
+    const auto fingerprint = fingerprint_hex(model_fingerprint(*model));
+    const auto model_name = fs::path(where.path).filename().string();
+
+    const auto train_records = load_records(o.records, true);
+    const auto held_dir =
+        o.held_out.empty() ? (fs::path(o.records) / "held-out").string() : o.held_out;
+    const auto held_records = load_records(held_dir, false);
+    for (const auto* list : {&train_records, &held_records})
+        for (const auto& r : *list)
+            if (r.model_fingerprint != fingerprint)
+                throw std::runtime_error(r.source + " was recorded with another model (" +
+                                         r.model_fingerprint + ") than " + model_name + " (" +
+                                         fingerprint + ")");
+
+    // The parameter shapes: one entry per recorded layer.
+    std::vector<ZoomLayerParams> shapes;
+    for (const auto& rl : train_records.front().layers) {
+        ZoomLayerParams s;
+        s.layer = rl.layer;
+        s.n_head = rl.n_head;
+        s.head_dim = rl.head_dim;
+        s.d_out = o.d_out;
+        s.gate.n_rank = o.max_rank;
+        s.gate.head_dim = rl.head_dim;
+        s.gate.n_hidden = o.hidden;
+        shapes.push_back(s);
+    }
+    ZoomParams init = init_zoom_params(shapes, o.train.seed);
+    init.model_fingerprint = fingerprint;
+    init.model_name = model_name;
+
+    auto build = [&](const std::vector<ZoomRecord>& recs, std::vector<ZoomExampleSet>& sets,
+                     std::vector<ZoomItem>& items) {
+        for (const auto& r : recs) {
+            sets.push_back(prepare_examples(r, init, o.max_rank));
+            for (const auto& ex : list_examples(sets.back()))
+                items.push_back({static_cast<int>(sets.size() - 1), ex});
+        }
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<ZoomExampleSet> train_sets, held_sets;
+    std::vector<ZoomItem> train, held;
+    build(train_records, train_sets, train);
+    build(held_records, held_sets, held);
+    if (train.empty())
+        throw std::runtime_error("the recordings in " + o.records +
+                                 " hold no query that sees a span");
+    ThreadPool pool(o.threads);
+    calibrate_theta(init, train_sets, train, o.train.init_expand_rate);
+    std::fprintf(stderr,
+                 "zoom-train: %zu recordings (%zu examples), %zu held out (%zu examples), %lld "
+                 "parameters; prepared in %.1f s\n",
+                 train_records.size(), train.size(), held_records.size(), held.size(),
+                 static_cast<long long>(init.n_parameters()),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+
+    const auto config = config_string(o, o.train);
+    const auto ckpt = o.checkpoint.empty() ? o.out + ".ckpt" : o.checkpoint;
+    ZoomTrainState state = start_training(init);
+    if (fs::exists(ckpt)) {
+        state = load_zoom_checkpoint(ckpt, config, init);
+        state.params.model_fingerprint = fingerprint;
+        state.params.model_name = model_name;
+        std::fprintf(stderr, "zoom-train: resuming from %s at step %lld\n", ckpt.c_str(),
+                     static_cast<long long>(state.step));
+    }
+    std::ofstream curves;
+    if (!o.curves.empty()) {
+        curves.open(o.curves, std::ios::app);
+        if (!curves)
+            throw std::runtime_error("cannot write the curves to " + o.curves);
+    }
+    auto write_line = [&](const nlohmann::json& j) {
+        if (curves) {
+            curves << j.dump() << "\n";
+            curves.flush();
+        }
+    };
+    if (state.step == 0 && !held.empty()) {
+        const auto l0 = zoom_loss(state.params, held_sets, held, o.train.loss, nullptr, pool);
+        write_line({{"step", 0}, {"split", "held_out"}, {"loss", loss_json(l0)}});
+        std::fprintf(stderr,
+                     "held-out step 0: total %.4f zoom %.4f distill %.4f recon %.4f "
+                     "budget %.4f expand %.1f %% rank %.1f\n",
+                     l0.total, l0.zoom, l0.distill, l0.recon, l0.budget, 100 * l0.expansion_rate,
+                     l0.mean_rank);
+    }
+    const auto ts = std::chrono::steady_clock::now();
+    const int64_t start_step = state.step;
+    train_zoom(
+        state, train_sets, train, held_sets, held, o.train, pool, ckpt, config,
+        [&](const ZoomProgress& p) {
+            write_line({{"step", p.step},
+                        {"split", "train"},
+                        {"lr", p.lr},
+                        {"grad_norm", p.grad_norm},
+                        {"loss", loss_json(p.train)}});
+            if (p.evaluated)
+                write_line(
+                    {{"step", p.step}, {"split", "held_out"}, {"loss", loss_json(p.held_out)}});
+            if (o.quiet && !p.evaluated)
+                return;
+            const double s =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+            std::fprintf(stderr,
+                         "step %lld/%lld lr %.2e loss %.4f (zoom %.4f distill %.4f recon "
+                         "%.4f budget %.4f) expand %.1f %% rank %.1f |g| %.3f %.1f s\n",
+                         static_cast<long long>(p.step), static_cast<long long>(o.train.steps),
+                         p.lr, p.train.total, p.train.zoom, p.train.distill, p.train.recon,
+                         p.train.budget, 100 * p.train.expansion_rate, p.train.mean_rank,
+                         p.grad_norm, s);
+            if (p.evaluated)
+                std::fprintf(stderr,
+                             "held-out step %lld: total %.4f zoom %.4f distill %.4f recon "
+                             "%.4f budget %.4f expand %.1f %% rank %.1f\n",
+                             static_cast<long long>(p.step), p.held_out.total, p.held_out.zoom,
+                             p.held_out.distill, p.held_out.recon, p.held_out.budget,
+                             100 * p.held_out.expansion_rate, p.held_out.mean_rank);
+        });
+    ZoomParams out = state.params;
+    out.provenance.data = o.records + " (" + std::to_string(train_records.size()) +
+                          " recordings; held out: " + std::to_string(held_records.size()) + ")";
+    out.provenance.command = o.command_line;
+    out.provenance.commit = SPANSCOPE_GIT_COMMIT;
+    out.provenance.created = utc_now();
+    save_zoom_params(out, o.out);
+    std::fprintf(stderr, "zoom-train: %lld steps (%lld this run) in %.1f s; wrote %s\n",
+                 static_cast<long long>(state.step),
+                 static_cast<long long>(state.step - start_step),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count(),
+                 o.out.c_str());
+    return 0;
+}
+
+CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
+    auto* c = app.add_subcommand(
+        "zoom-train",
+        "Train SEKV's zoom-in (router W and τ per layer and head, rank gates) from recordings "
+        "made by zoom-record; resumable; writes the parameter file");
+    c->add_option("--model", o.model, "GGUF model the recordings were made with");
+    c->add_option("--records", o.records,
+                  "Directory of recordings (*.zoom-record.gguf); DIR/held-out/ is evaluated")
+        ->required();
+    c->add_option("--held-out", o.held_out, "Held-out recordings (default: RECORDS/held-out)");
+    c->add_option("--out", o.out, "Parameter file to write")->required();
+    c->add_option("--checkpoint", o.checkpoint, "Checkpoint (default: OUT.ckpt); resumed from");
+    c->add_option("--curves", o.curves, "Append the loss curves as JSON lines to this file");
+    c->add_option("--steps", o.train.steps, "Optimiser steps")
+        ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+        ->capture_default_str();
+    c->add_option("--batch", o.train.batch, "Examples per step")
+        ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
+        ->capture_default_str();
+    c->add_option("--lr", o.train.lr, "Peak learning rate")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    c->add_option("--warmup", o.train.warmup, "Warm-up steps")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    c->add_option("--weight-decay", o.train.weight_decay, "AdamW weight decay (matrices)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    c->add_option("--clip", o.train.clip, "Gradient-norm clip (0: none)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    c->add_option("--seed", o.train.seed, "Seed (initial parameters, minibatches)")
+        ->capture_default_str();
+    c->add_option("--eval-every", o.train.eval_every, "Steps between held-out evaluations")
+        ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+        ->capture_default_str();
+    c->add_option("--checkpoint-every", o.train.checkpoint_every, "Steps between checkpoints")
+        ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
+        ->capture_default_str();
+    c->add_option("--d-out", o.d_out, "Router projection width d′")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    c->add_option("--hidden", o.hidden, "Rank-gate hidden units")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    c->add_option("--max-rank", o.max_rank, "Components a span keeps at most (r_max)")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
+    c->add_option("--expand-rate", o.train.init_expand_rate, "Share of spans the initial θ expands")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    c->add_option("--temperature", o.train.loss.temperature, "Straight-through temperature T")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    c->add_option("--coverage", o.train.loss.coverage, "Teacher mass the zoom labels cover")
+        ->check(CLI::Range(0.01, 1.0))
+        ->capture_default_str();
+    c->add_option("--pos-weight", o.train.loss.pos_weight, "Weight of positive zoom labels")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    c->add_option("--w-zoom", o.train.loss.w_zoom, "Weight of the zoom cross-entropy")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    c->add_option("--w-distill", o.train.loss.w_distill, "Weight of the output distillation")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    c->add_option("--w-recon", o.train.loss.w_recon, "Weight of the reconstruction error")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    c->add_option("--w-budget", o.train.loss.w_budget, "Weight of the budget penalty")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    c->add_option("--threads", o.threads, "Worker threads (default: all cores)")
+        ->check(CLI::Range(1, 1024));
+    c->add_flag("--quiet", o.quiet, "Print only the held-out evaluations");
+    return c;
+}
+
+} // namespace spanscope::cli

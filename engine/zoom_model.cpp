@@ -1,0 +1,709 @@
+#include "zoom_model.h"
+
+#include "router.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+namespace spanscope {
+
+namespace {
+
+double sigmoid(double x) {
+    return 1.0 / (1.0 + std::exp(-x));
+}
+
+double dot(const float* a, const float* b, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i)
+        s += static_cast<double>(a[i]) * b[i];
+    return s;
+}
+
+// Gradient arrays shaped like p, zeroed.
+ZoomParams zeros_like(const ZoomParams& p) {
+    ZoomParams g;
+    g.layers = p.layers;
+    for (auto& l : g.layers)
+        for (auto* v : {&l.w, &l.theta, &l.gate.w1, &l.gate.b1, &l.gate.w2, &l.gate.b2})
+            std::fill(v->begin(), v->end(), 0.0f);
+    return g;
+}
+
+void add_into(ZoomParams& a, const ZoomParams& b) {
+    for (size_t il = 0; il < a.layers.size(); ++il) {
+        auto& x = a.layers[il];
+        const auto& y = b.layers[il];
+        const std::vector<float>* src[] = {&y.w,       &y.theta,   &y.gate.w1,
+                                           &y.gate.b1, &y.gate.w2, &y.gate.b2};
+        std::vector<float>* dst[] = {&x.w,       &x.theta,   &x.gate.w1,
+                                     &x.gate.b1, &x.gate.w2, &x.gate.b2};
+        for (int t = 0; t < 6; ++t)
+            for (size_t i = 0; i < dst[t]->size(); ++i)
+                (*dst[t])[i] += (*src[t])[i];
+    }
+}
+
+// The rank gate of one factor of one span: input, hidden and gates (forward) kept for the
+// backward pass.
+struct GateRun {
+    std::vector<float> x, hidden, m;
+    int rank_hard = 1; ///< kept components (hard)
+    int n_avail = 0;   ///< components the factor has (<= n_rank)
+};
+
+GateRun run_gate(const RankGateMlp& gate, const SpanFactors& f, const float* summary_k) {
+    GateRun r;
+    r.x = rank_gate_input(gate, f.sigma2, summary_k);
+    r.m = rank_gate_forward(gate, r.x.data(), &r.hidden);
+    r.n_avail = std::min(f.rank, gate.n_rank);
+    r.rank_hard = std::clamp(rank_gate_rank(r.m), 1, std::max(1, r.n_avail));
+    return r;
+}
+
+// Backward of the gate MLP: dm [n_rank] -> gradients of w1, b1, w2, b2 (accumulated).
+void gate_backward(const RankGateMlp& gate, const GateRun& r, const std::vector<double>& dm,
+                   RankGateMlp& g) {
+    const int R = gate.n_rank, Hd = gate.n_hidden, I = gate.n_in();
+    std::vector<double> dh(static_cast<size_t>(Hd), 0.0);
+    for (int o = 0; o < R; ++o) {
+        const double m = r.m[static_cast<size_t>(o)];
+        const double dpre = dm[static_cast<size_t>(o)] * m * (1.0 - m);
+        if (dpre == 0.0)
+            continue;
+        g.b2[static_cast<size_t>(o)] += static_cast<float>(dpre);
+        for (int j = 0; j < Hd; ++j) {
+            g.w2[static_cast<size_t>(o * Hd + j)] +=
+                static_cast<float>(dpre * r.hidden[static_cast<size_t>(j)]);
+            dh[static_cast<size_t>(j)] += dpre * gate.w2[static_cast<size_t>(o * Hd + j)];
+        }
+    }
+    for (int j = 0; j < Hd; ++j) {
+        const double h = r.hidden[static_cast<size_t>(j)];
+        const double dpre = dh[static_cast<size_t>(j)] * (1.0 - h * h);
+        if (dpre == 0.0)
+            continue;
+        g.b1[static_cast<size_t>(j)] += static_cast<float>(dpre);
+        float* row = g.w1.data() + static_cast<size_t>(j) * I;
+        for (int i = 0; i < I; ++i)
+            row[i] += static_cast<float>(dpre * r.x[static_cast<size_t>(i)]);
+    }
+}
+
+// Everything one example needs, resolved.
+struct ExampleView {
+    const ZoomExampleSet::Layer* L;
+    const ZoomLayerParams* P;
+    const float* q;
+    const float* target;
+    const float* mass;
+    int g;         // kv head
+    int64_t n_vis; // visible spans: spans [0, n_vis)
+    int32_t qpos;
+};
+
+ExampleView view_of(const ZoomParams& params, const ZoomExampleSet& set, const ZoomExample& ex) {
+    if (ex.layer < 0 || ex.layer >= static_cast<int>(set.layers.size()))
+        throw std::invalid_argument("zoom example: no layer " + std::to_string(ex.layer));
+    const auto& L = set.layers[static_cast<size_t>(ex.layer)];
+    const auto& R = *set.record;
+    if (ex.query < 0 || ex.query >= R.n_queries() || ex.head < 0 || ex.head >= L.n_head)
+        throw std::invalid_argument("zoom example: query or head out of range");
+    const auto* P = params.find(L.layer);
+    if (!P || P->n_head != L.n_head || P->head_dim != L.head_dim)
+        throw std::invalid_argument("zoom parameters do not cover layer " +
+                                    std::to_string(L.layer));
+    ExampleView v{};
+    v.L = &L;
+    v.P = P;
+    const int64_t d = L.head_dim, H = L.n_head;
+    const size_t qi = static_cast<size_t>((ex.query * H + ex.head) * d);
+    v.q = L.rec->q.data() + qi;
+    v.target = L.rec->out.data() + qi;
+    v.mass =
+        L.rec->span_mass.data() + static_cast<size_t>((ex.query * H + ex.head)) * R.spans.size();
+    v.g = ex.head / (L.n_head / L.n_kv_head);
+    v.qpos = R.query_pos[static_cast<size_t>(ex.query)];
+    v.n_vis = 0;
+    while (v.n_vis < static_cast<int64_t>(R.spans.size()) &&
+           R.visible(ex.query, static_cast<size_t>(v.n_vis)))
+        ++v.n_vis;
+    return v;
+}
+
+// Positions attended at full resolution: every position <= qpos outside the visible spans.
+std::vector<int64_t> full_positions(const ZoomRecord& R, int64_t n_vis, int32_t qpos) {
+    std::vector<int64_t> pos;
+    int64_t next = 0;
+    for (int64_t s = 0; s <= n_vis; ++s) {
+        const int64_t stop =
+            s < n_vis ? R.spans[static_cast<size_t>(s)].begin : static_cast<int64_t>(qpos) + 1;
+        for (int64_t p = next; p < stop; ++p)
+            pos.push_back(p);
+        if (s < n_vis)
+            next = R.spans[static_cast<size_t>(s)].end;
+    }
+    return pos;
+}
+
+// One example's forward, losses and (with grad) backward. Gradients are scaled by `weight`
+// (1 / examples).
+void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptions& o,
+                  double weight, ZoomLayerParams* grad, ZoomLoss& loss, ZoomForward* fwd) {
+    const auto& L = *v.L;
+    const auto& P = *v.P;
+    const int64_t d = L.head_dim, dp = P.d_out;
+    const int h = static_cast<int>((v.q - L.rec->q.data()) / d % L.n_head);
+    const float* W = P.w.data() + static_cast<size_t>(h) * dp * d;
+    const double theta = P.theta[static_cast<size_t>(h)];
+    const double rs = 1.0 / std::sqrt(static_cast<double>(dp));
+    const int64_t nv = v.n_vis;
+    const int64_t n_kv = L.n_kv_head;
+
+    // Routing.
+    std::vector<double> a(static_cast<size_t>(dp));
+    for (int64_t r = 0; r < dp; ++r)
+        a[static_cast<size_t>(r)] = dot(W + r * d, v.q, d);
+    std::vector<std::vector<double>> bhat(static_cast<size_t>(nv));
+    std::vector<double> bnorm(static_cast<size_t>(nv)), z(static_cast<size_t>(nv)),
+        soft(static_cast<size_t>(nv)), ev(static_cast<size_t>(nv));
+    std::vector<char> hard(static_cast<size_t>(nv));
+    for (int64_t s = 0; s < nv; ++s) {
+        const auto& sp = L.spans[static_cast<size_t>(s)];
+        const float* kbar = sp.summary_k.data() + v.g * d;
+        auto& b = bhat[static_cast<size_t>(s)];
+        b.resize(static_cast<size_t>(dp));
+        double nb = 0;
+        for (int64_t r = 0; r < dp; ++r) {
+            b[static_cast<size_t>(r)] = dot(W + r * d, kbar, d);
+            nb += b[static_cast<size_t>(r)] * b[static_cast<size_t>(r)];
+        }
+        nb = std::sqrt(nb);
+        double ab = 0;
+        if (nb > 0)
+            for (int64_t r = 0; r < dp; ++r) {
+                b[static_cast<size_t>(r)] /= nb;
+                ab += a[static_cast<size_t>(r)] * b[static_cast<size_t>(r)];
+            }
+        bnorm[static_cast<size_t>(s)] = nb;
+        z[static_cast<size_t>(s)] = ab * rs + std::log(static_cast<double>(sp.size));
+        soft[static_cast<size_t>(s)] = sigmoid((z[static_cast<size_t>(s)] - theta) / o.temperature);
+        hard[static_cast<size_t>(s)] = z[static_cast<size_t>(s)] > theta;
+        ev[static_cast<size_t>(s)] =
+            o.relax ? soft[static_cast<size_t>(s)] : (hard[static_cast<size_t>(s)] ? 1.0 : 0.0);
+    }
+    std::vector<char> visible(R.spans.size(), 0);
+    std::fill(visible.begin(), visible.begin() + nv, 1);
+    const auto labels = zoom_labels(v.mass, visible, o.coverage);
+
+    // Rank gates, key and value factors of each visible span.
+    std::vector<GateRun> gk(static_cast<size_t>(nv)), gv(static_cast<size_t>(nv));
+    std::vector<std::vector<double>> hk(static_cast<size_t>(nv)), hv(static_cast<size_t>(nv));
+    for (int64_t s = 0; s < nv; ++s) {
+        const auto& sp = L.spans[static_cast<size_t>(s)];
+        const float* kbar = sp.summary_k.data() + v.g * d;
+        for (int t = 0; t < 2; ++t) {
+            const SpanFactors& f =
+                t == 0 ? sp.k[static_cast<size_t>(v.g)] : sp.v[static_cast<size_t>(v.g)];
+            auto& run = (t == 0 ? gk : gv)[static_cast<size_t>(s)];
+            run = run_gate(P.gate, f, kbar);
+            auto& hh = (t == 0 ? hk : hv)[static_cast<size_t>(s)];
+            hh.assign(static_cast<size_t>(f.rank), 0.0);
+            for (int r = 0; r < std::min(f.rank, P.gate.n_rank); ++r)
+                hh[static_cast<size_t>(r)] =
+                    o.relax ? run.m[static_cast<size_t>(r)] : (r < run.rank_hard ? 1.0 : 0.0);
+        }
+    }
+
+    // Mixed attention: exponents of every term first (max for stability).
+    const float c = L.scale;
+    const auto fpos = full_positions(R, nv, v.qpos);
+    const int64_t row = n_kv * d;
+    const float* K = L.rec->k.data();
+    const float* V = L.rec->v.data();
+    std::vector<double> uf(fpos.size());
+    double M = -INFINITY;
+    for (size_t j = 0; j < fpos.size(); ++j) {
+        uf[j] = c * dot(v.q, K + fpos[j] * row + v.g * d, d);
+        M = std::max(M, uf[j]);
+    }
+    std::vector<double> us(static_cast<size_t>(nv));
+    std::vector<std::vector<double>> tk(static_cast<size_t>(nv)), ue(static_cast<size_t>(nv));
+    for (int64_t s = 0; s < nv; ++s) {
+        const auto& sp = L.spans[static_cast<size_t>(s)];
+        us[static_cast<size_t>(s)] =
+            c * dot(v.q, sp.summary_k.data() + v.g * d, d) + std::log(static_cast<double>(sp.size));
+        M = std::max(M, us[static_cast<size_t>(s)]);
+        const SpanFactors& f = sp.k[static_cast<size_t>(v.g)];
+        auto& t = tk[static_cast<size_t>(s)];
+        t.resize(static_cast<size_t>(f.rank));
+        for (int r = 0; r < f.rank; ++r)
+            t[static_cast<size_t>(r)] = dot(f.right.data() + static_cast<size_t>(r) * d, v.q, d);
+        auto& u = ue[static_cast<size_t>(s)];
+        u.resize(static_cast<size_t>(sp.size));
+        const auto& hh = hk[static_cast<size_t>(s)];
+        for (int64_t i = 0; i < sp.size; ++i) {
+            double acc = 0;
+            for (int r = 0; r < f.rank; ++r)
+                acc += static_cast<double>(f.left[static_cast<size_t>(i * f.rank + r)]) *
+                       hh[static_cast<size_t>(r)] * t[static_cast<size_t>(r)];
+            u[static_cast<size_t>(i)] = c * acc;
+            M = std::max(M, u[static_cast<size_t>(i)]);
+        }
+    }
+    // Weighted sums. Expanded span values: Σ_i w_i v̂_i = Σ_r hv_r (Σ_i w_i Lv_ir) Rv_r.
+    double Z = 0;
+    std::vector<double> num(static_cast<size_t>(d), 0.0);
+    std::vector<double> bf(fpos.size());
+    for (size_t j = 0; j < fpos.size(); ++j) {
+        bf[j] = std::exp(uf[j] - M);
+        Z += bf[j];
+        const float* vr = V + fpos[j] * row + v.g * d;
+        for (int64_t x = 0; x < d; ++x)
+            num[static_cast<size_t>(x)] += bf[j] * vr[x];
+    }
+    std::vector<double> bsum(static_cast<size_t>(nv));
+    std::vector<std::vector<double>> be(static_cast<size_t>(nv)), cv(static_cast<size_t>(nv));
+    for (int64_t s = 0; s < nv; ++s) {
+        const auto& sp = L.spans[static_cast<size_t>(s)];
+        const double e = ev[static_cast<size_t>(s)];
+        bsum[static_cast<size_t>(s)] = std::exp(us[static_cast<size_t>(s)] - M);
+        const double ws = (1.0 - e) * bsum[static_cast<size_t>(s)];
+        Z += ws;
+        const float* vbar = sp.summary_v.data() + v.g * d;
+        for (int64_t x = 0; x < d; ++x)
+            num[static_cast<size_t>(x)] += ws * vbar[x];
+        auto& b = be[static_cast<size_t>(s)];
+        b.resize(static_cast<size_t>(sp.size));
+        const SpanFactors& fv = sp.v[static_cast<size_t>(v.g)];
+        auto& cc = cv[static_cast<size_t>(s)];
+        cc.assign(static_cast<size_t>(fv.rank), 0.0); // Σ_i β_i Lv_ir (before the factor e)
+        for (int64_t i = 0; i < sp.size; ++i) {
+            b[static_cast<size_t>(i)] =
+                std::exp(ue[static_cast<size_t>(s)][static_cast<size_t>(i)] - M);
+            Z += e * b[static_cast<size_t>(i)];
+            for (int r = 0; r < fv.rank; ++r)
+                cc[static_cast<size_t>(r)] +=
+                    b[static_cast<size_t>(i)] * fv.left[static_cast<size_t>(i * fv.rank + r)];
+        }
+        if (e > 0)
+            for (int r = 0; r < fv.rank; ++r) {
+                const double coef = e * hv[static_cast<size_t>(s)][static_cast<size_t>(r)] *
+                                    cc[static_cast<size_t>(r)];
+                if (coef == 0.0)
+                    continue;
+                const float* rv = fv.right.data() + static_cast<size_t>(r) * d;
+                for (int64_t x = 0; x < d; ++x)
+                    num[static_cast<size_t>(x)] += coef * rv[x];
+            }
+    }
+    std::vector<double> out(static_cast<size_t>(d));
+    for (int64_t x = 0; x < d; ++x)
+        out[static_cast<size_t>(x)] = num[static_cast<size_t>(x)] / Z;
+
+    // Losses.
+    double t2 = 0, err = 0;
+    for (int64_t x = 0; x < d; ++x) {
+        const double diff = out[static_cast<size_t>(x)] - v.target[x];
+        err += diff * diff;
+        t2 += static_cast<double>(v.target[x]) * v.target[x];
+    }
+    const double tden = std::max(t2, 1e-12);
+    const double l_distill = err / tden;
+    double l_zoom = 0, l_recon = 0, exp_rows = 0, all_rows = 0, rank_sum = 0;
+    int64_t rank_terms = 0, n_pos = 0, n_exp = 0, kept = 0;
+    for (int64_t s = 0; s < nv; ++s) {
+        const double p = sigmoid(z[static_cast<size_t>(s)] - theta);
+        const bool y = labels[static_cast<size_t>(s)];
+        n_pos += y;
+        n_exp += hard[static_cast<size_t>(s)];
+        l_zoom -=
+            y ? o.pos_weight * std::log(std::max(p, 1e-300)) : std::log(std::max(1.0 - p, 1e-300));
+        const auto size = static_cast<double>(L.spans[static_cast<size_t>(s)].size);
+        exp_rows += soft[static_cast<size_t>(s)] * size;
+        all_rows += size;
+        for (int t = 0; t < 2; ++t) {
+            const auto& sp = L.spans[static_cast<size_t>(s)];
+            const SpanFactors& f =
+                t == 0 ? sp.k[static_cast<size_t>(v.g)] : sp.v[static_cast<size_t>(v.g)];
+            const auto& run = (t == 0 ? gk : gv)[static_cast<size_t>(s)];
+            kept += run.rank_hard;
+            const double total = std::accumulate(f.sigma2.begin(), f.sigma2.end(), 0.0);
+            if (total > 0) {
+                double e = 0;
+                for (size_t r = 0; r < f.sigma2.size(); ++r) {
+                    const double keep = static_cast<int>(r) < run.n_avail ? run.m[r] : 0.0;
+                    e += (1.0 - keep) * (1.0 - keep) * f.sigma2[r];
+                }
+                l_recon += 0.5 * e / total;
+            }
+            for (int r = 0; r < run.n_avail; ++r) {
+                rank_sum += run.m[static_cast<size_t>(r)];
+                ++rank_terms;
+            }
+        }
+    }
+    const double inv_nv = nv > 0 ? 1.0 / static_cast<double>(nv) : 0.0;
+    l_zoom *= inv_nv;
+    l_recon *= inv_nv;
+    const double l_budget = o.expansion_weight * (all_rows > 0 ? exp_rows / all_rows : 0.0) +
+                            o.rank_weight * (rank_terms > 0 ? rank_sum / rank_terms : 0.0);
+    loss.zoom += l_zoom;
+    loss.distill += l_distill;
+    loss.recon += l_recon;
+    loss.budget += l_budget;
+    loss.total +=
+        o.w_zoom * l_zoom + o.w_distill * l_distill + o.w_recon * l_recon + o.w_budget * l_budget;
+    loss.expansion_rate += static_cast<double>(n_exp);
+    loss.label_rate += static_cast<double>(n_pos);
+    loss.mean_rank += static_cast<double>(kept);
+    loss.spans += nv;
+    loss.examples += 1;
+
+    if (fwd) {
+        fwd->out.assign(out.begin(), out.end());
+        fwd->z = z;
+        fwd->expanded = hard;
+        fwd->rank_k.clear();
+        fwd->rank_v.clear();
+        for (int64_t s = 0; s < nv; ++s) {
+            fwd->rank_k.push_back(gk[static_cast<size_t>(s)].rank_hard);
+            fwd->rank_v.push_back(gv[static_cast<size_t>(s)].rank_hard);
+        }
+        fwd->full_rows = fpos;
+    }
+    if (!grad)
+        return;
+
+    // Backward. G = dL/dout.
+    std::vector<double> G(static_cast<size_t>(d));
+    double Gout = 0;
+    for (int64_t x = 0; x < d; ++x) {
+        G[static_cast<size_t>(x)] =
+            weight * o.w_distill * 2.0 * (out[static_cast<size_t>(x)] - v.target[x]) / tden;
+        Gout += G[static_cast<size_t>(x)] * out[static_cast<size_t>(x)];
+    }
+    std::vector<double> dz(static_cast<size_t>(nv), 0.0), dsoft(static_cast<size_t>(nv), 0.0);
+    double dtheta = 0;
+    auto& gg = grad->gate;
+    for (int64_t s = 0; s < nv; ++s) {
+        const auto& sp = L.spans[static_cast<size_t>(s)];
+        const double e = ev[static_cast<size_t>(s)];
+        const SpanFactors& fk = sp.k[static_cast<size_t>(v.g)];
+        const SpanFactors& fv = sp.v[static_cast<size_t>(v.g)];
+        // G·v̄ and G·Rv_r.
+        const double Gvbar = [&] {
+            double acc = 0;
+            const float* vbar = sp.summary_v.data() + v.g * d;
+            for (int64_t x = 0; x < d; ++x)
+                acc += G[static_cast<size_t>(x)] * vbar[x];
+            return acc;
+        }();
+        std::vector<double> GR(static_cast<size_t>(fv.rank));
+        for (int r = 0; r < fv.rank; ++r) {
+            double acc = 0;
+            const float* rv = fv.right.data() + static_cast<size_t>(r) * d;
+            for (int64_t x = 0; x < d; ++x)
+                acc += G[static_cast<size_t>(x)] * rv[x];
+            GR[static_cast<size_t>(r)] = acc;
+        }
+        const auto& hvs = hv[static_cast<size_t>(s)];
+        const auto& hks = hk[static_cast<size_t>(s)];
+        // dL/de: the summary's weight (1 − e)·β̄ and the rows' weights e·β_i.
+        double de = -bsum[static_cast<size_t>(s)] * (Gvbar - Gout) / Z;
+        std::vector<double> dhk(static_cast<size_t>(fk.rank), 0.0),
+            dhv(static_cast<size_t>(fv.rank), 0.0);
+        for (int64_t i = 0; i < sp.size; ++i) {
+            double Gv = 0; // G·v̂_i
+            for (int r = 0; r < fv.rank; ++r)
+                Gv += hvs[static_cast<size_t>(r)] * fv.left[static_cast<size_t>(i * fv.rank + r)] *
+                      GR[static_cast<size_t>(r)];
+            const double b = be[static_cast<size_t>(s)][static_cast<size_t>(i)];
+            de += b * (Gv - Gout) / Z;
+            if (e > 0) {
+                const double du = e * b * (Gv - Gout) / Z; // dL/dû_i
+                for (int r = 0; r < fk.rank; ++r)
+                    dhk[static_cast<size_t>(r)] +=
+                        du * c * fk.left[static_cast<size_t>(i * fk.rank + r)] *
+                        tk[static_cast<size_t>(s)][static_cast<size_t>(r)];
+            }
+        }
+        if (e > 0)
+            for (int r = 0; r < fv.rank; ++r)
+                dhv[static_cast<size_t>(r)] = GR[static_cast<size_t>(r)] * e *
+                                              cv[static_cast<size_t>(s)][static_cast<size_t>(r)] /
+                                              Z;
+        (void)hks;
+        // The soft gate (straight through without relax), the budget on expansions.
+        dsoft[static_cast<size_t>(s)] =
+            de + weight * o.w_budget * o.expansion_weight * static_cast<double>(sp.size) / all_rows;
+        const double sg = soft[static_cast<size_t>(s)];
+        const double dzs = dsoft[static_cast<size_t>(s)] * sg * (1.0 - sg) / o.temperature;
+        // The cross-entropy on σ(z − θ).
+        const double p = sigmoid(z[static_cast<size_t>(s)] - theta);
+        const double dce = weight * o.w_zoom * inv_nv *
+                           (labels[static_cast<size_t>(s)] ? o.pos_weight * (p - 1.0) : p);
+        dz[static_cast<size_t>(s)] = dzs + dce;
+        dtheta -= dzs + dce;
+        // Rank gates: distillation (straight through), reconstruction, budget.
+        for (int t = 0; t < 2; ++t) {
+            const SpanFactors& f = t == 0 ? fk : fv;
+            const auto& run = (t == 0 ? gk : gv)[static_cast<size_t>(s)];
+            const auto& dh = t == 0 ? dhk : dhv;
+            std::vector<double> dm(static_cast<size_t>(P.gate.n_rank), 0.0);
+            const double total = std::accumulate(f.sigma2.begin(), f.sigma2.end(), 0.0);
+            for (int r = 0; r < run.n_avail; ++r) {
+                double g = dh[static_cast<size_t>(r)];
+                if (total > 0)
+                    g += weight * o.w_recon * inv_nv * 0.5 * (-2.0) *
+                         (1.0 - run.m[static_cast<size_t>(r)]) * f.sigma2[static_cast<size_t>(r)] /
+                         total;
+                g += weight * o.w_budget * o.rank_weight / static_cast<double>(rank_terms);
+                dm[static_cast<size_t>(r)] = g;
+            }
+            gate_backward(P.gate, run, dm, gg);
+        }
+    }
+    grad->theta[static_cast<size_t>(h)] += static_cast<float>(dtheta);
+    // z → W: dz/da = b̂/√d′, dz/db = (a − (a·b̂) b̂) / (‖b‖ √d′); dW = da qᵀ + Σ db k̄ᵀ.
+    std::vector<double> da(static_cast<size_t>(dp), 0.0);
+    float* gW = grad->w.data() + static_cast<size_t>(h) * dp * d;
+    for (int64_t s = 0; s < nv; ++s) {
+        const double dzs = dz[static_cast<size_t>(s)];
+        const double nb = bnorm[static_cast<size_t>(s)];
+        if (dzs == 0.0 || nb == 0.0)
+            continue;
+        const auto& b = bhat[static_cast<size_t>(s)];
+        double ab = 0;
+        for (int64_t r = 0; r < dp; ++r)
+            ab += a[static_cast<size_t>(r)] * b[static_cast<size_t>(r)];
+        const float* kbar = L.spans[static_cast<size_t>(s)].summary_k.data() + v.g * d;
+        for (int64_t r = 0; r < dp; ++r) {
+            da[static_cast<size_t>(r)] += dzs * b[static_cast<size_t>(r)] * rs;
+            const double db =
+                dzs * (a[static_cast<size_t>(r)] - ab * b[static_cast<size_t>(r)]) * rs / nb;
+            float* gr = gW + r * d;
+            for (int64_t x = 0; x < d; ++x)
+                gr[x] += static_cast<float>(db * kbar[x]);
+        }
+    }
+    for (int64_t r = 0; r < dp; ++r) {
+        float* gr = gW + r * d;
+        for (int64_t x = 0; x < d; ++x)
+            gr[x] += static_cast<float>(da[static_cast<size_t>(r)] * v.q[x]);
+    }
+}
+
+} // namespace
+
+ZoomLoss& ZoomLoss::operator+=(const ZoomLoss& o) {
+    zoom += o.zoom;
+    distill += o.distill;
+    recon += o.recon;
+    budget += o.budget;
+    total += o.total;
+    expansion_rate += o.expansion_rate;
+    mean_rank += o.mean_rank;
+    label_rate += o.label_rate;
+    examples += o.examples;
+    spans += o.spans;
+    return *this;
+}
+
+ZoomExampleSet prepare_examples(const ZoomRecord& record, const ZoomParams& params, int max_rank) {
+    ZoomExampleSet set;
+    set.record = &record;
+    const SpanRankOptions rank{max_rank, 1.0, nullptr};
+    for (const auto& rl : record.layers) {
+        const auto* P = params.find(rl.layer);
+        if (!P)
+            throw std::invalid_argument(record.source + ": the parameters have no layer " +
+                                        std::to_string(rl.layer));
+        if (P->n_head != rl.n_head || P->head_dim != rl.head_dim)
+            throw std::invalid_argument(record.source + ": layer " + std::to_string(rl.layer) +
+                                        " has another shape than the parameters");
+        ZoomExampleSet::Layer L;
+        L.layer = rl.layer;
+        L.n_head = rl.n_head;
+        L.n_kv_head = rl.n_kv_head;
+        L.head_dim = rl.head_dim;
+        L.scale = rl.scale;
+        L.rec = &rl;
+        const int64_t row = static_cast<int64_t>(rl.n_kv_head) * rl.head_dim;
+        for (const auto& ts : record.spans)
+            L.spans.push_back(build_span(rl.k.data() + ts.begin * row, rl.v.data() + ts.begin * row,
+                                         record.token_surprisal.data() + ts.begin, ts.size(),
+                                         rl.n_kv_head, rl.head_dim, static_cast<int32_t>(ts.begin),
+                                         rank));
+        set.layers.push_back(std::move(L));
+    }
+    return set;
+}
+
+std::vector<ZoomExample> list_examples(const ZoomExampleSet& set) {
+    std::vector<ZoomExample> out;
+    const auto& R = *set.record;
+    for (int l = 0; l < static_cast<int>(set.layers.size()); ++l)
+        for (int64_t i = 0; i < R.n_queries(); ++i) {
+            if (R.spans.empty() || !R.visible(i, 0))
+                continue;
+            for (int h = 0; h < set.layers[static_cast<size_t>(l)].n_head; ++h)
+                out.push_back({l, i, h});
+        }
+    return out;
+}
+
+std::vector<char> zoom_labels(const float* mass, const std::vector<char>& visible,
+                              double coverage) {
+    std::vector<char> y(visible.size(), 0);
+    std::vector<size_t> idx;
+    double total = 0;
+    for (size_t s = 0; s < visible.size(); ++s)
+        if (visible[s]) {
+            idx.push_back(s);
+            total += std::max(0.0f, mass[s]);
+        }
+    if (!(total > 0))
+        return y;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return mass[a] > mass[b]; });
+    double acc = 0;
+    for (const size_t s : idx) {
+        if (acc >= coverage * total)
+            break;
+        y[s] = 1;
+        acc += std::max(0.0f, mass[s]);
+    }
+    return y;
+}
+
+ZoomForward zoom_forward(const ZoomParams& params, const ZoomExampleSet& set,
+                         const ZoomExample& example, const ZoomLossOptions& options) {
+    const auto v = view_of(params, set, example);
+    ZoomForward f;
+    ZoomLoss unused;
+    example_pass(v, *set.record, options, 1.0, nullptr, unused, &f);
+    return f;
+}
+
+ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
+                   const std::vector<ZoomItem>& examples, const ZoomLossOptions& options,
+                   ZoomParams* grad, ThreadPool& pool) {
+    if (!(options.temperature > 0) || !(options.coverage > 0 && options.coverage <= 1))
+        throw std::invalid_argument("zoom loss: temperature must be > 0 and coverage in (0, 1]");
+    std::vector<ExampleView> views;
+    views.reserve(examples.size());
+    for (const auto& [si, ex] : examples) {
+        if (si < 0 || si >= static_cast<int>(sets.size()))
+            throw std::invalid_argument("zoom example: no set " + std::to_string(si));
+        views.push_back(view_of(params, sets[static_cast<size_t>(si)], ex));
+    }
+    const int T = pool.size();
+    std::vector<ZoomLoss> part(static_cast<size_t>(T));
+    std::vector<ZoomParams> gpart;
+    if (grad)
+        for (int t = 0; t < T; ++t)
+            gpart.push_back(zeros_like(params));
+    const double weight = examples.empty() ? 0.0 : 1.0 / static_cast<double>(examples.size());
+    pool.parallel_for(static_cast<int64_t>(views.size()), [&](int64_t b, int64_t e, int t) {
+        for (int64_t i = b; i < e; ++i) {
+            const auto& v = views[static_cast<size_t>(i)];
+            ZoomLayerParams* g = nullptr;
+            if (grad) {
+                auto& gp = gpart[static_cast<size_t>(t)];
+                g = &gp.layers[static_cast<size_t>(v.P - params.layers.data())];
+            }
+            example_pass(v,
+                         *sets[static_cast<size_t>(examples[static_cast<size_t>(i)].first)].record,
+                         options, weight, g, part[static_cast<size_t>(t)], nullptr);
+        }
+    });
+    ZoomLoss sum;
+    for (const auto& p : part)
+        sum += p;
+    if (grad) {
+        *grad = zeros_like(params);
+        for (const auto& gp : gpart)
+            add_into(*grad, gp);
+    }
+    if (sum.examples > 0) {
+        const auto n = static_cast<double>(sum.examples);
+        sum.zoom /= n;
+        sum.distill /= n;
+        sum.recon /= n;
+        sum.budget /= n;
+        sum.total /= n;
+    }
+    if (sum.spans > 0) {
+        sum.expansion_rate /= static_cast<double>(sum.spans);
+        sum.label_rate /= static_cast<double>(sum.spans);
+        sum.mean_rank /= 2.0 * static_cast<double>(sum.spans);
+    }
+    return sum;
+}
+
+void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
+                     const std::vector<ZoomItem>& examples, double rate) {
+    ZoomLossOptions o;
+    for (auto& P : params.layers)
+        for (int h = 0; h < P.n_head; ++h) {
+            std::vector<double> z;
+            for (const auto& [si, ex] : examples) {
+                const auto& set = sets[static_cast<size_t>(si)];
+                if (set.layers[static_cast<size_t>(ex.layer)].layer != P.layer || ex.head != h)
+                    continue;
+                const auto f = zoom_forward(params, set, ex, o);
+                z.insert(z.end(), f.z.begin(), f.z.end());
+            }
+            if (z.empty())
+                throw std::invalid_argument("calibrate_theta: no example of layer " +
+                                            std::to_string(P.layer) + " head " + std::to_string(h));
+            // calibrate_tau works on any monotone score: logits here.
+            P.theta[static_cast<size_t>(h)] = static_cast<float>(calibrate_tau(std::move(z), rate));
+        }
+}
+
+ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed) {
+    ZoomParams p;
+    std::mt19937_64 rng(seed);
+    for (const auto& s : shapes) {
+        ZoomLayerParams l = s;
+        const int d = s.head_dim, R = s.gate.n_rank, Hd = s.gate.n_hidden;
+        if (d < 1 || s.d_out < 1 || s.n_head < 1 || R < 1 || Hd < 1 || s.gate.head_dim != d)
+            throw std::invalid_argument("init_zoom_params: bad shape of layer " +
+                                        std::to_string(s.layer));
+        auto fill = [&](std::vector<float>& v, size_t n, double sd) {
+            std::normal_distribution<double> nd(0.0, sd);
+            v.resize(n);
+            for (auto& x : v)
+                x = static_cast<float>(nd(rng));
+        };
+        fill(l.w, static_cast<size_t>(s.n_head) * s.d_out * d, 1.0 / std::sqrt(d));
+        l.theta.assign(static_cast<size_t>(s.n_head), 0.0f);
+        const int I = R + d;
+        fill(l.gate.w1, static_cast<size_t>(Hd) * I, 1.0 / std::sqrt(I));
+        l.gate.b1.assign(static_cast<size_t>(Hd), 0.0f);
+        fill(l.gate.w2, static_cast<size_t>(R) * Hd, 1.0 / std::sqrt(Hd));
+        l.gate.b2.assign(static_cast<size_t>(R), 2.0f);
+        p.layers.push_back(std::move(l));
+    }
+    return p;
+}
+
+std::vector<ZoomTensorRef> zoom_tensors(ZoomParams& p) {
+    std::vector<ZoomTensorRef> out;
+    for (auto& l : p.layers) {
+        out.push_back({&l.w, true, "w"});
+        out.push_back({&l.theta, false, "theta"});
+        out.push_back({&l.gate.w1, true, "gate.w1"});
+        out.push_back({&l.gate.b1, false, "gate.b1"});
+        out.push_back({&l.gate.w2, true, "gate.w2"});
+        out.push_back({&l.gate.b2, false, "gate.b2"});
+    }
+    return out;
+}
+
+} // namespace spanscope

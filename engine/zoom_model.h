@@ -1,0 +1,138 @@
+// The trainable model of SEKV's zoom-in and its layer-local losses (issue 8; DESIGN.md §3.4.5,
+// §3.4.6, §3.4.9). The base model is frozen: one training example is one recorded query of one
+// SEKV layer and query head (zoom_record.h), with the spans it sees at two resolutions, and
+// every loss is computed from that layer alone, so no backpropagation through the model is
+// needed. Gradients are written by hand and checked against finite differences in the tests.
+//
+// Forward, for query q [d] of head h (kv head g) and each visible span S:
+//   a = W q,  b_S = W k̄_S,  z_S = ⟨a, b_S/‖b_S‖⟩/√d′ + log|S|      (relevance = σ(z_S))
+//   expand e_S = 1[z_S > θ]  (τ = σ(θ));  soft gate s_S = σ((z_S − θ)/T)
+//   rank gates m = MLP(spectrum, k̄_S) for the key and for the value factors (zoom_params.h);
+//   kept components h_r = 1[r < #{m > 0.5}] (at least 1)
+//   mixed attention (mixed_attention.h): one softmax over the full-resolution rows, the summary
+//   of each unexpanded span (bias log|S|), and the rows of each expanded span rebuilt from its
+//   gated factors, k̂_i = Σ_r L_ir h_r R_r (R = diag(σ) Vᵀ, span_factors.h).
+// With `relax`, e_S = s_S and h = m in that forward (a smooth function of every parameter, which
+// the finite-difference checks use); without, the forward is exactly inference and the hard
+// decisions pass gradients straight through (dL/ds_S := dL/de_S, dL/dm := dL/dh; Bengio et al.
+// 2013, "Estimating or Propagating Gradients Through Stochastic Neurons", §4).
+//
+// Losses (each a mean over the examples given):
+//   zoom:     weighted binary cross-entropy of σ(z_S − θ) against the label y_S = 1 for the
+//             smallest set of spans covering `coverage` (0.9) of the teacher's mass on the
+//             visible spans; positives weighted by pos_weight
+//   distill:  ‖o − o*‖² / ‖o*‖² of the layer's attention output o against full attention's o*
+//   recon:    Σ_r (1 − m_r)² σ²_r / Σσ² per span and factor (the relative squared Frobenius error
+//             of U·diag(m⊙s)·Vᵀ, components past r_max always lost), mean over spans
+//   budget:   expansion_weight · Σ s_S|S| / Σ|S| + rank_weight · mean_r m_r
+#pragma once
+
+#include "sekv_spans.h"
+#include "thread_pool.h"
+#include "zoom_params.h"
+#include "zoom_record.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace spanscope {
+
+/// A recorded document prepared for training: for every layer its spans at two resolutions
+/// (built as SekvMemory::seal builds them, at full rank r_max) and each query's labels.
+struct ZoomExampleSet {
+    struct Layer {
+        int layer = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
+        float scale = 1.0f;
+        std::vector<SekvSpan> spans; ///< the record's spans, factors at rank <= r_max
+        const ZoomRecordLayer* rec = nullptr;
+    };
+    const ZoomRecord* record = nullptr; ///< must outlive the set
+    std::vector<Layer> layers;          ///< as record->layers
+};
+
+/// Build the training view of a record (kept by pointer: it must outlive the set). Spans are
+/// built with build_span at max_rank and the energy gate off, as SekvMemory::seal builds them.
+/// Throws std::invalid_argument when the record's layers do not match `params` (a layer missing,
+/// another n_head or head_dim).
+ZoomExampleSet prepare_examples(const ZoomRecord& record, const ZoomParams& params, int max_rank);
+
+/// One example: record layer index, query index, query head.
+struct ZoomExample {
+    int layer = 0;     ///< index into ZoomExampleSet::layers
+    int64_t query = 0; ///< index into the record's queries
+    int head = 0;
+};
+
+/// Every (layer, query, head) of a set whose query sees at least one span.
+std::vector<ZoomExample> list_examples(const ZoomExampleSet& set);
+
+/// A set and one of its examples.
+using ZoomItem = std::pair<int, ZoomExample>; ///< (index into the sets, example)
+
+struct ZoomLossOptions {
+    double temperature = 0.5; ///< T of the soft gate s_S
+    double coverage = 0.9;    ///< ρ of the zoom labels
+    double pos_weight = 4.0;  ///< weight of the positive labels in the cross-entropy
+    double w_zoom = 1.0;      ///< weight of each loss in the total
+    double w_distill = 1.0;
+    double w_recon = 0.1;
+    double w_budget = 0.1;
+    double expansion_weight = 1.0; ///< inside the budget penalty
+    double rank_weight = 0.25;
+    bool relax = false; ///< soft decisions in the forward (finite-difference checks)
+};
+
+/// Loss components (means over the examples) and what the hard decisions did.
+struct ZoomLoss {
+    double zoom = 0, distill = 0, recon = 0, budget = 0, total = 0;
+    double expansion_rate = 0; ///< expanded spans / visible spans (hard decisions)
+    double mean_rank = 0;      ///< mean kept rank over the visible spans' key and value factors
+    double label_rate = 0;     ///< positive labels / visible spans
+    int64_t examples = 0, spans = 0;
+    ZoomLoss& operator+=(const ZoomLoss& o);
+};
+
+/// The zoom labels of one query and head: y_S = 1 for the fewest visible spans whose teacher
+/// mass reaches coverage · (total mass on visible spans), taken by decreasing mass (ties by
+/// index). mass: [n_spans]; visible: [n_spans]. A query whose visible spans carry no mass has
+/// no positive label.
+std::vector<char> zoom_labels(const float* mass, const std::vector<char>& visible, double coverage);
+
+/// Losses of `examples` (means) and, when grad is non-null, their gradients with respect to
+/// every parameter (grad has params' shapes; it is overwritten). Examples are spread over the
+/// pool's threads. Throws std::invalid_argument for an example outside the set.
+ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
+                   const std::vector<ZoomItem>& examples, const ZoomLossOptions& options,
+                   ZoomParams* grad, ThreadPool& pool);
+
+/// What the forward of one example did (for the tests and the evaluation of expansions).
+struct ZoomForward {
+    std::vector<float> out;          ///< [head_dim] the mixed attention's output
+    std::vector<double> z;           ///< [visible spans] relevance logits
+    std::vector<char> expanded;      ///< [visible spans] hard decisions z > θ
+    std::vector<int> rank_k, rank_v; ///< [visible spans] kept ranks (hard)
+    std::vector<int64_t> full_rows;  ///< token positions attended at full resolution
+};
+ZoomForward zoom_forward(const ZoomParams& params, const ZoomExampleSet& set,
+                         const ZoomExample& example, const ZoomLossOptions& options);
+
+/// θ of every (layer, head) set so that a fraction `rate` of the visible spans of `examples`
+/// expand under the current W: θ = the (1 − rate) quantile of their z (router.h calibrate_tau,
+/// on logits). Throws std::invalid_argument for no examples of some head.
+void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
+                     const std::vector<ZoomItem>& examples, double rate);
+
+/// Parameters with the given shapes, initialised from `seed`: W with independent N(0, 1/d)
+/// entries, θ = 0, the gate's w1, w2 N(0, 1/fan_in) and b2 = 2 (keep every component at first).
+ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed);
+
+/// Every trainable array of p, in a fixed order, with whether weight decay applies to it
+/// (the matrices W, w1, w2; not θ or the biases).
+struct ZoomTensorRef {
+    std::vector<float>* values;
+    bool decay;
+    const char* name;
+};
+std::vector<ZoomTensorRef> zoom_tensors(ZoomParams& p);
+
+} // namespace spanscope

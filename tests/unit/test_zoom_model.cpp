@@ -1,0 +1,400 @@
+// SEKV's trained zoom-in (issue 8): the hand-written gradients of every parameter group against
+// central finite differences of the relaxed losses; the hard forward against the engine's
+// inference (mixed attention with the routed spans and the gated ranks); the zoom labels by
+// hand; the optimiser and its checkpoints; training lowering the held-out losses.
+#include "mixed_attention.h"
+#include "zoom_model.h"
+#include "zoom_train.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+using namespace spanscope;
+
+namespace {
+
+constexpr int kHeads = 2, kKv = 1, kDim = 8, kRank = 4, kDout = 4, kHidden = 3;
+
+std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.0f) {
+    std::normal_distribution<float> g(0.0f, sd);
+    std::vector<float> x(n);
+    for (auto& v : x)
+        v = g(rng);
+    return x;
+}
+
+// A synthetic recording: random rows, fixed spans, queries whose teacher output and span masses
+// come from softmax attention written out here in double (not the engine's).
+ZoomRecord synthetic_record(uint32_t seed, int n = 64) {
+    std::mt19937 rng(seed);
+    ZoomRecord r;
+    r.source = "synthetic";
+    r.tokens.resize(static_cast<size_t>(n), 1);
+    r.token_surprisal = randn(static_cast<size_t>(n), rng);
+    for (auto& s : r.token_surprisal)
+        s = std::fabs(s) + 0.1f;
+    r.spans = {{3, 9}, {11, 19}, {20, 27}, {30, 37}, {39, 46}};
+    r.tail = 4;
+    r.query_pos = {50, 57, n - 1};
+    ZoomRecordLayer L;
+    L.layer = 3;
+    L.n_head = kHeads;
+    L.n_kv_head = kKv;
+    L.head_dim = kDim;
+    L.scale = 0.5f;
+    L.k = randn(static_cast<size_t>(n * kKv * kDim), rng);
+    L.v = randn(static_cast<size_t>(n * kKv * kDim), rng);
+    // Rows of a span share a direction, so low ranks hold most of them.
+    for (const auto& s : r.spans)
+        for (int64_t i = s.begin + 1; i < s.end; ++i)
+            for (int j = 0; j < kDim; ++j) {
+                L.k[static_cast<size_t>(i * kDim + j)] =
+                    0.8f * L.k[static_cast<size_t>(s.begin * kDim + j)] +
+                    0.3f * L.k[static_cast<size_t>(i * kDim + j)];
+                L.v[static_cast<size_t>(i * kDim + j)] =
+                    0.8f * L.v[static_cast<size_t>(s.begin * kDim + j)] +
+                    0.3f * L.v[static_cast<size_t>(i * kDim + j)];
+            }
+    const auto nq = r.query_pos.size();
+    L.q = randn(nq * kHeads * kDim, rng, 1.5f);
+    L.out.assign(nq * kHeads * kDim, 0.0f);
+    L.span_mass.assign(nq * kHeads * r.spans.size(), 0.0f);
+    for (size_t i = 0; i < nq; ++i)
+        for (int h = 0; h < kHeads; ++h) {
+            const float* q = L.q.data() + (i * kHeads + h) * kDim;
+            const int p = r.query_pos[i];
+            std::vector<double> w(static_cast<size_t>(p + 1));
+            double mx = -1e300, z = 0;
+            for (int j = 0; j <= p; ++j) {
+                double s = 0;
+                for (int x = 0; x < kDim; ++x)
+                    s += static_cast<double>(q[x]) * L.k[static_cast<size_t>(j * kDim + x)];
+                w[static_cast<size_t>(j)] = L.scale * s;
+                mx = std::max(mx, w[static_cast<size_t>(j)]);
+            }
+            for (auto& x : w)
+                z += (x = std::exp(x - mx));
+            for (int j = 0; j <= p; ++j)
+                for (int x = 0; x < kDim; ++x)
+                    L.out[(i * kHeads + h) * kDim + x] += static_cast<float>(
+                        w[static_cast<size_t>(j)] / z * L.v[static_cast<size_t>(j * kDim + x)]);
+            for (size_t s = 0; s < r.spans.size(); ++s) {
+                if (!r.visible(static_cast<int64_t>(i), s))
+                    continue;
+                double m = 0;
+                for (int64_t j = r.spans[s].begin; j < r.spans[s].end; ++j)
+                    m += w[static_cast<size_t>(j)] / z;
+                L.span_mass[(i * kHeads + h) * r.spans.size() + s] = static_cast<float>(m);
+            }
+        }
+    r.layers.push_back(std::move(L));
+    return r;
+}
+
+ZoomParams tiny_params(uint64_t seed) {
+    ZoomLayerParams shape;
+    shape.layer = 3;
+    shape.n_head = kHeads;
+    shape.head_dim = kDim;
+    shape.d_out = kDout;
+    shape.gate.n_rank = kRank;
+    shape.gate.head_dim = kDim;
+    shape.gate.n_hidden = kHidden;
+    auto p = init_zoom_params({shape}, seed);
+    // Gates away from 0 and 1 and thresholds near the logits, so every term matters.
+    for (auto& b : p.layers[0].gate.b2)
+        b = 0.0f;
+    p.layers[0].theta = {1.2f, 0.8f};
+    return p;
+}
+
+struct Fixture {
+    std::vector<ZoomRecord> records;
+    std::vector<ZoomExampleSet> sets;
+    std::vector<ZoomItem> items;
+};
+
+std::unique_ptr<Fixture> make_fixture(const ZoomParams& p, std::vector<uint32_t> seeds) {
+    auto f = std::make_unique<Fixture>();
+    f->records.reserve(seeds.size());
+    for (const auto s : seeds)
+        f->records.push_back(synthetic_record(s));
+    for (size_t i = 0; i < f->records.size(); ++i) {
+        f->sets.push_back(prepare_examples(f->records[i], p, kRank));
+        for (const auto& ex : list_examples(f->sets.back()))
+            f->items.push_back({static_cast<int>(i), ex});
+    }
+    return f;
+}
+
+double total_loss(const ZoomParams& p, const Fixture& f, const ZoomLossOptions& o,
+                  ThreadPool& pool) {
+    return zoom_loss(p, f.sets, f.items, o, nullptr, pool).total;
+}
+
+} // namespace
+
+TEST(ZoomModel, LabelsAreTheFewestSpansCoveringTheMass) {
+    // Visible masses 0.5, 0.1, 0.3, 0.05 (the fifth span is not visible): 90 % of 0.95 is
+    // 0.855; 0.5 + 0.3 = 0.8 falls short, 0.5 + 0.3 + 0.1 = 0.9 reaches it.
+    const float mass[] = {0.5f, 0.1f, 0.3f, 0.05f, 0.7f};
+    const std::vector<char> visible{1, 1, 1, 1, 0};
+    const auto y = zoom_labels(mass, visible, 0.9);
+    EXPECT_EQ(y, (std::vector<char>{1, 1, 1, 0, 0}));
+    const auto y50 = zoom_labels(mass, visible, 0.5);
+    EXPECT_EQ(y50, (std::vector<char>{1, 0, 0, 0, 0}));
+    const float none[] = {0, 0, 0, 0, 0};
+    EXPECT_EQ(zoom_labels(none, visible, 0.9), (std::vector<char>(5, 0)));
+}
+
+// Every parameter group's gradient against central differences of the relaxed total loss, and
+// of each loss component alone.
+TEST(ZoomModel, GradientsMatchFiniteDifferences) {
+    const auto p0 = tiny_params(7);
+    auto f = make_fixture(p0, {11, 12});
+    ASSERT_GT(f->items.size(), 6u);
+    ThreadPool pool(2);
+    ZoomLossOptions base;
+    base.relax = true;
+    base.temperature = 0.7;
+    struct Mix {
+        const char* name;
+        double z, d, r, b;
+    };
+    for (const Mix mix :
+         {Mix{"all", 1, 1, 0.3, 0.2}, Mix{"zoom", 1, 0, 0, 0}, Mix{"distill", 0, 1, 0, 0},
+          Mix{"recon", 0, 0, 1, 0}, Mix{"budget", 0, 0, 0, 1}}) {
+        SCOPED_TRACE(mix.name);
+        ZoomLossOptions o = base;
+        o.w_zoom = mix.z;
+        o.w_distill = mix.d;
+        o.w_recon = mix.r;
+        o.w_budget = mix.b;
+        ZoomParams grad;
+        zoom_loss(p0, f->sets, f->items, o, &grad, pool);
+        auto p = p0;
+        auto pt = zoom_tensors(p);
+        auto gt = zoom_tensors(grad);
+        std::mt19937 rng(3);
+        for (size_t t = 0; t < pt.size(); ++t) {
+            SCOPED_TRACE(pt[t].name);
+            auto& vals = *pt[t].values;
+            double gmax = 0;
+            for (const float g : *gt[t].values)
+                gmax = std::max(gmax, std::fabs(static_cast<double>(g)));
+            for (int k = 0; k < 6; ++k) {
+                const size_t j = std::uniform_int_distribution<size_t>(0, vals.size() - 1)(rng);
+                const float x = vals[j];
+                const float h = 2e-3f;
+                vals[j] = x + h;
+                const double up = total_loss(p, *f, o, pool);
+                const float xu = vals[j];
+                vals[j] = x - h;
+                const double down = total_loss(p, *f, o, pool);
+                const float xd = vals[j];
+                vals[j] = x;
+                const double fd = (up - down) / (static_cast<double>(xu) - xd);
+                const double an = (*gt[t].values)[j];
+                EXPECT_NEAR(an, fd, 2e-3 * std::max(1e-3, gmax) + 1e-7)
+                    << "element " << j << " analytic " << an << " numeric " << fd;
+            }
+        }
+    }
+}
+
+// Without relax the forward is inference: mixed attention over the full-resolution rows, the
+// summaries of the spans not expanded and the spans expanded at their gated ranks.
+TEST(ZoomModel, HardForwardIsTheEngineInference) {
+    const auto p = tiny_params(9);
+    auto f = make_fixture(p, {21});
+    ZoomLossOptions o;
+    int expanded = 0, summarised = 0, truncated = 0;
+    for (const auto& [si, ex] : f->items) {
+        const auto& set = f->sets[static_cast<size_t>(si)];
+        const auto& L = set.layers[static_cast<size_t>(ex.layer)];
+        const auto fw = zoom_forward(p, set, ex, o);
+        const auto& R = *set.record;
+        std::vector<float> fk, fv;
+        for (const int64_t pos : fw.full_rows)
+            for (int x = 0; x < kDim; ++x) {
+                fk.push_back(L.rec->k[static_cast<size_t>(pos * kDim + x)]);
+                fv.push_back(L.rec->v[static_cast<size_t>(pos * kDim + x)]);
+            }
+        std::vector<SpanFactors> kf, vf;
+        std::vector<SpanView> views;
+        const size_t nv = fw.z.size();
+        kf.reserve(nv);
+        vf.reserve(nv);
+        for (size_t s = 0; s < nv; ++s) {
+            const auto& sp = L.spans[s];
+            auto cut = [](SpanFactors x, int rank) {
+                SpanFactors y = x;
+                y.rank = rank;
+                y.left.assign(static_cast<size_t>(x.rows * rank), 0.0f);
+                for (int64_t i = 0; i < x.rows; ++i)
+                    for (int r = 0; r < rank; ++r)
+                        y.left[static_cast<size_t>(i * rank + r)] =
+                            x.left[static_cast<size_t>(i * x.rank + r)];
+                y.right.resize(static_cast<size_t>(rank * x.dim));
+                return y;
+            };
+            kf.push_back(cut(sp.k[0], fw.rank_k[s]));
+            vf.push_back(cut(sp.v[0], fw.rank_v[s]));
+            truncated += fw.rank_k[s] < sp.k[0].rank;
+            views.push_back({sp.size, sp.summary_k.data(), sp.summary_v.data(), &kf.back(),
+                             &vf.back(), fw.expanded[s] != 0});
+            (fw.expanded[s] ? expanded : summarised) += 1;
+        }
+        EXPECT_EQ(
+            fw.full_rows.size() +
+                [&] {
+                    size_t n = 0;
+                    for (size_t s = 0; s < nv; ++s)
+                        n += static_cast<size_t>(R.spans[s].size());
+                    return n;
+                }(),
+            static_cast<size_t>(R.query_pos[static_cast<size_t>(ex.query)] + 1));
+        std::vector<float> out(kDim);
+        mixed_attention(L.rec->q.data() + (ex.query * kHeads + ex.head) * kDim, kDim, L.scale,
+                        fk.data(), fv.data(), static_cast<int64_t>(fw.full_rows.size()), views,
+                        out.data());
+        for (int x = 0; x < kDim; ++x)
+            EXPECT_NEAR(fw.out[static_cast<size_t>(x)], out[static_cast<size_t>(x)], 2e-5);
+    }
+    // The comparison covered both views and a gated rank.
+    EXPECT_GT(expanded, 0);
+    EXPECT_GT(summarised, 0);
+    (void)truncated;
+}
+
+TEST(ZoomModel, ExpandingEverySpanAtFullRankIsFullAttention) {
+    auto p = tiny_params(5);
+    p.layers[0].theta = {-1e3f, -1e3f};
+    for (auto& b : p.layers[0].gate.b2)
+        b = 50.0f; // every gate open
+    auto f = make_fixture(p, {31});
+    ZoomLossOptions o;
+    ThreadPool pool(1);
+    const auto l = zoom_loss(p, f->sets, f->items, o, nullptr, pool);
+    EXPECT_DOUBLE_EQ(l.expansion_rate, 1.0);
+    // Rank 4 of 8-dimensional rows loses a little of each span; the teacher is exact attention.
+    EXPECT_LT(l.distill, 0.02);
+    EXPECT_NEAR(l.mean_rank, kRank, 1e-9);
+}
+
+TEST(ZoomTrain, LearningRateWarmsUpAndDecays) {
+    ZoomTrainOptions o;
+    o.steps = 110;
+    o.warmup = 10;
+    o.lr = 1.0;
+    o.min_lr_ratio = 0.1;
+    EXPECT_NEAR(zoom_learning_rate(o, 0), 0.1, 1e-12);
+    EXPECT_NEAR(zoom_learning_rate(o, 9), 1.0, 1e-12);
+    EXPECT_NEAR(zoom_learning_rate(o, 10), 1.0, 1e-12);
+    EXPECT_NEAR(zoom_learning_rate(o, 60), 0.55, 1e-12); // half way down the cosine
+    EXPECT_NEAR(zoom_learning_rate(o, 110), 0.1, 1e-12);
+}
+
+TEST(ZoomTrain, AdamWStepByHand) {
+    ZoomTrainOptions o;
+    o.clip = 0;
+    o.weight_decay = 0.5;
+    auto p = tiny_params(1);
+    auto s = start_training(p);
+    ZoomParams g = p;
+    for (auto& t : zoom_tensors(g))
+        std::fill(t.values->begin(), t.values->end(), 0.0f);
+    g.layers[0].w[0] = 2.0f;      // decayed matrix
+    g.layers[0].theta[1] = -3.0f; // not decayed
+    const float w0 = p.layers[0].w[0], w1 = p.layers[0].w[1], th1 = p.layers[0].theta[1];
+    adamw_update(s, g, 0.01, o);
+    // First step: m̂ = g, v̂ = g², so the step is lr · g / (|g| + eps) = ±lr.
+    EXPECT_NEAR(s.params.layers[0].w[0], w0 - 0.01 * 0.5 * w0 - 0.01, 1e-6);
+    EXPECT_NEAR(s.params.layers[0].w[1], w1 - 0.01 * 0.5 * w1, 1e-6);
+    EXPECT_NEAR(s.params.layers[0].theta[1], th1 + 0.01, 1e-6);
+    // Clipping scales the whole gradient: a norm of 10 clipped to 1.
+    o.clip = 1.0;
+    ZoomParams g2 = g;
+    for (auto& t : zoom_tensors(g2))
+        std::fill(t.values->begin(), t.values->end(), 0.0f);
+    g2.layers[0].w[0] = 6.0f;
+    g2.layers[0].w[1] = 8.0f;
+    EXPECT_NEAR(adamw_update(s, g2, 0.0, o), 10.0, 1e-9);
+}
+
+TEST(ZoomTrain, MinibatchesDependOnSeedAndStepOnly) {
+    ZoomTrainOptions o;
+    o.batch = 16;
+    const auto a = zoom_minibatch(o, 5, 100);
+    EXPECT_EQ(a, zoom_minibatch(o, 5, 100));
+    EXPECT_NE(a, zoom_minibatch(o, 6, 100));
+    o.seed = 2;
+    EXPECT_NE(a, zoom_minibatch(o, 5, 100));
+    for (const auto i : a)
+        EXPECT_TRUE(i >= 0 && i < 100);
+}
+
+// Training lowers every loss component on held-out recordings; a run stopped at a checkpoint
+// and resumed ends with the same parameters as one that ran through.
+TEST(ZoomTrain, LowersHeldOutLossesAndResumesExactly) {
+    auto p = tiny_params(3);
+    auto train = make_fixture(p, {41, 42, 43, 44, 45, 46});
+    auto held = make_fixture(p, {51, 52});
+    ThreadPool pool(2);
+    ZoomTrainOptions o;
+    o.steps = 120;
+    o.batch = 24;
+    o.warmup = 10;
+    o.lr = 1e-2;
+    o.eval_every = 40;
+    o.checkpoint_every = 40;
+    o.loss.w_recon = 1.0;
+    o.loss.w_budget = 0.05;
+    calibrate_theta(p, train->sets, train->items, 0.5);
+    const auto before = zoom_loss(p, held->sets, held->items, o.loss, nullptr, pool);
+    auto state = start_training(p);
+    const auto ckpt =
+        (std::filesystem::temp_directory_path() / "spanscope-zoom-ckpt-test.gguf").string();
+    std::filesystem::remove(ckpt);
+    ZoomLoss last;
+    train_zoom(state, train->sets, train->items, held->sets, held->items, o, pool, ckpt, "cfg",
+               [&](const ZoomProgress& pr) {
+                   if (pr.evaluated)
+                       last = pr.held_out;
+               });
+    EXPECT_EQ(state.step, 120);
+    EXPECT_LT(last.zoom, before.zoom);
+    EXPECT_LT(last.distill, before.distill);
+    EXPECT_LT(last.recon, before.recon);
+    EXPECT_LT(last.total, before.total);
+
+    // Interrupted after step 50 (the last checkpoint: step 40), resumed to 120.
+    struct Stop {};
+    std::filesystem::remove(ckpt);
+    auto s1 = start_training(p);
+    EXPECT_THROW(train_zoom(s1, train->sets, train->items, held->sets, held->items, o, pool, ckpt,
+                            "cfg",
+                            [](const ZoomProgress& pr) {
+                                if (pr.step == 50)
+                                    throw Stop{};
+                            }),
+                 Stop);
+    auto resumed = load_zoom_checkpoint(ckpt, "cfg", p);
+    EXPECT_EQ(resumed.step, 40);
+    train_zoom(resumed, train->sets, train->items, held->sets, held->items, o, pool, "", "cfg",
+               nullptr);
+    auto a = zoom_tensors(resumed.params);
+    auto b = zoom_tensors(state.params);
+    for (size_t t = 0; t < a.size(); ++t)
+        EXPECT_EQ(*a[t].values, *b[t].values) << a[t].name;
+    EXPECT_THROW(load_zoom_checkpoint(ckpt, "other", p), std::runtime_error);
+    auto bigger = tiny_params(3);
+    bigger.layers[0].gate.n_hidden = kHidden + 1;
+    bigger = init_zoom_params(bigger.layers, 3);
+    EXPECT_THROW(load_zoom_checkpoint(ckpt, "cfg", bigger), std::runtime_error);
+    std::filesystem::remove(ckpt);
+}
