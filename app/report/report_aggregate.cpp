@@ -89,7 +89,7 @@ BudgetSummary budget_summary(const Report& report, double budget,
                              const std::vector<Config>& configs) {
     BudgetSummary s;
     s.budget = budget;
-    std::optional<Config> full, sekv;
+    std::optional<Config> full, sekv, trained;
     for (const auto& c : configs) {
         const bool is_full_reference = c.is_full() && c.budget == 1.0;
         if (!is_full_reference && c.budget != budget)
@@ -99,15 +99,19 @@ BudgetSummary budget_summary(const Report& report, double budget,
             full = c;
         else if (c.policy == "sekv")
             sekv = c;
+        else if (c.policy == "sekv-trained")
+            trained = c;
     }
     if (!sekv)
         return s;
     if (full)
         s.sekv_minus_full = difference(report, *sekv, *full);
-    // The best baseline: the compressed policy (not full, not sekv) at this budget with the
-    // highest macro accuracy over the tasks it shares with sekv.
+    if (trained)
+        s.trained_minus_sekv = difference(report, *trained, *sekv);
+    // The best baseline: the compressed policy (neither full nor a form of sekv) at this budget
+    // with the highest macro accuracy over the tasks it shares with sekv.
     for (const auto& e : s.entries) {
-        if (e.config.is_full() || e.config.policy == "sekv")
+        if (e.config.is_full() || e.config.policy.rfind("sekv", 0) == 0)
             continue;
         const auto d = difference(report, *sekv, e.config);
         if (d && (!s.sekv_minus_best_baseline || d->value < s.sekv_minus_best_baseline->value))
@@ -230,12 +234,14 @@ Report aggregate(const LoadedResults& loaded) {
     for (const auto& c : all_configs) {
         FidelityRow f;
         f.config = c;
-        std::vector<double> greedy, top1, kl;
+        std::vector<double> greedy, top1, kl, expansions;
         for (const auto& r : loaded.rows) {
             if (r.policy != c.policy || r.budget != c.budget)
                 continue;
             const Fidelity& fi = r.fidelity;
-            if (!fi.greedy_agreement && !fi.top1_agreement && !fi.kl)
+            if (r.expansions)
+                expansions.push_back(*r.expansions);
+            if (!fi.greedy_agreement && !fi.top1_agreement && !fi.kl && !r.expansions)
                 continue;
             ++f.n;
             if (fi.greedy_agreement)
@@ -253,6 +259,8 @@ Report aggregate(const LoadedResults& loaded) {
             f.top1_agreement = mean(top1);
         if (!kl.empty())
             f.kl = mean(kl);
+        if (!expansions.empty())
+            f.expansions = mean(expansions);
         report.fidelity.push_back(f);
     }
     report.pic = aggregate_pic(loaded.pic_rows);

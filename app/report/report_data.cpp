@@ -36,6 +36,10 @@ ResultRow parse_result(const LineReader& r) {
     row.policy = r.string("policy");
     if (row.policy.empty())
         r.fail("\"policy\" is empty");
+    // SEKV's trained router is its own configuration (issue 8); lines without "router" were
+    // measured with the training-free one.
+    if (r.find("router") && r.string("router") == "trained")
+        row.policy += "-trained";
     if (r.find("budget") || row.policy != "full")
         row.budget = r.number("budget");
     if (!(row.budget > 0 && row.budget <= 1))
@@ -60,6 +64,11 @@ ResultRow parse_result(const LineReader& r) {
         if (!w->is_boolean())
             r.fail("\"within_budget\" is not true or false");
         row.within_budget = w->get<bool>();
+    }
+    if (const json* x = r.find("expansions")) {
+        row.expansions = r.number_of(*x, "expansions");
+        if (*row.expansions < 0)
+            r.fail("\"expansions\" is negative");
     }
     if (const json* f = r.find("fidelity")) {
         if (!f->is_object())

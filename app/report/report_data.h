@@ -48,6 +48,8 @@ struct ResultRow {
     std::optional<double> fast_tier_fraction; ///< the key, else memory's fast / full bytes
     std::optional<bool> within_budget;
     Fidelity fidelity;
+    /// sekv: spans expanded per generated token, mean over the SEKV layers and query heads.
+    std::optional<double> expansions;
     std::string source; ///< "FILE:LINE" of the line that was kept
 
     /// The depth as a whole percentage: the heat maps' column.
@@ -179,6 +181,8 @@ struct BudgetSummary {
     std::vector<SummaryEntry> entries;                  ///< full first, then policy order
     std::optional<Difference> sekv_minus_best_baseline; ///< best compressed policy other than sekv
     std::optional<Difference> sekv_minus_full;
+    /// sekv with the trained router ("sekv-trained") against the training-free sekv.
+    std::optional<Difference> trained_minus_sekv;
 };
 
 /// Mean fidelity of one configuration over the rows that report it.
@@ -188,6 +192,7 @@ struct FidelityRow {
     std::optional<double> greedy_agreement;
     std::optional<double> top1_agreement;
     std::optional<double> kl;
+    std::optional<double> expansions; ///< mean spans expanded per token (sekv rows)
 };
 
 /// A point of an accuracy-vs-memory plot (fractions).

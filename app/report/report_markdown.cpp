@@ -128,6 +128,15 @@ void summary_tables(std::ostringstream& md, const Report& report) {
             difference_line(md, "best baseline", b.sekv_minus_best_baseline,
                             "no other compressed policy at this budget");
             difference_line(md, "full", b.sekv_minus_full, "no full results on sekv's tasks");
+            if (b.trained_minus_sekv) {
+                md << "- sekv-trained − sekv (training-free router): **"
+                   << points(b.trained_minus_sekv->value) << "**";
+                if (b.trained_minus_sekv->partial)
+                    md << " (over the " << b.trained_minus_sekv->common_tasks
+                       << (b.trained_minus_sekv->common_tasks == 1 ? " task" : " tasks")
+                       << " both have)";
+                md << "\n";
+            }
             md << "\n";
         }
     }
@@ -139,13 +148,16 @@ void fidelity_table(std::ostringstream& md, const Report& report) {
     md << "## Fidelity\n\n"
        << "How close each configuration stays to the full model: the means of the fidelity "
           "values the eval command records (greedy_agreement, top1_agreement, kl), each over "
-          "the samples that report it.\n\n";
-    md << row({"configuration", "samples", "greedy_agreement", "top1_agreement", "kl"}) << rule(5);
+          "the samples that report it, and for sekv the spans expanded per generated token "
+          "(mean over the SEKV layers and query heads).\n\n";
+    md << row({"configuration", "samples", "greedy_agreement", "top1_agreement", "kl",
+               "expansions/token"})
+       << rule(6);
     for (const auto& f : report.fidelity) {
         md << row({cell(f.config.label()), std::to_string(f.n),
                    f.greedy_agreement ? fixed(*f.greedy_agreement, 3) : kDash,
                    f.top1_agreement ? fixed(*f.top1_agreement, 3) : kDash,
-                   f.kl ? fixed(*f.kl, 4) : kDash});
+                   f.kl ? fixed(*f.kl, 4) : kDash, f.expansions ? fixed(*f.expansions, 2) : kDash});
     }
     md << "\n";
 }

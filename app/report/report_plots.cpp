@@ -61,9 +61,10 @@ QColor accuracy_colour(double accuracy) {
 
 QColor policy_colour(const std::string& policy) {
     static const std::map<std::string, QColor> known = {
-        {"full", QColor(0x33, 0x33, 0x33)},          {"sekv", QColor(0x1f, 0x77, 0xb4)},
-        {"chunk_summary", QColor(0xff, 0x7f, 0x0e)}, {"snapkv", QColor(0x2c, 0xa0, 0x2c)},
-        {"h2o", QColor(0x94, 0x67, 0xbd)},           {"streaming", QColor(0x8c, 0x56, 0x4b)}};
+        {"full", QColor(0x33, 0x33, 0x33)},         {"sekv", QColor(0x1f, 0x77, 0xb4)},
+        {"sekv-trained", QColor(0x00, 0x3f, 0x7f)}, {"chunk_summary", QColor(0xff, 0x7f, 0x0e)},
+        {"snapkv", QColor(0x2c, 0xa0, 0x2c)},       {"h2o", QColor(0x94, 0x67, 0xbd)},
+        {"streaming", QColor(0x8c, 0x56, 0x4b)}};
     const auto it = known.find(policy);
     if (it != known.end())
         return it->second;

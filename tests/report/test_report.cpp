@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 using namespace spanscope::report;
@@ -313,6 +314,43 @@ TEST(ReportData, SummaryMacroAverageAndSekvAgainstBestBaseline) {
     EXPECT_EQ(pts[0].config, kFull);
     EXPECT_NEAR(pts[0].accuracy, 0.95, 1e-12);
     EXPECT_NEAR(pts[0].fast_tier, 1.0, 1e-12);
+}
+
+// SEKV's trained router (issue 8) is its own configuration: it is never the best baseline, it
+// is compared with the training-free sekv, and its expansions per token are averaged.
+TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
+    std::string s;
+    auto add = [&](const std::string& task, const std::string& policy, double v,
+                   const std::string& extra) {
+        s += result(task, policy, policy == "full" ? 1.0 : 0.35, 4096, 0.5, 0, v,
+                    fast(policy == "full" ? 1.0 : 0.3) + extra);
+    };
+    const std::string trained = R"(,"router":"trained","zoom_digest":"0123456789abcdef")";
+    add("A", "full", 1.0, ""), add("A", "sekv", 0.6, R"(,"expansions":4.0)");
+    add("A", "sekv", 0.9, trained + R"(,"expansions":2.0)");
+    add("A", "snapkv", 0.2, "");
+    add("B", "full", 1.0, ""),
+        add("B", "sekv", 0.5, R"(,"router":"training-free","expansions":6.0)");
+    add("B", "sekv", 0.6, trained + R"(,"expansions":3.0)");
+    const Report report = aggregate(load_text(s));
+    ASSERT_EQ(report.budgets.size(), 1u);
+    const BudgetSummary& b = report.budgets[0];
+    // Macro accuracy: sekv (0.6 + 0.5) / 2 = 0.55, sekv-trained (0.9 + 0.6) / 2 = 0.75.
+    ASSERT_TRUE(b.trained_minus_sekv);
+    EXPECT_EQ(points(b.trained_minus_sekv->value), "+20.0 points");
+    ASSERT_TRUE(b.sekv_minus_best_baseline);
+    EXPECT_EQ(b.sekv_minus_best_baseline->other, "snapkv@35%");
+    // Expansions per token: sekv (4 + 6) / 2 = 5, sekv-trained (2 + 3) / 2 = 2.5.
+    std::map<std::string, double> expansions;
+    for (const auto& f : report.fidelity)
+        if (f.expansions)
+            expansions[f.config.label()] = *f.expansions;
+    EXPECT_EQ(expansions,
+              (std::map<std::string, double>{{"sekv@35%", 5.0}, {"sekv-trained@35%", 2.5}}));
+    const std::string md = render_markdown(load_text(s), report, "t", {});
+    EXPECT_NE(md.find("sekv-trained \u2212 sekv (training-free router): **+20.0 points**"),
+              std::string::npos);
+    EXPECT_NE(md.find("| 2.50 |"), std::string::npos);
 }
 
 TEST(ReportData, PlotFileNamesAreSanitizedAndDistinct) {
