@@ -111,41 +111,21 @@ int ResultRow::depth_percent() const {
 }
 
 void ResultLoader::add_file(const std::string& path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        throw InputError("cannot read " + path + ": it is a directory");
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw InputError("cannot open " + path + ": " + std::strerror(errno));
+    std::ifstream in = open_lines(path);
     loaded_.files.push_back(path);
     add_stream(in, path);
-    if (in.bad())
-        throw InputError("cannot read " + path);
 }
 
 void ResultLoader::add_stream(std::istream& in, const std::string& name) {
-    std::string line;
-    int line_no = 0;
-    while (std::getline(in, line)) {
-        ++line_no;
-        add_line(line, name, line_no);
-    }
+    for_each_line(in, name,
+                  [&](const std::string& line, int line_no) { add_line(line, name, line_no); });
 }
 
 void ResultLoader::add_line(const std::string& raw, const std::string& name, int line_no) {
-    std::string line = raw;
-    if (!line.empty() && line.back() == '\r')
-        line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos)
-        return; // a blank line carries nothing
-    json obj;
-    try {
-        obj = json::parse(line);
-    } catch (const json::parse_error& e) {
-        bad_line(name, line_no, "not valid JSON: " + parse_message(e));
-    }
-    if (!obj.is_object())
-        bad_line(name, line_no, "not a JSON object");
+    const std::optional<json> parsed = parse_object_line(raw, name, line_no);
+    if (!parsed)
+        return;
+    const json& obj = *parsed;
     if (obj.contains("selector")) {
         PicRow row = parse_pic_row(LineReader(obj, name, line_no));
         row.source = name + ":" + std::to_string(line_no);

@@ -6,8 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <istream>
 #include <optional>
 #include <string>
 
@@ -38,6 +44,50 @@ inline std::string key_number(double v) {
     char buf[40];
     std::snprintf(buf, sizeof buf, "%.17g", v);
     return buf;
+}
+
+/// `path` opened for reading its lines. Throws InputError for a directory or a file that
+/// cannot be opened.
+inline std::ifstream open_lines(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw InputError("cannot read " + path + ": it is a directory");
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw InputError("cannot open " + path + ": " + std::strerror(errno));
+    return in;
+}
+
+/// fn(line, number) for each line of `in`, numbered from 1. Throws InputError "cannot read
+/// NAME" when reading fails.
+inline void for_each_line(std::istream& in, const std::string& name,
+                          const std::function<void(const std::string&, int)>& fn) {
+    std::string line;
+    int line_no = 0;
+    while (std::getline(in, line))
+        fn(line, ++line_no);
+    if (in.bad())
+        throw InputError("cannot read " + name);
+}
+
+/// The JSON object of one line (a trailing CR dropped); nullopt for a blank line, which carries
+/// nothing. Throws InputError "NAME:LINE: ..." when the line is not a JSON object.
+inline std::optional<json> parse_object_line(const std::string& raw, const std::string& name,
+                                             int line_no) {
+    std::string line = raw;
+    if (!line.empty() && line.back() == '\r')
+        line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos)
+        return std::nullopt;
+    json obj;
+    try {
+        obj = json::parse(line);
+    } catch (const json::parse_error& e) {
+        bad_line(name, line_no, "not valid JSON: " + parse_message(e));
+    }
+    if (!obj.is_object())
+        bad_line(name, line_no, "not a JSON object");
+    return obj;
 }
 
 /// Reads the fields of one line, naming the line in every error.

@@ -1,5 +1,6 @@
 // spanscope-cli as a user meets it: every bad input is one line on stderr, a non-zero exit and
 // nothing on stdout; good input answers. Uses tiny models written by the test.
+#include "cli_runner.h"
 #include "gguf_reader.h"
 #include "model.h"
 #include "test_support.h"
@@ -20,29 +21,6 @@ using namespace spanscope::test;
 
 namespace {
 
-struct CliRun {
-    int status = -1;
-    std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-std::string quote(const std::string& s) {
-    std::string r = "'";
-    for (char c : s) {
-        if (c == '\'')
-            r += "'\\''";
-        else
-            r += c;
-    }
-    return r + "'";
-}
-
 class Cli : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -59,38 +37,13 @@ protected:
         return p;
     }
 
-    // CliRun the CLI with an isolated environment (no installed model is found by accident).
+    // Run the CLI with an isolated environment (no installed model is found by accident).
     CliRun run(const std::vector<std::string>& args, const std::string& model_env = "") {
-        std::string cmd = "env ";
-        if (model_env.empty()) {
-            cmd += "-u SPANSCOPE_MODEL";
-        } else {
-            cmd += "SPANSCOPE_MODEL=";
-            cmd += quote(model_env);
-        }
-        cmd += " HOME=";
-        cmd += quote(dir_);
-        cmd += " XDG_DATA_HOME=";
-        cmd += quote(dir_ + "/xdg");
-        cmd += " XDG_DATA_DIRS=";
-        cmd += quote(dir_ + "/none");
-        cmd += " ";
-        cmd += quote(SPANSCOPE_CLI);
-        for (const auto& a : args) {
-            cmd += " ";
-            cmd += quote(a);
-        }
-        // (appended piecewise: gcc 12 warns falsely on "literal" + std::string&&)
-        cmd += " >";
-        cmd += quote(dir_ + "/out");
-        cmd += " 2>";
-        cmd += quote(dir_ + "/err");
-        CliRun r;
-        const int st = std::system(cmd.c_str());
-        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        r.out = slurp(dir_ + "/out");
-        r.err = slurp(dir_ + "/err");
-        return r;
+        return run_cli(dir_,
+                       {model_env.empty() ? "-u SPANSCOPE_MODEL" : "SPANSCOPE_MODEL=" + model_env,
+                        "HOME=" + dir_, "XDG_DATA_HOME=" + dir_ + "/xdg",
+                        "XDG_DATA_DIRS=" + dir_ + "/none"},
+                       args);
     }
 
     // The contract for bad input: non-zero exit, empty stdout, exactly one line on stderr
@@ -331,7 +284,7 @@ TEST_F(Cli, WrongArchitecture) {
 }
 
 TEST_F(Cli, TruncatedModel) {
-    const std::string bytes = slurp(model_);
+    const std::string bytes = read_file(model_);
     for (size_t cut : {size_t{0}, size_t{3}, size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
         const auto p = write_file("cut.gguf", bytes.substr(0, cut));
         expect_clean_error(run({"ask", "--model", p, "--doc", doc_, "Q?"}), "invalid model file");

@@ -2,6 +2,7 @@
 // of docs/results/ci-eval.json on the real model (full keeps its recorded score; every policy at
 // a budget covering the context answers exactly as full; every compressed answer kept its
 // budget), and the same contract on a tiny model, which runs everywhere.
+#include "cli_runner.h"
 #include "model.h"
 #include "test_support.h"
 #include "tiny_model.h"
@@ -20,13 +21,6 @@
 using namespace spanscope;
 
 namespace {
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (const char c : s)
-        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
 struct EvalRun {
     int status = -1;
     nlohmann::json out;
@@ -35,22 +29,13 @@ struct EvalRun {
 
 EvalRun run_eval(const std::vector<std::string>& args, const std::string& command = "eval") {
     const std::string dir = test::temp_dir();
-    std::string cmd = quote(SPANSCOPE_CLI);
-    cmd += " ";
-    cmd += command;
-    for (const auto& a : args) {
-        cmd += " ";
-        cmd += quote(a);
-    }
-    cmd += " >";
-    cmd += quote(dir + "/out");
-    cmd += " 2>";
-    cmd += quote(dir + "/err");
+    std::vector<std::string> all{command};
+    all.insert(all.end(), args.begin(), args.end());
+    const auto run = test::run_cli(dir, {}, all);
     EvalRun r;
-    const int st = std::system(cmd.c_str());
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.out = nlohmann::json::parse(test::read_file(dir + "/out"), nullptr, false);
-    r.err = test::read_file(dir + "/err");
+    r.status = run.status;
+    r.out = nlohmann::json::parse(run.out, nullptr, false);
+    r.err = run.err;
     std::filesystem::remove_all(dir);
     return r;
 }

@@ -1,5 +1,6 @@
 // `spanscope-cli zoom-record` on a tiny model: files per document (held-out ones apart), their
 // provenance, resuming, and the refusals (other settings, the evaluation's texts).
+#include "cli_runner.h"
 #include "test_support.h"
 #include "tiny_model.h"
 #include "zoom_record.h"
@@ -16,24 +17,6 @@ using namespace spanscope;
 
 namespace {
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-std::string quote(const std::string& s) {
-    std::string r = "'";
-    for (const char c : s) {
-        if (c == '\'')
-            r += "'\\''";
-        else
-            r += c;
-    }
-    return r + "'";
-}
-
 class ZoomRecordCli : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -49,30 +32,9 @@ protected:
     }
     void TearDown() override { std::filesystem::remove_all(dir_); }
 
-    struct Run {
-        int status = -1;
-        std::string out, err;
-    };
+    using Run = test::CliRun;
     Run run(const std::vector<std::string>& args) {
-        // (appended piecewise: gcc 12 warns falsely on "literal" + std::string&&)
-        std::string cmd = "env -u SPANSCOPE_MODEL HOME=";
-        cmd += quote(dir_);
-        cmd += " ";
-        cmd += quote(SPANSCOPE_CLI);
-        for (const auto& a : args) {
-            cmd += " ";
-            cmd += quote(a);
-        }
-        cmd += " >";
-        cmd += quote(dir_ + "/out");
-        cmd += " 2>";
-        cmd += quote(dir_ + "/err");
-        Run r;
-        const int st = std::system(cmd.c_str());
-        r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        r.out = slurp(dir_ + "/out");
-        r.err = slurp(dir_ + "/err");
-        return r;
+        return test::run_cli(dir_, {"-u SPANSCOPE_MODEL", "HOME=" + dir_}, args);
     }
     std::vector<std::string> record_args(const std::string& tail = "16") {
         std::vector<std::string> a{"zoom-record", "--model", model_, "--out", dir_ + "/rec"};
