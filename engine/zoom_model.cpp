@@ -687,7 +687,7 @@ ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t
         fill(l.gate.w1, static_cast<size_t>(Hd) * I, 1.0 / std::sqrt(I));
         l.gate.b1.assign(static_cast<size_t>(Hd), 0.0f);
         fill(l.gate.w2, static_cast<size_t>(R) * Hd, 1.0 / std::sqrt(Hd));
-        l.gate.b2.assign(static_cast<size_t>(R), 2.0f);
+        l.gate.b2.assign(static_cast<size_t>(R), 0.0f);
         p.layers.push_back(std::move(l));
     }
     return p;

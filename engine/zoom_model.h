@@ -72,11 +72,11 @@ using ZoomItem = std::pair<int, ZoomExample>; ///< (index into the sets, example
 struct ZoomLossOptions {
     double temperature = 0.5; ///< T of the soft gate s_S
     double coverage = 0.9;    ///< ρ of the zoom labels
-    double pos_weight = 4.0;  ///< weight of the positive labels in the cross-entropy
+    double pos_weight = 1.0;  ///< weight of the positive labels in the cross-entropy
     double w_zoom = 1.0;      ///< weight of each loss in the total
-    double w_distill = 1.0;
-    double w_recon = 0.1;
-    double w_budget = 0.1;
+    double w_distill = 3.0;
+    double w_recon = 1.0;
+    double w_budget = 0.75;
     double expansion_weight = 1.0; ///< inside the budget penalty
     double rank_weight = 0.25;
     bool relax = false; ///< soft decisions in the forward (finite-difference checks)
@@ -123,7 +123,7 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
                      const std::vector<ZoomItem>& examples, double rate);
 
 /// Parameters with the given shapes, initialised from `seed`: W with independent N(0, 1/d)
-/// entries, θ = 0, the gate's w1, w2 N(0, 1/fan_in) and b2 = 2 (keep every component at first).
+/// entries, θ = 0, the gate's w1, w2 N(0, 1/fan_in), b1 = b2 = 0 (every gate undecided, m ≈ 0.5).
 ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed);
 
 /// Every trainable array of p, in a fixed order, with whether weight decay applies to it

@@ -41,8 +41,7 @@ std::vector<ZoomRecord> load_records(const std::string& dir, bool required) {
     }
     for (const auto& e : fs::directory_iterator(dir)) {
         const auto name = e.path().filename().string();
-        if (e.is_regular_file() && name.size() > 18 &&
-            name.compare(name.size() - 18, 18, ".zoom-record.gguf") == 0)
+        if (e.is_regular_file() && name.ends_with(".zoom-record.gguf"))
             paths.push_back(e.path().string());
     }
     std::sort(paths.begin(), paths.end());
