@@ -32,6 +32,9 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
                                     " of " + std::to_string(shape.head_dim));
     o.router.trained = trained_router(*l);
     o.rank.predictor = trained_rank_gate(*l);
+    // The trained router decides per query head, as it was trained (zoom_model.h): a KV
+    // group's heads do not share their expansions.
+    o.router.share_group = false;
     return o;
 }
 
