@@ -32,6 +32,9 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
                                     " of " + std::to_string(shape.head_dim));
     o.router.trained = trained_router(*l);
     o.rank.predictor = trained_rank_gate(*l);
+    // The gate was trained on factors of at most gate.n_rank components and decides among
+    // them: a lower max_rank would cut its choices, a higher one is never used.
+    o.rank.max_rank = l->gate.n_rank;
     // The trained router decides per query head, as it was trained (zoom_model.h): a KV
     // group's heads do not share their expansions.
     o.router.share_group = false;
@@ -201,6 +204,7 @@ void SekvMemory::seal(const SealRequest& r) {
         throw std::invalid_argument("seal: no segmentation or surprisal");
     const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
     SpanRankOptions rank = options_.rank;
+    rank.rope_base = rope_base_;
     if (options_.summaries_only)
         rank.max_rank = 1; // the factors are dropped below: build the smallest
     std::vector<SekvSpan> spans;

@@ -65,7 +65,8 @@ struct SekvOptions {
 };
 
 /// The options SEKV layer `layer` of shape `shape` runs with: `options`, and with options.zoom
-/// the layer's trained router and rank gate in router.trained and rank.predictor (not with
+/// the layer's trained router and rank gate in router.trained and rank.predictor, rank.max_rank
+/// the gate's n_rank, router.share_group false (per query head, as trained) (not with
 /// summaries_only: chunk_summary neither routes nor keeps factors, zoom is dropped). Throws
 /// std::invalid_argument naming the layer when the parameters have no entry for it, or one
 /// trained for another shape (n_head, head_dim).

@@ -1,5 +1,7 @@
 #include "sekv_spans.h"
 
+#include "ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -41,6 +43,18 @@ int gated_rank(const std::vector<double>& sigma2, const SpanRankOptions& o, cons
     return std::max(1, cap);
 }
 
+std::vector<float> gate_summary_key(const float* summary_k, int64_t dim, int32_t begin,
+                                    double rope_base) {
+    std::vector<float> key(summary_k, summary_k + dim);
+    if (rope_base > 0 && begin != 0) {
+        if (dim % 2 != 0)
+            throw std::invalid_argument("gate_summary_key: an odd head dimension cannot be "
+                                        "rotated");
+        rope_shift_neox(key.data(), 1, 1, static_cast<int>(dim), -begin, rope_base);
+    }
+    return key;
+}
+
 SekvSpan build_span(const float* k, const float* v, const float* token_surprisal, int64_t n,
                     int n_kv_head, int head_dim, int32_t begin, const SpanRankOptions& o) {
     if (n < 1 || n_kv_head < 1 || head_dim < 1)
@@ -66,8 +80,11 @@ SekvSpan build_span(const float* k, const float* v, const float* token_surprisal
         summary_row(hv.data(), n, d, w.data(), s.summary_v.data() + g * d);
         auto fk = low_rank_factors(hk.data(), n, d, o.max_rank);
         auto fv = low_rank_factors(hv.data(), n, d, o.max_rank);
-        truncate(fk, gated_rank(fk.sigma2, o, s.summary_k.data() + g * d, d));
-        truncate(fv, gated_rank(fv.sigma2, o, s.summary_k.data() + g * d, d));
+        std::vector<float> gate_key;
+        if (o.predictor)
+            gate_key = gate_summary_key(s.summary_k.data() + g * d, d, begin, o.rope_base);
+        truncate(fk, gated_rank(fk.sigma2, o, gate_key.data(), d));
+        truncate(fv, gated_rank(fv.sigma2, o, gate_key.data(), d));
         s.k.push_back(std::move(fk));
         s.v.push_back(std::move(fv));
     }

@@ -31,6 +31,9 @@ struct SpanRankOptions {
     double energy = 1.0; ///< keep the fewest components holding this fraction of Σσ² (<= 1;
                          ///< 1 keeps max_rank)
     std::shared_ptr<const RankGatePredictor> predictor; ///< nullptr: the energy gate
+    /// The layer's RoPE base, for the predictor's input (gate_summary_key); 0: a layer whose
+    /// keys carry no rotation.
+    double rope_base = 0;
 };
 
 /// One span of one layer: positions [begin, begin + size), summaries and factors per KV head.
@@ -48,6 +51,15 @@ struct SekvSpan {
 /// length, at least 1. summary_k: [dim], for the predictor.
 int gated_rank(const std::vector<double>& sigma2, const SpanRankOptions& options,
                const float* summary_k = nullptr, int64_t dim = 0);
+
+/// The summary key [dim] as a rank-gate predictor reads it: rotated back from the span's begin
+/// to position 0 (rope_shift_neox by −begin, base rope_base; rope_base 0 returns it as is). A span
+/// moved to another position (move_span rotates its keys by the same angle) thus gets the same
+/// gate input, and so the same rank, as the span built in place (RoFormer §3.4.2: rotations
+/// compose; squared singular values are unchanged by the rotation). Throws std::invalid_argument
+/// for an odd dim when rope_base > 0.
+std::vector<float> gate_summary_key(const float* summary_k, int64_t dim, int32_t begin,
+                                    double rope_base);
 
 /// Build a span from its rows. k, v: [n][n_kv_head][head_dim] (keys rotated at positions
 /// begin..begin+n-1); token_surprisal: [n] (nats, each row's own token; the summary weights,

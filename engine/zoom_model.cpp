@@ -205,12 +205,14 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     std::vector<std::vector<double>> hk(static_cast<size_t>(nv)), hv(static_cast<size_t>(nv));
     for (int64_t s = 0; s < nv; ++s) {
         const auto& sp = L.spans[static_cast<size_t>(s)];
-        const float* kbar = sp.summary_k.data() + v.g * d;
+        // The gate reads the summary key at position 0, as SekvMemory's spans give it.
+        const auto kbar =
+            gate_summary_key(sp.summary_k.data() + v.g * d, d, sp.begin, L.rec->rope_base);
         for (int t = 0; t < 2; ++t) {
             const SpanFactors& f =
                 t == 0 ? sp.k[static_cast<size_t>(v.g)] : sp.v[static_cast<size_t>(v.g)];
             auto& run = (t == 0 ? gk : gv)[static_cast<size_t>(s)];
-            run = run_gate(P.gate, f, kbar);
+            run = run_gate(P.gate, f, kbar.data());
             auto& hh = (t == 0 ? hk : hv)[static_cast<size_t>(s)];
             hh.assign(static_cast<size_t>(f.rank), 0.0);
             for (int r = 0; r < std::min(f.rank, P.gate.n_rank); ++r)
@@ -314,7 +316,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     }
     const double tden = std::max(t2, 1e-12);
     const double l_distill = err / tden;
-    double l_zoom = 0, l_recon = 0, exp_rows = 0, all_rows = 0, rank_sum = 0;
+    double l_zoom = 0, l_recon = 0, recon_hard = 0, exp_rows = 0, all_rows = 0, rank_sum = 0;
     int64_t rank_terms = 0, n_pos = 0, n_exp = 0, kept = 0;
     for (int64_t s = 0; s < nv; ++s) {
         const double p = sigmoid(z[static_cast<size_t>(s)] - theta);
@@ -340,6 +342,10 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
                     e += (1.0 - keep) * (1.0 - keep) * f.sigma2[r];
                 }
                 l_recon += 0.5 * e / total;
+                double lost = 0; // the hard gate: components from rank_hard on are dropped
+                for (size_t r = static_cast<size_t>(run.rank_hard); r < f.sigma2.size(); ++r)
+                    lost += f.sigma2[r];
+                recon_hard += 0.5 * lost / total;
             }
             for (int r = 0; r < run.n_avail; ++r) {
                 rank_sum += run.m[static_cast<size_t>(r)];
@@ -350,6 +356,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     const double inv_nv = nv > 0 ? 1.0 / static_cast<double>(nv) : 0.0;
     l_zoom *= inv_nv;
     l_recon *= inv_nv;
+    loss.recon_hard += recon_hard * inv_nv;
     const double l_budget = o.expansion_weight * (all_rows > 0 ? exp_rows / all_rows : 0.0) +
                             o.rank_weight * (rank_terms > 0 ? rank_sum / rank_terms : 0.0);
     loss.zoom += l_zoom;
@@ -504,6 +511,7 @@ ZoomLoss& ZoomLoss::operator+=(const ZoomLoss& o) {
     zoom += o.zoom;
     distill += o.distill;
     recon += o.recon;
+    recon_hard += o.recon_hard;
     budget += o.budget;
     total += o.total;
     expansion_rate += o.expansion_rate;
@@ -634,6 +642,7 @@ ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& 
         sum.zoom /= n;
         sum.distill /= n;
         sum.recon /= n;
+        sum.recon_hard /= n;
         sum.budget /= n;
         sum.total /= n;
     }

@@ -85,6 +85,10 @@ struct ZoomLossOptions {
 /// Loss components (means over the examples) and what the hard decisions did.
 struct ZoomLoss {
     double zoom = 0, distill = 0, recon = 0, budget = 0, total = 0;
+    /// Not a loss (no gradient): the relative squared error of the factors truncated at the
+    /// hard rank, Σ_{r ≥ rank} σ²_r / Σσ², mean over spans and their key and value factors; what
+    /// inference loses where recon measures the soft gates.
+    double recon_hard = 0;
     double expansion_rate = 0; ///< expanded spans / visible spans (hard decisions)
     double mean_rank = 0;      ///< mean kept rank over the visible spans' key and value factors
     double label_rate = 0;     ///< positive labels / visible spans

@@ -1,5 +1,7 @@
 #include "zoom_params.h"
 
+#include "content_hash.h"
+
 #include "gguf_reader.h"
 #include "gguf_writer.h"
 #include "memory_sekv.h"
@@ -65,28 +67,7 @@ void check_layer(const ZoomLayerParams& l) {
     check_gate(l.gate, where);
 }
 
-// FNV-1a, 64 bits (Fowler, Noll, Vo; the IETF draft draft-eastlake-fnv): a content key, not a
-// security measure.
-struct Fnv {
-    uint64_t h = 14695981039346656037ull;
-    void bytes(const void* p, size_t n) {
-        const auto* b = static_cast<const uint8_t*>(p);
-        for (size_t i = 0; i < n; ++i) {
-            h ^= b[i];
-            h *= 1099511628211ull;
-        }
-    }
-    void i64(int64_t v) { bytes(&v, sizeof v); }
-    void floats(const std::vector<float>& v) {
-        i64(static_cast<int64_t>(v.size()));
-        bytes(v.data(), v.size() * sizeof(float));
-    }
-    std::string hex() const {
-        char buf[17];
-        std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-        return buf;
-    }
-};
+using Fnv = ContentHash;
 
 void hash_gate(Fnv& f, const RankGateMlp& g) {
     f.i64(g.n_rank);
@@ -196,6 +177,7 @@ int64_t ZoomParams::n_parameters() const {
 
 std::string ZoomParams::rank_gate_digest() const {
     Fnv f;
+    f.i64(kVersion); // the gate's input is part of what the spans were built with
     for (const auto& l : layers) {
         f.i64(l.layer);
         hash_gate(f, l.gate);
@@ -219,6 +201,9 @@ std::string ZoomParams::digest() const {
 }
 
 void check_zoom_params(const ZoomParams& p) {
+    if (p.layers.empty())
+        throw std::invalid_argument("zoom parameters: no layer (a router trained for no SEKV "
+                                    "layer serves none)");
     for (size_t i = 0; i < p.layers.size(); ++i) {
         check_layer(p.layers[i]);
         if (i > 0 && p.layers[i].layer <= p.layers[i - 1].layer)

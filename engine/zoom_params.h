@@ -58,7 +58,9 @@ struct ZoomProvenance {
 
 /// The parameter file's contents.
 struct ZoomParams {
-    static constexpr uint32_t kVersion = 1;
+    /// 2: the rank gate reads the summary key rotated back to position 0 (gate_summary_key);
+    /// a version-1 file was trained on the key at the span's position and is refused.
+    static constexpr uint32_t kVersion = 2;
     std::string model_fingerprint; ///< fingerprint_hex of the model trained for (32 hex chars)
     std::string model_name;        ///< e.g. "gemma-3-270m-q4_k_m.gguf", for messages
     ZoomProvenance provenance;

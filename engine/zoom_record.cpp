@@ -1,5 +1,7 @@
 #include "zoom_record.h"
 
+#include "content_hash.h"
+
 #include "gguf_reader.h"
 #include "gguf_writer.h"
 #include "quant.h"
@@ -289,6 +291,34 @@ ZoomRecord load_zoom_record(const std::string& path) {
     } catch (const std::system_error& e) {
         throw ZoomRecordError(path + ": cannot be read: " + e.what());
     }
+}
+
+std::string zoom_record_digest(const ZoomRecord& r) {
+    ContentHash h;
+    h.str(r.source);
+    h.str(r.model_fingerprint);
+    h.str(r.settings);
+    h.values(r.tokens);
+    h.values(r.token_surprisal);
+    h.i64(static_cast<int64_t>(r.spans.size()));
+    for (const auto& s : r.spans) {
+        h.i64(s.begin);
+        h.i64(s.end);
+    }
+    h.f64(r.budget);
+    h.i64(r.tail);
+    h.values(r.query_pos);
+    for (const auto& l : r.layers) {
+        h.i64(l.layer);
+        h.i64(l.n_head);
+        h.i64(l.n_kv_head);
+        h.i64(l.head_dim);
+        h.f64(l.scale);
+        h.f64(l.rope_base);
+        for (const auto* t : {&l.k, &l.v, &l.q, &l.out, &l.span_mass})
+            h.values(*t);
+    }
+    return h.hex();
 }
 
 } // namespace spanscope

@@ -93,4 +93,9 @@ void save_zoom_record(const ZoomRecord& r, const std::string& path);
 /// cannot be opened, is not GGUF, is of another version, or fails a check.
 ZoomRecord load_zoom_record(const std::string& path);
 
+/// A key of the recording's whole contents (content_hash.h: 16 hex digits): its provenance,
+/// settings, tokens, surprisal, spans, query positions and every layer's tensors. zoom-train
+/// keeps it in its checkpoint, so a run is resumed only on the recordings it started with.
+std::string zoom_record_digest(const ZoomRecord& r);
+
 } // namespace spanscope

@@ -57,8 +57,10 @@ std::vector<std::string> default_documents() {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(kVimDocs, ec)) {
         const std::string name = e.path().filename().string();
+        // The chapters, without the two the evaluation reads and the table of contents (a list
+        // of titles, not prose a question is asked about).
         if (name.rfind("usr_", 0) == 0 && e.path().extension() == ".txt" && name != "usr_01.txt" &&
-            name != "usr_02.txt")
+            name != "usr_02.txt" && name != "usr_toc.txt")
             out.push_back(e.path().string());
     }
     std::sort(out.begin(), out.end());

@@ -6,6 +6,8 @@
 // loss curves (train and held-out) as JSON lines for spanscope-report.
 #include "commands.h"
 
+#include "content_hash.h"
+
 #include "model.h"
 #include "model_fingerprint.h"
 #include "model_locator.h"
@@ -23,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 namespace spanscope::cli {
@@ -58,6 +61,7 @@ nlohmann::json loss_json(const ZoomLoss& l) {
     return {{"zoom", l.zoom},
             {"distill", l.distill},
             {"recon", l.recon},
+            {"recon_hard", l.recon_hard},
             {"budget", l.budget},
             {"total", l.total},
             {"expansion_rate", l.expansion_rate},
@@ -75,11 +79,13 @@ std::string utc_now() {
     return buf;
 }
 
-// Every option that changes what training computes: a checkpoint of another configuration is
+// Every option that changes what training computes, the recordings' contents (data), the
+// model and the thread count (the order of the sums): a checkpoint of another configuration is
 // refused.
-std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& t) {
+std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& t,
+                          const std::string& data, const std::string& model, int threads) {
     std::ostringstream s;
-    s << "records=" << fs::weakly_canonical(o.records).string() << ";d_out=" << o.d_out
+    s << "data=" << data << ";model=" << model << ";threads=" << threads << ";d_out=" << o.d_out
       << ";hidden=" << o.hidden << ";max_rank=" << o.max_rank << ";steps=" << t.steps
       << ";batch=" << t.batch << ";lr=" << t.lr << ";warmup=" << t.warmup
       << ";min_lr=" << t.min_lr_ratio << ";wd=" << t.weight_decay << ";clip=" << t.clip
@@ -88,6 +94,65 @@ std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& 
       << ";w=" << t.loss.w_zoom << "," << t.loss.w_distill << "," << t.loss.w_recon << ","
       << t.loss.w_budget << ";budget=" << t.loss.expansion_weight << "," << t.loss.rank_weight;
     return s.str();
+}
+
+// The recordings' key (zoom_record_digest of each, training then held out), after checking
+// that no document is both trained on and held out: held-out losses of a trained-on document
+// would say nothing about other text.
+std::string data_key(const std::vector<ZoomRecord>& train, const std::vector<ZoomRecord>& held) {
+    std::map<std::string, std::string> seen; // digest or source -> the training recording
+    ContentHash h;
+    for (const auto& r : train) {
+        const auto d = zoom_record_digest(r);
+        seen.emplace(d, r.source);
+        seen.emplace("source:" + r.source, r.source);
+        h.str(d);
+    }
+    h.str("held-out");
+    for (const auto& r : held) {
+        const auto d = zoom_record_digest(r);
+        for (const auto& key : {d, "source:" + r.source})
+            if (const auto it = seen.find(key); it != seen.end())
+                throw std::runtime_error("the held-out recording of " + r.source +
+                                         " is also a training recording (of " + it->second +
+                                         "): held-out documents must not be trained on");
+        h.str(d);
+    }
+    return h.hex();
+}
+
+// The curves file of this run: a fresh run starts it anew; a resumed run keeps the lines up to
+// the checkpoint's step (the steps after it are computed again) and appends. Rewritten through
+// a temporary file, so a failure leaves the old one whole.
+std::ofstream open_curves(const std::string& path, int64_t resumed_step) {
+    std::vector<std::string> kept;
+    if (resumed_step > 0) {
+        std::ifstream in(path);
+        std::string line;
+        while (std::getline(in, line)) {
+            const auto j = nlohmann::json::parse(line, nullptr, false);
+            if (!j.is_discarded() && j.is_object() && j.contains("step") &&
+                j["step"].is_number_integer() && j["step"].get<int64_t>() <= resumed_step)
+                kept.push_back(line);
+        }
+    }
+    const auto tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::trunc);
+        for (const auto& l : kept)
+            out << l << "\n";
+        out.flush();
+        if (!out)
+            throw std::runtime_error("cannot write the curves to " + tmp);
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec)
+        throw std::runtime_error("cannot write the curves to " + path + ": " + ec.message());
+    std::ofstream curves(path, std::ios::app);
+    if (!curves)
+        throw std::runtime_error("cannot write the curves to " + path);
+    return curves;
 }
 
 } // namespace
@@ -142,6 +207,7 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
     if (train.empty())
         throw std::runtime_error("the recordings in " + o.records +
                                  " hold no query that sees a span");
+    const auto data = data_key(train_records, held_records);
     ThreadPool pool(o.threads);
     calibrate_theta(init, train_sets, train, o.train.init_expand_rate);
     std::fprintf(stderr,
@@ -151,7 +217,7 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
                  static_cast<long long>(init.n_parameters()),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
-    const auto config = config_string(o, o.train);
+    const auto config = config_string(o, o.train, data, fingerprint, pool.size());
     const auto ckpt = o.checkpoint.empty() ? o.out + ".ckpt" : o.checkpoint;
     ZoomTrainState state = start_training(init);
     if (fs::exists(ckpt)) {
@@ -162,11 +228,8 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
                      static_cast<long long>(state.step));
     }
     std::ofstream curves;
-    if (!o.curves.empty()) {
-        curves.open(o.curves, std::ios::app);
-        if (!curves)
-            throw std::runtime_error("cannot write the curves to " + o.curves);
-    }
+    if (!o.curves.empty())
+        curves = open_curves(o.curves, state.step);
     auto write_line = [&](const nlohmann::json& j) {
         if (curves) {
             curves << j.dump() << "\n";
@@ -177,43 +240,44 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
         const auto l0 = zoom_loss(state.params, held_sets, held, o.train.loss, nullptr, pool);
         write_line({{"step", 0}, {"split", "held_out"}, {"loss", loss_json(l0)}});
         std::fprintf(stderr,
-                     "held-out step 0: total %.4f zoom %.4f distill %.4f recon %.4f "
-                     "budget %.4f expand %.1f %% rank %.1f\n",
-                     l0.total, l0.zoom, l0.distill, l0.recon, l0.budget, 100 * l0.expansion_rate,
-                     l0.mean_rank);
+                     "held-out step 0: total %.4f zoom %.4f distill %.4f recon %.4f (hard "
+                     "%.4f) budget %.4f expand %.1f %% rank %.1f\n",
+                     l0.total, l0.zoom, l0.distill, l0.recon, l0.recon_hard, l0.budget,
+                     100 * l0.expansion_rate, l0.mean_rank);
     }
     const auto ts = std::chrono::steady_clock::now();
     const int64_t start_step = state.step;
-    train_zoom(
-        state, train_sets, train, held_sets, held, o.train, pool, ckpt, config,
-        [&](const ZoomProgress& p) {
-            write_line({{"step", p.step},
-                        {"split", "train"},
-                        {"lr", p.lr},
-                        {"grad_norm", p.grad_norm},
-                        {"loss", loss_json(p.train)}});
-            if (p.evaluated)
-                write_line(
-                    {{"step", p.step}, {"split", "held_out"}, {"loss", loss_json(p.held_out)}});
-            if (o.quiet && !p.evaluated)
-                return;
-            const double s =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
-            std::fprintf(stderr,
-                         "step %lld/%lld lr %.2e loss %.4f (zoom %.4f distill %.4f recon "
-                         "%.4f budget %.4f) expand %.1f %% rank %.1f |g| %.3f %.1f s\n",
-                         static_cast<long long>(p.step), static_cast<long long>(o.train.steps),
-                         p.lr, p.train.total, p.train.zoom, p.train.distill, p.train.recon,
-                         p.train.budget, 100 * p.train.expansion_rate, p.train.mean_rank,
-                         p.grad_norm, s);
-            if (p.evaluated)
-                std::fprintf(stderr,
-                             "held-out step %lld: total %.4f zoom %.4f distill %.4f recon "
-                             "%.4f budget %.4f expand %.1f %% rank %.1f\n",
-                             static_cast<long long>(p.step), p.held_out.total, p.held_out.zoom,
-                             p.held_out.distill, p.held_out.recon, p.held_out.budget,
-                             100 * p.held_out.expansion_rate, p.held_out.mean_rank);
-        });
+    train_zoom(state, train_sets, train, held_sets, held, o.train, pool, ckpt, config,
+               [&](const ZoomProgress& p) {
+                   write_line({{"step", p.step},
+                               {"split", "train"},
+                               {"lr", p.lr},
+                               {"grad_norm", p.grad_norm},
+                               {"loss", loss_json(p.train)}});
+                   if (p.evaluated)
+                       write_line({{"step", p.step},
+                                   {"split", "held_out"},
+                                   {"loss", loss_json(p.held_out)}});
+                   if (o.quiet && !p.evaluated)
+                       return;
+                   const double s =
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+                   std::fprintf(stderr,
+                                "step %lld/%lld lr %.2e loss %.4f (zoom %.4f distill %.4f recon "
+                                "%.4f budget %.4f) expand %.1f %% rank %.1f |g| %.3f %.1f s\n",
+                                static_cast<long long>(p.step),
+                                static_cast<long long>(o.train.steps), p.lr, p.train.total,
+                                p.train.zoom, p.train.distill, p.train.recon, p.train.budget,
+                                100 * p.train.expansion_rate, p.train.mean_rank, p.grad_norm, s);
+                   if (p.evaluated)
+                       std::fprintf(stderr,
+                                    "held-out step %lld: total %.4f zoom %.4f distill %.4f recon "
+                                    "%.4f (hard %.4f) budget %.4f expand %.1f %% rank %.1f\n",
+                                    static_cast<long long>(p.step), p.held_out.total,
+                                    p.held_out.zoom, p.held_out.distill, p.held_out.recon,
+                                    p.held_out.recon_hard, p.held_out.budget,
+                                    100 * p.held_out.expansion_rate, p.held_out.mean_rank);
+               });
     ZoomParams out = state.params;
     out.provenance.data = o.records + " (" + std::to_string(train_records.size()) +
                           " recordings; held out: " + std::to_string(held_records.size()) + ")";
@@ -241,7 +305,9 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
     c->add_option("--held-out", o.held_out, "Held-out recordings (default: RECORDS/held-out)");
     c->add_option("--out", o.out, "Parameter file to write")->required();
     c->add_option("--checkpoint", o.checkpoint, "Checkpoint (default: OUT.ckpt); resumed from");
-    c->add_option("--curves", o.curves, "Append the loss curves as JSON lines to this file");
+    c->add_option("--curves", o.curves,
+                  "Write the loss curves as JSON lines to this file (a resumed run keeps "
+                  "the lines up to its checkpoint)");
     c->add_option("--steps", o.train.steps, "Optimiser steps")
         ->check(CLI::Range(int64_t{1}, int64_t{10000000}))
         ->capture_default_str();

@@ -22,8 +22,10 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
         ->capture_default_str();
     cmd.add_option("--expand-rate", o.expand_rate,
                    "sekv: fraction of spans each query head asks for (τ calibrated to it on the "
-                   "question); the heads sharing a KV head expand the union of their choices")
+                   "question); the heads sharing a KV head expand the union of their choices. "
+                   "The training-free router only: the trained one has its own thresholds")
         ->check(CLI::Range(0.0, 1.0))
+        ->each([&o](const std::string&) { o.expand_rate_given = true; })
         ->capture_default_str();
     cmd.add_option("--expand-rows", o.expand_rows,
                    "sekv: most rows a query and head reconstruct (0 = no limit)")
@@ -76,6 +78,11 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
                            fingerprint_hex(model_fingerprint(model)));
     for (const auto& n : c.notes)
         std::cerr << "note: " << n << "\n";
+    if (c.params && o.expand_rate_given)
+        throw std::invalid_argument(
+            "--expand-rate calibrates the training-free router's thresholds; the trained router "
+            "(" +
+            c.path + ") decides with its own. Add --router training-free to use it");
     so.sekv.zoom = c.params;
     return c;
 }

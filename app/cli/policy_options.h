@@ -21,10 +21,11 @@ struct PolicyOptions {
     std::string policy = "full"; ///< one of global_policies() (model.h)
     double budget = 0.35;        ///< sekv and the baselines: fast-tier bytes as a fraction of full
     double expand_rate = 0.2;    ///< sekv: target fraction of spans a query zooms into
-    int64_t expand_rows = 0;     ///< sekv: most reconstructed rows per query and head (0: none)
-    double alpha = 1.0;          ///< sekv: anchor threshold μ + α·σ
-    int64_t max_span = 32;       ///< sekv: longest span (tokens)
-    std::vector<int> layers;     ///< sekv: layers it serves (default: the global layers)
+    bool expand_rate_given = false; ///< --expand-rate was on the command line
+    int64_t expand_rows = 0;        ///< sekv: most reconstructed rows per query and head (0: none)
+    double alpha = 1.0;             ///< sekv: anchor threshold μ + α·σ
+    int64_t max_span = 32;          ///< sekv: longest span (tokens)
+    std::vector<int> layers;        ///< sekv: layers it serves (default: the global layers)
     /// sekv: "trained", "training-free", or "" (trained when a parameter file for the model is
     /// found, else training-free).
     std::string router;
@@ -40,7 +41,9 @@ void apply_policy(const PolicyOptions& o, SessionOptions& so);
 
 /// The router of the sekv policy for `model` (zoom_locator.h choose_router): so.sekv.zoom gets
 /// the trained parameters, or none. Returns the choice; its mode is "" when `routes` is false
-/// (no sekv run: then --router and --zoom-params are refused with std::invalid_argument). Files
+/// (no sekv run: then --router and --zoom-params are refused with std::invalid_argument;
+/// --expand-rate, which only the training-free router reads, is refused with the trained
+/// one). Files
 /// passed over are reported on stderr as notes. Throws as choose_router.
 RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool routes,
                           SessionOptions& so);

@@ -38,8 +38,11 @@ ResultRow parse_result(const LineReader& r) {
         r.fail("\"policy\" is empty");
     // SEKV's trained router is its own configuration (issue 8); lines without "router" were
     // measured with the training-free one.
-    if (r.find("router") && r.string("router") == "trained")
+    if (r.find("router") && r.string("router") == "trained") {
         row.policy += "-trained";
+        if (r.find("zoom_digest"))
+            row.zoom_digest = r.string("zoom_digest");
+    }
     if (r.find("budget") || row.policy != "full")
         row.budget = r.number("budget");
     if (!(row.budget > 0 && row.budget <= 1))
@@ -165,6 +168,17 @@ void ResultLoader::add_line(const std::string& raw, const std::string& name, int
     }
     ResultRow row = parse_result(LineReader(obj, name, line_no));
     row.source = name + ":" + std::to_string(line_no);
+    if (!row.zoom_digest.empty()) {
+        if (zoom_digest_.empty()) {
+            zoom_digest_ = row.zoom_digest;
+            zoom_digest_source_ = row.source;
+        } else if (row.zoom_digest != zoom_digest_) {
+            bad_line(name, line_no,
+                     "sekv with the trained router of another parameter file (zoom_digest " +
+                         row.zoom_digest + ", " + zoom_digest_source_ + " has " + zoom_digest_ +
+                         "): report one parameter file's results at a time");
+        }
+    }
     ++loaded_.result_lines;
     const std::string key = row_key(row);
     const auto found = row_of_key_.find(key);

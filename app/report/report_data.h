@@ -50,6 +50,8 @@ struct ResultRow {
     Fidelity fidelity;
     /// sekv: spans expanded per generated token, mean over the SEKV layers and query heads.
     std::optional<double> expansions;
+    /// sekv-trained: the parameter file's digest (zoom_params.h ZoomParams::digest), "" if absent.
+    std::string zoom_digest;
     std::string source; ///< "FILE:LINE" of the line that was kept
 
     /// The depth as a whole percentage: the heat maps' column.
@@ -83,7 +85,9 @@ class ResultLoader {
 public:
     /// Reads one file. Throws InputError when it cannot be opened or a line is malformed.
     void add_file(const std::string& path);
-    /// Reads JSON Lines from a stream; name is the file name the errors give.
+    /// Reads JSON Lines from a stream; name is the file name the errors give. Lines of the
+    /// trained router from two parameter files (zoom_digest) are refused: one "sekv-trained"
+    /// configuration is one parameter file.
     void add_stream(std::istream& in, const std::string& name);
     /// The results read so far. Throws InputError when there is no result row of either kind.
     LoadedResults finish() const;
@@ -95,6 +99,7 @@ private:
     std::map<std::string, size_t> row_of_key_;
     std::map<std::string, size_t> pic_row_of_key_;
     std::map<std::string, size_t> run_of_command_;
+    std::string zoom_digest_, zoom_digest_source_; ///< the trained router's first parameter file
 };
 
 /// Loads and de-duplicates every file, in order. Throws InputError.

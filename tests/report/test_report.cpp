@@ -351,6 +351,18 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
     EXPECT_NE(md.find("sekv-trained \u2212 sekv (training-free router): **+20.0 points**"),
               std::string::npos);
     EXPECT_NE(md.find("| 2.50 |"), std::string::npos);
+
+    // Lines of a second parameter file would be averaged into the same configuration: refused,
+    // naming both digests.
+    add("B", "sekv", 0.7, R"(,"router":"trained","zoom_digest":"fedcba9876543210")");
+    try {
+        load_text(s);
+        ADD_FAILURE() << "two parameter files were mixed";
+    } catch (const InputError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("fedcba9876543210"), std::string::npos) << what;
+        EXPECT_NE(what.find("0123456789abcdef"), std::string::npos) << what;
+    }
 }
 
 TEST(ReportData, PlotFileNamesAreSanitizedAndDistinct) {

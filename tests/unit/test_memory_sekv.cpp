@@ -260,6 +260,49 @@ TEST(SekvMemory, ARankGatePredictorDecidesTheKeptRank) {
     }
 }
 
+TEST(SekvMemory, ARankGatePredictorReadsTheSummaryKeyAtPositionZero) {
+    // The same span built at its place and 777 positions later must be given the same rank:
+    // the predictor's input is the summary key rotated back to position 0.
+    struct Recording final : RankGatePredictor {
+        mutable std::vector<std::vector<float>> seen;
+        int rank(const std::vector<double>&, const float* summary_k, int64_t dim) const override {
+            seen.emplace_back(summary_k, summary_k + dim);
+            return 2;
+        }
+    };
+    const auto doc = make_doc(120, 31);
+    const int32_t delta = 777;
+    const double base = 1e6;
+    auto k0 = doc.k, k1 = doc.k;
+    for (int64_t i = 0; i < doc.n; ++i) {
+        rope_shift_neox(k0.data() + i * kRow, 1, 2, 16, static_cast<int32_t>(i), base);
+        rope_shift_neox(k1.data() + i * kRow, 1, 2, 16, static_cast<int32_t>(i) + delta, base);
+    }
+    const auto& ts = doc.seg.spans.back();
+    ASSERT_GT(ts.begin, 0);
+    auto inputs = [&](double rope_base) {
+        std::vector<std::vector<float>> out[2];
+        for (int at = 0; at < 2; ++at) {
+            auto pred = std::make_shared<Recording>();
+            SpanRankOptions o{32, 1.0, pred, rope_base};
+            const auto& k = at == 0 ? k0 : k1;
+            build_span(k.data() + ts.begin * kRow, doc.v.data() + ts.begin * kRow,
+                       doc.surprisal.data() + ts.begin, ts.size(), 2, 16,
+                       static_cast<int32_t>(ts.begin) + (at == 0 ? 0 : delta), o);
+            out[at] = pred->seen;
+        }
+        EXPECT_EQ(out[0].size(), 4u); // key and value factors of 2 KV heads
+        EXPECT_EQ(out[0].size(), out[1].size());
+        double worst = 0;
+        for (size_t i = 0; i < out[0].size() && i < out[1].size(); ++i)
+            for (size_t j = 0; j < out[0][i].size(); ++j)
+                worst = std::max(worst, static_cast<double>(std::abs(out[0][i][j] - out[1][i][j])));
+        return worst;
+    };
+    EXPECT_LT(inputs(base), 1e-4);
+    EXPECT_GT(inputs(0.0), 0.1); // left rotated, the two inputs differ: the test can fail
+}
+
 TEST(SekvMemory, RefusesSlidingLayersAndMismatchedSpans) {
     AttentionShape sliding = kShape;
     sliding.window = 8;

@@ -2,8 +2,12 @@
 // central finite differences of the relaxed losses; the hard forward against the engine's
 // inference (mixed attention with the routed spans and the gated ranks); the zoom labels by
 // hand; the optimiser and its checkpoints; training lowering the held-out losses.
+#include "memory_sekv.h"
 #include "mixed_attention.h"
+#include "router.h"
+#include "sekv_spans.h"
 #include "zoom_model.h"
+#include "zoom_params.h"
 #include "zoom_train.h"
 
 #include <gtest/gtest.h>
@@ -17,7 +21,11 @@ using namespace spanscope;
 
 namespace {
 
-constexpr int kHeads = 2, kKv = 1, kDim = 8, kRank = 4, kDout = 4, kHidden = 3;
+// Four query heads over two KV heads (grouped-query attention, as Gemma 3's global layers), so
+// every test also covers which KV head a query head reads.
+constexpr int kHeads = 4, kKv = 2, kGroup = kHeads / kKv, kDim = 8, kRank = 4, kDout = 4,
+              kHidden = 3;
+constexpr double kRopeBase = 10000; // the rank gate reads summary keys rotated back by it
 
 std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.0f) {
     std::normal_distribution<float> g(0.0f, sd);
@@ -46,25 +54,27 @@ ZoomRecord synthetic_record(uint32_t seed, int n = 64) {
     L.n_kv_head = kKv;
     L.head_dim = kDim;
     L.scale = 0.5f;
+    L.rope_base = kRopeBase;
+    const auto at = [](int64_t i, int g, int j) {
+        return static_cast<size_t>((i * kKv + g) * kDim + j);
+    };
     L.k = randn(static_cast<size_t>(n * kKv * kDim), rng);
     L.v = randn(static_cast<size_t>(n * kKv * kDim), rng);
     // Rows of a span share a direction, so low ranks hold most of them.
     for (const auto& s : r.spans)
         for (int64_t i = s.begin + 1; i < s.end; ++i)
-            for (int j = 0; j < kDim; ++j) {
-                L.k[static_cast<size_t>(i * kDim + j)] =
-                    0.8f * L.k[static_cast<size_t>(s.begin * kDim + j)] +
-                    0.3f * L.k[static_cast<size_t>(i * kDim + j)];
-                L.v[static_cast<size_t>(i * kDim + j)] =
-                    0.8f * L.v[static_cast<size_t>(s.begin * kDim + j)] +
-                    0.3f * L.v[static_cast<size_t>(i * kDim + j)];
-            }
+            for (int g = 0; g < kKv; ++g)
+                for (int j = 0; j < kDim; ++j) {
+                    L.k[at(i, g, j)] = 0.8f * L.k[at(s.begin, g, j)] + 0.3f * L.k[at(i, g, j)];
+                    L.v[at(i, g, j)] = 0.8f * L.v[at(s.begin, g, j)] + 0.3f * L.v[at(i, g, j)];
+                }
     const auto nq = r.query_pos.size();
     L.q = randn(nq * kHeads * kDim, rng, 1.5f);
     L.out.assign(nq * kHeads * kDim, 0.0f);
     L.span_mass.assign(nq * kHeads * r.spans.size(), 0.0f);
     for (size_t i = 0; i < nq; ++i)
         for (int h = 0; h < kHeads; ++h) {
+            const int g = h / kGroup;
             const float* q = L.q.data() + (i * kHeads + h) * kDim;
             const int p = r.query_pos[i];
             std::vector<double> w(static_cast<size_t>(p + 1));
@@ -72,7 +82,7 @@ ZoomRecord synthetic_record(uint32_t seed, int n = 64) {
             for (int j = 0; j <= p; ++j) {
                 double s = 0;
                 for (int x = 0; x < kDim; ++x)
-                    s += static_cast<double>(q[x]) * L.k[static_cast<size_t>(j * kDim + x)];
+                    s += static_cast<double>(q[x]) * L.k[at(j, g, x)];
                 w[static_cast<size_t>(j)] = L.scale * s;
                 mx = std::max(mx, w[static_cast<size_t>(j)]);
             }
@@ -80,8 +90,8 @@ ZoomRecord synthetic_record(uint32_t seed, int n = 64) {
                 z += (x = std::exp(x - mx));
             for (int j = 0; j <= p; ++j)
                 for (int x = 0; x < kDim; ++x)
-                    L.out[(i * kHeads + h) * kDim + x] += static_cast<float>(
-                        w[static_cast<size_t>(j)] / z * L.v[static_cast<size_t>(j * kDim + x)]);
+                    L.out[(i * kHeads + h) * kDim + x] +=
+                        static_cast<float>(w[static_cast<size_t>(j)] / z * L.v[at(j, g, x)]);
             for (size_t s = 0; s < r.spans.size(); ++s) {
                 if (!r.visible(static_cast<int64_t>(i), s))
                     continue;
@@ -108,7 +118,7 @@ ZoomParams tiny_params(uint64_t seed) {
     // Gates away from 0 and 1 and thresholds near the logits, so every term matters.
     for (auto& b : p.layers[0].gate.b2)
         b = 0.0f;
-    p.layers[0].theta = {1.2f, 0.8f};
+    p.layers[0].theta = {1.2f, 0.8f, 1.0f, 0.9f};
     return p;
 }
 
@@ -209,71 +219,75 @@ TEST(ZoomModel, GradientsMatchFiniteDifferences) {
 // Without relax the forward is inference: mixed attention over the full-resolution rows, the
 // summaries of the spans not expanded and the spans expanded at their gated ranks.
 TEST(ZoomModel, HardForwardIsTheEngineInference) {
+    // The training's hard forward against the engine's inference pieces: the router's
+    // relevance (span_relevance with the layer's W) against τ, the spans built by build_span with
+    // the trained rank gate (trained_rank_gate, its input rotated back by the RoPE base), and
+    // mixed attention over them.
     const auto p = tiny_params(9);
-    auto f = make_fixture(p, {21});
+    auto f = make_fixture(p, {21, 22});
     ZoomLossOptions o;
-    int expanded = 0, summarised = 0, truncated = 0;
+    const auto router = trained_router(p.layers[0]);
+    const SpanRankOptions gated{kRank, 1.0, trained_rank_gate(p.layers[0]), kRopeBase};
+    int expanded = 0, summarised = 0, truncated = 0, groups_seen[kKv] = {};
     for (const auto& [si, ex] : f->items) {
         const auto& set = f->sets[static_cast<size_t>(si)];
         const auto& L = set.layers[static_cast<size_t>(ex.layer)];
-        const auto fw = zoom_forward(p, set, ex, o);
         const auto& R = *set.record;
+        const int g = ex.head / kGroup;
+        ++groups_seen[g];
+        const auto fw = zoom_forward(p, set, ex, o);
+        const float* q = L.rec->q.data() + (ex.query * kHeads + ex.head) * kDim;
         std::vector<float> fk, fv;
         for (const int64_t pos : fw.full_rows)
             for (int x = 0; x < kDim; ++x) {
-                fk.push_back(L.rec->k[static_cast<size_t>(pos * kDim + x)]);
-                fv.push_back(L.rec->v[static_cast<size_t>(pos * kDim + x)]);
+                fk.push_back(L.rec->k[static_cast<size_t>((pos * kKv + g) * kDim + x)]);
+                fv.push_back(L.rec->v[static_cast<size_t>((pos * kKv + g) * kDim + x)]);
             }
-        std::vector<SpanFactors> kf, vf;
-        std::vector<SpanView> views;
         const size_t nv = fw.z.size();
-        kf.reserve(nv);
-        vf.reserve(nv);
+        std::vector<SekvSpan> built;
+        std::vector<SpanView> views;
+        built.reserve(nv);
+        size_t rows = fw.full_rows.size();
         for (size_t s = 0; s < nv; ++s) {
-            const auto& sp = L.spans[s];
-            auto cut = [](SpanFactors x, int rank) {
-                SpanFactors y = x;
-                y.rank = rank;
-                y.left.assign(static_cast<size_t>(x.rows * rank), 0.0f);
-                for (int64_t i = 0; i < x.rows; ++i)
-                    for (int r = 0; r < rank; ++r)
-                        y.left[static_cast<size_t>(i * rank + r)] =
-                            x.left[static_cast<size_t>(i * x.rank + r)];
-                y.right.resize(static_cast<size_t>(rank * x.dim));
-                return y;
-            };
-            kf.push_back(cut(sp.k[0], fw.rank_k[s]));
-            vf.push_back(cut(sp.v[0], fw.rank_v[s]));
-            truncated += fw.rank_k[s] < sp.k[0].rank;
-            views.push_back({sp.size, sp.summary_k.data(), sp.summary_v.data(), &kf.back(),
-                             &vf.back(), fw.expanded[s] != 0});
-            (fw.expanded[s] ? expanded : summarised) += 1;
+            const auto& ts = R.spans[s];
+            const int64_t row = static_cast<int64_t>(kKv) * kDim;
+            built.push_back(build_span(L.rec->k.data() + ts.begin * row,
+                                       L.rec->v.data() + ts.begin * row,
+                                       R.token_surprisal.data() + ts.begin, ts.size(), kKv, kDim,
+                                       static_cast<int32_t>(ts.begin), gated));
+            const auto& sp = built.back();
+            const double rel = span_relevance(
+                q, sp.summary_k.data() + g * kDim, kDim, sp.size,
+                router->w.data() + static_cast<size_t>(ex.head) * kDout * kDim, kDout);
+            const bool expand = rel > router->tau[static_cast<size_t>(ex.head)];
+            EXPECT_EQ(fw.expanded[s] != 0, expand) << "span " << s << " relevance " << rel;
+            EXPECT_EQ(fw.rank_k[s], sp.k[static_cast<size_t>(g)].rank) << "span " << s;
+            EXPECT_EQ(fw.rank_v[s], sp.v[static_cast<size_t>(g)].rank) << "span " << s;
+            truncated += sp.k[static_cast<size_t>(g)].rank < std::min<int64_t>(kRank, sp.size);
+            views.push_back({sp.size, sp.summary_k.data() + g * kDim,
+                             sp.summary_v.data() + g * kDim, &sp.k[static_cast<size_t>(g)],
+                             &sp.v[static_cast<size_t>(g)], expand});
+            (expand ? expanded : summarised) += 1;
+            rows += static_cast<size_t>(ts.size());
         }
-        EXPECT_EQ(
-            fw.full_rows.size() +
-                [&] {
-                    size_t n = 0;
-                    for (size_t s = 0; s < nv; ++s)
-                        n += static_cast<size_t>(R.spans[s].size());
-                    return n;
-                }(),
-            static_cast<size_t>(R.query_pos[static_cast<size_t>(ex.query)] + 1));
+        EXPECT_EQ(rows, static_cast<size_t>(R.query_pos[static_cast<size_t>(ex.query)] + 1));
         std::vector<float> out(kDim);
-        mixed_attention(L.rec->q.data() + (ex.query * kHeads + ex.head) * kDim, kDim, L.scale,
-                        fk.data(), fv.data(), static_cast<int64_t>(fw.full_rows.size()), views,
-                        out.data());
+        mixed_attention(q, kDim, L.scale, fk.data(), fv.data(),
+                        static_cast<int64_t>(fw.full_rows.size()), views, out.data());
         for (int x = 0; x < kDim; ++x)
             EXPECT_NEAR(fw.out[static_cast<size_t>(x)], out[static_cast<size_t>(x)], 2e-5);
     }
-    // The comparison covered both views and a gated rank.
+    // The comparison covered both views, a gated (truncated) rank and both KV heads.
     EXPECT_GT(expanded, 0);
     EXPECT_GT(summarised, 0);
-    (void)truncated;
+    EXPECT_GT(truncated, 0);
+    for (const int n : groups_seen)
+        EXPECT_GT(n, 0);
 }
 
 TEST(ZoomModel, ExpandingEverySpanAtFullRankIsFullAttention) {
     auto p = tiny_params(5);
-    p.layers[0].theta = {-1e3f, -1e3f};
+    p.layers[0].theta.assign(kHeads, -1e3f);
     for (auto& b : p.layers[0].gate.b2)
         b = 50.0f; // every gate open
     auto f = make_fixture(p, {31});
@@ -284,6 +298,33 @@ TEST(ZoomModel, ExpandingEverySpanAtFullRankIsFullAttention) {
     // Rank 4 of 8-dimensional rows loses a little of each span; the teacher is exact attention.
     EXPECT_LT(l.distill, 0.02);
     EXPECT_NEAR(l.mean_rank, kRank, 1e-9);
+    // What the hard rank loses: the components past rank 4 of each span's spectrum, by hand.
+    double lost = 0;
+    int64_t n = 0;
+    for (const auto& [si, ex] : f->items) {
+        const auto& L = f->sets[static_cast<size_t>(si)].layers[0];
+        const int g = ex.head / kGroup;
+        double per = 0;
+        int64_t nv = 0;
+        for (size_t s = 0; s < L.spans.size(); ++s) {
+            if (!f->sets[static_cast<size_t>(si)].record->visible(ex.query, s))
+                continue;
+            ++nv;
+            for (const auto* fs : {&L.spans[s].k, &L.spans[s].v}) {
+                const auto& sig = (*fs)[static_cast<size_t>(g)].sigma2;
+                double total = 0, tail = 0;
+                for (size_t r = 0; r < sig.size(); ++r) {
+                    total += sig[r];
+                    tail += static_cast<int>(r) >= kRank ? sig[r] : 0.0;
+                }
+                per += 0.5 * tail / total;
+            }
+        }
+        lost += per / static_cast<double>(nv);
+        ++n;
+    }
+    EXPECT_NEAR(l.recon_hard, lost / static_cast<double>(n), 1e-9);
+    EXPECT_GT(l.recon_hard, 0.0);
 }
 
 TEST(ZoomTrain, LearningRateWarmsUpAndDecays) {
@@ -324,6 +365,20 @@ TEST(ZoomTrain, AdamWStepByHand) {
     g2.layers[0].w[0] = 6.0f;
     g2.layers[0].w[1] = 8.0f;
     EXPECT_NEAR(adamw_update(s, g2, 0.0, o), 10.0, 1e-9);
+    // ... and the moments take the clipped gradient (0.6, 0.8), not the raw one: from a fresh
+    // state, m = (1 − β1) g and v = (1 − β2) g².
+    auto fresh = start_training(p);
+    EXPECT_NEAR(adamw_update(fresh, g2, 0.0, o), 10.0, 1e-9);
+    auto names = zoom_tensors(fresh.params);
+    size_t wi = names.size();
+    for (size_t i = 0; i < names.size(); ++i)
+        if (names[i].values == &fresh.params.layers[0].w)
+            wi = i;
+    ASSERT_LT(wi, names.size());
+    EXPECT_NEAR(fresh.m[wi][0], (1 - o.beta1) * 0.6, 1e-7);
+    EXPECT_NEAR(fresh.m[wi][1], (1 - o.beta1) * 0.8, 1e-7);
+    EXPECT_NEAR(fresh.v[wi][0], (1 - o.beta2) * 0.36, 1e-9);
+    EXPECT_NEAR(fresh.v[wi][1], (1 - o.beta2) * 0.64, 1e-9);
 }
 
 TEST(ZoomTrain, MinibatchesDependOnSeedAndStepOnly) {

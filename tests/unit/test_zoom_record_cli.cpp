@@ -1,8 +1,11 @@
 // `spanscope-cli zoom-record` on a tiny model: files per document (held-out ones apart), their
-// provenance, resuming, and the refusals (other settings, the evaluation's texts).
+// provenance, resuming, and the refusals (other settings, the evaluation's texts); and
+// `spanscope-cli zoom-train` on those recordings: the parameter file and its provenance, the
+// curves, resuming, and the refusals (other recordings, thread count, trained-on held-out text).
 #include "cli_runner.h"
 #include "test_support.h"
 #include "tiny_model.h"
+#include "zoom_params.h"
 #include "zoom_record.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +14,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 using namespace spanscope;
@@ -47,6 +51,34 @@ protected:
         a.insert(a.end(), {"--tail", tail, "--documents"});
         a.insert(a.end(), docs_.begin(), docs_.end());
         return a;
+    }
+
+    std::vector<std::string> train_args(const std::string& threads = "1") {
+        return {"zoom-train",
+                "--model",
+                model_,
+                "--records",
+                dir_ + "/rec",
+                "--out",
+                dir_ + "/p.zoom.gguf",
+                "--curves",
+                dir_ + "/curves.jsonl",
+                "--steps",
+                "6",
+                "--batch",
+                "8",
+                "--warmup",
+                "2",
+                "--eval-every",
+                "3",
+                "--checkpoint-every",
+                "3",
+                "--threads",
+                threads};
+    }
+    static std::string slurp(const std::string& path) {
+        std::ifstream in(path, std::ios::binary);
+        return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     }
 
     std::string dir_, model_;
@@ -126,4 +158,78 @@ TEST_F(ZoomRecordCli, RefusesTheEvaluationTextsAndBadOptions) {
                               "--held-out", "0", "--documents", dir_ + "/none.txt"});
     EXPECT_NE(missing.status, 0);
     EXPECT_NE(missing.err.find("none.txt"), std::string::npos) << missing.err;
+}
+
+TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
+    ASSERT_EQ(run(record_args()).status, 0);
+    const auto r = run(train_args());
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("2 recordings"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("1 held out"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("held-out step 0:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("step 6/6"), std::string::npos) << r.err;
+
+    const auto p = load_zoom_params(dir_ + "/p.zoom.gguf");
+    EXPECT_EQ(p.model_fingerprint,
+              load_zoom_record(dir_ + "/rec/doc0.txt.zoom-record.gguf").model_fingerprint);
+    EXPECT_FALSE(p.layers.empty());
+    EXPECT_NE(p.provenance.command.find("zoom-train"), std::string::npos);
+    EXPECT_NE(p.provenance.data.find("2 recordings"), std::string::npos) << p.provenance.data;
+    EXPECT_FALSE(p.provenance.commit.empty());
+
+    // The curves: held-out at steps 0, 3, 6 and a train line per step, in order.
+    const auto curves = slurp(dir_ + "/curves.jsonl");
+    const auto count = [&](const std::string& needle) {
+        size_t n = 0;
+        for (size_t at = curves.find(needle); at != std::string::npos;
+             at = curves.find(needle, at + 1))
+            ++n;
+        return n;
+    };
+    EXPECT_EQ(count("\"split\":\"train\""), 6u) << curves;
+    EXPECT_EQ(count("\"split\":\"held_out\""), 3u) << curves;
+
+    // Run again: resumed at step 6, nothing trained, the same file and the same curves (a
+    // resumed run does not append the lines of the steps it starts after).
+    const auto params = slurp(dir_ + "/p.zoom.gguf");
+    const auto again = run(train_args());
+    ASSERT_EQ(again.status, 0) << again.err;
+    EXPECT_NE(again.err.find("resuming from"), std::string::npos) << again.err;
+    EXPECT_NE(again.err.find("at step 6"), std::string::npos) << again.err;
+    EXPECT_EQ(slurp(dir_ + "/curves.jsonl"), curves);
+    // The provenance records the creation time: compare the parameters, not the bytes.
+    const auto q = load_zoom_params(dir_ + "/p.zoom.gguf");
+    EXPECT_EQ(q.digest(), p.digest());
+    EXPECT_EQ(params.size(), slurp(dir_ + "/p.zoom.gguf").size());
+
+    // A fresh run (no checkpoint) rewrites the curves from step 0 instead of appending to them.
+    std::filesystem::remove(dir_ + "/p.zoom.gguf.ckpt");
+    ASSERT_EQ(run(train_args()).status, 0);
+    EXPECT_EQ(slurp(dir_ + "/curves.jsonl"), curves);
+}
+
+TEST_F(ZoomRecordCli, TrainingRefusesOtherRecordingsThreadsAndTrainedOnHeldOutText) {
+    ASSERT_EQ(run(record_args()).status, 0);
+    ASSERT_EQ(run(train_args()).status, 0);
+    // The checkpoint was made with 1 thread: 2 would sum in another order.
+    const auto threads = run(train_args("2"));
+    EXPECT_NE(threads.status, 0);
+    EXPECT_NE(threads.err.find("another training configuration"), std::string::npos) << threads.err;
+    EXPECT_NE(threads.err.find("threads=2"), std::string::npos) << threads.err;
+    // Other recordings (one removed): refused, not resumed on different data.
+    const std::string doc1 = dir_ + "/rec/doc1.txt.zoom-record.gguf";
+    const std::string kept = dir_ + "/doc1.kept";
+    std::filesystem::rename(doc1, kept);
+    const auto fewer = run(train_args());
+    EXPECT_NE(fewer.status, 0);
+    EXPECT_NE(fewer.err.find("another training configuration"), std::string::npos) << fewer.err;
+    std::filesystem::rename(kept, doc1);
+    // A held-out document that is also trained on.
+    std::filesystem::copy_file(dir_ + "/rec/held-out/doc2.txt.zoom-record.gguf",
+                               dir_ + "/rec/doc2.txt.zoom-record.gguf");
+    std::filesystem::remove(dir_ + "/p.zoom.gguf.ckpt");
+    const auto leak = run(train_args());
+    EXPECT_NE(leak.status, 0);
+    EXPECT_NE(leak.err.find("also a training recording"), std::string::npos) << leak.err;
+    EXPECT_NE(leak.err.find("doc2.txt"), std::string::npos) << leak.err;
 }
