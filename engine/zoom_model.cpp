@@ -1,6 +1,7 @@
 #include "zoom_model.h"
 
 #include "router.h"
+#include "zoom_gate_train.h"
 
 #include <algorithm>
 #include <cmath>
@@ -45,52 +46,6 @@ void add_into(ZoomParams& a, const ZoomParams& b) {
         for (int t = 0; t < 6; ++t)
             for (size_t i = 0; i < dst[t]->size(); ++i)
                 (*dst[t])[i] += (*src[t])[i];
-    }
-}
-
-// The rank gate of one factor of one span: input, hidden and gates (forward) kept for the
-// backward pass.
-struct GateRun {
-    std::vector<float> x, hidden, m;
-    int rank_hard = 1; ///< kept components (hard)
-    int n_avail = 0;   ///< components the factor has (<= n_rank)
-};
-
-GateRun run_gate(const RankGateMlp& gate, const SpanFactors& f, const float* summary_k) {
-    GateRun r;
-    r.x = rank_gate_input(gate, f.sigma2, summary_k);
-    r.m = rank_gate_forward(gate, r.x.data(), &r.hidden);
-    r.n_avail = std::min(f.rank, gate.n_rank);
-    r.rank_hard = std::clamp(rank_gate_rank(r.m), 1, std::max(1, r.n_avail));
-    return r;
-}
-
-// Backward of the gate MLP: dm [n_rank] -> gradients of w1, b1, w2, b2 (accumulated).
-void gate_backward(const RankGateMlp& gate, const GateRun& r, const std::vector<double>& dm,
-                   RankGateMlp& g) {
-    const int R = gate.n_rank, Hd = gate.n_hidden, I = gate.n_in();
-    std::vector<double> dh(static_cast<size_t>(Hd), 0.0);
-    for (int o = 0; o < R; ++o) {
-        const double m = r.m[static_cast<size_t>(o)];
-        const double dpre = dm[static_cast<size_t>(o)] * m * (1.0 - m);
-        if (dpre == 0.0)
-            continue;
-        g.b2[static_cast<size_t>(o)] += static_cast<float>(dpre);
-        for (int j = 0; j < Hd; ++j) {
-            g.w2[static_cast<size_t>(o * Hd + j)] +=
-                static_cast<float>(dpre * r.hidden[static_cast<size_t>(j)]);
-            dh[static_cast<size_t>(j)] += dpre * gate.w2[static_cast<size_t>(o * Hd + j)];
-        }
-    }
-    for (int j = 0; j < Hd; ++j) {
-        const double h = r.hidden[static_cast<size_t>(j)];
-        const double dpre = dh[static_cast<size_t>(j)] * (1.0 - h * h);
-        if (dpre == 0.0)
-            continue;
-        g.b1[static_cast<size_t>(j)] += static_cast<float>(dpre);
-        float* row = g.w1.data() + static_cast<size_t>(j) * I;
-        for (int i = 0; i < I; ++i)
-            row[i] += static_cast<float>(dpre * r.x[static_cast<size_t>(i)]);
     }
 }
 
@@ -520,72 +475,6 @@ ZoomLoss& ZoomLoss::operator+=(const ZoomLoss& o) {
     examples += o.examples;
     spans += o.spans;
     return *this;
-}
-
-ZoomExampleSet prepare_examples(const ZoomRecord& record, const ZoomParams& params, int max_rank) {
-    ZoomExampleSet set;
-    set.record = &record;
-    const SpanRankOptions rank{max_rank, 1.0, nullptr};
-    for (const auto& rl : record.layers) {
-        const auto* P = params.find(rl.layer);
-        if (!P)
-            throw std::invalid_argument(record.source + ": the parameters have no layer " +
-                                        std::to_string(rl.layer));
-        if (P->n_head != rl.n_head || P->head_dim != rl.head_dim)
-            throw std::invalid_argument(record.source + ": layer " + std::to_string(rl.layer) +
-                                        " has another shape than the parameters");
-        ZoomExampleSet::Layer L;
-        L.layer = rl.layer;
-        L.n_head = rl.n_head;
-        L.n_kv_head = rl.n_kv_head;
-        L.head_dim = rl.head_dim;
-        L.scale = rl.scale;
-        L.rec = &rl;
-        const int64_t row = static_cast<int64_t>(rl.n_kv_head) * rl.head_dim;
-        for (const auto& ts : record.spans)
-            L.spans.push_back(build_span(rl.k.data() + ts.begin * row, rl.v.data() + ts.begin * row,
-                                         record.token_surprisal.data() + ts.begin, ts.size(),
-                                         rl.n_kv_head, rl.head_dim, static_cast<int32_t>(ts.begin),
-                                         rank));
-        set.layers.push_back(std::move(L));
-    }
-    return set;
-}
-
-std::vector<ZoomExample> list_examples(const ZoomExampleSet& set) {
-    std::vector<ZoomExample> out;
-    const auto& R = *set.record;
-    for (int l = 0; l < static_cast<int>(set.layers.size()); ++l)
-        for (int64_t i = 0; i < R.n_queries(); ++i) {
-            if (R.spans.empty() || !R.visible(i, 0))
-                continue;
-            for (int h = 0; h < set.layers[static_cast<size_t>(l)].n_head; ++h)
-                out.push_back({l, i, h});
-        }
-    return out;
-}
-
-std::vector<char> zoom_labels(const float* mass, const std::vector<char>& visible,
-                              double coverage) {
-    std::vector<char> y(visible.size(), 0);
-    std::vector<size_t> idx;
-    double total = 0;
-    for (size_t s = 0; s < visible.size(); ++s)
-        if (visible[s]) {
-            idx.push_back(s);
-            total += std::max(0.0f, mass[s]);
-        }
-    if (!(total > 0))
-        return y;
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return mass[a] > mass[b]; });
-    double acc = 0;
-    for (const size_t s : idx) {
-        if (acc >= coverage * total)
-            break;
-        y[s] = 1;
-        acc += std::max(0.0f, mass[s]);
-    }
-    return y;
 }
 
 ZoomForward zoom_forward(const ZoomParams& params, const ZoomExampleSet& set,

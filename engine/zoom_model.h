@@ -27,47 +27,14 @@
 //   budget:   expansion_weight · Σ s_S|S| / Σ|S| + rank_weight · mean_r m_r
 #pragma once
 
-#include "sekv_spans.h"
 #include "thread_pool.h"
+#include "zoom_examples.h"
 #include "zoom_params.h"
-#include "zoom_record.h"
 
 #include <cstdint>
 #include <vector>
 
 namespace spanscope {
-
-/// A recorded document prepared for training: for every layer its spans at two resolutions
-/// (built as SekvMemory::seal builds them, at full rank r_max) and each query's labels.
-struct ZoomExampleSet {
-    struct Layer {
-        int layer = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
-        float scale = 1.0f;
-        std::vector<SekvSpan> spans; ///< the record's spans, factors at rank <= r_max
-        const ZoomRecordLayer* rec = nullptr;
-    };
-    const ZoomRecord* record = nullptr; ///< must outlive the set
-    std::vector<Layer> layers;          ///< as record->layers
-};
-
-/// Build the training view of a record (kept by pointer: it must outlive the set). Spans are
-/// built with build_span at max_rank and the energy gate off, as SekvMemory::seal builds them.
-/// Throws std::invalid_argument when the record's layers do not match `params` (a layer missing,
-/// another n_head or head_dim).
-ZoomExampleSet prepare_examples(const ZoomRecord& record, const ZoomParams& params, int max_rank);
-
-/// One example: record layer index, query index, query head.
-struct ZoomExample {
-    int layer = 0;     ///< index into ZoomExampleSet::layers
-    int64_t query = 0; ///< index into the record's queries
-    int head = 0;
-};
-
-/// Every (layer, query, head) of a set whose query sees at least one span.
-std::vector<ZoomExample> list_examples(const ZoomExampleSet& set);
-
-/// A set and one of its examples.
-using ZoomItem = std::pair<int, ZoomExample>; ///< (index into the sets, example)
 
 struct ZoomLossOptions {
     double temperature = 0.5; ///< T of the soft gate s_S
@@ -95,12 +62,6 @@ struct ZoomLoss {
     int64_t examples = 0, spans = 0;
     ZoomLoss& operator+=(const ZoomLoss& o);
 };
-
-/// The zoom labels of one query and head: y_S = 1 for the fewest visible spans whose teacher
-/// mass reaches coverage · (total mass on visible spans), taken by decreasing mass (ties by
-/// index). mass: [n_spans]; visible: [n_spans]. A query whose visible spans carry no mass has
-/// no positive label.
-std::vector<char> zoom_labels(const float* mass, const std::vector<char>& visible, double coverage);
 
 /// Losses of `examples` (means) and, when grad is non-null, their gradients with respect to
 /// every parameter (grad has params' shapes; it is overwritten). Examples are spread over the

@@ -191,13 +191,19 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
     init.model_fingerprint = fingerprint;
     init.model_name = model_name;
 
+    ThreadPool pool(o.threads);
+    // The spans' factors (an SVD each) of the recordings in parallel, one recording per task.
     auto build = [&](const std::vector<ZoomRecord>& recs, std::vector<ZoomExampleSet>& sets,
                      std::vector<ZoomItem>& items) {
-        for (const auto& r : recs) {
-            sets.push_back(prepare_examples(r, init, o.max_rank));
-            for (const auto& ex : list_examples(sets.back()))
-                items.push_back({static_cast<int>(sets.size() - 1), ex});
-        }
+        sets.resize(recs.size());
+        pool.parallel_for(static_cast<int64_t>(recs.size()), [&](int64_t b, int64_t e, int) {
+            for (int64_t i = b; i < e; ++i)
+                sets[static_cast<size_t>(i)] =
+                    prepare_examples(recs[static_cast<size_t>(i)], init, o.max_rank);
+        });
+        for (size_t i = 0; i < sets.size(); ++i)
+            for (const auto& ex : list_examples(sets[i]))
+                items.push_back({static_cast<int>(i), ex});
     };
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<ZoomExampleSet> train_sets, held_sets;
@@ -208,7 +214,6 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
         throw std::runtime_error("the recordings in " + o.records +
                                  " hold no query that sees a span");
     const auto data = data_key(train_records, held_records);
-    ThreadPool pool(o.threads);
     calibrate_theta(init, train_sets, train, o.train.init_expand_rate);
     std::fprintf(stderr,
                  "zoom-train: %zu recordings (%zu examples), %zu held out (%zu examples), %lld "

@@ -190,16 +190,22 @@ double span_difference(const SekvSpan& a, const SekvSpan& b) {
 }
 } // namespace
 
+namespace {
+// The document's keys rotated at positions from, from + 1, ... (RoPE base `base`).
+std::vector<float> keys_rotated_from(const Doc& doc, int32_t from, double base) {
+    auto k = doc.k;
+    for (int64_t i = 0; i < doc.n; ++i)
+        rope_shift_neox(k.data() + i * kRow, 1, 2, 16, static_cast<int32_t>(i) + from, base);
+    return k;
+}
+} // namespace
+
 TEST(SekvMemory, SpansMovedByDeltaEqualSpansBuiltThere) {
     const auto doc = make_doc(120, 31);
     const int32_t delta = 777;
     const double base = 1e6;
     // Keys rotated at positions 0.. and at delta.. (the same document at another place).
-    auto k0 = doc.k, k1 = doc.k;
-    for (int64_t i = 0; i < doc.n; ++i) {
-        rope_shift_neox(k0.data() + i * kRow, 1, 2, 16, static_cast<int32_t>(i), base);
-        rope_shift_neox(k1.data() + i * kRow, 1, 2, 16, static_cast<int32_t>(i) + delta, base);
-    }
+    const auto k0 = keys_rotated_from(doc, 0, base), k1 = keys_rotated_from(doc, delta, base);
     // One span, in fp32: moved equals built at the new position.
     const auto& ts = doc.seg.spans.front();
     const SpanRankOptions rank{32, 1.0, nullptr};
@@ -273,11 +279,7 @@ TEST(SekvMemory, ARankGatePredictorReadsTheSummaryKeyAtPositionZero) {
     const auto doc = make_doc(120, 31);
     const int32_t delta = 777;
     const double base = 1e6;
-    auto k0 = doc.k, k1 = doc.k;
-    for (int64_t i = 0; i < doc.n; ++i) {
-        rope_shift_neox(k0.data() + i * kRow, 1, 2, 16, static_cast<int32_t>(i), base);
-        rope_shift_neox(k1.data() + i * kRow, 1, 2, 16, static_cast<int32_t>(i) + delta, base);
-    }
+    const auto k0 = keys_rotated_from(doc, 0, base), k1 = keys_rotated_from(doc, delta, base);
     const auto& ts = doc.seg.spans.back();
     ASSERT_GT(ts.begin, 0);
     auto inputs = [&](double rope_base) {
