@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 namespace spanscope {
 
@@ -301,6 +303,12 @@ ZoomRecording record_zoom(const Model& model, const std::vector<int32_t>& tokens
             }
         }
     }
+    if (!(out.out_check <= kZoomOutCheckLimit))
+        throw std::runtime_error(
+            "the recorded attention outputs differ from attention recomputed in double from the "
+            "recorded queries, keys and values by " +
+            std::to_string(out.out_check) + " (at most " + std::to_string(kZoomOutCheckLimit) +
+            " is accepted): not recorded");
     return out;
 }
 

@@ -84,11 +84,17 @@ struct ZoomRecording {
     double out_check = 0;
 };
 
+/// The largest out_check a recording may have: beyond it record_zoom refuses to return it (the
+/// recorded outputs would not be the attention of the recorded q, k and v, and training would
+/// learn from the disagreement).
+constexpr double kZoomOutCheckLimit = 1e-3;
+
 /// Record one document (its tokens, e.g. from zoom_document_tokens; at least 2 and at most
 /// the model's context). threads <= 0: all cores. cancel: checked during the prefill (throws
 /// Cancelled). progress(done, total) after each prefill ubatch. Throws std::invalid_argument
 /// for bad settings or tokens (out-of-range id, too many or too few tokens), for a model
-/// without SEKV layers (sekv_layers), Cancelled.
+/// without SEKV layers (sekv_layers), Cancelled, std::runtime_error when out_check exceeds
+/// kZoomOutCheckLimit.
 ZoomRecording record_zoom(const Model& model, const std::vector<int32_t>& tokens,
                           const ZoomRecordSettings& settings, int threads,
                           const std::atomic<bool>* cancel = nullptr,

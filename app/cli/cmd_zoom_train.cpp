@@ -11,6 +11,7 @@
 #include "model.h"
 #include "model_fingerprint.h"
 #include "model_locator.h"
+#include "project_clock.h"        // now_iso
 #include "spanscope_git_commit.h" // SPANSCOPE_GIT_COMMIT, generated at build time
 #include "zoom_params.h"
 #include "zoom_record.h"
@@ -68,15 +69,6 @@ nlohmann::json loss_json(const ZoomLoss& l) {
             {"label_rate", l.label_rate},
             {"mean_rank", l.mean_rank},
             {"examples", l.examples}};
-}
-
-std::string utc_now() {
-    const auto t = std::time(nullptr);
-    char buf[32];
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
 }
 
 // Every option that changes what training computes, the recordings' contents (data), the
@@ -288,7 +280,7 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
                           " recordings; held out: " + std::to_string(held_records.size()) + ")";
     out.provenance.command = o.command_line;
     out.provenance.commit = SPANSCOPE_GIT_COMMIT;
-    out.provenance.created = utc_now();
+    out.provenance.created = now_iso();
     save_zoom_params(out, o.out);
     std::fprintf(stderr, "zoom-train: %lld steps (%lld this run) in %.1f s; wrote %s\n",
                  static_cast<long long>(state.step),

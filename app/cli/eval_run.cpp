@@ -1,5 +1,7 @@
 #include "eval_run.h"
 
+#include "project_clock.h" // now_iso
+
 #include "eval_fidelity.h"
 #include "memory_eviction.h"
 #include "memory_recurrent.h"
@@ -128,13 +130,6 @@ std::vector<std::vector<float>> fidelity_steps(Session& session, const ModelMemo
         return steps;
     }
     return teacher_forced(session, before, n_past, question, ref_tokens);
-}
-
-std::string now_iso() {
-    const std::time_t t = std::time(nullptr);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-    return buf;
 }
 
 std::string cpu_name() {

@@ -94,8 +94,6 @@ private:
     std::ofstream out_;
 };
 
-/// The time now, UTC, ISO 8601 ("2026-11-30T20:12:37Z").
-std::string now_iso();
 /// The CPU's model name from /proc/cpuinfo ("unknown CPU" when absent).
 std::string cpu_name();
 
