@@ -168,6 +168,8 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
                 t == 0 ? sp.k[static_cast<size_t>(v.g)] : sp.v[static_cast<size_t>(v.g)];
             auto& run = (t == 0 ? gk : gv)[static_cast<size_t>(s)];
             run = run_gate(P.gate, f, kbar.data());
+            if (o.full_rank && !o.relax)
+                run.rank_hard = run.n_avail; // the router alone (evaluation)
             auto& hh = (t == 0 ? hk : hv)[static_cast<size_t>(s)];
             hh.assign(static_cast<size_t>(f.rank), 0.0);
             for (int r = 0; r < std::min(f.rank, P.gate.n_rank); ++r)
@@ -272,12 +274,13 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     const double tden = std::max(t2, 1e-12);
     const double l_distill = err / tden;
     double l_zoom = 0, l_recon = 0, recon_hard = 0, exp_rows = 0, all_rows = 0, rank_sum = 0;
-    int64_t rank_terms = 0, n_pos = 0, n_exp = 0, kept = 0;
+    int64_t rank_terms = 0, n_pos = 0, n_exp = 0, kept = 0, pos_hit = 0;
     for (int64_t s = 0; s < nv; ++s) {
         const double p = sigmoid(z[static_cast<size_t>(s)] - theta);
         const bool y = labels[static_cast<size_t>(s)];
         n_pos += y;
         n_exp += hard[static_cast<size_t>(s)];
+        pos_hit += y && hard[static_cast<size_t>(s)];
         l_zoom -=
             y ? o.pos_weight * std::log(std::max(p, 1e-300)) : std::log(std::max(1.0 - p, 1e-300));
         const auto size = static_cast<double>(L.spans[static_cast<size_t>(s)].size);
@@ -322,6 +325,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
         o.w_zoom * l_zoom + o.w_distill * l_distill + o.w_recon * l_recon + o.w_budget * l_budget;
     loss.expansion_rate += static_cast<double>(n_exp);
     loss.label_rate += static_cast<double>(n_pos);
+    loss.label_recall += static_cast<double>(pos_hit);
     loss.mean_rank += static_cast<double>(kept);
     loss.spans += nv;
     loss.examples += 1;
@@ -472,6 +476,7 @@ ZoomLoss& ZoomLoss::operator+=(const ZoomLoss& o) {
     expansion_rate += o.expansion_rate;
     mean_rank += o.mean_rank;
     label_rate += o.label_rate;
+    label_recall += o.label_recall;
     examples += o.examples;
     spans += o.spans;
     return *this;
@@ -535,6 +540,7 @@ ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& 
         sum.budget /= n;
         sum.total /= n;
     }
+    sum.label_recall = sum.label_rate > 0 ? sum.label_recall / sum.label_rate : 0.0;
     if (sum.spans > 0) {
         sum.expansion_rate /= static_cast<double>(sum.spans);
         sum.label_rate /= static_cast<double>(sum.spans);

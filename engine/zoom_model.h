@@ -47,6 +47,9 @@ struct ZoomLossOptions {
     double expansion_weight = 1.0; ///< inside the budget penalty
     double rank_weight = 0.25;
     bool relax = false; ///< soft decisions in the forward (finite-difference checks)
+    /// Hard forward with every factor at its full rank (the rank gate ignored): what the router
+    /// alone loses, for evaluation (no effect with relax).
+    bool full_rank = false;
 };
 
 /// Loss components (means over the examples) and what the hard decisions did.
@@ -59,6 +62,7 @@ struct ZoomLoss {
     double expansion_rate = 0; ///< expanded spans / visible spans (hard decisions)
     double mean_rank = 0;      ///< mean kept rank over the visible spans' key and value factors
     double label_rate = 0;     ///< positive labels / visible spans
+    double label_recall = 0;   ///< positive labels expanded / positive labels (hard decisions)
     int64_t examples = 0, spans = 0;
     ZoomLoss& operator+=(const ZoomLoss& o);
 };

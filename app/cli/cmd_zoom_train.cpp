@@ -15,6 +15,7 @@
 #include "spanscope_git_commit.h" // SPANSCOPE_GIT_COMMIT, generated at build time
 #include "zoom_params.h"
 #include "zoom_record.h"
+#include "zoom_reference.h"
 #include "zoom_train.h"
 
 #include <nlohmann/json.hpp>
@@ -147,6 +148,45 @@ std::ofstream open_curves(const std::string& path, int64_t resumed_step) {
     return curves;
 }
 
+// --compare: the parameter file OUT against the training-free router on the held-out
+// recordings, in the training's terms (distillation, expansions, label recall); the trained
+// router also with every factor at full rank, to tell what the router and the rank gate lose.
+int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExampleSet>& sets,
+                        const std::vector<ZoomItem>& held, const std::string& fingerprint,
+                        const std::string& model_name, ThreadPool& pool) {
+    if (held.empty())
+        throw std::runtime_error("--compare needs held-out recordings (" +
+                                 (o.held_out.empty() ? o.records + "/held-out" : o.held_out) + ")");
+    const ZoomParams p = load_zoom_params(o.out, fingerprint, model_name);
+    auto line = [](const char* what, double distill, double expand, double recall, double rank) {
+        std::printf("%-44s distill %.4f  expand %5.1f %%  label recall %5.1f %%", what, distill,
+                    100 * expand, 100 * recall);
+        if (rank > 0)
+            std::printf("  rank %.1f", rank);
+        std::printf("\n");
+    };
+    ZoomLossOptions lo = o.train.loss;
+    const auto gated = zoom_loss(p, sets, held, lo, nullptr, pool);
+    line("trained router, trained rank gate", gated.distill, gated.expansion_rate,
+         gated.label_recall, gated.mean_rank);
+    lo.full_rank = true;
+    const auto full = zoom_loss(p, sets, held, lo, nullptr, pool);
+    line("trained router, full-rank factors", full.distill, full.expansion_rate, full.label_recall,
+         full.mean_rank);
+    for (const bool share : {true, false}) {
+        ZoomReferenceOptions ro;
+        ro.expand_rate = o.train.init_expand_rate;
+        ro.share_group = share;
+        ro.coverage = o.train.loss.coverage;
+        const auto r = training_free_reference(sets, held, ro, pool);
+        line(share ? "training-free router (KV group union)" : "training-free router (per head)",
+             r.distill, r.expansion_rate, r.label_recall, 0);
+    }
+    std::printf("(%zu held-out examples; training-free τ at the %.0f %% quantile per head)\n",
+                held.size(), 100 * (1 - o.train.init_expand_rate));
+    return 0;
+}
+
 } // namespace
 
 int run_zoom_train(const ZoomTrainCliOptions& o) {
@@ -206,6 +246,8 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
         throw std::runtime_error("the recordings in " + o.records +
                                  " hold no query that sees a span");
     const auto data = data_key(train_records, held_records);
+    if (o.compare)
+        return compare_on_held_out(o, held_sets, held, fingerprint, model_name, pool);
     calibrate_theta(init, train_sets, train, o.train.init_expand_rate);
     std::fprintf(stderr,
                  "zoom-train: %zu recordings (%zu examples), %zu held out (%zu examples), %lld "
@@ -367,6 +409,9 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
     c->add_option("--threads", o.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     c->add_flag("--quiet", o.quiet, "Print only the held-out evaluations");
+    c->add_flag("--compare", o.compare,
+                "Do not train: compare the parameter file OUT with the training-free router on "
+                "the held-out recordings (distillation, expansions, label recall)");
     return c;
 }
 

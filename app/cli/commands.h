@@ -178,6 +178,7 @@ struct ZoomTrainCliOptions {
     int max_rank = 32;
     int threads = 0;
     bool quiet = false;
+    bool compare = false; ///< evaluate OUT against the training-free router, do not train
     ZoomTrainOptions train;
     std::string command_line;
 };

@@ -2,12 +2,14 @@
 // central finite differences of the relaxed losses; the hard forward against the engine's
 // inference (mixed attention with the routed spans and the gated ranks); the zoom labels by
 // hand; the optimiser and its checkpoints; training lowering the held-out losses.
+#include "fp16.h"
 #include "memory_sekv.h"
 #include "mixed_attention.h"
 #include "router.h"
 #include "sekv_spans.h"
 #include "zoom_model.h"
 #include "zoom_params.h"
+#include "zoom_reference.h"
 #include "zoom_train.h"
 
 #include <gtest/gtest.h>
@@ -68,6 +70,10 @@ ZoomRecord synthetic_record(uint32_t seed, int n = 64) {
                     L.k[at(i, g, j)] = 0.8f * L.k[at(s.begin, g, j)] + 0.3f * L.k[at(i, g, j)];
                     L.v[at(i, g, j)] = 0.8f * L.v[at(s.begin, g, j)] + 0.3f * L.v[at(i, g, j)];
                 }
+    // f16-rounded, as the cache and the recordings hold them.
+    for (auto* rows : {&L.k, &L.v})
+        for (auto& x : *rows)
+            x = fp16_to_fp32(fp32_to_fp16(x));
     const auto nq = r.query_pos.size();
     L.q = randn(nq * kHeads * kDim, rng, 1.5f);
     L.out.assign(nq * kHeads * kDim, 0.0f);
@@ -283,6 +289,79 @@ TEST(ZoomModel, HardForwardIsTheEngineInference) {
     EXPECT_GT(truncated, 0);
     for (const int n : groups_seen)
         EXPECT_GT(n, 0);
+}
+
+TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
+    // The whole inference path: SekvMemory with the parameters (sekv_layer_options: trained
+    // router per query head, trained rank gate, its max rank) holding each query's visible spans
+    // at two resolutions, against the training's hard forward of every head.
+    const auto p = tiny_params(9);
+    auto f = make_fixture(p, {21, 22});
+    const AttentionShape shape{kHeads, kKv, kDim, 0.5f, 0};
+    SekvOptions base;
+    base.zoom = std::make_shared<ZoomParams>(p);
+    const auto options = sekv_layer_options(base, 3, shape);
+    ThreadPool pool(1);
+    ZoomLossOptions o;
+    int expanded = 0, summarised = 0;
+    for (const auto& set : f->sets) {
+        const auto& R = *set.record;
+        const auto& L = set.layers[0];
+        for (int64_t i = 0; i < R.n_queries(); ++i) {
+            if (!R.visible(i, 0))
+                continue;
+            const int32_t qpos = R.query_pos[static_cast<size_t>(i)];
+            Segmentation seg;
+            for (size_t s = 0; s < R.spans.size() && R.visible(i, s); ++s)
+                seg.spans.push_back(R.spans[s]);
+            std::vector<int32_t> pos(static_cast<size_t>(qpos) + 1);
+            for (int32_t j = 0; j <= qpos; ++j)
+                pos[static_cast<size_t>(j)] = j;
+            SekvMemory mem(shape, qpos + 1, kRopeBase, options);
+            mem.store(L.rec->k.data(), L.rec->v.data(), pos.data(), qpos + 1);
+            mem.seal({&seg, R.token_surprisal.data(), 0, qpos + 1});
+            std::vector<float> out(static_cast<size_t>(kHeads * kDim));
+            mem.attend(L.rec->q.data() + i * kHeads * kDim, &qpos, 1, out.data(), pool);
+            for (int h = 0; h < kHeads; ++h) {
+                const auto fw = zoom_forward(p, set, {0, i, h}, o);
+                for (int x = 0; x < kDim; ++x)
+                    EXPECT_NEAR(out[static_cast<size_t>(h * kDim + x)],
+                                fw.out[static_cast<size_t>(x)], 1e-4)
+                        << "query " << i << " head " << h;
+                for (const char e : fw.expanded)
+                    (e ? expanded : summarised) += 1;
+            }
+        }
+    }
+    EXPECT_GT(expanded, 0);
+    EXPECT_GT(summarised, 0);
+}
+
+TEST(ZoomModel, TrainingFreeReferenceAtItsExtremes) {
+    // Every span expanded at full rank: the reference is the trained forward with every span
+    // expanded and the rank gate ignored (full_rank), up to rounding; none expanded: no recall.
+    auto p = tiny_params(5);
+    p.layers[0].theta.assign(kHeads, -1e3f);
+    auto f = make_fixture(p, {31, 32});
+    ThreadPool pool(2);
+    ZoomLossOptions o;
+    o.full_rank = true;
+    const auto all = zoom_loss(p, f->sets, f->items, o, nullptr, pool);
+    ASSERT_DOUBLE_EQ(all.expansion_rate, 1.0);
+    ZoomReferenceOptions ro;
+    ro.expand_rate = 1.0;
+    const auto ref = training_free_reference(f->sets, f->items, ro, pool);
+    EXPECT_EQ(ref.examples, static_cast<int64_t>(f->items.size()));
+    EXPECT_DOUBLE_EQ(ref.expansion_rate, 1.0);
+    EXPECT_DOUBLE_EQ(ref.label_recall, 1.0);
+    EXPECT_NEAR(ref.distill, all.distill, 1e-4 * all.distill); // float against double sums
+    ro.expand_rate = 0.0;
+    const auto none = training_free_reference(f->sets, f->items, ro, pool);
+    EXPECT_EQ(none.expansion_rate, 0.0);
+    EXPECT_EQ(none.label_recall, 0.0);
+    EXPECT_GT(none.distill, ref.distill);
+    ro.expand_rate = 1.5;
+    EXPECT_THROW(training_free_reference(f->sets, f->items, ro, pool), std::invalid_argument);
 }
 
 TEST(ZoomModel, ExpandingEverySpanAtFullRankIsFullAttention) {

@@ -1,0 +1,148 @@
+#include "zoom_reference.h"
+
+#include "mixed_attention.h"
+#include "router.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace spanscope {
+
+namespace {
+
+// The relevance of visible span s for query i and head h of layer L (training-free form).
+double relevance(const ZoomExampleSet::Layer& L, int64_t i, int h, size_t s) {
+    const int64_t d = L.head_dim;
+    const int g = h / (L.n_head / L.n_kv_head);
+    const float* q = L.rec->q.data() + (i * L.n_head + h) * d;
+    const auto& sp = L.spans[s];
+    return span_relevance(q, sp.summary_k.data() + g * d, d, sp.size);
+}
+
+size_t visible_spans(const ZoomRecord& R, int64_t i) {
+    size_t n = 0;
+    while (n < R.spans.size() && R.visible(i, n))
+        ++n;
+    return n;
+}
+
+} // namespace
+
+ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
+                                      const std::vector<ZoomItem>& examples,
+                                      const ZoomReferenceOptions& o, ThreadPool& pool) {
+    if (!(o.expand_rate >= 0 && o.expand_rate <= 1))
+        throw std::invalid_argument("training-free reference: expand_rate outside [0, 1]");
+    for (const auto& [si, ex] : examples)
+        if (si < 0 || si >= static_cast<int>(sets.size()) || ex.layer < 0 ||
+            ex.layer >= static_cast<int>(sets[static_cast<size_t>(si)].layers.size()))
+            throw std::invalid_argument("training-free reference: an example outside the sets");
+
+    // τ per (model layer, head): the (1 − rate) quantile of the examples' relevances.
+    std::map<std::pair<int, int>, std::vector<double>> records;
+    for (const auto& [si, ex] : examples) {
+        const auto& set = sets[static_cast<size_t>(si)];
+        const auto& L = set.layers[static_cast<size_t>(ex.layer)];
+        auto& r = records[{L.layer, ex.head}];
+        for (size_t s = 0; s < visible_spans(*set.record, ex.query); ++s)
+            r.push_back(relevance(L, ex.query, ex.head, s));
+    }
+    std::map<std::pair<int, int>, double> tau;
+    for (auto& [key, r] : records)
+        tau[key] = calibrate_tau(std::move(r), o.expand_rate);
+    auto tau_of = [&](int layer, int head) {
+        const auto it = tau.find({layer, head});
+        // A head with no example of its own at this layer asks for nothing.
+        return it == tau.end() ? 2.0 : it->second;
+    };
+
+    const int T = pool.size();
+    std::vector<ZoomReference> part(static_cast<size_t>(T));
+    std::vector<double> hits(static_cast<size_t>(T), 0.0), positives(static_cast<size_t>(T), 0.0);
+    pool.parallel_for(static_cast<int64_t>(examples.size()), [&](int64_t b, int64_t e, int t) {
+        auto& acc = part[static_cast<size_t>(t)];
+        for (int64_t x = b; x < e; ++x) {
+            const auto& [si, ex] = examples[static_cast<size_t>(x)];
+            const auto& set = sets[static_cast<size_t>(si)];
+            const auto& R = *set.record;
+            const auto& L = set.layers[static_cast<size_t>(ex.layer)];
+            const int64_t d = L.head_dim, row = static_cast<int64_t>(L.n_kv_head) * d;
+            const int group = L.n_head / L.n_kv_head, g = ex.head / group;
+            const size_t nv = visible_spans(R, ex.query);
+            const int32_t qpos = R.query_pos[static_cast<size_t>(ex.query)];
+
+            std::vector<char> visible(R.spans.size(), 0), expanded(nv, 0);
+            for (size_t s = 0; s < nv; ++s) {
+                visible[s] = 1;
+                const int h0 = o.share_group ? g * group : ex.head;
+                const int h1 = o.share_group ? h0 + group : ex.head + 1;
+                for (int h = h0; h < h1 && !expanded[s]; ++h)
+                    expanded[s] = relevance(L, ex.query, h, s) > tau_of(L.layer, h);
+            }
+            const float* mass = L.rec->span_mass.data() +
+                                static_cast<size_t>(ex.query * L.n_head + ex.head) * R.spans.size();
+            const auto labels = zoom_labels(mass, visible, o.coverage);
+
+            // Full-resolution rows: every position <= qpos outside the visible spans.
+            std::vector<float> fk, fv;
+            int64_t m = 0, next = 0;
+            for (size_t s = 0; s <= nv; ++s) {
+                const int64_t stop = s < nv ? R.spans[s].begin : static_cast<int64_t>(qpos) + 1;
+                for (int64_t p = next; p < stop; ++p, ++m) {
+                    fk.insert(fk.end(), L.rec->k.begin() + p * row + g * d,
+                              L.rec->k.begin() + p * row + (g + 1) * d);
+                    fv.insert(fv.end(), L.rec->v.begin() + p * row + g * d,
+                              L.rec->v.begin() + p * row + (g + 1) * d);
+                }
+                if (s < nv)
+                    next = R.spans[s].end;
+            }
+            std::vector<SpanView> views;
+            views.reserve(nv);
+            for (size_t s = 0; s < nv; ++s) {
+                const auto& sp = L.spans[s];
+                views.push_back({sp.size, sp.summary_k.data() + g * d, sp.summary_v.data() + g * d,
+                                 &sp.k[static_cast<size_t>(g)], &sp.v[static_cast<size_t>(g)],
+                                 expanded[s] != 0});
+                acc.expansion_rate += expanded[s];
+                positives[static_cast<size_t>(t)] += labels[s];
+                hits[static_cast<size_t>(t)] += labels[s] && expanded[s];
+            }
+            std::vector<float> out(static_cast<size_t>(d));
+            const float* q = L.rec->q.data() + (ex.query * L.n_head + ex.head) * d;
+            mixed_attention(q, d, L.scale, fk.data(), fv.data(), m, views, out.data());
+            const float* target = L.rec->out.data() + (ex.query * L.n_head + ex.head) * d;
+            double err = 0, t2 = 0;
+            for (int64_t c = 0; c < d; ++c) {
+                err += (out[static_cast<size_t>(c)] - static_cast<double>(target[c])) *
+                       (out[static_cast<size_t>(c)] - static_cast<double>(target[c]));
+                t2 += static_cast<double>(target[c]) * target[c];
+            }
+            acc.distill += err / std::max(t2, 1e-12);
+            acc.spans += static_cast<int64_t>(nv);
+            acc.examples += 1;
+        }
+    });
+    ZoomReference sum;
+    double hit = 0, pos = 0;
+    for (int t = 0; t < T; ++t) {
+        const auto& p = part[static_cast<size_t>(t)];
+        sum.distill += p.distill;
+        sum.expansion_rate += p.expansion_rate;
+        sum.examples += p.examples;
+        sum.spans += p.spans;
+        hit += hits[static_cast<size_t>(t)];
+        pos += positives[static_cast<size_t>(t)];
+    }
+    if (sum.examples > 0)
+        sum.distill /= static_cast<double>(sum.examples);
+    if (sum.spans > 0)
+        sum.expansion_rate /= static_cast<double>(sum.spans);
+    sum.label_recall = pos > 0 ? hit / pos : 0.0;
+    return sum;
+}
+
+} // namespace spanscope

@@ -1,0 +1,39 @@
+// The training-free router on the trained zoom-in's examples (issue 8): the reference a trained
+// router must beat, measured in the training's own terms on the same recordings. Its decisions
+// are SekvMemory's without parameters: relevance σ(q·k̄/√d + log|S|) (router.h span_relevance),
+// τ per (layer, query head) the (1 − rate) quantile of the relevances over the examples given
+// (at inference τ is calibrated on each question's queries instead), a span expanded for every
+// head of a KV group when one of them asks for it (SekvRouterOptions::share_group), every
+// factor at full rank; attention by mixed_attention.h over the recorded rows.
+#pragma once
+
+#include "thread_pool.h"
+#include "zoom_examples.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace spanscope {
+
+struct ZoomReferenceOptions {
+    double expand_rate = 0.2; ///< fraction of the visible spans each head's τ expands
+    bool share_group = true;  ///< a KV group's heads expand the union of their choices
+    double coverage = 0.9;    ///< of the zoom labels (zoom_model.h ZoomLossOptions::coverage)
+};
+
+/// Means over the examples (expansion rate and recall over their visible spans).
+struct ZoomReference {
+    double distill = 0;        ///< ‖o − o*‖² / ‖o*‖², as zoom_model.h's distill
+    double expansion_rate = 0; ///< expanded spans / visible spans
+    double label_recall = 0;   ///< positive labels expanded / positive labels
+    int64_t examples = 0, spans = 0;
+};
+
+/// The training-free router's distillation, expansions and label recall on `examples`.
+/// Throws std::invalid_argument for an expand_rate outside [0, 1] or an example outside the
+/// sets.
+ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
+                                      const std::vector<ZoomItem>& examples,
+                                      const ZoomReferenceOptions& options, ThreadPool& pool);
+
+} // namespace spanscope
