@@ -65,6 +65,8 @@ std::string zoom_record_settings_key(const ZoomRecordSettings& s) {
       << " query_stride=" << s.query_stride << " min_separation=" << s.min_separation
       << " alpha=" << sekv.segmentation.alpha << " min_span=" << sekv.segmentation.min_span
       << " max_span=" << sekv.segmentation.max_span << " reserve_rows=" << sekv.reserve_rows;
+    if (s.recall_probes > 0)
+        o << " recall_probes=" << s.recall_probes << " probe_tokens=" << s.probe_tokens;
     return o.str();
 }
 
@@ -84,6 +86,37 @@ void check_zoom_record_settings(const ZoomRecordSettings& s) {
         bad("query_stride must be >= 1");
     if (s.min_separation < 0)
         bad("min_separation must be >= 0");
+    if (s.recall_probes < 0)
+        bad("recall_probes must be >= 0");
+    if (s.recall_probes > 0 && s.probe_tokens < 8)
+        bad("probe_tokens must be >= 8");
+    if (static_cast<int64_t>(s.recall_probes) * s.probe_tokens > s.max_tokens / 2)
+        bad("the recall probes would take more than half of max_tokens");
+}
+
+std::vector<int32_t> zoom_recall_probes(std::vector<int32_t> doc, const ZoomRecordSettings& s,
+                                        std::vector<int32_t>* probe_starts) {
+    check_zoom_record_settings(s);
+    const int64_t room = s.max_tokens - static_cast<int64_t>(s.recall_probes) * s.probe_tokens;
+    if (static_cast<int64_t>(doc.size()) > room)
+        doc.resize(static_cast<size_t>(room));
+    if (probe_starts)
+        probe_starts->clear();
+    if (s.recall_probes == 0)
+        return doc;
+    const int64_t n_doc = static_cast<int64_t>(doc.size()), L = s.probe_tokens;
+    if (n_doc < 1 + 2 * L)
+        throw std::invalid_argument("a document of " + std::to_string(n_doc) +
+                                    " tokens is too short for recall probes of " +
+                                    std::to_string(L) + " tokens");
+    const double step = static_cast<double>(n_doc - 1 - L) / s.recall_probes;
+    for (int i = 0; i < s.recall_probes; ++i) {
+        const auto a = static_cast<int64_t>(1 + (i + 0.5) * step);
+        if (probe_starts)
+            probe_starts->push_back(static_cast<int32_t>(a));
+        doc.insert(doc.end(), doc.begin() + a, doc.begin() + a + L);
+    }
+    return doc;
 }
 
 std::vector<int32_t> zoom_document_tokens(const Tokenizer& tok, const std::string& text,

@@ -29,22 +29,41 @@ struct ZoomRecordSettings {
     int32_t first_query = 512;   ///< candidate positions: first_query, + stride, ... < n_tokens
     int32_t query_stride = 8;    ///< tokens between candidates
     int32_t min_separation = 32; ///< kept positions are at least this many tokens apart
+    /// Recall probes (zoom_recall_probes): copies of this many runs of the document appended
+    /// after it, so that some candidates are queries that must find one span far back, as a
+    /// question about a document does; 0: none (the document alone).
+    int recall_probes = 0;
+    int32_t probe_tokens = 24; ///< tokens per probe (>= 8)
 };
 
 /// The settings as one line, with SEKV's segmentation options that shape the spans, e.g.
 /// "max_tokens=4096 queries=32 tail=64 budget=0.35 first_query=512 query_stride=8
-/// min_separation=32 alpha=1 min_span=4 max_span=32 reserve_rows=128". Two recordings with the
+/// min_separation=32 alpha=1 min_span=4 max_span=32 reserve_rows=128", with " recall_probes=N
+/// probe_tokens=L" when there are probes. Two recordings with the
 /// same line, model and tokens hold the same data. Stored in ZoomRecord::settings.
 std::string zoom_record_settings_key(const ZoomRecordSettings& s);
 
 /// Throws std::invalid_argument naming a setting out of range (max_tokens < 2, queries < 0,
-/// tail < 0, budget not finite, first_query < 1, query_stride < 1, min_separation < 0).
+/// tail < 0, budget not finite, first_query < 1, query_stride < 1, min_separation < 0,
+/// recall_probes < 0, probe_tokens < 8, probes taking more than half of max_tokens).
 void check_zoom_record_settings(const ZoomRecordSettings& s);
 
 /// The document's token ids as recorded: BOS (when the tokenizer has one) and `text`, cut to
 /// max_tokens. Throws std::invalid_argument for invalid UTF-8 or max_tokens < 1.
 std::vector<int32_t> zoom_document_tokens(const Tokenizer& tok, const std::string& text,
                                           int64_t max_tokens);
+
+/// The tokens recorded for a document with recall probes: `doc` (BOS first) cut to
+/// max_tokens − recall_probes · probe_tokens tokens, then the probes: probe i copies the run of
+/// probe_tokens tokens starting at 1 + (i + ½) · (n_doc − 1 − probe_tokens) / recall_probes (evenly
+/// spaced depths, in order), so that the model, reading a passage again, attends back to where
+/// it first read it (induction), the pattern of a question answered from a document. The probe
+/// region's positions are candidates like any other (zoom_query_candidates) and are kept by their
+/// reach. With recall_probes = 0, doc cut to max_tokens. probe_starts (optional): [recall_probes]
+/// the copied runs' first positions. Throws std::invalid_argument when the document is too
+/// short to copy from (n_doc < 1 + 2 · probe_tokens) or the settings are out of range.
+std::vector<int32_t> zoom_recall_probes(std::vector<int32_t> doc, const ZoomRecordSettings& s,
+                                        std::vector<int32_t>* probe_starts = nullptr);
 
 /// The candidate query positions of a document of n_tokens tokens: first_query + k ·
 /// query_stride < n_tokens, k = 0, 1, ... (empty when the document is not longer than

@@ -91,6 +91,8 @@ int run_zoom_record(const ZoomRecordOptions& o) {
     settings.tail = o.tail;
     settings.budget = o.budget;
     settings.first_query = o.first_query;
+    settings.recall_probes = o.recall_probes;
+    settings.probe_tokens = o.probe_tokens;
     check_zoom_record_settings(settings);
     if (o.out.empty())
         throw std::invalid_argument("--out DIR is required");
@@ -144,7 +146,8 @@ int run_zoom_record(const ZoomRecordOptions& o) {
         const auto t0 = std::chrono::steady_clock::now();
         try {
             const auto doc = load_document(source);
-            const auto tokens = zoom_document_tokens(model->tokenizer(), doc.text, o.max_tokens);
+            const auto tokens = zoom_recall_probes(
+                zoom_document_tokens(model->tokenizer(), doc.text, o.max_tokens), settings);
             if (zoom_resume(dest.string(), source, tokens, fingerprint, key) == ZoomResume::Skip) {
                 std::cerr << tag << ": already recorded in " << dest.string() << ", skipped\n";
                 ++skipped;

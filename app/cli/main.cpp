@@ -337,6 +337,15 @@ int main(int argc, char** argv) {
                      "Candidate query positions every 8 tokens from this one")
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
+    zr_cmd
+        ->add_option("--recall-probes", zr.recall_probes,
+                     "Runs of the document copied after it, at evenly spaced depths: queries "
+                     "that must find one span far back, as a question about the document does")
+        ->check(CLI::Range(0, 1000))
+        ->capture_default_str();
+    zr_cmd->add_option("--probe-tokens", zr.probe_tokens, "Tokens per recall probe")
+        ->check(CLI::Range(8, 4096))
+        ->capture_default_str();
     zr_cmd->add_option("--threads", zr.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     zr_cmd

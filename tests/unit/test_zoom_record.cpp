@@ -406,6 +406,43 @@ TEST(ZoomRecordMining, SelectsByReachWithSeparation) {
     EXPECT_EQ(zoom_query_candidates(530, s), (std::vector<int32_t>{512, 520, 528}));
 }
 
+TEST(ZoomRecordMining, RecallProbesCopyRunsOfTheDocumentAfterIt) {
+    std::vector<int32_t> doc(300);
+    for (int32_t i = 0; i < 300; ++i)
+        doc[static_cast<size_t>(i)] = 1000 + i;
+    ZoomRecordSettings s;
+    s.max_tokens = 200;
+    s.recall_probes = 3;
+    s.probe_tokens = 10;
+    std::vector<int32_t> starts;
+    const auto t = zoom_recall_probes(doc, s, &starts);
+    // The document cut to 200 − 3 · 10 = 170 tokens, then three copies of 10 tokens starting at
+    // 1 + (i + ½) · (170 − 1 − 10) / 3 = 1 + (i + ½) · 53: 27, 80, 133.
+    ASSERT_EQ(t.size(), 200u);
+    EXPECT_EQ(starts, (std::vector<int32_t>{27, 80, 133}));
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 10; ++j)
+            EXPECT_EQ(t[static_cast<size_t>(170 + i * 10 + j)],
+                      1000 + starts[static_cast<size_t>(i)] + j);
+    for (int32_t i = 0; i < 170; ++i)
+        EXPECT_EQ(t[static_cast<size_t>(i)], 1000 + i);
+    EXPECT_NE(zoom_record_settings_key(s).find(" recall_probes=3 probe_tokens=10"),
+              std::string::npos);
+    // Without probes: the document cut to max_tokens, and the key of the recordings made before
+    // probes existed.
+    s.recall_probes = 0;
+    EXPECT_EQ(zoom_recall_probes(doc, s).size(), 200u);
+    EXPECT_EQ(zoom_record_settings_key(s).find("recall_probes"), std::string::npos);
+    // Too short a document, too many probes, too short a probe.
+    s.recall_probes = 2;
+    EXPECT_THROW(zoom_recall_probes(std::vector<int32_t>(20, 5), s), std::invalid_argument);
+    s.recall_probes = 11;
+    EXPECT_THROW(zoom_recall_probes(doc, s), std::invalid_argument);
+    s.recall_probes = 2;
+    s.probe_tokens = 4;
+    EXPECT_THROW(zoom_recall_probes(doc, s), std::invalid_argument);
+}
+
 TEST_F(ZoomRecordTest, MalformedFilesAreRefused) {
     const std::string path = saved("good.txt");
     const auto good = read_bytes(path);

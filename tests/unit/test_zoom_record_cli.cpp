@@ -7,6 +7,7 @@
 #include "tiny_model.h"
 #include "zoom_params.h"
 #include "zoom_record.h"
+#include "zoom_recorder.h"
 
 #include <gtest/gtest.h>
 
@@ -135,6 +136,27 @@ TEST_F(ZoomRecordCli, RecordsEachDocumentWithItsProvenanceAndResumes) {
     EXPECT_NE(other.err.find(train0), std::string::npos) << other.err;
     EXPECT_NE(other.err.find("other settings"), std::string::npos) << other.err;
     EXPECT_EQ(std::filesystem::last_write_time(train0), before);
+}
+
+TEST_F(ZoomRecordCli, RecallProbesAreRecordedAfterTheDocument) {
+    auto args = record_args();
+    args.insert(args.begin() + 1, {"--recall-probes", "2", "--probe-tokens", "16"});
+    const auto r = run(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const ZoomRecord z = load_zoom_record(dir_ + "/rec/doc0.txt.zoom-record.gguf");
+    ASSERT_EQ(z.n_tokens(), 400);
+    EXPECT_NE(z.settings.find("recall_probes=2 probe_tokens=16"), std::string::npos) << z.settings;
+    // The last 32 tokens are two runs of the first 368.
+    const std::vector<int32_t> doc(z.tokens.begin(), z.tokens.begin() + 368);
+    ZoomRecordSettings s;
+    s.max_tokens = 400;
+    s.recall_probes = 2;
+    s.probe_tokens = 16;
+    EXPECT_EQ(zoom_recall_probes(doc, s), z.tokens);
+    // Recorded without probes into the same directory: other settings, refused.
+    const auto plain = run(record_args());
+    EXPECT_NE(plain.status, 0);
+    EXPECT_NE(plain.err.find("other settings"), std::string::npos) << plain.err;
 }
 
 TEST_F(ZoomRecordCli, RefusesTheEvaluationTextsAndBadOptions) {
