@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace spanscope {
@@ -29,6 +30,7 @@ struct ContentHash {
         bytes(s.data(), s.size());
     }
     template <class T> void values(const std::vector<T>& v) {
+        static_assert(std::is_trivially_copyable_v<T>, "hashed by its bytes");
         i64(static_cast<int64_t>(v.size()));
         bytes(v.data(), v.size() * sizeof(T));
     }

@@ -57,7 +57,7 @@ int gated_rank(const std::vector<double>& sigma2, const SpanRankOptions& options
 /// moved to another position (move_span rotates its keys by the same angle) thus gets the same
 /// gate input, and so the same rank, as the span built in place (RoFormer §3.4.2: rotations
 /// compose; squared singular values are unchanged by the rotation). Throws std::invalid_argument
-/// for an odd dim when rope_base > 0.
+/// for an odd dim when there is a rotation to undo (rope_base > 0 and begin != 0).
 std::vector<float> gate_summary_key(const float* summary_k, int64_t dim, int32_t begin,
                                     double rope_base);
 

@@ -69,9 +69,10 @@ struct ZoomParams {
     const ZoomLayerParams* find(int il) const;
     /// Number of trained parameters (every W, θ and gate weight).
     int64_t n_parameters() const;
-    /// 16 hex characters: a 64-bit FNV-1a hash of every layer's index and rank gate (sizes and
-    /// weights). The spans a rank gate builds depend on nothing else of the file, so stored
-    /// spans are keyed by it (cache/sekv_unit.h sekv_options_key).
+    /// 16 hex characters: a 64-bit FNV-1a hash of the format version (it fixes the gate's input)
+    /// and every layer's index and rank gate (sizes and weights). The spans a rank gate builds
+    /// depend on nothing else of the file, so stored spans are keyed by it (cache/sekv_unit.h
+    /// sekv_options_key).
     std::string rank_gate_digest() const;
     /// 16 hex characters: the same hash over everything trained (W, θ and the rank gates) and
     /// the model fingerprint: two files with the same digest route alike.
@@ -101,7 +102,8 @@ ZoomParams load_zoom_params(const std::string& path, const std::string& expected
 
 /// Check that every array of `p` has the size its shape gives (w: n_head·d_out·head_dim, theta:
 /// n_head, the gate's as RankGateMlp says with gate.head_dim = head_dim), every size is
-/// positive, layers ascend and are distinct. Throws std::invalid_argument naming the layer.
+/// positive, layers ascend and are distinct, and there is at least one layer. Throws
+/// std::invalid_argument naming the layer.
 void check_zoom_params(const ZoomParams& p);
 
 /// The rank gate's input x [g.n_in()] for a span (DESIGN.md §3.4.9): x_i = sqrt(σ²_i / Σσ²) for

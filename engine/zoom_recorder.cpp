@@ -114,7 +114,8 @@ std::vector<int32_t> zoom_recall_probes(std::vector<int32_t> doc, const ZoomReco
         const auto a = static_cast<int64_t>(1 + (i + 0.5) * step);
         if (probe_starts)
             probe_starts->push_back(static_cast<int32_t>(a));
-        doc.insert(doc.end(), doc.begin() + a, doc.begin() + a + L);
+        const std::vector<int32_t> run(doc.begin() + a, doc.begin() + a + L);
+        doc.insert(doc.end(), run.begin(), run.end());
     }
     return doc;
 }
@@ -337,7 +338,7 @@ ZoomRecording record_zoom(const Model& model, const std::vector<int32_t>& tokens
         }
     }
     if (!(out.out_check <= kZoomOutCheckLimit))
-        throw std::runtime_error(
+        throw ZoomOutCheckError(
             "the recorded attention outputs differ from attention recomputed in double from the "
             "recorded queries, keys and values by " +
             std::to_string(out.out_check) + " (at most " + std::to_string(kZoomOutCheckLimit) +

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -108,11 +109,17 @@ struct ZoomRecording {
 /// learn from the disagreement).
 constexpr double kZoomOutCheckLimit = 1e-3;
 
+/// A document whose recording failed the output check (kZoomOutCheckLimit): what() says by how
+/// much; the caller names the document and goes on with the others.
+struct ZoomOutCheckError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
 /// Record one document (its tokens, e.g. from zoom_document_tokens; at least 2 and at most
 /// the model's context). threads <= 0: all cores. cancel: checked during the prefill (throws
 /// Cancelled). progress(done, total) after each prefill ubatch. Throws std::invalid_argument
 /// for bad settings or tokens (out-of-range id, too many or too few tokens), for a model
-/// without SEKV layers (sekv_layers), Cancelled, std::runtime_error when out_check exceeds
+/// without SEKV layers (sekv_layers), Cancelled, ZoomOutCheckError when out_check exceeds
 /// kZoomOutCheckLimit.
 ZoomRecording record_zoom(const Model& model, const std::vector<int32_t>& tokens,
                           const ZoomRecordSettings& settings, int threads,

@@ -189,6 +189,9 @@ int run_zoom_record(const ZoomRecordOptions& o) {
         } catch (const DocumentError& e) {
             std::cerr << "spanscope-cli: " << e.what() << " (skipped)\n";
             ++failed;
+        } catch (const ZoomOutCheckError& e) {
+            std::cerr << "spanscope-cli: " << source << ": " << e.what() << " (skipped)\n";
+            ++failed;
         } catch (const std::invalid_argument& e) {
             std::cerr << "spanscope-cli: " << source << ": " << e.what() << " (skipped)\n";
             ++failed;

@@ -68,6 +68,7 @@ nlohmann::json loss_json(const ZoomLoss& l) {
             {"total", l.total},
             {"expansion_rate", l.expansion_rate},
             {"label_rate", l.label_rate},
+            {"label_recall", l.label_recall},
             {"mean_rank", l.mean_rank},
             {"examples", l.examples}};
 }
@@ -158,6 +159,13 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
         throw std::runtime_error("--compare needs held-out recordings (" +
                                  (o.held_out.empty() ? o.records + "/held-out" : o.held_out) + ")");
     const ZoomParams p = load_zoom_params(o.out, fingerprint, model_name);
+    for (const auto& l : p.layers)
+        if (l.gate.n_rank != o.max_rank)
+            throw std::runtime_error(o.out + ": its rank gate decides among " +
+                                     std::to_string(l.gate.n_rank) +
+                                     " components, as inference builds the spans; pass "
+                                     "--max-rank " +
+                                     std::to_string(l.gate.n_rank));
     auto line = [](const char* what, double distill, double expand, double recall, double rank) {
         std::printf("%-44s distill %.4f  expand %5.1f %%  label recall %5.1f %%", what, distill,
                     100 * expand, 100 * recall);
@@ -237,6 +245,8 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
             for (const auto& ex : list_examples(sets[i]))
                 items.push_back({static_cast<int>(i), ex});
     };
+    // Before the long preparation: a held-out document also trained on is refused at once.
+    const auto data = data_key(train_records, held_records);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<ZoomExampleSet> train_sets, held_sets;
     std::vector<ZoomItem> train, held;
@@ -245,7 +255,6 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
     if (train.empty())
         throw std::runtime_error("the recordings in " + o.records +
                                  " hold no query that sees a span");
-    const auto data = data_key(train_records, held_records);
     if (o.compare)
         return compare_on_held_out(o, held_sets, held, fingerprint, model_name, pool);
     calibrate_theta(init, train_sets, train, o.train.init_expand_rate);
@@ -411,7 +420,8 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
     c->add_flag("--quiet", o.quiet, "Print only the held-out evaluations");
     c->add_flag("--compare", o.compare,
                 "Do not train: compare the parameter file OUT with the training-free router on "
-                "the held-out recordings (distillation, expansions, label recall)");
+                "the held-out recordings (distillation, expansions, label recall); the "
+                "training-free router's rate per head is --expand-rate");
     return c;
 }
 
