@@ -67,9 +67,7 @@ void check_layer(const ZoomLayerParams& l) {
     check_gate(l.gate, where);
 }
 
-using Fnv = ContentHash;
-
-void hash_gate(Fnv& f, const RankGateMlp& g) {
+void hash_gate(ContentHash& f, const RankGateMlp& g) {
     f.i64(g.n_rank);
     f.i64(g.head_dim);
     f.i64(g.n_hidden);
@@ -176,7 +174,7 @@ int64_t ZoomParams::n_parameters() const {
 }
 
 std::string ZoomParams::rank_gate_digest() const {
-    Fnv f;
+    ContentHash f;
     f.i64(kVersion); // the gate's input is part of what the spans were built with
     for (const auto& l : layers) {
         f.i64(l.layer);
@@ -186,7 +184,7 @@ std::string ZoomParams::rank_gate_digest() const {
 }
 
 std::string ZoomParams::digest() const {
-    Fnv f;
+    ContentHash f;
     f.bytes(model_fingerprint.data(), model_fingerprint.size());
     for (const auto& l : layers) {
         f.i64(l.layer);
