@@ -72,4 +72,25 @@ std::vector<char> zoom_labels(const float* mass, const std::vector<char>& visibl
     return y;
 }
 
+int64_t visible_span_count(const ZoomRecord& R, int64_t query) {
+    int64_t n = 0;
+    while (n < static_cast<int64_t>(R.spans.size()) && R.visible(query, static_cast<size_t>(n)))
+        ++n;
+    return n;
+}
+
+std::vector<int64_t> full_resolution_positions(const ZoomRecord& R, int64_t n_vis, int32_t qpos) {
+    std::vector<int64_t> pos;
+    int64_t next = 0;
+    for (int64_t s = 0; s <= n_vis; ++s) {
+        const int64_t stop =
+            s < n_vis ? R.spans[static_cast<size_t>(s)].begin : static_cast<int64_t>(qpos) + 1;
+        for (int64_t p = next; p < stop; ++p)
+            pos.push_back(p);
+        if (s < n_vis)
+            next = R.spans[static_cast<size_t>(s)].end;
+    }
+    return pos;
+}
+
 } // namespace spanscope

@@ -51,4 +51,11 @@ using ZoomItem = std::pair<int, ZoomExample>; ///< (index into the sets, example
 /// no positive label.
 std::vector<char> zoom_labels(const float* mass, const std::vector<char>& visible, double coverage);
 
+/// The spans query `query` of R sees: spans [0, n) with n the returned count (R.visible).
+int64_t visible_span_count(const ZoomRecord& R, int64_t query);
+
+/// The positions query position qpos attends at full resolution when spans [0, n_vis) are held
+/// at two resolutions: every position <= qpos outside them, ascending.
+std::vector<int64_t> full_resolution_positions(const ZoomRecord& R, int64_t n_vis, int32_t qpos);
+
 } // namespace spanscope

@@ -83,26 +83,8 @@ ExampleView view_of(const ZoomParams& params, const ZoomExampleSet& set, const Z
         L.rec->span_mass.data() + static_cast<size_t>((ex.query * H + ex.head)) * R.spans.size();
     v.g = ex.head / (L.n_head / L.n_kv_head);
     v.qpos = R.query_pos[static_cast<size_t>(ex.query)];
-    v.n_vis = 0;
-    while (v.n_vis < static_cast<int64_t>(R.spans.size()) &&
-           R.visible(ex.query, static_cast<size_t>(v.n_vis)))
-        ++v.n_vis;
+    v.n_vis = visible_span_count(R, ex.query);
     return v;
-}
-
-// Positions attended at full resolution: every position <= qpos outside the visible spans.
-std::vector<int64_t> full_positions(const ZoomRecord& R, int64_t n_vis, int32_t qpos) {
-    std::vector<int64_t> pos;
-    int64_t next = 0;
-    for (int64_t s = 0; s <= n_vis; ++s) {
-        const int64_t stop =
-            s < n_vis ? R.spans[static_cast<size_t>(s)].begin : static_cast<int64_t>(qpos) + 1;
-        for (int64_t p = next; p < stop; ++p)
-            pos.push_back(p);
-        if (s < n_vis)
-            next = R.spans[static_cast<size_t>(s)].end;
-    }
-    return pos;
 }
 
 // One example's forward, losses and (with grad) backward. Gradients are scaled by `weight`
@@ -180,7 +162,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
 
     // Mixed attention: exponents of every term first (max for stability).
     const float c = L.scale;
-    const auto fpos = full_positions(R, nv, v.qpos);
+    const auto fpos = full_resolution_positions(R, nv, v.qpos);
     const int64_t row = n_kv * d;
     const float* K = L.rec->k.data();
     const float* V = L.rec->v.data();

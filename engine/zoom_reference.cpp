@@ -22,13 +22,6 @@ double relevance(const ZoomExampleSet::Layer& L, int64_t i, int h, size_t s) {
     return span_relevance(q, sp.summary_k.data() + g * d, d, sp.size);
 }
 
-size_t visible_spans(const ZoomRecord& R, int64_t i) {
-    size_t n = 0;
-    while (n < R.spans.size() && R.visible(i, n))
-        ++n;
-    return n;
-}
-
 } // namespace
 
 ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
@@ -47,7 +40,7 @@ ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
         const auto& set = sets[static_cast<size_t>(si)];
         const auto& L = set.layers[static_cast<size_t>(ex.layer)];
         auto& r = records[{L.layer, ex.head}];
-        for (size_t s = 0; s < visible_spans(*set.record, ex.query); ++s)
+        for (size_t s = 0; s < static_cast<size_t>(visible_span_count(*set.record, ex.query)); ++s)
             r.push_back(relevance(L, ex.query, ex.head, s));
     }
     std::map<std::pair<int, int>, double> tau;
@@ -71,7 +64,7 @@ ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
             const auto& L = set.layers[static_cast<size_t>(ex.layer)];
             const int64_t d = L.head_dim, row = static_cast<int64_t>(L.n_kv_head) * d;
             const int group = L.n_head / L.n_kv_head, g = ex.head / group;
-            const size_t nv = visible_spans(R, ex.query);
+            const size_t nv = static_cast<size_t>(visible_span_count(R, ex.query));
             const int32_t qpos = R.query_pos[static_cast<size_t>(ex.query)];
 
             std::vector<char> visible(R.spans.size(), 0), expanded(nv, 0);
@@ -87,18 +80,14 @@ ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
             const auto labels = zoom_labels(mass, visible, o.coverage);
 
             // Full-resolution rows: every position <= qpos outside the visible spans.
+            const auto full = full_resolution_positions(R, static_cast<int64_t>(nv), qpos);
+            const auto m = static_cast<int64_t>(full.size());
             std::vector<float> fk, fv;
-            int64_t m = 0, next = 0;
-            for (size_t s = 0; s <= nv; ++s) {
-                const int64_t stop = s < nv ? R.spans[s].begin : static_cast<int64_t>(qpos) + 1;
-                for (int64_t p = next; p < stop; ++p, ++m) {
-                    fk.insert(fk.end(), L.rec->k.begin() + p * row + g * d,
-                              L.rec->k.begin() + p * row + (g + 1) * d);
-                    fv.insert(fv.end(), L.rec->v.begin() + p * row + g * d,
-                              L.rec->v.begin() + p * row + (g + 1) * d);
-                }
-                if (s < nv)
-                    next = R.spans[s].end;
+            for (const int64_t p : full) {
+                fk.insert(fk.end(), L.rec->k.begin() + p * row + g * d,
+                          L.rec->k.begin() + p * row + (g + 1) * d);
+                fv.insert(fv.end(), L.rec->v.begin() + p * row + g * d,
+                          L.rec->v.begin() + p * row + (g + 1) * d);
             }
             std::vector<SpanView> views;
             views.reserve(nv);
