@@ -38,30 +38,49 @@ double mean(const std::vector<double>& v) {
 
 using ConfigKey = std::pair<std::string, double>;
 
-/// The pooled accuracy per task of a configuration.
-std::map<std::string, double> task_accuracies(const Report& report, const Config& c) {
-    std::map<std::string, double> acc;
-    for (const auto& t : report.tasks)
-        if (const ConfigRow* row = t.row(c))
-            acc[t.task] = row->all.mean;
-    return acc;
-}
-
-/// a − b over the tasks both have; nullopt when they share none.
+/// The paired difference a − b (report_data.h Difference); nullopt when they share no sample.
 std::optional<Difference> difference(const Report& report, const Config& a, const Config& b) {
-    const auto acc_a = task_accuracies(report, a);
-    const auto acc_b = task_accuracies(report, b);
-    std::vector<std::string> common;
-    for (const auto& [task, v] : acc_a)
-        if (acc_b.count(task))
-            common.push_back(task);
-    if (common.empty())
-        return std::nullopt;
     Difference d;
     d.other = b.label();
-    d.value = *macro_accuracy(report, a, common) - *macro_accuracy(report, b, common);
-    d.common_tasks = static_cast<int>(common.size());
-    d.partial = common.size() != acc_a.size() || common.size() != acc_b.size();
+    double sum = 0, variance = 0;
+    for (const auto& t : report.tasks) {
+        const ConfigRow* ra = t.row(a);
+        const ConfigRow* rb = t.row(b);
+        if (!ra || !rb) {
+            d.unshared_tasks += ra || rb;
+            continue;
+        }
+        std::vector<double> diffs;
+        for (const auto& [key, score] : ra->scores) {
+            const auto it = rb->scores.find(key);
+            if (it != rb->scores.end())
+                diffs.push_back(score - it->second);
+        }
+        d.unpaired_samples +=
+            static_cast<int>(ra->scores.size() + rb->scores.size() - 2 * diffs.size());
+        if (diffs.empty()) {
+            ++d.unshared_tasks;
+            continue;
+        }
+        const double n = static_cast<double>(diffs.size());
+        const double m = mean(diffs);
+        sum += m;
+        if (diffs.size() > 1) {
+            double ss = 0;
+            for (const double x : diffs)
+                ss += (x - m) * (x - m);
+            variance += ss / (n - 1) / n;
+        }
+        ++d.common_tasks;
+        d.paired_samples += static_cast<int>(diffs.size());
+    }
+    if (d.common_tasks == 0)
+        return std::nullopt;
+    const double tasks = d.common_tasks;
+    d.value = sum / tasks;
+    const double half = 1.96 * std::sqrt(variance) / tasks;
+    d.ci = {d.value - half, d.value + half};
+    d.partial = d.unshared_tasks > 0 || d.unpaired_samples > 0;
     return d;
 }
 
@@ -109,7 +128,7 @@ BudgetSummary budget_summary(const Report& report, double budget,
     if (trained)
         s.trained_minus_sekv = difference(report, *trained, *sekv);
     // The best baseline: the compressed policy (neither full nor a form of sekv) at this budget
-    // with the highest macro accuracy over the tasks it shares with sekv.
+    // that comes closest to sekv, i.e. the smallest paired difference sekv − baseline.
     for (const auto& e : s.entries) {
         if (e.config.is_full() || e.config.policy.rfind("sekv", 0) == 0)
             continue;
@@ -194,6 +213,7 @@ Report aggregate(const LoadedResults& loaded) {
             std::map<std::pair<int, int>, std::vector<double>> by_cell;
             std::vector<double> all, fast;
             for (const ResultRow* r : crows) {
+                row.scores[{r->target_length, r->depth, r->index, r->seed}] = r->score;
                 by_length[r->target_length].push_back(r->score);
                 by_cell[{r->target_length, r->depth_percent()}].push_back(r->score);
                 all.push_back(r->score);

@@ -179,6 +179,15 @@ void ResultLoader::add_line(const std::string& raw, const std::string& name, int
                          "): report one parameter file's results at a time");
         }
     }
+    // One configuration is one set of settings (model, answer length, SEKV's knobs): lines
+    // measured otherwise would be pooled with it and counted as more samples.
+    const std::string config = row.policy + "@" + key_number(row.budget);
+    const auto [seen, first] = settings_of_config_.try_emplace(config, row.settings, row.source);
+    if (!first && seen->second.first != row.settings)
+        bad_line(name, line_no,
+                 Config{row.policy, row.budget}.label() + " measured with other settings (\"" +
+                     row.settings + "\", " + seen->second.second + " has \"" + seen->second.first +
+                     "\"): report one setting's results at a time");
     ++loaded_.result_lines;
     const std::string key = row_key(row);
     const auto found = row_of_key_.find(key);

@@ -14,6 +14,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -87,7 +88,8 @@ public:
     void add_file(const std::string& path);
     /// Reads JSON Lines from a stream; name is the file name the errors give. Lines of the
     /// trained router from two parameter files (zoom_digest) are refused: one "sekv-trained"
-    /// configuration is one parameter file.
+    /// configuration is one parameter file; so are lines of one configuration (policy, budget)
+    /// measured with two "settings".
     void add_stream(std::istream& in, const std::string& name);
     /// The results read so far. Throws InputError when there is no result row of either kind.
     LoadedResults finish() const;
@@ -100,6 +102,8 @@ private:
     std::map<std::string, size_t> pic_row_of_key_;
     std::map<std::string, size_t> run_of_command_;
     std::string zoom_digest_, zoom_digest_source_; ///< the trained router's first parameter file
+    /// "policy@budget" → (settings, source of its first line).
+    std::map<std::string, std::pair<std::string, std::string>> settings_of_config_;
 };
 
 /// Loads and de-duplicates every file, in order. Throws InputError.
@@ -142,10 +146,15 @@ struct Accuracy {
 /// n = 0 gives an Accuracy with n = 0.
 Accuracy accuracy_of(const std::vector<double>& scores);
 
+/// A sample within a task: (target length, depth, index, seed), the fields that name one
+/// generated prompt; every configuration answered the same prompt for the same key.
+using SampleKey = std::tuple<int, double, long long, long long>;
+
 /// One configuration's results on one task.
 struct ConfigRow {
     Config config;
-    std::map<int, Accuracy> by_length;               ///< target length → accuracy
+    std::map<SampleKey, double> scores; ///< each sample's score, for paired differences
+    std::map<int, Accuracy> by_length;  ///< target length → accuracy
     std::map<std::pair<int, int>, Accuracy> by_cell; ///< (target length, depth %) → accuracy
     Accuracy all;                                    ///< every length pooled
     std::optional<double> mean_fast_tier;            ///< mean fast_tier_fraction (fraction)
@@ -172,12 +181,20 @@ struct SummaryEntry {
     std::optional<double> mean_fast_tier; ///< mean over tasks of the task's mean fast tier
 };
 
-/// A difference of macro averages (a − b, as fractions) over the tasks both have.
+/// A paired difference a − b (fractions): in each task both have, the mean over the samples
+/// both answered (SampleKey) of score(a) − score(b); then the mean over those tasks. The 95 %
+/// interval is value ± 1.96·√(Σₜ sₜ²/nₜ)/T, sₜ the sample standard deviation of the paired
+/// differences in task t, nₜ their number, T the number of tasks (normal approximation; a task
+/// with one pair adds no variance).
 struct Difference {
     std::string other; ///< label of b
     double value = 0;
+    Interval ci;
     int common_tasks = 0;
-    bool partial = false; ///< a or b has tasks the other lacks (not in the difference)
+    int paired_samples = 0;   ///< samples in the difference, over the common tasks
+    int unpaired_samples = 0; ///< samples of a or b in a common task without a partner
+    int unshared_tasks = 0;   ///< tasks that a or b has and the other lacks (or shares no sample)
+    bool partial = false;     ///< tasks or samples of a or b are not in the difference
 };
 
 /// The summary of one budget: full (the reference) and every policy run at that budget.

@@ -89,29 +89,45 @@ void task_tables(std::ostringstream& md, const Report& report) {
     }
 }
 
-/// "- sekv − X (label): **+1.0 points**", noting when the two do not share every task.
-void difference_line(std::ostringstream& md, const std::string& what,
+/// A difference of fractions in percentage points with its sign, one decimal: 0.123 → "+12.3";
+/// a value that rounds to 0.0 has no sign.
+std::string signed_points(double difference) {
+    const double p = difference * 100.0;
+    const std::string magnitude = fixed(std::fabs(p), 1);
+    return (magnitude == "0.0" ? "" : (p < 0 ? kMinus : "+")) + magnitude;
+}
+
+/// "- sekv − X (label): **+1.0 points** [95 % CI −2.0 to +4.0] over 120 paired samples",
+/// noting the tasks or samples that are not in the difference.
+void difference_line(std::ostringstream& md, const std::string& minuend, const std::string& what,
                      const std::optional<Difference>& d, const char* none) {
-    md << "- sekv " << kMinus << " " << what;
+    md << "- " << minuend << " " << kMinus << " " << what;
     if (!d) {
         md << ": " << none << "\n";
         return;
     }
     if (what != d->other)
         md << " (" << cell(d->other) << ")";
-    md << ": **" << points(d->value) << "**";
-    if (d->partial)
-        md << " (over the " << d->common_tasks << (d->common_tasks == 1 ? " task" : " tasks")
-           << " both have)";
+    md << ": **" << points(d->value) << "** [95 % CI " << signed_points(d->ci.low) << " to "
+       << signed_points(d->ci.high) << "] over " << d->paired_samples << " paired samples in "
+       << d->common_tasks << (d->common_tasks == 1 ? " task" : " tasks");
+    if (d->unpaired_samples > 0)
+        md << "; left out: " << d->unpaired_samples
+           << (d->unpaired_samples == 1 ? " sample" : " samples") << " without a partner";
+    if (d->unshared_tasks > 0)
+        md << "; left out: " << d->unshared_tasks << (d->unshared_tasks == 1 ? " task" : " tasks")
+           << " only one of the two has";
     md << "\n";
 }
 
 void summary_tables(std::ostringstream& md, const Report& report) {
     md << "## Summary per budget\n\n"
        << "Macro average over tasks of each task's accuracy (all target lengths pooled). "
-          "Differences are in percentage points, over the tasks both configurations have; the "
-          "best baseline is the compressed policy other than sekv with the highest accuracy "
-          "at that budget.\n\n";
+          "Differences are paired, in percentage points: in each task, the mean over the samples "
+          "both configurations answered (same length, depth, index and seed) of the difference "
+          "of their scores, then the mean over the tasks both have; the interval is the normal "
+          "approximation over the paired differences. The best baseline is the compressed "
+          "policy other than sekv that comes closest to sekv at that budget.\n\n";
     for (const auto& b : report.budgets) {
         md << "### Budget " << budget_percent(b.budget) << " %"
            << "\n\n";
@@ -125,18 +141,12 @@ void summary_tables(std::ostringstream& md, const Report& report) {
         }
         md << "\n";
         if (has_sekv) {
-            difference_line(md, "best baseline", b.sekv_minus_best_baseline,
+            difference_line(md, "sekv", "best baseline", b.sekv_minus_best_baseline,
                             "no other compressed policy at this budget");
-            difference_line(md, "full", b.sekv_minus_full, "no full results on sekv's tasks");
-            if (b.trained_minus_sekv) {
-                md << "- sekv-trained − sekv (training-free router): **"
-                   << points(b.trained_minus_sekv->value) << "**";
-                if (b.trained_minus_sekv->partial)
-                    md << " (over the " << b.trained_minus_sekv->common_tasks
-                       << (b.trained_minus_sekv->common_tasks == 1 ? " task" : " tasks")
-                       << " both have)";
-                md << "\n";
-            }
+            difference_line(md, "sekv", "full", b.sekv_minus_full,
+                            "no full results on sekv's samples");
+            if (b.trained_minus_sekv)
+                difference_line(md, "sekv-trained", "training-free sekv", b.trained_minus_sekv, "");
             md << "\n";
         }
     }
@@ -176,11 +186,7 @@ std::string accuracy_cell(const Accuracy& a) {
 }
 
 std::string points(double difference) {
-    const double p = difference * 100.0;
-    const std::string magnitude = fixed(std::fabs(p), 1);
-    // A value that rounds to 0.0 has no sign.
-    const std::string sign = magnitude == "0.0" ? "" : (p < 0 ? kMinus : "+");
-    return sign + magnitude + " points";
+    return signed_points(difference) + " points";
 }
 
 std::string render_markdown(const LoadedResults& loaded, const Report& report,
@@ -198,7 +204,8 @@ std::string render_markdown(const LoadedResults& loaded, const Report& report,
     if (loaded.duplicates > 0)
         md << " " << loaded.duplicates
            << (loaded.duplicates == 1 ? " duplicate line was" : " duplicate lines were")
-           << " counted once (same task, haystack, target length, depth, index, seed, policy "
+           << " counted once (same task, haystack, settings, target length, depth, index, seed, "
+              "policy "
               "and budget; the last line read wins).";
     else
         md << " No duplicate lines (a repeated sample would count once, the last line read "

@@ -316,6 +316,70 @@ TEST(ReportData, SummaryMacroAverageAndSekvAgainstBestBaseline) {
     EXPECT_NEAR(pts[0].fast_tier, 1.0, 1e-12);
 }
 
+// Differences pair the samples. Task A, samples at depths 0, 0.5, 1 (one length, one seed):
+//   full      1    1    1
+//   sekv      1    0    1
+//   snapkv    0    0    —   (no line at depth 1: unpaired)
+// sekv − snapkv over the two paired samples: differences 1, 0 → mean 0.5, s = √0.5,
+//   half-width 1.96 · √(0.5 / 2) = 0.98 → [−48.0, +148.0] points; one unpaired sample. Pooled
+//   accuracies would give 2/3 − 0 = +66.7 instead.
+// sekv − full: differences 0, −1, 0 → −1/3, s² = 1/3, half-width 1.96 · √(1/9) = 0.6533.
+// Task B (one sample each): sekv 1, snapkv 0, full 1 → +1 and 0, no variance. Macro over A and
+//   B: sekv − snapkv = (0.5 + 1) / 2 = +75.0 with half-width 0.98 / 2 = 0.49;
+//   sekv − full = (−1/3 + 0) / 2 = −16.7 with half-width 0.6533 / 2 = 0.3267.
+TEST(ReportData, DifferencesArePairedBySampleWithAnInterval) {
+    std::string s;
+    auto add = [&](const std::string& task, const std::string& policy, double depth, double v) {
+        const double budget = policy == "full" ? 1.0 : 0.35;
+        s += result(task, policy, budget, 4096, depth, 0, v, fast(policy == "full" ? 1.0 : 0.3));
+    };
+    add("A", "full", 0, 1), add("A", "full", 0.5, 1), add("A", "full", 1, 1);
+    add("A", "sekv", 0, 1), add("A", "sekv", 0.5, 0), add("A", "sekv", 1, 1);
+    add("A", "snapkv", 0, 0), add("A", "snapkv", 0.5, 0);
+    add("B", "full", 0, 1), add("B", "sekv", 0, 1), add("B", "snapkv", 0, 0);
+    const Report report = aggregate(load_text(s));
+    ASSERT_EQ(report.budgets.size(), 1u);
+    const auto& base = report.budgets[0].sekv_minus_best_baseline;
+    ASSERT_TRUE(base);
+    EXPECT_EQ(base->other, "snapkv@35%");
+    EXPECT_NEAR(base->value, 0.75, 1e-12);
+    EXPECT_NEAR(base->ci.low, 0.75 - 0.49, 1e-12);
+    EXPECT_NEAR(base->ci.high, 0.75 + 0.49, 1e-12);
+    EXPECT_EQ(base->paired_samples, 3);
+    EXPECT_EQ(base->unpaired_samples, 1);
+    EXPECT_EQ(base->common_tasks, 2);
+    EXPECT_TRUE(base->partial);
+    const auto& full = report.budgets[0].sekv_minus_full;
+    ASSERT_TRUE(full);
+    EXPECT_NEAR(full->value, -1.0 / 6.0, 1e-12);
+    EXPECT_NEAR(full->ci.high - full->value, 1.96 * std::sqrt(1.0 / 9.0) / 2.0, 1e-12);
+    EXPECT_EQ(full->paired_samples, 4);
+    EXPECT_FALSE(full->partial);
+    const std::string md = render_markdown(load_text(s), report, "t", {});
+    EXPECT_NE(
+        md.find(
+            "- sekv \u2212 best baseline (snapkv@35%): **+75.0 points** [95 % CI +26.0 "
+            "to +124.0] over 3 paired samples in 2 tasks; left out: 1 sample without a partner\n"),
+        std::string::npos)
+        << md;
+}
+
+// One configuration measured with two settings (another model, another answer length) is
+// refused: pooled, its samples would be counted twice.
+TEST(ReportData, OneConfigurationWithTwoSettingsIsRefused) {
+    const std::string a = result("A", "sekv", 0.35, 4096, 0, 0, 1, R"(,"settings":"m1")");
+    const std::string b = result("A", "sekv", 0.35, 4096, 0, 0, 0, R"(,"settings":"m2")");
+    try {
+        load_text(a + b);
+        FAIL() << "two settings were pooled";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(":2: sekv@35% measured with other settings"),
+                  std::string::npos)
+            << e.what();
+    }
+    EXPECT_NO_THROW(load_text(a + result("A", "sekv", 0.2, 4096, 0, 0, 0, R"(,"settings":"m2")")));
+}
+
 // SEKV's trained router (issue 8) is its own configuration: it is never the best baseline, it
 // is compared with the training-free sekv, and its expansions per token are averaged.
 TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
@@ -348,7 +412,7 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
     EXPECT_EQ(expansions,
               (std::map<std::string, double>{{"sekv@35%", 5.0}, {"sekv-trained@35%", 2.5}}));
     const std::string md = render_markdown(load_text(s), report, "t", {});
-    EXPECT_NE(md.find("sekv-trained \u2212 sekv (training-free router): **+20.0 points**"),
+    EXPECT_NE(md.find("- sekv-trained \u2212 training-free sekv (sekv@35%): **+20.0 points**"),
               std::string::npos);
     EXPECT_NE(md.find("| 2.50 |"), std::string::npos);
 
@@ -415,7 +479,9 @@ TEST_F(ReportProgram, WritesTheReportAndThePlots) {
     // Summary: full 75 % on both tasks, sekv 75 % on alpha, where full has 75 % too.
     EXPECT_NE(md.find("### Budget 35 %"), std::string::npos);
     EXPECT_NE(md.find("| sekv@35% | 75.0 % | 1 | 4 | 27.0 % |"), std::string::npos) << md;
-    EXPECT_NE(md.find("- sekv \u2212 full: **0.0 points** (over the 1 task both have)"),
+    // Paired over alpha: differences 0, 0, 1, −1 → 0 ± 1.96 · √((2/3) / 4) = ±80.0 points.
+    EXPECT_NE(md.find("- sekv \u2212 full: **0.0 points** [95 % CI \u221280.0 to +80.0] over 4 "
+                      "paired samples in 1 task; left out: 1 task only one of the two has\n"),
               std::string::npos)
         << md;
     EXPECT_NE(md.find("- sekv \u2212 best baseline: no other compressed policy at this budget"),
