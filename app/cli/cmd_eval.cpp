@@ -69,21 +69,36 @@ std::string settings_of(const EvalOptions& o, const std::string& model_path) {
            " max_span=" + std::to_string(p.max_span) + " layers=" + layers;
 }
 
+// Each (policy, budget) once, full first; two budgets with one label ("35%") are refused, as
+// their results could not be told apart.
 std::vector<EvalConfig> configs_of(const EvalOptions& o) {
     std::vector<EvalConfig> out;
+    std::set<std::string> labels;
+    auto add = [&](const EvalConfig& c) {
+        const bool same = std::any_of(out.begin(), out.end(), [&](const EvalConfig& x) {
+            return x.policy == c.policy && x.budget == c.budget;
+        });
+        if (same)
+            return;
+        if (!labels.insert(c.label()).second)
+            throw std::invalid_argument("--budget: two budgets are both " + c.label() +
+                                        "; give budgets that differ by at least 0.001");
+        out.push_back(c);
+    };
     for (const auto& p : o.policies)
         if (p == "full")
-            out.push_back({"full", 1.0});
+            add({"full", 1.0});
     for (const double b : o.budgets)
         for (const auto& p : o.policies)
             if (p != "full")
-                out.push_back({p, b});
+                add({p, b});
     return out;
 }
 
-// One policy's answer to one sample, as a result line.
+// One policy's answer to one sample, as a result line. m: the memory of the layers the
+// compressed policies serve (full's too, measured the same way), after the answer.
 nlohmann::json answer_line(const eval::EvalSample& s, const EvalConfig& c, const Answer& ans,
-                           double seconds) {
+                           const MemoryStats& m, double seconds) {
     nlohmann::json j{{"policy", c.policy},
                      {"budget", c.budget},
                      {"answer", ans.text},
@@ -92,27 +107,21 @@ nlohmann::json answer_line(const eval::EvalSample& s, const EvalConfig& c, const
                      {"score", eval::score(s.metric, ans.text, s.expected)},
                      {"answer_tokens", ans.tokens.size()},
                      {"answer_s", seconds}};
-    const auto& m = ans.stats.sekv;
-    if (c.policy == "full") {
-        j["memory"] = nlohmann::json::object();
-        j["fast_tier_fraction"] = 1.0;
-        j["within_budget"] = true;
-    } else {
-        j["memory"] = {{"fast_tier_bytes", m.fast_tier_bytes},
-                       {"host_tier_bytes", m.host_tier_bytes},
-                       {"full_kv_bytes", m.full_kv_bytes}};
-        const double fraction = m.full_kv_bytes > 0 ? static_cast<double>(m.fast_tier_bytes) /
-                                                          static_cast<double>(m.full_kv_bytes)
-                                                    : 1.0;
-        j["fast_tier_fraction"] = fraction;
-        // The budget is checked on what the memory held after the answer, for every sample: a
-        // compressor that silently ran with a full cache fails here (KNOWN-FAILURES 13).
-        j["within_budget"] = c.budget >= 1.0 || fraction <= c.budget + 1e-9;
-        if (c.policy == "sekv")
-            j["expansions"] = ans.stats.expansions;
-        if (m.spans > 0)
-            j["spans"] = m.spans / std::max<int64_t>(1, std::ssize(ans.stats.sekv_layers));
-    }
+    j["memory"] = {{"fast_tier_bytes", m.fast_tier_bytes},
+                   {"host_tier_bytes", m.host_tier_bytes},
+                   {"full_kv_bytes", m.full_kv_bytes}};
+    if (m.full_kv_bytes <= 0)
+        throw std::logic_error(c.label() + ": no memory in the layers the policies serve");
+    const double fraction =
+        static_cast<double>(m.fast_tier_bytes) / static_cast<double>(m.full_kv_bytes);
+    j["fast_tier_fraction"] = fraction;
+    // The budget is checked on what the memory held after the answer, for every sample: a
+    // compressor that silently ran with a full cache fails here (KNOWN-FAILURES 13).
+    j["within_budget"] = fraction <= c.budget + 1e-9;
+    if (c.policy == "sekv")
+        j["expansions"] = ans.stats.expansions;
+    if (m.spans > 0)
+        j["spans"] = m.spans / std::max<int64_t>(1, std::ssize(ans.stats.sekv_layers));
     return j;
 }
 
@@ -159,8 +168,16 @@ int run_eval(const EvalOptions& o) {
     auto record = [&](const nlohmann::json& j) {
         auto& t = tally[EvalConfig{j["policy"], j["budget"]}.label()];
         t.scores.push_back(j["score"].get<double>());
-        t.fraction.push_back(j.value("fast_tier_fraction", 1.0));
-        t.over_budget += !j.value("within_budget", true);
+        // A resumed line without them is refused, never taken for a full cache within budget.
+        if (!j.contains("fast_tier_fraction") || !j["fast_tier_fraction"].is_number() ||
+            !j.contains("within_budget") || !j["within_budget"].is_boolean())
+            throw std::runtime_error(o.out + ": a result line of " +
+                                     EvalConfig{j["policy"], j["budget"]}.label() + " (sample " +
+                                     std::to_string(j.value("index", 0)) +
+                                     ") lacks fast_tier_fraction or within_budget; remove it to "
+                                     "measure that sample again");
+        t.fraction.push_back(j["fast_tier_fraction"].get<double>());
+        t.over_budget += !j["within_budget"].get<bool>();
         if (j.contains("fidelity")) {
             t.top1.push_back(j["fidelity"]["top1_agreement"].get<double>());
             t.kl.push_back(j["fidelity"]["kl"].get<double>());
@@ -212,6 +229,7 @@ int run_eval(const EvalOptions& o) {
                 base.n_ctx = std::min<int64_t>(
                     info.n_ctx_train, n + static_cast<int64_t>(question.size()) + max_tokens);
                 const auto shared = prefill_shared(*model, base, units, segments);
+                const auto served = served_layers(shared);
                 head["length"] = n;
                 head["prefill_s"] = shared.seconds;
                 SamplingParams greedy;
@@ -238,6 +256,16 @@ int run_eval(const EvalOptions& o) {
                     const double secs =
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
                             .count();
+                    // Measured on the layers the compressed policies serve, for full too.
+                    const MemoryStats held = memory_of_layers(session->memory(), served);
+                    if (c.policy != "full") {
+                        std::vector<int> sealed;
+                        for (const auto& [il, m] : ans.stats.sekv_layers)
+                            sealed.push_back(il);
+                        if (sealed != served)
+                            throw std::logic_error(c.label() +
+                                                   " held other layers than the ones it serves");
+                    }
                     if (c.policy == "full") {
                         ref_tokens = ans.tokens;
                         steps.resize(
@@ -247,7 +275,7 @@ int run_eval(const EvalOptions& o) {
                             continue; // only the reference for the others' fidelity
                     }
                     nlohmann::json j = head;
-                    j.update(answer_line(s, c, ans, secs));
+                    j.update(answer_line(s, c, ans, held, secs));
                     put_router(j, c, router);
                     if (c.policy != "full") {
                         steps = fidelity_steps(*session, before, shared.n_past, question,

@@ -1,6 +1,7 @@
 #include "eval_run.h"
 
-#include "project_clock.h" // now_iso
+#include "project_clock.h"        // now_iso
+#include "spanscope_git_commit.h" // SPANSCOPE_GIT_COMMIT, generated at build time
 
 #include "eval_fidelity.h"
 #include "memory_eviction.h"
@@ -54,6 +55,28 @@ SharedPrefill prefill_shared(const Model& model, const SessionOptions& base,
     p.n_past = session.n_past();
     p.memory = session.memory().clone();
     return p;
+}
+
+std::vector<int> served_layers(const SharedPrefill& p) {
+    std::vector<int> out;
+    for (int il = 0; il < p.memory.n_layers(); ++il)
+        if (!p.memory.is_recurrent(il) &&
+            dynamic_cast<const EvictionMemory*>(&p.memory.layer(il)) != nullptr)
+            out.push_back(il);
+    return out;
+}
+
+MemoryStats memory_of_layers(const ModelMemory& memory, const std::vector<int>& layers) {
+    MemoryStats t;
+    for (const int il : layers) {
+        const auto m = memory.layer(il).stats();
+        t.rows_resident += m.rows_resident;
+        t.fast_tier_bytes += m.fast_tier_bytes;
+        t.host_tier_bytes += m.host_tier_bytes;
+        t.full_kv_bytes += m.full_kv_bytes;
+        t.spans += m.spans;
+    }
+    return t;
 }
 
 std::unique_ptr<Session> session_for(const Model& model, const SessionOptions& options,
@@ -169,7 +192,8 @@ ResultLog::ResultLog(const std::string& path, const std::string& command_line, i
                                            std::to_string(std::thread::hardware_concurrency()) +
                                            " threads"},
                            {"threads", threads},
-                           {"version", SPANSCOPE_VERSION}}
+                           {"version", SPANSCOPE_VERSION},
+                           {"commit", SPANSCOPE_GIT_COMMIT}}
                 .dump()
          << "\n";
     out_.flush();

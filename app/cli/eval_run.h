@@ -39,6 +39,13 @@ struct SharedPrefill {
     double seconds = 0;
 };
 
+/// The layers the compressed policies serve: those the shared prefill keeps in a recording
+/// (eviction) memory, i.e. the global attention layers of base.sekv.layers. Ascending.
+std::vector<int> served_layers(const SharedPrefill& p);
+
+/// The memory of `layers` of `memory`, summed (bytes per tier, rows, spans).
+MemoryStats memory_of_layers(const ModelMemory& memory, const std::vector<int>& layers);
+
 /// Prefill `units` in order (unit_prefill.h), with the surprisal when `surprisal`.
 /// base: threads, n_ctx and the layers the policies serve (base.sekv.layers).
 SharedPrefill prefill_shared(const Model& model, const SessionOptions& base,

@@ -44,14 +44,23 @@ EvalRun run_eval(const std::vector<std::string>& args, const std::string& comman
 // compressed answer at a smaller budget kept it and held less than full.
 void expect_contract(const nlohmann::json& results) {
     std::map<std::string, std::string> full_answer;
+    std::map<std::string, nlohmann::json> full_memory, full_tokens;
     auto sample = [](const nlohmann::json& j) {
         return std::to_string(j["target_length"].get<int64_t>()) + "#" +
                std::to_string(j["index"].get<int64_t>());
     };
     for (const auto& j : results)
-        if (j["policy"] == "full")
+        if (j["policy"] == "full") {
             full_answer[sample(j)] = j["answer"];
-    int compressed = 0, noop = 0;
+            full_memory[sample(j)] = j["memory"];
+            full_tokens[sample(j)] = j["answer_tokens"];
+            // full is measured like the others, on the layers they serve.
+            EXPECT_GT(j["memory"]["full_kv_bytes"].get<int64_t>(), 0) << j.dump();
+            EXPECT_EQ(j["memory"]["fast_tier_bytes"], j["memory"]["full_kv_bytes"]) << j.dump();
+            EXPECT_EQ(j["fast_tier_fraction"].get<double>(), 1.0) << j.dump();
+            EXPECT_TRUE(j["within_budget"].get<bool>()) << j.dump();
+        }
+    int compressed = 0, noop = 0, same_length = 0;
     for (const auto& j : results) {
         if (j["policy"] == "full")
             continue;
@@ -64,14 +73,23 @@ void expect_contract(const nlohmann::json& results) {
             EXPECT_EQ(j["fidelity"]["top1_agreement"].get<double>(), 1.0) << j.dump();
             EXPECT_EQ(j["fidelity"]["kl"].get<double>(), 0.0) << "bit-identical logits";
             EXPECT_EQ(j["fast_tier_fraction"].get<double>(), 1.0) << j.dump();
+            EXPECT_EQ(j["memory"]["fast_tier_bytes"], full_memory.at(sample(j))["fast_tier_bytes"])
+                << j.dump();
         } else {
             ++compressed;
             EXPECT_LE(j["fast_tier_fraction"].get<double>(), budget) << j.dump();
             EXPECT_GT(j["memory"]["full_kv_bytes"].get<int64_t>(), 0) << j.dump();
+            // The denominator is what full held for the same tokens.
+            const auto& fm = full_memory.at(sample(j));
+            if (j["answer_tokens"] == full_tokens.at(sample(j))) {
+                ++same_length;
+                EXPECT_EQ(j["memory"]["full_kv_bytes"], fm["full_kv_bytes"]) << j.dump();
+            }
         }
     }
     EXPECT_GT(noop, 0);
     EXPECT_GT(compressed, 0);
+    EXPECT_GT(same_length, 0);
 }
 // A fresh directory holding tiny.gguf, a tiny Gemma 3 with a 2048-token context.
 std::string tiny_model_dir() {
@@ -109,6 +127,38 @@ TEST(EvalCli, EveryPolicyOnATinyModelKeepsItsBudgetAndAFullBudgetIsExact) {
     const std::string file = test::read_file(dir + "/r.jsonl");
     EXPECT_EQ(std::count(file.begin(), file.end(), '\n'), 2 + 22)
         << "two command lines, 22 results";
+    std::filesystem::remove_all(dir);
+}
+
+// A context too short for the budget is kept whole: every such answer is recorded over budget
+// and the run fails, unless --allow-over-budget says the caller knows.
+TEST(EvalCli, AnswersOverTheirBudgetAreCountedAndFailTheRun) {
+    if (!std::filesystem::exists("/usr/share/common-licenses/GPL-3"))
+        GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
+    const std::string dir = tiny_model_dir();
+    std::vector<std::string> args{
+        "niah",      "--model",  dir + "/tiny.gguf", "--lengths", "256",
+        "--samples", "1",        "--max-tokens",     "2",         "--threads",
+        "2",         "--policy", "full,streaming",   "--budget",  "0.05",
+        "--json",    "--quiet"};
+    const auto r = run_eval(args);
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.err.find("held more than their budget"), std::string::npos) << r.err;
+    ASSERT_TRUE(r.out.is_object()) << r.err;
+    bool seen = false;
+    for (const auto& s : r.out["summaries"])
+        if (s["policy"] == "streaming") {
+            seen = true;
+            EXPECT_EQ(s["samples_over_budget"], 1) << s.dump();
+        }
+    EXPECT_TRUE(seen);
+    for (const auto& j : r.out["results"])
+        if (j["policy"] == "streaming") {
+            EXPECT_FALSE(j["within_budget"].get<bool>()) << j.dump();
+            EXPECT_GT(j["fast_tier_fraction"].get<double>(), 0.05) << j.dump();
+        }
+    args.push_back("--allow-over-budget");
+    EXPECT_EQ(run_eval(args).status, 0);
     std::filesystem::remove_all(dir);
 }
 
