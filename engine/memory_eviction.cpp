@@ -224,6 +224,11 @@ std::unique_ptr<LayerMemory> EvictionMemory::clone() const {
 
 std::unique_ptr<EvictionMemory> EvictionMemory::with_rule(EvictionRule rule,
                                                           const EvictionOptions& options) const {
+    // Only an h2o memory accumulates attention: another would rank every row alike.
+    if (rule == EvictionRule::HeavyHitters && rule_ != EvictionRule::HeavyHitters && n_stored_ > 0)
+        throw std::logic_error("h2o needs the accumulated attention that only an h2o memory "
+                               "records; this memory is " +
+                               std::string(eviction_rule_name(rule_)));
     auto m = std::make_unique<EvictionMemory>(shape_, capacity_, rule, options);
     m->n_stored_ = n_stored_;
     m->rows_ = rows_;

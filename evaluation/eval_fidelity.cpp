@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace spanscope::eval {
 
@@ -36,6 +38,10 @@ nlohmann::json fidelity(const std::vector<int32_t>& tokens,
         double d = 0;
         for (size_t j = 0; j < p.size(); ++j)
             d += std::exp(static_cast<double>(p[j])) * (static_cast<double>(p[j]) - q[j]);
+        // KL ≥ 0; a value below the rounding of the sums is a bug, not something to clamp.
+        if (d < -1e-4)
+            throw std::logic_error("fidelity: negative KL divergence " + std::to_string(d) +
+                                   " at answer position " + std::to_string(i));
         kl += std::max(0.0, d);
     }
     return {{"greedy_agreement", longer ? static_cast<double>(same) / longer : 1.0},

@@ -1,7 +1,8 @@
 // The baselines SEKV is measured against (issue 6): the selection rules of streaming, h2o and
 // snapkv on small hand-made cases, the accumulated attention against a naive softmax written
 // here, attention after eviction against exact attention over the kept rows, chunk_summary's
-// summary-only attention against a softmax over rows and summaries written here, and, on a tiny
+// summary-only attention against a softmax over rows and summaries written here, the rows h2o
+// and snapkv seal against rankings worked out here from a naive softmax, and, on a tiny
 // model, every policy at a budget that covers the context giving the logits of `full`.
 #include "memory_eviction.h"
 #include "memory_full.h"
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -236,45 +238,220 @@ TEST(EvictionMemory, SnapKVKeepsTheRowsItsObservationWindowAttends) {
 }
 
 TEST(ChunkSummary, AttendsOverRowsAndSummariesAndNeverExpands) {
-    // Two spans of equal rows: a summary of |S| equal rows weighted by log|S| is exactly those
-    // rows, so the result equals full attention; and nothing goes to the host tier.
-    const int64_t n = 24;
+    // Distinct rows: rows outside the span are attended one by one, the span [5, 15) by one
+    // summary row (surprisal-weighted means of its keys and values) with the bias log|S|,
+    // worked out here; nothing goes to the host tier and nothing is expanded.
+    const int64_t n = 24, qrow = kShape.n_head * kShape.head_dim;
     auto k = gaussian(n * kRow, 31), v = gaussian(n * kRow, 32);
-    for (int64_t i = 5; i < 15; ++i)
-        for (int c = 0; c < kRow; ++c) {
-            k[i * kRow + c] = k[5 * kRow + c];
-            v[i * kRow + c] = v[5 * kRow + c];
-        }
+    for (auto* rows : {&k, &v})
+        for (auto& x : *rows)
+            x = f16(x); // exact in the rows' fp16 storage
     SekvOptions so;
     so.summaries_only = true;
     SekvMemory m(kShape, 64, 1e6, so);
-    FullMemory full(kShape, 64);
     const auto pos = positions(0, n);
     m.store(k.data(), v.data(), pos.data(), n);
-    full.store(k.data(), v.data(), pos.data(), n);
     EXPECT_EQ(m.policy(), "chunk_summary");
     Segmentation seg;
     seg.anchors = {0};
     seg.spans = {{5, 15}};
-    std::vector<float> surprisal(n, 1.0f);
+    std::vector<float> surprisal(n);
+    for (int64_t i = 0; i < n; ++i)
+        surprisal[i] = 0.5f + 0.25f * static_cast<float>(i % 7);
     m.seal(SealRequest{&seg, surprisal.data(), 0, n});
     const auto s = m.stats();
     EXPECT_EQ(s.spans, 1);
     EXPECT_EQ(s.host_tier_bytes, 0);
     EXPECT_EQ(s.rows_resident, n - 10 + 1);
-    const auto q = gaussian(2 * kShape.n_head * kShape.head_dim, 33);
-    const auto qk = gaussian(2 * kRow, 34);
+    // The summary row of the span, per KV head: weights s_i / Σ s over its rows.
+    double total = 0;
+    for (int64_t i = 5; i < 15; ++i)
+        total += surprisal[i];
+    std::vector<double> sk(kRow, 0.0), sv(kRow, 0.0);
+    for (int64_t i = 5; i < 15; ++i)
+        for (int c = 0; c < kRow; ++c) {
+            sk[c] += surprisal[i] / total * k[i * kRow + c];
+            sv[c] += surprisal[i] / total * v[i * kRow + c];
+        }
+    // Two question rows after the document, then two queries over everything.
+    auto qk = gaussian(2 * kRow, 34), qv = gaussian(2 * kRow, 35);
+    for (auto* rows : {&qk, &qv})
+        for (auto& x : *rows)
+            x = f16(x);
+    const auto q = gaussian(2 * qrow, 33);
     const auto qp = positions(static_cast<int32_t>(n), 2);
-    m.store(qk.data(), qk.data(), qp.data(), 2);
-    full.store(qk.data(), qk.data(), qp.data(), 2);
-    std::vector<float> a(q.size()), b(q.size());
+    m.store(qk.data(), qv.data(), qp.data(), 2);
+    std::vector<float> a(q.size());
     ThreadPool pool(1);
     m.attend(q.data(), qp.data(), 2, a.data(), pool);
-    full.attend(q.data(), qp.data(), 2, b.data(), pool);
-    for (size_t i = 0; i < a.size(); ++i)
-        EXPECT_NEAR(a[i], b[i], 1e-4);
+    for (int t = 0; t < 2; ++t)
+        for (int h = 0; h < kShape.n_head; ++h) {
+            const int g = h / (kShape.n_head / kShape.n_kv_head);
+            const float* qh = q.data() + t * qrow + h * kShape.head_dim;
+            std::vector<double> score;
+            std::vector<const double*> dv;
+            std::vector<std::vector<double>> rows_v;
+            auto add = [&](const float* key, const float* val, const double* dkey,
+                           const double* dval, double bias) {
+                double dot = 0;
+                std::vector<double> vv(kShape.head_dim);
+                for (int c = 0; c < kShape.head_dim; ++c) {
+                    dot += qh[c] *
+                           (key ? key[g * kShape.head_dim + c] : dkey[g * kShape.head_dim + c]);
+                    vv[c] = val ? val[g * kShape.head_dim + c] : dval[g * kShape.head_dim + c];
+                }
+                score.push_back(kShape.scale * dot + bias);
+                rows_v.push_back(std::move(vv));
+            };
+            for (int64_t j = 0; j < n; ++j)
+                if (j < 5 || j >= 15)
+                    add(k.data() + j * kRow, v.data() + j * kRow, nullptr, nullptr, 0);
+            add(nullptr, nullptr, sk.data(), sv.data(), std::log(10.0));
+            for (int u = 0; u <= t; ++u)
+                add(qk.data() + u * kRow, qv.data() + u * kRow, nullptr, nullptr, 0);
+            const double mx = *std::max_element(score.begin(), score.end());
+            double sum = 0;
+            for (auto& x : score)
+                sum += (x = std::exp(x - mx));
+            for (int c = 0; c < kShape.head_dim; ++c) {
+                double o = 0;
+                for (size_t j = 0; j < score.size(); ++j)
+                    o += score[j] / sum * rows_v[j][c];
+                EXPECT_NEAR(a[t * qrow + h * kShape.head_dim + c], o, 1e-4)
+                    << "query " << t << " head " << h << " dim " << c;
+            }
+        }
     for (const auto& z : *m.last_zoom())
         EXPECT_TRUE(z.spans.empty());
+}
+
+// The rows a rule keeps, worked out here from scores in double: the sinks, the recent window,
+// and the `heavy` best-scored middle rows (ties to the earlier row). Requires the scores at the
+// cut to differ by more than `gap`, so that float rounding in the engine cannot change the set.
+std::vector<int32_t> expected_kept(const std::vector<double>& score, int64_t sinks, int64_t recent,
+                                   int64_t heavy, int32_t pos_begin, double gap) {
+    const int64_t n = std::ssize(score);
+    std::vector<int64_t> middle;
+    for (int64_t i = sinks; i < n - recent; ++i)
+        middle.push_back(i);
+    std::stable_sort(middle.begin(), middle.end(),
+                     [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+    if (heavy < std::ssize(middle)) {
+        const double in = score[middle[heavy - 1]], out = score[middle[heavy]];
+        EXPECT_TRUE(in == out || in - out > gap) << "an ill-posed case: " << in << " vs " << out;
+    }
+    middle.resize(static_cast<size_t>(heavy));
+    std::vector<int32_t> kept;
+    for (int64_t i = 0; i < sinks; ++i)
+        kept.push_back(pos_begin + static_cast<int32_t>(i));
+    for (const int64_t i : middle)
+        kept.push_back(pos_begin + static_cast<int32_t>(i));
+    for (int64_t i = n - recent; i < n; ++i)
+        kept.push_back(pos_begin + static_cast<int32_t>(i));
+    std::sort(kept.begin(), kept.end());
+    return kept;
+}
+
+// h2o as it runs: the accumulated attention of every query (a naive softmax here, over the rows
+// still held), read at the sealed context's own rows, ranks the middle rows. A second context
+// after the first is sealed is ranked by its own rows' mass, over what the first one kept.
+TEST(EvictionMemory, HeavyHittersSealExactlyTheRowsANaiveSoftmaxRanksHighest) {
+    EvictionOptions o;
+    o.budget = 0.5;
+    o.reserve_rows = 0;
+    o.recent_rows = 4; // recent window: round(0.5 · (keep − 4))
+    const int64_t n1 = 60, n2 = 40;
+    const int64_t qrow = kShape.n_head * kShape.head_dim;
+    auto k = gaussian((n1 + n2) * kRow, 41), v = gaussian((n1 + n2) * kRow, 42);
+    for (auto& x : k)
+        x = 2.0f * f16(x); // exact in fp16 (the rows' storage), and sharp attention
+    const auto q = gaussian((n1 + n2) * qrow, 43);
+    const auto pos = positions(0, n1 + n2);
+    EvictionMemory m(kShape, 128, EvictionRule::HeavyHitters, o);
+    ThreadPool pool(2);
+    std::vector<int32_t> held;            // positions held, as the test follows them
+    std::vector<double> mass(n1 + n2, 0); // per position
+    auto run_context = [&](int64_t begin, int64_t n) {
+        m.store(k.data() + begin * kRow, v.data() + begin * kRow, pos.data() + begin, n);
+        std::vector<float> out(static_cast<size_t>(n * qrow));
+        m.attend(q.data() + begin * qrow, pos.data() + begin, n, out.data(), pool);
+        for (int64_t i = begin; i < begin + n; ++i)
+            held.push_back(static_cast<int32_t>(i));
+        std::vector<float> hk;
+        for (const int32_t p : held)
+            hk.insert(hk.end(), k.begin() + p * kRow, k.begin() + (p + 1) * kRow);
+        for (int64_t i = begin; i < begin + n; ++i)
+            for (int h = 0; h < kShape.n_head; ++h) {
+                const auto pr =
+                    naive_probs(q.data() + i * qrow + h * kShape.head_dim, h, pos[i], hk, held);
+                for (size_t j = 0; j < held.size(); ++j)
+                    mass[held[j]] += pr[j];
+            }
+        const int64_t keep = eviction_rows_to_keep(o, n), rest = keep - o.sinks;
+        const int64_t recent =
+            std::max<int64_t>(std::min(o.recent_rows, rest), std::llround(o.recent_share * rest));
+        const std::vector<double> score(mass.begin() + begin, mass.begin() + begin + n);
+        const auto expected =
+            expected_kept(score, o.sinks, recent, rest - recent, static_cast<int32_t>(begin), 1e-3);
+        m.seal(SealRequest{nullptr, nullptr, static_cast<int32_t>(begin), n});
+        std::vector<int32_t> now(held.begin(), held.end() - n);
+        now.insert(now.end(), expected.begin(), expected.end());
+        EXPECT_EQ(m.positions(), now) << "context at " << begin;
+        held = m.positions();
+    };
+    run_context(0, n1);
+    run_context(n1, n2);
+}
+
+// snapkv as it runs: the last observation_window queries of the context vote with their
+// attention (a naive softmax here), summed over the heads, max-pooled over the rows before the
+// window; the window itself and the sinks are kept.
+TEST(EvictionMemory, SnapKVSealsExactlyTheRowsThePooledVotesOfANaiveSoftmaxRankHighest) {
+    EvictionOptions o;
+    o.budget = 0.25;
+    o.reserve_rows = 0;
+    o.recent_rows = 0;
+    o.observation_window = 8;
+    o.pool_kernel = 5;
+    const int64_t n = 80;
+    const int64_t qrow = kShape.n_head * kShape.head_dim;
+    auto k = gaussian(n * kRow, 51);
+    for (auto& x : k)
+        x = 2.0f * f16(x);
+    const auto v = gaussian(n * kRow, 52);
+    auto q = gaussian(n * qrow, 53);
+    // The window's queries look mostly at the window's own keys: pooled over the window too,
+    // those votes would spill onto the rows just before it.
+    for (int64_t i = n - o.observation_window; i < n; ++i)
+        for (int h = 0; h < kShape.n_head; ++h) {
+            const int g = h / (kShape.n_head / kShape.n_kv_head);
+            for (int c = 0; c < kShape.head_dim; ++c)
+                q[i * qrow + h * kShape.head_dim + c] = k[i * kRow + g * kShape.head_dim + c];
+        }
+    const auto pos = positions(0, n);
+    EvictionMemory m(kShape, 128, EvictionRule::SnapKV, o);
+    m.store(k.data(), v.data(), pos.data(), n);
+    std::vector<float> out(static_cast<size_t>(n * qrow));
+    ThreadPool pool(2);
+    m.attend(q.data(), pos.data(), n, out.data(), pool);
+    std::vector<double> votes(n, 0.0);
+    for (int64_t i = n - o.observation_window; i < n; ++i)
+        for (int h = 0; h < kShape.n_head; ++h) {
+            const auto pr =
+                naive_probs(q.data() + i * qrow + h * kShape.head_dim, h, pos[i], k, pos);
+            for (int64_t j = 0; j < n; ++j)
+                votes[j] += pr[j];
+        }
+    const int64_t prefix = n - o.observation_window, r = o.pool_kernel / 2;
+    std::vector<double> pooled(n, 0.0);
+    for (int64_t j = 0; j < prefix; ++j)
+        for (int64_t i = std::max<int64_t>(0, j - r); i <= std::min(prefix - 1, j + r); ++i)
+            pooled[j] = std::max(pooled[j], votes[i]);
+    const int64_t keep = eviction_rows_to_keep(o, n), rest = keep - o.sinks; // 20, 16
+    const auto expected =
+        expected_kept(pooled, o.sinks, o.observation_window, rest - o.observation_window, 0, 1e-4);
+    m.seal(SealRequest{nullptr, nullptr, 0, n});
+    EXPECT_EQ(m.positions(), expected);
 }
 
 // Every policy, at a budget that covers the whole context, gives the logits of `full`.
