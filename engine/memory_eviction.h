@@ -90,6 +90,8 @@ public:
 
     /// The same rows, accumulated attention and observation queries under another rule and
     /// options: one prefill then serves every baseline (the selection happens at seal()).
+    /// Throws std::logic_error for h2o from a memory of another rule that holds rows: only an
+    /// h2o memory accumulates the attention it ranks by.
     std::unique_ptr<EvictionMemory> with_rule(EvictionRule rule,
                                               const EvictionOptions& options) const;
     EvictionRule rule() const { return rule_; }
