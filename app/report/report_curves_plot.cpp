@@ -94,14 +94,7 @@ QImage render_curve(const Curves& curves, size_t component) {
         p.setPen(kText);
         p.drawText(QRectF(a.x() - 50, a.y() + 4, 100, 20), Qt::AlignCenter, xt.label(x));
     }
-    p.setPen(QPen(kAxis, 1.5));
-    p.drawLine(area.bottomLeft(), area.bottomRight());
-    p.drawLine(area.bottomLeft(), area.topLeft());
-    p.setPen(kText);
-    p.setFont(font_px(14));
-    p.drawText(QRectF(area.left(), area.bottom() + 28, area.width(), 24), Qt::AlignCenter,
-               QStringLiteral("training step"));
-    draw_vertical_text(p, 18, static_cast<int>(area.center().y()), QLatin1String(c.label));
+    draw_axes(p, area, QStringLiteral("training step"), QLatin1String(c.label), 18);
 
     // The series: training under held-out, so the evaluations stay visible.
     draw_series(p, train, to_px, QPen(kTrainCurve, 2.5));

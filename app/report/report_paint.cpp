@@ -2,7 +2,9 @@
 #include "report_paint.h"
 
 #include <QGuiApplication>
+#include <QPen>
 #include <QRect>
+#include <QRectF>
 
 #include <algorithm>
 #include <cmath>
@@ -78,6 +80,17 @@ Ticks nice_ticks(double lo, double hi, int target) {
     for (long long i = first; i <= std::max(last, first + 1); ++i)
         t.values.push_back(static_cast<double>(i) * t.step);
     return t;
+}
+
+void draw_axes(QPainter& p, const QRectF& area, const QString& x_title, const QString& y_title,
+               int y_title_x) {
+    p.setPen(QPen(kAxis, 1.5));
+    p.drawLine(area.bottomLeft(), area.bottomRight());
+    p.drawLine(area.bottomLeft(), area.topLeft());
+    p.setPen(kText);
+    p.setFont(font_px(14));
+    p.drawText(QRectF(area.left(), area.bottom() + 28, area.width(), 24), Qt::AlignCenter, x_title);
+    draw_vertical_text(p, y_title_x, static_cast<int>(area.center().y()), y_title);
 }
 
 } // namespace spanscope::report

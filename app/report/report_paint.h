@@ -8,6 +8,7 @@
 #include <QFont>
 #include <QImage>
 #include <QPainter>
+#include <QRectF>
 #include <QString>
 
 #include <vector>
@@ -36,6 +37,11 @@ void draw_titles(QPainter& p, int width, const QString& title, const QString& su
 /// Text turned 90° anticlockwise (a vertical axis label), centred on (x, y), with the
 /// painter's current pen and font.
 void draw_vertical_text(QPainter& p, int x, int y, const QString& text);
+
+/// The axes of a plot area: its bottom and left edges (1.5 px), the x title (14 px) centred
+/// below the area, 28 px under it, and the y title turned 90° and centred at x = y_title_x.
+void draw_axes(QPainter& p, const QRectF& area, const QString& x_title, const QString& y_title,
+               int y_title_x);
 
 /// The ticks of a numeric axis: values step apart, first ≤ lo and last ≥ hi.
 struct Ticks {

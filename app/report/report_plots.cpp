@@ -200,14 +200,8 @@ QImage render_memory_plot(const std::string& title, const std::vector<MemoryPoin
             }
         }
     }
-    p.setPen(QPen(kAxis, 1.5));
-    p.drawLine(area.bottomLeft(), area.bottomRight());
-    p.drawLine(area.bottomLeft(), area.topLeft());
-    p.setPen(kText);
-    p.setFont(font_px(14));
-    p.drawText(QRectF(area.left(), area.bottom() + 28, area.width(), 24), Qt::AlignCenter,
-               QStringLiteral("mean fast tier (% of the full KV cache)"));
-    draw_vertical_text(p, 20, static_cast<int>(area.center().y()), QStringLiteral("accuracy"));
+    draw_axes(p, area, QStringLiteral("mean fast tier (% of the full KV cache)"),
+              QStringLiteral("accuracy"), 20);
 
     // Series: per policy, its points in order of memory.
     std::vector<std::string> policies;

@@ -3,6 +3,7 @@
 // with the expected cells, PNGs that load, have the expected size and are not one colour, and
 // the exit codes of bad input and bad arguments.
 #include "report_data.h"
+#include "report_loading.h"
 #include "report_markdown.h"
 #include "report_program.h"
 
@@ -78,20 +79,12 @@ std::string sample_jsonl() {
 }
 
 LoadedResults load_text(const std::string& text, const std::string& name = "sample.jsonl") {
-    std::istringstream in(text);
-    ResultLoader loader;
-    loader.add_stream(in, name);
-    return loader.finish();
+    return load_with<ResultLoader>(text, name);
 }
 
-/// The InputError message of loading text ("" when it loads).
+/// The InputError message of loading text as "bad.jsonl" ("" when it loads).
 std::string load_error(const std::string& text) {
-    try {
-        load_text(text, "bad.jsonl");
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    return "";
+    return load_error_with<ResultLoader>(text);
 }
 
 const Config kFull{"full", 1.0};

@@ -6,6 +6,7 @@
 #include "report_curves.h"
 #include "report_curves_plot.h"
 #include "report_data.h"
+#include "report_loading.h"
 #include "report_paint.h"
 #include "report_program.h"
 
@@ -87,20 +88,12 @@ std::string resumed_run() {
 }
 
 Curves load_text(const std::string& text, const std::string& name = "curves.jsonl") {
-    std::istringstream in(text);
-    CurvesLoader loader;
-    loader.add_stream(in, name);
-    return loader.finish();
+    return load_with<CurvesLoader>(text, name);
 }
 
 /// The InputError message of loading text as "bad.jsonl" ("" when it loads).
 std::string load_error(const std::string& text) {
-    try {
-        load_text(text, "bad.jsonl");
-    } catch (const InputError& e) {
-        return e.what();
-    }
-    return "";
+    return load_error_with<CurvesLoader>(text);
 }
 
 } // namespace
