@@ -106,7 +106,7 @@ int64_t find_answer_paragraph(const std::vector<std::string>& paragraphs,
 EvalSample make_qa_sample(const TokenCounter& counter, const TaskRequest& r, const Corpus& corpus,
                           std::mt19937_64& rng) {
     if (corpus.qa_set.empty())
-        throw std::runtime_error("qa: the corpus has no question set");
+        throw std::runtime_error("qa: no question set (give one with --qa-set FILE)");
     const auto questions = load_qa_questions(corpus.qa_set);
     if (questions.empty())
         throw std::runtime_error("qa: no document of " + corpus.qa_set + " is present");

@@ -137,6 +137,9 @@ int run_eval(const EvalOptions& o) {
     const std::string settings = settings_of(o, model->path());
     const auto& info = model->info();
     const auto& tok = model->tokenizer();
+    if (o.task == "qa" && o.qa_set.empty())
+        throw std::invalid_argument(
+            "eval qa needs a question set: --qa-set FILE (e.g. tests/qa/questions.json)");
     const auto corpus = eval::load_corpus(o.qa_set);
     const auto configs = configs_of(o);
     if (configs.empty())

@@ -15,8 +15,11 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <limits>
 #include <thread>
+
+#include <unistd.h> // access
 
 namespace spanscope::cli {
 
@@ -166,9 +169,16 @@ std::string cpu_name() {
 
 ResultLog::ResultLog(const std::string& path, const std::string& command_line, int threads,
                      std::function<std::string(const nlohmann::json&)> key)
-    : key_(std::move(key)) {
+    : path_(path), key_(std::move(key)) {
     if (path.empty())
         return;
+    // Refused now rather than after the first sample's minutes of work.
+    namespace fs = std::filesystem;
+    const fs::path file(path);
+    const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+    if (fs::is_directory(file) ||
+        (fs::exists(file) ? access(path.c_str(), W_OK) : access(dir.c_str(), W_OK)) != 0)
+        throw std::runtime_error(path + ": cannot be written");
     std::ifstream in(path);
     std::string line;
     int64_t no = 0;
@@ -183,20 +193,13 @@ ResultLog::ResultLog(const std::string& path, const std::string& command_line, i
         if (j.contains("policy") || j.contains("selector"))
             done_[key_(j)] = j;
     }
-    out_.open(path, std::ios::app);
-    if (!out_)
-        throw std::runtime_error(path + ": cannot be written");
-    out_ << nlohmann::json{{"command", command_line},
-                           {"started", now_iso()},
-                           {"machine", cpu_name() + ", " +
-                                           std::to_string(std::thread::hardware_concurrency()) +
-                                           " threads"},
-                           {"threads", threads},
-                           {"version", SPANSCOPE_VERSION},
-                           {"commit", SPANSCOPE_GIT_COMMIT}}
-                .dump()
-         << "\n";
-    out_.flush();
+    run_line_ = {{"command", command_line},
+                 {"started", now_iso()},
+                 {"machine", cpu_name() + ", " +
+                                 std::to_string(std::thread::hardware_concurrency()) + " threads"},
+                 {"threads", threads},
+                 {"version", SPANSCOPE_VERSION},
+                 {"commit", SPANSCOPE_GIT_COMMIT}};
 }
 
 const nlohmann::json* ResultLog::find(const nlohmann::json& probe) const {
@@ -205,10 +208,18 @@ const nlohmann::json* ResultLog::find(const nlohmann::json& probe) const {
 }
 
 void ResultLog::append(const nlohmann::json& line) {
-    if (!out_.is_open())
+    if (path_.empty())
         return;
+    if (!out_.is_open()) {
+        out_.open(path_, std::ios::app);
+        if (!out_)
+            throw std::runtime_error(path_ + ": cannot be written");
+        out_ << run_line_.dump() << "\n";
+    }
     out_ << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     out_.flush();
+    if (!out_)
+        throw std::runtime_error(path_ + ": cannot be written");
 }
 
 } // namespace spanscope::cli

@@ -86,18 +86,23 @@ std::vector<std::vector<float>> fidelity_steps(Session& session, const ModelMemo
 class ResultLog {
 public:
     /// path empty: nothing is read or written. Reads the lines with a "policy" or "selector"
-    /// field. Throws std::runtime_error naming the file and line for a line that is not JSON
-    /// (it must be fixed or removed to resume) or a file that cannot be written.
+    /// field. The run's line (command, start, machine, threads, commit) is written before its
+    /// first result, so a run that fails before any result leaves the file as it was. Throws
+    /// std::runtime_error naming the file and line for a line that is not JSON (it must be
+    /// fixed or removed to resume) or a file that cannot be written.
     ResultLog(const std::string& path, const std::string& command_line, int threads,
               std::function<std::string(const nlohmann::json&)> key);
     /// The result recorded for `probe`'s key, or nullptr.
     const nlohmann::json* find(const nlohmann::json& probe) const;
-    /// Append one result line (flushed).
+    /// Append one result line (flushed), after the run's line for the first one. Throws
+    /// std::runtime_error when the file cannot be written.
     void append(const nlohmann::json& line);
 
 private:
+    std::string path_;
     std::function<std::string(const nlohmann::json&)> key_;
     std::map<std::string, nlohmann::json> done_;
+    nlohmann::json run_line_;
     std::ofstream out_;
 };
 

@@ -125,8 +125,8 @@ TEST(EvalCli, EveryPolicyOnATinyModelKeepsItsBudgetAndAFullBudgetIsExact) {
     ASSERT_EQ(again.status, 0) << again.err;
     EXPECT_EQ(again.out["summaries"], r.out["summaries"]);
     const std::string file = test::read_file(dir + "/r.jsonl");
-    EXPECT_EQ(std::count(file.begin(), file.end(), '\n'), 2 + 22)
-        << "two command lines, 22 results";
+    EXPECT_EQ(std::count(file.begin(), file.end(), '\n'), 1 + 22)
+        << "one run's line and 22 results: the resumed run wrote nothing";
     std::filesystem::remove_all(dir);
 }
 
@@ -159,6 +159,30 @@ TEST(EvalCli, AnswersOverTheirBudgetAreCountedAndFailTheRun) {
         }
     args.push_back("--allow-over-budget");
     EXPECT_EQ(run_eval(args).status, 0);
+    std::filesystem::remove_all(dir);
+}
+
+// A run that fails before its first result leaves --out as it was (no run line is appended),
+// and eval qa without a question set says how to give one.
+TEST(EvalCli, AFailedRunLeavesTheResultFileAsItWas) {
+    const std::string dir = tiny_model_dir();
+    const std::string out = dir + "/r.jsonl";
+    const auto r = run_eval({"qa", "--model", dir + "/tiny.gguf", "--lengths", "256", "--samples",
+                             "1", "--policy", "full", "--out", out});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("--qa-set FILE"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+    std::ofstream(out) << "{\"command\":\"an earlier run\"}\n";
+    const auto again =
+        run_eval({"qa", "--model", dir + "/tiny.gguf", "--lengths", "256", "--samples", "1",
+                  "--policy", "full", "--qa-set", dir + "/missing.json", "--out", out});
+    EXPECT_EQ(again.status, 1);
+    EXPECT_EQ(test::read_file(out), "{\"command\":\"an earlier run\"}\n");
+    const auto unwritable =
+        run_eval({"niah", "--model", dir + "/tiny.gguf", "--lengths", "256", "--samples", "1",
+                  "--policy", "full", "--out", dir + "/no/such/dir/r.jsonl"});
+    EXPECT_EQ(unwritable.status, 1);
+    EXPECT_NE(unwritable.err.find("cannot be written"), std::string::npos) << unwritable.err;
     std::filesystem::remove_all(dir);
 }
 
@@ -258,10 +282,10 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     EXPECT_EQ(line_of(trained, "sekv")["router"], "trained");
     EXPECT_EQ(line_of(trained, "sekv")["zoom_digest"], zp.digest());
     EXPECT_EQ(lines(), 1 + 2 + 1 + 2) << "measured again, not taken from the training-free line";
-    // Training-free again: resumed from the first run's lines.
+    // Training-free again: resumed from the first run's lines, nothing written.
     const auto again = run_eval(args);
     ASSERT_EQ(again.status, 0) << again.err;
-    EXPECT_EQ(lines(), 1 + 2 + 1 + 2 + 1);
+    EXPECT_EQ(lines(), 1 + 2 + 1 + 2);
     EXPECT_EQ(line_of(again, "sekv")["router"], "training-free");
     EXPECT_EQ(line_of(again, "sekv")["answer"], line_of(free, "sekv")["answer"]);
     // Trained asked for without a file for the model: one line, nothing measured.
