@@ -58,8 +58,8 @@ int main(int argc, char** argv) {
     QCommandLineParser p;
     p.setApplicationDescription(
         QStringLiteral("Read long documents and ask questions about them with a local model."));
-    p.addHelpOption();
-    p.addVersionOption();
+    const QCommandLineOption help = p.addHelpOption();
+    const QCommandLineOption version = p.addVersionOption();
     p.addPositionalArgument(QStringLiteral("FILE"),
                             QStringLiteral("Documents to add, or a .spanscope project to open."),
                             QStringLiteral("[FILE…]"));
@@ -76,7 +76,15 @@ int main(int argc, char** argv) {
                                             "files in DIR (offscreen) and exit."),
                              QStringLiteral("dir"));
     p.addOptions({project, model, ask, shots});
-    p.process(app);
+    // parse() rather than process(): a bad argument exits 2, as documented (process() exits 1).
+    if (!p.parse(QCoreApplication::arguments())) {
+        std::fprintf(stderr, "spanscope: %s (see --help)\n", qPrintable(p.errorText()));
+        return 2;
+    }
+    if (p.isSet(help))
+        p.showHelp(0);
+    if (p.isSet(version))
+        p.showVersion();
 
     if (p.isSet(project) && p.value(project).trimmed().isEmpty()) {
         std::fprintf(stderr, "spanscope: --project needs a project name or path\n");

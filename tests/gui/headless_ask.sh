@@ -57,7 +57,15 @@ grep -q "junk.spanscope" "$tmp/err" || fail "a junk project file is not named"
 [[ "$(grep -c 'saved the window' "$tmp/err")" == 1 ]] || fail "one failure reported more than once"
 run --model /bin/ls --ask "Anything?" "$doc" && fail "a model that is no model gave an answer"
 grep -q "/bin/ls" "$tmp/config/Spanscope/spanscope.conf" && fail "--model was saved in the settings"
-run --ask "   " "$doc" && fail "a blank question was accepted"
+run --ask "   " "$doc"
+[[ $? == 2 ]] || fail "a blank question did not exit 2"
 grep -q "empty" "$tmp/err" || fail "a blank question is not refused in words"
+# Bad arguments exit 2, as the README says, with the reason in one line.
+run --no-such-option "$doc"
+[[ $? == 2 ]] || fail "an unknown option did not exit 2"
+grep -q "no-such-option" "$tmp/err" || fail "an unknown option is not named"
+run "$doc" --ask
+[[ $? == 2 ]] || fail "--ask without its question did not exit 2"
+run --version >/dev/null || fail "--version failed"
 
 echo "PASS: answered offscreen ('$first'), then again from the stored document ($stats)"
