@@ -161,6 +161,7 @@ void ResultLoader::add_line(const std::string& raw, const std::string& name, int
         }
         run.started = meta_text(obj, "started");
         run.machine = meta_text(obj, "machine");
+        run.threads = meta_text(obj, "threads");
         run.commit = meta_text(obj, "commit");
         run_of_command_.emplace(run.command, loaded_.runs.size());
         loaded_.runs.push_back(std::move(run));

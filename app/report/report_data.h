@@ -63,7 +63,8 @@ struct ResultRow {
 struct RunInfo {
     std::string command;
     std::string started;
-    std::string machine;
+    std::string machine; ///< the CPU and its hardware threads
+    std::string threads; ///< the threads the run used ("" if absent)
     std::string commit;
     int occurrences = 1; ///< metadata lines with this command
 };

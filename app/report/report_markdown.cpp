@@ -229,6 +229,9 @@ std::string render_markdown(const LoadedResults& loaded, const Report& report,
             details.push_back("started " + cell(r.started));
         if (!r.machine.empty())
             details.push_back("machine " + cell(r.machine));
+        if (!r.threads.empty())
+            details.push_back(cell(r.threads) +
+                              (r.threads == "1" ? " thread used" : " threads used"));
         if (!r.commit.empty())
             details.push_back("commit " + cell(r.commit));
         if (r.occurrences > 1)

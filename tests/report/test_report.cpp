@@ -56,7 +56,7 @@ std::string fast(double fraction, bool within = true) {
 //   normal approximation 0.75 ± 1.96 · 0.25 / √3 = 0.75 ± 0.2829 → [46.7 %, 100 %] (clamped).
 std::string sample_jsonl() {
     std::string s =
-        R"({"command":"spanscope-cli eval niah --lengths 4096,8192","started":"2026-11-30T17:00:00Z","machine":"m1","commit":"abc123"})"
+        R"({"command":"spanscope-cli eval niah --lengths 4096,8192","started":"2026-11-30T17:00:00Z","machine":"m1","threads":2,"commit":"abc123"})"
         "\n";
     s += result("alpha", "full", 1.0, 4096, 0.0, 0, 1, fast(1.0));
     s += result("alpha", "full", 1.0, 4096, 0.5, 1, 1, fast(1.0));
@@ -481,7 +481,7 @@ TEST_F(ReportProgram, WritesTheReportAndThePlots) {
               std::string::npos);
     EXPECT_NE(md.find("| sekv@35% | 4 | 0.900 | 0.800 | 0.0020 |"), std::string::npos) << md;
     EXPECT_NE(md.find("## Commands\n\n- `spanscope-cli eval niah --lengths 4096,8192` (started "
-                      "2026-11-30T17:00:00Z, machine m1, commit abc123, 2 runs)"),
+                      "2026-11-30T17:00:00Z, machine m1, 2 threads used, commit abc123, 2 runs)"),
               std::string::npos)
         << md;
 
