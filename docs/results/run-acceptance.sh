@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLI=${CLI:-build/app/cli/spanscope-cli}
 REPORT=${REPORT:-build/app/report/spanscope-report}
-OUT=docs/results/2026-11-30
+# OUT: where the result lines go (and resume from); by default the committed ones.
+OUT=${OUT:-docs/results/2026-11-30}
 mkdir -p "$OUT"
 POLICIES=full,sekv,chunk_summary,snapkv,h2o,streaming
 BUDGETS=0.35,0.2
