@@ -48,6 +48,7 @@ std::optional<Difference> difference(const Report& report, const Config& a, cons
         const ConfigRow* rb = t.row(b);
         if (!ra || !rb) {
             d.unshared_tasks += ra || rb;
+            d.a_tasks_left_out += ra != nullptr;
             continue;
         }
         std::vector<double> diffs;
@@ -56,21 +57,24 @@ std::optional<Difference> difference(const Report& report, const Config& a, cons
             if (it != rb->scores.end())
                 diffs.push_back(score - it->second);
         }
-        d.unpaired_samples +=
-            static_cast<int>(ra->scores.size() + rb->scores.size() - 2 * diffs.size());
         if (diffs.empty()) {
-            ++d.unshared_tasks;
+            ++d.tasks_without_pairs;
+            ++d.a_tasks_left_out;
             continue;
         }
+        d.unpaired_samples +=
+            static_cast<int>(ra->scores.size() + rb->scores.size() - 2 * diffs.size());
         const double n = static_cast<double>(diffs.size());
         const double m = mean(diffs);
         sum += m;
-        if (diffs.size() > 1) {
-            double ss = 0;
-            for (const double x : diffs)
-                ss += (x - m) * (x - m);
-            variance += ss / (n - 1) / n;
-        }
+        double ss = 0;
+        for (const double x : diffs)
+            ss += (x - m) * (x - m);
+        // No spread seen is no certainty: a task with one pair counts the largest variance of a
+        // difference in [−1, 1] (1), one whose pairs all agree the variance of one pair in n
+        // differing by 1 (≈ 1/n).
+        const double s2 = n < 2 ? 1.0 : (ss > 0 ? ss / (n - 1) : 1.0 / n);
+        variance += s2 / n;
         ++d.common_tasks;
         d.paired_samples += static_cast<int>(diffs.size());
     }
@@ -79,8 +83,8 @@ std::optional<Difference> difference(const Report& report, const Config& a, cons
     const double tasks = d.common_tasks;
     d.value = sum / tasks;
     const double half = 1.96 * std::sqrt(variance) / tasks;
-    d.ci = {d.value - half, d.value + half};
-    d.partial = d.unshared_tasks > 0 || d.unpaired_samples > 0;
+    d.ci = {std::max(-1.0, d.value - half), std::min(1.0, d.value + half)};
+    d.partial = d.unshared_tasks > 0 || d.tasks_without_pairs > 0 || d.unpaired_samples > 0;
     return d;
 }
 
@@ -128,14 +132,22 @@ BudgetSummary budget_summary(const Report& report, double budget,
     if (trained)
         s.trained_minus_sekv = difference(report, *trained, *sekv);
     // The best baseline: the compressed policy (neither full nor a form of sekv) at this budget
-    // that comes closest to sekv, i.e. the smallest paired difference sekv − baseline.
+    // with the smallest paired difference sekv − baseline, among those measured on every task
+    // sekv was (all of them when none was).
+    std::vector<Difference> candidates;
     for (const auto& e : s.entries) {
         if (e.config.is_full() || e.config.policy.rfind("sekv", 0) == 0)
             continue;
-        const auto d = difference(report, *sekv, e.config);
-        if (d && (!s.sekv_minus_best_baseline || d->value < s.sekv_minus_best_baseline->value))
-            s.sekv_minus_best_baseline = d;
+        if (const auto d = difference(report, *sekv, e.config))
+            candidates.push_back(*d);
     }
+    const bool any_covers =
+        std::any_of(candidates.begin(), candidates.end(),
+                    [](const Difference& d) { return d.a_tasks_left_out == 0; });
+    for (const auto& d : candidates)
+        if ((!any_covers || d.a_tasks_left_out == 0) &&
+            (!s.sekv_minus_best_baseline || d.value < s.sekv_minus_best_baseline->value))
+            s.sekv_minus_best_baseline = d;
     return s;
 }
 

@@ -184,18 +184,21 @@ struct SummaryEntry {
 
 /// A paired difference a − b (fractions): in each task both have, the mean over the samples
 /// both answered (SampleKey) of score(a) − score(b); then the mean over those tasks. The 95 %
-/// interval is value ± 1.96·√(Σₜ sₜ²/nₜ)/T, sₜ the sample standard deviation of the paired
-/// differences in task t, nₜ their number, T the number of tasks (normal approximation; a task
-/// with one pair adds no variance).
+/// interval is value ± 1.96·√(Σₜ sₜ²/nₜ)/T clamped to [−1, 1], sₜ² the sample variance of the
+/// paired differences in task t, nₜ their number, T the number of tasks (normal
+/// approximation). A variance that cannot be seen is not taken as 0: sₜ² = 1 for one pair,
+/// 1/nₜ when every pair has the same difference.
 struct Difference {
     std::string other; ///< label of b
     double value = 0;
     Interval ci;
     int common_tasks = 0;
-    int paired_samples = 0;   ///< samples in the difference, over the common tasks
-    int unpaired_samples = 0; ///< samples of a or b in a common task without a partner
-    int unshared_tasks = 0;   ///< tasks that a or b has and the other lacks (or shares no sample)
-    bool partial = false;     ///< tasks or samples of a or b are not in the difference
+    int paired_samples = 0;      ///< samples in the difference, over the common tasks
+    int unpaired_samples = 0;    ///< samples of a or b in a common task without a partner
+    int unshared_tasks = 0;      ///< tasks that a or b has and the other lacks
+    int tasks_without_pairs = 0; ///< tasks both have without a sample in common
+    int a_tasks_left_out = 0;    ///< tasks of a not in the difference
+    bool partial = false;        ///< tasks or samples of a or b are not in the difference
 };
 
 /// The summary of one budget: full (the reference) and every policy run at that budget.

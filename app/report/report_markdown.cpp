@@ -117,6 +117,9 @@ void difference_line(std::ostringstream& md, const std::string& minuend, const s
     if (d->unshared_tasks > 0)
         md << "; left out: " << d->unshared_tasks << (d->unshared_tasks == 1 ? " task" : " tasks")
            << " only one of the two has";
+    if (d->tasks_without_pairs > 0)
+        md << "; left out: " << d->tasks_without_pairs
+           << (d->tasks_without_pairs == 1 ? " task" : " tasks") << " without a sample in common";
     md << "\n";
 }
 
@@ -126,8 +129,10 @@ void summary_tables(std::ostringstream& md, const Report& report) {
           "Differences are paired, in percentage points: in each task, the mean over the samples "
           "both configurations answered (same length, depth, index and seed) of the difference "
           "of their scores, then the mean over the tasks both have; the interval is the normal "
-          "approximation over the paired differences. The best baseline is the compressed "
-          "policy other than sekv that comes closest to sekv at that budget.\n\n";
+          "approximation over the paired differences (a task with one pair, or whose pairs all "
+          "agree, counts a conservative variance; clamped to ±100 points). The best baseline is "
+          "the compressed policy other than sekv with the smallest difference sekv − baseline at "
+          "that budget, among those measured on every task sekv was.\n\n";
     for (const auto& b : report.budgets) {
         md << "### Budget " << budget_percent(b.budget) << " %"
            << "\n\n";
@@ -230,8 +235,7 @@ std::string render_markdown(const LoadedResults& loaded, const Report& report,
         if (!r.machine.empty())
             details.push_back("machine " + cell(r.machine));
         if (!r.threads.empty())
-            details.push_back(cell(r.threads) +
-                              (r.threads == "1" ? " thread used" : " threads used"));
+            details.push_back("--threads " + cell(r.threads));
         if (!r.commit.empty())
             details.push_back("commit " + cell(r.commit));
         if (r.occurrences > 1)

@@ -313,13 +313,13 @@ TEST(ReportData, SummaryMacroAverageAndSekvAgainstBestBaseline) {
 //   full      1    1    1
 //   sekv      1    0    1
 //   snapkv    0    0    —   (no line at depth 1: unpaired)
-// sekv − snapkv over the two paired samples: differences 1, 0 → mean 0.5, s = √0.5,
-//   half-width 1.96 · √(0.5 / 2) = 0.98 → [−48.0, +148.0] points; one unpaired sample. Pooled
-//   accuracies would give 2/3 − 0 = +66.7 instead.
-// sekv − full: differences 0, −1, 0 → −1/3, s² = 1/3, half-width 1.96 · √(1/9) = 0.6533.
-// Task B (one sample each): sekv 1, snapkv 0, full 1 → +1 and 0, no variance. Macro over A and
-//   B: sekv − snapkv = (0.5 + 1) / 2 = +75.0 with half-width 0.98 / 2 = 0.49;
-//   sekv − full = (−1/3 + 0) / 2 = −16.7 with half-width 0.6533 / 2 = 0.3267.
+// Task B, depths 0 and 0.5: full 1 1, sekv 1 1, snapkv 0 0.
+// sekv − snapkv: A differences 1, 0 → mean 0.5, s² = 0.5, n 2; B differences 1, 1 → mean 1,
+//   no spread seen: s² = 1/n = 0.5, n 2. Macro (0.5 + 1) / 2 = +75.0 points, half-width
+//   1.96 · √(0.5/2 + 0.5/2) / 2 = 0.69296 → [+5.7, +144.3] clamped to [+5.7, +100.0]; one
+//   unpaired sample. (Pooled accuracies would give A 2/3 − 0 instead of 0.5.)
+// sekv − full: A differences 0, −1, 0 → −1/3, s² = 1/3, n 3; B 0, 0 → s² = 1/2, n 2.
+//   Macro −1/6, half-width 1.96 · √(1/9 + 1/4) / 2 = 0.58891.
 TEST(ReportData, DifferencesArePairedBySampleWithAnInterval) {
     std::string s;
     auto add = [&](const std::string& task, const std::string& policy, double depth, double v) {
@@ -329,32 +329,51 @@ TEST(ReportData, DifferencesArePairedBySampleWithAnInterval) {
     add("A", "full", 0, 1), add("A", "full", 0.5, 1), add("A", "full", 1, 1);
     add("A", "sekv", 0, 1), add("A", "sekv", 0.5, 0), add("A", "sekv", 1, 1);
     add("A", "snapkv", 0, 0), add("A", "snapkv", 0.5, 0);
-    add("B", "full", 0, 1), add("B", "sekv", 0, 1), add("B", "snapkv", 0, 0);
+    add("B", "full", 0, 1), add("B", "full", 0.5, 1), add("B", "sekv", 0, 1);
+    add("B", "sekv", 0.5, 1), add("B", "snapkv", 0, 0), add("B", "snapkv", 0.5, 0);
     const Report report = aggregate(load_text(s));
     ASSERT_EQ(report.budgets.size(), 1u);
     const auto& base = report.budgets[0].sekv_minus_best_baseline;
     ASSERT_TRUE(base);
     EXPECT_EQ(base->other, "snapkv@35%");
     EXPECT_NEAR(base->value, 0.75, 1e-12);
-    EXPECT_NEAR(base->ci.low, 0.75 - 0.49, 1e-12);
-    EXPECT_NEAR(base->ci.high, 0.75 + 0.49, 1e-12);
-    EXPECT_EQ(base->paired_samples, 3);
+    EXPECT_NEAR(base->ci.low, 0.75 - 1.96 * std::sqrt(0.5) / 2, 1e-12);
+    EXPECT_EQ(base->ci.high, 1.0) << "clamped";
+    EXPECT_EQ(base->paired_samples, 4);
     EXPECT_EQ(base->unpaired_samples, 1);
     EXPECT_EQ(base->common_tasks, 2);
     EXPECT_TRUE(base->partial);
     const auto& full = report.budgets[0].sekv_minus_full;
     ASSERT_TRUE(full);
     EXPECT_NEAR(full->value, -1.0 / 6.0, 1e-12);
-    EXPECT_NEAR(full->ci.high - full->value, 1.96 * std::sqrt(1.0 / 9.0) / 2.0, 1e-12);
-    EXPECT_EQ(full->paired_samples, 4);
+    EXPECT_NEAR(full->ci.high - full->value, 1.96 * std::sqrt(1.0 / 9.0 + 0.25) / 2.0, 1e-12);
+    EXPECT_EQ(full->paired_samples, 5);
     EXPECT_FALSE(full->partial);
     const std::string md = render_markdown(load_text(s), report, "t", {});
-    EXPECT_NE(
-        md.find(
-            "- sekv \u2212 best baseline (snapkv@35%): **+75.0 points** [95 % CI +26.0 "
-            "to +124.0] over 3 paired samples in 2 tasks; left out: 1 sample without a partner\n"),
-        std::string::npos)
+    EXPECT_NE(md.find("- sekv \u2212 best baseline (snapkv@35%): **+75.0 points** [95 % CI +5.7 to "
+                      "+100.0] over 4 paired samples in 2 tasks; left out: 1 sample without a "
+                      "partner\n"),
+              std::string::npos)
         << md;
+}
+
+// The best baseline is chosen among the baselines measured on every task sekv was: h2o, on
+// task A only, where sekv is weak, does not win over streaming, measured on A and B.
+//   A: sekv 0, h2o 1, streaming 0;  B: sekv 1, streaming 0.
+// sekv − h2o = −1 (A only), sekv − streaming = (0 + 1) / 2 = +0.5.
+TEST(ReportData, TheBestBaselineCoversSekvsTasks) {
+    std::string s;
+    auto add = [&](const std::string& task, const std::string& policy, double v) {
+        s += result(task, policy, 0.35, 4096, 0.5, 0, v, fast(0.3));
+    };
+    add("A", "sekv", 0), add("A", "h2o", 1), add("A", "streaming", 0);
+    add("B", "sekv", 1), add("B", "streaming", 0);
+    const Report report = aggregate(load_text(s));
+    ASSERT_EQ(report.budgets.size(), 1u);
+    const auto& base = report.budgets[0].sekv_minus_best_baseline;
+    ASSERT_TRUE(base);
+    EXPECT_EQ(base->other, "streaming@35%");
+    EXPECT_NEAR(base->value, 0.5, 1e-12);
 }
 
 // One configuration measured with two settings (another model, another answer length) is
@@ -481,7 +500,7 @@ TEST_F(ReportProgram, WritesTheReportAndThePlots) {
               std::string::npos);
     EXPECT_NE(md.find("| sekv@35% | 4 | 0.900 | 0.800 | 0.0020 |"), std::string::npos) << md;
     EXPECT_NE(md.find("## Commands\n\n- `spanscope-cli eval niah --lengths 4096,8192` (started "
-                      "2026-11-30T17:00:00Z, machine m1, 2 threads used, commit abc123, 2 runs)"),
+                      "2026-11-30T17:00:00Z, machine m1, --threads 2, commit abc123, 2 runs)"),
               std::string::npos)
         << md;
 
