@@ -46,3 +46,11 @@ TEST(EvalFidelity, IdenticalDistributionsAgreeFully) {
     EXPECT_EQ(f["top1_agreement"].get<double>(), 1.0);
     EXPECT_EQ(f["greedy_agreement"].get<double>(), 1.0);
 }
+
+// KL(p ‖ q) ≥ 0 for distributions: a negative value (here from a q that is not one, its
+// "probabilities" summing to e) is a bug upstream and is refused, not clamped to 0.
+TEST(EvalFidelity, ANegativeKlIsRefused) {
+    const std::vector<std::vector<float>> ref{logs({0.5, 0.5})};
+    const std::vector<std::vector<float>> not_normalised{logs({0.5 * M_E, 0.5 * M_E})};
+    EXPECT_THROW(fidelity({1}, not_normalised, {1}, ref), std::logic_error);
+}

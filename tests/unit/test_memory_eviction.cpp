@@ -326,20 +326,26 @@ TEST(ChunkSummary, AttendsOverRowsAndSummariesAndNeverExpands) {
 }
 
 // The rows a rule keeps, worked out here from scores in double: the sinks, the recent window,
-// and the `heavy` best-scored middle rows (ties to the earlier row). Requires the scores at the
-// cut to differ by more than `gap`, so that float rounding in the engine cannot change the set.
+// and the `heavy` best-scored middle rows (ties to the earlier row). Every middle score other
+// than the one at the cut must differ from it by more than `gap`, so that float rounding in the
+// engine cannot move a row across the cut (rows tied with it are exact copies, as max-pooling
+// makes them, and stay tied in float).
 std::vector<int32_t> expected_kept(const std::vector<double>& score, int64_t sinks, int64_t recent,
                                    int64_t heavy, int32_t pos_begin, double gap) {
     const int64_t n = std::ssize(score);
     std::vector<int64_t> middle;
     for (int64_t i = sinks; i < n - recent; ++i)
         middle.push_back(i);
+    EXPECT_GE(heavy, 1);
+    EXPECT_LT(heavy, std::ssize(middle));
+    if (heavy < 1 || heavy >= std::ssize(middle))
+        return {};
     std::stable_sort(middle.begin(), middle.end(),
                      [&](int64_t a, int64_t b) { return score[a] > score[b]; });
-    if (heavy < std::ssize(middle)) {
-        const double in = score[middle[heavy - 1]], out = score[middle[heavy]];
-        EXPECT_TRUE(in == out || in - out > gap) << "an ill-posed case: " << in << " vs " << out;
-    }
+    const double cut = score[middle[heavy - 1]];
+    for (const int64_t i : middle)
+        EXPECT_TRUE(score[i] == cut || std::fabs(score[i] - cut) > gap)
+            << "an ill-posed case: row " << i << " scores " << score[i] << ", the cut " << cut;
     middle.resize(static_cast<size_t>(heavy));
     std::vector<int32_t> kept;
     for (int64_t i = 0; i < sinks; ++i)
@@ -371,7 +377,10 @@ TEST(EvictionMemory, HeavyHittersSealExactlyTheRowsANaiveSoftmaxRanksHighest) {
     ThreadPool pool(2);
     std::vector<int32_t> held;            // positions held, as the test follows them
     std::vector<double> mass(n1 + n2, 0); // per position
-    auto run_context = [&](int64_t begin, int64_t n) {
+    // Worked out: 60 rows keep floor(0.5 · 60) = 30: 4 sinks, 13 recent, 13 heavy hitters;
+    // 40 rows keep 20: 4 sinks, 8 recent, 8 heavy hitters.
+    auto run_context = [&](int64_t begin, int64_t n, int64_t keep, int64_t recent, int64_t heavy) {
+        ASSERT_EQ(eviction_rows_to_keep(o, n), keep);
         m.store(k.data() + begin * kRow, v.data() + begin * kRow, pos.data() + begin, n);
         std::vector<float> out(static_cast<size_t>(n * qrow));
         m.attend(q.data() + begin * qrow, pos.data() + begin, n, out.data(), pool);
@@ -387,20 +396,17 @@ TEST(EvictionMemory, HeavyHittersSealExactlyTheRowsANaiveSoftmaxRanksHighest) {
                 for (size_t j = 0; j < held.size(); ++j)
                     mass[held[j]] += pr[j];
             }
-        const int64_t keep = eviction_rows_to_keep(o, n), rest = keep - o.sinks;
-        const int64_t recent =
-            std::max<int64_t>(std::min(o.recent_rows, rest), std::llround(o.recent_share * rest));
         const std::vector<double> score(mass.begin() + begin, mass.begin() + begin + n);
         const auto expected =
-            expected_kept(score, o.sinks, recent, rest - recent, static_cast<int32_t>(begin), 1e-3);
+            expected_kept(score, 4, recent, heavy, static_cast<int32_t>(begin), 1e-3);
         m.seal(SealRequest{nullptr, nullptr, static_cast<int32_t>(begin), n});
         std::vector<int32_t> now(held.begin(), held.end() - n);
         now.insert(now.end(), expected.begin(), expected.end());
         EXPECT_EQ(m.positions(), now) << "context at " << begin;
         held = m.positions();
     };
-    run_context(0, n1);
-    run_context(n1, n2);
+    run_context(0, n1, 30, 13, 13);
+    run_context(n1, n2, 20, 8, 8);
 }
 
 // snapkv as it runs: the last observation_window queries of the context vote with their
@@ -447,11 +453,27 @@ TEST(EvictionMemory, SnapKVSealsExactlyTheRowsThePooledVotesOfANaiveSoftmaxRankH
     for (int64_t j = 0; j < prefix; ++j)
         for (int64_t i = std::max<int64_t>(0, j - r); i <= std::min(prefix - 1, j + r); ++i)
             pooled[j] = std::max(pooled[j], votes[i]);
-    const int64_t keep = eviction_rows_to_keep(o, n), rest = keep - o.sinks; // 20, 16
-    const auto expected =
-        expected_kept(pooled, o.sinks, o.observation_window, rest - o.observation_window, 0, 1e-4);
+    // Worked out: 80 rows keep floor(0.25 · 80) = 20: 4 sinks, the window of 8, 8 by votes.
+    ASSERT_EQ(eviction_rows_to_keep(o, n), 20);
+    const auto expected = expected_kept(pooled, 4, 8, 8, 0, 1e-4);
     m.seal(SealRequest{nullptr, nullptr, 0, n});
     EXPECT_EQ(m.positions(), expected);
+}
+
+// Only an h2o memory accumulates attention: h2o from a memory of another rule that holds rows
+// would rank every row alike, and is refused; from an empty one it is fine.
+TEST(EvictionMemory, HeavyHittersFromAMemoryWithoutAccumulatedAttentionIsRefused) {
+    EvictionOptions o;
+    EvictionMemory snap(kShape, 64, EvictionRule::SnapKV, o);
+    EXPECT_NO_THROW(snap.with_rule(EvictionRule::HeavyHitters, o));
+    const auto k = gaussian(8 * kRow, 61), v = gaussian(8 * kRow, 62);
+    const auto pos = positions(0, 8);
+    snap.store(k.data(), v.data(), pos.data(), 8);
+    EXPECT_THROW(snap.with_rule(EvictionRule::HeavyHitters, o), std::logic_error);
+    EXPECT_NO_THROW(snap.with_rule(EvictionRule::Streaming, o));
+    EvictionMemory h2o(kShape, 64, EvictionRule::HeavyHitters, o);
+    h2o.store(k.data(), v.data(), pos.data(), 8);
+    EXPECT_NO_THROW(h2o.with_rule(EvictionRule::HeavyHitters, o));
 }
 
 // Every policy, at a budget that covers the whole context, gives the logits of `full`.
