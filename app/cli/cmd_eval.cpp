@@ -137,9 +137,6 @@ int run_eval(const EvalOptions& o) {
     const std::string settings = settings_of(o, model->path());
     const auto& info = model->info();
     const auto& tok = model->tokenizer();
-    if (o.task == "qa" && o.qa_set.empty())
-        throw std::invalid_argument(
-            "eval qa needs a question set: --qa-set FILE (e.g. tests/qa/questions.json)");
     const auto corpus = eval::load_corpus(o.qa_set);
     const auto configs = configs_of(o);
     if (configs.empty())
@@ -233,6 +230,10 @@ int run_eval(const EvalOptions& o) {
                     info.n_ctx_train, n + static_cast<int64_t>(question.size()) + max_tokens);
                 const auto shared = prefill_shared(*model, base, units, segments);
                 const auto served = served_layers(shared);
+                if (served.empty())
+                    throw std::runtime_error(
+                        model->path() +
+                        ": no global-attention layer for the memory policies to serve");
                 head["length"] = n;
                 head["prefill_s"] = shared.seconds;
                 SamplingParams greedy;

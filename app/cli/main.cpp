@@ -405,6 +405,11 @@ int main(int argc, char** argv) {
         if (*qa_cmd)
             return run_qa(qa);
         if (*eval_cmd) {
+            if (ev.task == "qa" && ev.qa_set.empty()) {
+                std::cerr << "spanscope-cli: eval qa needs a question set: --qa-set FILE (e.g. "
+                             "tests/qa/questions.json)\n";
+                return 2;
+            }
             for (int i = 0; i < argc; ++i)
                 ev.command_line += (i ? " " : "") + std::string(argv[i]);
             return run_eval(ev);
