@@ -8,7 +8,7 @@
 #include <QElapsedTimer>
 #include <QTimer>
 
-#include <ctime>
+#include <fstream>
 
 namespace spanscope::gui {
 
@@ -23,10 +23,11 @@ inline QString real_model_path(QString* why) {
 }
 
 /// Ticks every 5 ms on the GUI thread while measuring (between resume() and pause()) and
-/// records, between two ticks, the longest wall-clock gap (how long the event loop was unable
-/// to run, the scheduler's delays on a loaded machine included) and the most CPU time the GUI
-/// thread spent in one gap (work done on it without returning to the event loop: a machine
-/// busy with other work does not lengthen that).
+/// records, between two ticks, the longest wall-clock gap and the longest stall: the gap less
+/// the time the thread waited for a CPU (the run_delay of /proc/thread-self/schedstat), i.e.
+/// the time it worked or was blocked without returning to the event loop. A machine busy with
+/// other work lengthens the gaps, not the stalls. Where schedstat is missing a stall is the
+/// whole gap.
 class GapMeter : public QObject {
 public:
     GapMeter() {
@@ -34,41 +35,50 @@ public:
         timer_.setTimerType(Qt::PreciseTimer);
         connect(&timer_, &QTimer::timeout, this, [this] { tick(); });
         clock_.start();
+        schedstat_ = run_delay_ns() >= 0;
     }
     void resume() {
-        last_ = 0;
+        // Measured from now: work done right after resume() counts before the first tick.
+        last_ = clock_.nsecsElapsed();
+        last_delay_ = run_delay_ns();
         timer_.start();
     }
     void pause() {
-        // The time since the last tick counts too.
-        tick();
+        tick(); // the time since the last tick counts too
         timer_.stop();
         last_ = 0;
     }
     double max_gap_ms() const { return static_cast<double>(max_gap_ns_) / 1e6; }
-    double max_busy_gap_ms() const { return static_cast<double>(max_busy_ns_) / 1e6; }
+    double max_stall_ms() const { return static_cast<double>(max_stall_ns_) / 1e6; }
+    bool has_schedstat() const { return schedstat_; }
     qint64 ticks() const { return ticks_; }
 
 private:
-    static qint64 thread_cpu_ns() {
-        timespec t{};
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-        return static_cast<qint64>(t.tv_sec) * 1000000000 + t.tv_nsec;
+    /// This thread's time spent waiting on a run queue (ns), or -1 without schedstat.
+    static qint64 run_delay_ns() {
+        std::ifstream in("/proc/thread-self/schedstat");
+        long long runtime = 0, delay = -1;
+        if (!(in >> runtime >> delay))
+            return -1;
+        return delay;
     }
     void tick() {
-        const qint64 now = clock_.nsecsElapsed(), cpu = thread_cpu_ns();
+        const qint64 now = clock_.nsecsElapsed(), delay = run_delay_ns();
         if (last_ > 0) {
-            max_gap_ns_ = qMax(max_gap_ns_, now - last_);
-            max_busy_ns_ = qMax(max_busy_ns_, cpu - last_cpu_);
+            const qint64 gap = now - last_;
+            max_gap_ns_ = qMax(max_gap_ns_, gap);
+            max_stall_ns_ =
+                qMax(max_stall_ns_, schedstat_ && delay >= 0 ? gap - (delay - last_delay_) : gap);
         }
         last_ = now;
-        last_cpu_ = cpu;
+        last_delay_ = delay;
         ++ticks_;
     }
 
     QTimer timer_;
     QElapsedTimer clock_;
-    qint64 last_ = 0, last_cpu_ = 0, max_gap_ns_ = 0, max_busy_ns_ = 0, ticks_ = 0;
+    bool schedstat_ = false;
+    qint64 last_ = 0, last_delay_ = 0, max_gap_ns_ = 0, max_stall_ns_ = 0, ticks_ = 0;
 };
 
 } // namespace spanscope::gui

@@ -23,8 +23,7 @@ namespace {
 const QString kBsd = QStringLiteral("/usr/share/common-licenses/BSD");
 const QString kApache = QStringLiteral("/usr/share/common-licenses/Apache-2.0");
 const QString kRbash = QStringLiteral("/usr/share/doc/bash/RBASH");
-constexpr double kMaxBusyGapMs = 100; ///< CPU time of the GUI thread between two ticks
-constexpr double kMaxGapMs = 1000;    ///< wall-clock time between two ticks
+constexpr double kMaxStallMs = 100; ///< between two ticks, less the wait for a CPU
 } // namespace
 
 /// A window whose three models are checked by QAbstractItemModelTester for as long as it lives
@@ -73,19 +72,17 @@ void GuiWorkflow::initTestCase() {
 void GuiWorkflow::cleanupTestCase() {
     if (model_.isEmpty())
         return;
-    qInfo("longest event-loop gap during ingests and answers: %.1f ms, of it %.1f ms of the GUI "
-          "thread's CPU time (%lld ticks)",
-          gaps_.max_gap_ms(), gaps_.max_busy_gap_ms(), gaps_.ticks());
+    qInfo("longest event-loop gap during ingests and answers: %.1f ms; longest stall (the gap "
+          "less the wait for a CPU%s): %.1f ms (%lld ticks)",
+          gaps_.max_gap_ms(), gaps_.has_schedstat() ? "" : "; no schedstat here, so the whole gap",
+          gaps_.max_stall_ms(), gaps_.ticks());
     QVERIFY2(gaps_.ticks() > 200, "too little was measured");
-    // Work on the GUI thread (a prefill, a decode step, a large model reset) shows as its own CPU
-    // time; a loaded machine only delays the ticks, so the wall-clock bound is looser.
-    QVERIFY2(gaps_.max_busy_gap_ms() <= kMaxBusyGapMs,
-             qPrintable(QStringLiteral("the GUI thread worked for %1 ms without returning to "
-                                       "the event loop")
-                            .arg(gaps_.max_busy_gap_ms())));
-    QVERIFY2(
-        gaps_.max_gap_ms() <= kMaxGapMs,
-        qPrintable(QStringLiteral("the GUI thread stalled for %1 ms").arg(gaps_.max_gap_ms())));
+    // Work on the GUI thread or a wait on the worker (a prefill, a decode step, a lock) is a
+    // stall; a machine busy with other work only delays the ticks.
+    QVERIFY2(gaps_.max_stall_ms() <= kMaxStallMs,
+             qPrintable(QStringLiteral("the GUI thread stalled for %1 ms without returning to the "
+                                       "event loop")
+                            .arg(gaps_.max_stall_ms())));
 }
 
 Window GuiWorkflow::make_window() {
