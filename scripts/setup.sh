@@ -29,7 +29,7 @@ PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
           libsqlite3-dev libxml2-dev libpoppler-cpp-dev zlib1g-dev libuchardet-dev libxxhash-dev
           qt6-base-dev libqt6svg6 fonts-dejavu-core desktop-file-utils appstream dpkg-dev file
           clang-14 libclang-rt-14-dev python3 python3-venv python3-pip
-          base-files vim-runtime bash poppler-utils shared-mime-info)
+          base-files vim-runtime bash bash-doc poppler-utils shared-mime-info)
 
 step_deps() {
     local missing=()
