@@ -95,20 +95,10 @@ int64_t ModelMemory::n_tokens() const {
     return attention_[0] ? attention_[0]->n_tokens() : recurrent_[0]->n_tokens();
 }
 
-namespace {
-void add(MemoryStats& t, const MemoryStats& s) {
-    t.rows_resident += s.rows_resident;
-    t.fast_tier_bytes += s.fast_tier_bytes;
-    t.host_tier_bytes += s.host_tier_bytes;
-    t.full_kv_bytes += s.full_kv_bytes;
-    t.spans += s.spans;
-}
-} // namespace
-
 MemoryStats ModelMemory::total() const {
     MemoryStats t;
     for (size_t i = 0; i < attention_.size(); ++i)
-        add(t, attention_[i] ? attention_[i]->stats() : recurrent_[i]->stats());
+        t += attention_[i] ? attention_[i]->stats() : recurrent_[i]->stats();
     return t;
 }
 
@@ -116,9 +106,9 @@ MemoryStats ModelMemory::total(std::string_view policy) const {
     MemoryStats t;
     for (size_t i = 0; i < attention_.size(); ++i) {
         if (attention_[i] && attention_[i]->policy() == policy)
-            add(t, attention_[i]->stats());
+            t += attention_[i]->stats();
         else if (recurrent_[i] && RecurrentMemory::policy() == policy)
-            add(t, recurrent_[i]->stats());
+            t += recurrent_[i]->stats();
     }
     return t;
 }

@@ -23,6 +23,16 @@ struct MemoryStats {
     int64_t host_tier_bytes = 0; ///< slower-tier data (none for the exact policies)
     int64_t full_kv_bytes = 0;   ///< what `full` would hold for the same tokens
     int64_t spans = 0;           ///< spans held at two resolutions (SEKV)
+
+    /// Field by field: the memory of two layers (or sets of layers) together.
+    MemoryStats& operator+=(const MemoryStats& o) {
+        rows_resident += o.rows_resident;
+        fast_tier_bytes += o.fast_tier_bytes;
+        host_tier_bytes += o.host_tier_bytes;
+        full_kv_bytes += o.full_kv_bytes;
+        spans += o.spans;
+        return *this;
+    }
 };
 
 /// A complete stretch of context (a document's tokens) that a policy may now hold at lower

@@ -295,11 +295,7 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
     for (const int il : memory_.sealing_layers()) {
         const auto m = memory_.layer(il).stats();
         ans.stats.sekv_layers.emplace_back(il, m);
-        ans.stats.sekv.rows_resident += m.rows_resident;
-        ans.stats.sekv.fast_tier_bytes += m.fast_tier_bytes;
-        ans.stats.sekv.host_tier_bytes += m.host_tier_bytes;
-        ans.stats.sekv.full_kv_bytes += m.full_kv_bytes;
-        ans.stats.sekv.spans += m.spans;
+        ans.stats.sekv += m;
     }
     EvictionRule rule{};
     ans.stats.sekv_budget = eviction_rule_from_name(options_.global_policy, rule)

@@ -71,14 +71,8 @@ std::vector<int> served_layers(const SharedPrefill& p) {
 
 MemoryStats memory_of_layers(const ModelMemory& memory, const std::vector<int>& layers) {
     MemoryStats t;
-    for (const int il : layers) {
-        const auto m = memory.layer(il).stats();
-        t.rows_resident += m.rows_resident;
-        t.fast_tier_bytes += m.fast_tier_bytes;
-        t.host_tier_bytes += m.host_tier_bytes;
-        t.full_kv_bytes += m.full_kv_bytes;
-        t.spans += m.spans;
-    }
+    for (const int il : layers)
+        t += memory.layer(il).stats();
     return t;
 }
 
