@@ -84,6 +84,18 @@ std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options) 
     return out;
 }
 
+ModelMemory Model::new_memory(int64_t n_ctx, int64_t max_ubatch, const std::string& global_policy,
+                              const SekvOptions* sekv, const EvictionOptions* eviction) const {
+    return make_memory(info_, n_ctx, max_ubatch, global_policy, sekv, eviction);
+}
+
+void Model::adopt(Model& other) {
+    gguf_ = std::move(other.gguf_);
+    tokenizer_ = std::move(other.tokenizer_);
+    info_ = std::move(other.info_);
+    path_ = std::move(other.path_);
+}
+
 const std::vector<std::string>& global_policies() {
     static const std::vector<std::string> names{"full",   "sekv", "chunk_summary",
                                                 "snapkv", "h2o",  "streaming"};

@@ -91,6 +91,9 @@ struct TokenFilter {
     std::function<std::vector<int64_t>()> keep;
 };
 
+struct SekvOptions;
+struct EvictionOptions;
+
 class Model {
 public:
     /// Open and check `path`. Throws GgufError (invalid file), ModelError (unsupported or
@@ -125,16 +128,26 @@ public:
                          const std::atomic<bool>* cancel = nullptr,
                          const TokenFilter* filter = nullptr) const = 0;
 
+    /// The memory a session of this model uses: make_memory (below) for the CPU; a backend
+    /// that keeps key/value rows on its device puts its own memories in the exact layers
+    /// (`full` and `sliding`). Arguments and errors as make_memory.
+    virtual ModelMemory new_memory(int64_t n_ctx, int64_t max_ubatch,
+                                   const std::string& global_policy = "full",
+                                   const SekvOptions* sekv = nullptr,
+                                   const EvictionOptions* eviction = nullptr) const;
+    /// "cpu" or "cuda": where forward() runs.
+    virtual const char* backend() const { return "cpu"; }
+
 protected:
     Model() = default;
+    /// Take `other`'s file, tokenizer, hyper-parameters and path (a backend that wraps a
+    /// loaded CPU model); `other` is left empty and must only be destroyed.
+    void adopt(Model& other);
     std::unique_ptr<GgufFile> gguf_;
     std::unique_ptr<Tokenizer> tokenizer_;
     ModelInfo info_;
     std::string path_;
 };
-
-struct SekvOptions;
-struct EvictionOptions;
 
 /// The memory policies of the global-attention layers: "full", "sekv", and the baselines it is
 /// measured against, "chunk_summary", "snapkv", "h2o", "streaming" (issue 6).

@@ -32,8 +32,8 @@ Session::Session(const Model& model, const SessionOptions& options)
                                     " tokens exceeds the model's " +
                                     std::to_string(model.info().n_ctx_train));
     set_blas_threads(1);
-    memory_ = make_memory(model.info(), n_ctx_, options.ubatch, options.global_policy,
-                          &options.sekv, &options.eviction);
+    memory_ = model.new_memory(n_ctx_, options.ubatch, options.global_policy, &options.sekv,
+                               &options.eviction);
 }
 
 void Session::reset() {
