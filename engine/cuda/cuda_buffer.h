@@ -1,0 +1,118 @@
+// Owning buffers of device memory (cudaMalloc) and pinned host memory (cudaHostAlloc), moved
+// never copied, freed on destruction. Sizes are in elements of T.
+#pragma once
+
+#include "cuda/cuda_check.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+namespace spanscope::cuda {
+
+template <typename T> class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    /// n elements, uninitialised. Throws CudaError when the device has no room.
+    explicit DeviceBuffer(size_t n) { resize(n); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    DeviceBuffer(DeviceBuffer&& o) noexcept
+        : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+        if (this != &o) {
+            release();
+            p_ = std::exchange(o.p_, nullptr);
+            n_ = std::exchange(o.n_, 0);
+        }
+        return *this;
+    }
+    ~DeviceBuffer() { release(); }
+
+    /// Drop the contents and hold n elements (no reallocation when n fits what is held).
+    void resize(size_t n) {
+        if (n <= cap_ && p_) {
+            n_ = n;
+            return;
+        }
+        release();
+        if (n == 0)
+            return;
+        void* p = nullptr;
+        cuda_check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
+        p_ = static_cast<T*>(p);
+        n_ = cap_ = n;
+    }
+    /// Grow to at least n elements, dropping the contents when it must reallocate.
+    void reserve(size_t n) {
+        if (n > cap_ || !p_)
+            resize(n);
+        else
+            n_ = n;
+    }
+    T* data() { return p_; }
+    const T* data() const { return p_; }
+    size_t size() const { return n_; }
+    size_t bytes() const { return n_ * sizeof(T); }
+
+    /// Copy n host elements to the start of the buffer (synchronous).
+    void upload(const T* host, size_t n) {
+        cuda_check(cudaMemcpy(p_, host, n * sizeof(T), cudaMemcpyHostToDevice), "upload");
+    }
+
+private:
+    void release() noexcept {
+        // Work queued on any stream may still read the buffer: wait for it before freeing
+        // (a reallocation is rare: buffers grow to the largest ubatch once).
+        if (p_) {
+            cudaDeviceSynchronize();
+            cudaFree(p_);
+        }
+        p_ = nullptr;
+        n_ = cap_ = 0;
+    }
+    T* p_ = nullptr;
+    size_t n_ = 0;
+    size_t cap_ = 0;
+};
+
+/// Page-locked host memory: the source of asynchronous copies to the device (cudaMemcpyAsync
+/// from pageable memory is synchronous).
+template <typename T> class PinnedBuffer {
+public:
+    PinnedBuffer() = default;
+    explicit PinnedBuffer(size_t n) {
+        if (n == 0)
+            return;
+        void* p = nullptr;
+        cuda_check(cudaHostAlloc(&p, n * sizeof(T), cudaHostAllocDefault), "cudaHostAlloc");
+        p_ = static_cast<T*>(p);
+        n_ = n;
+    }
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+    PinnedBuffer(PinnedBuffer&& o) noexcept
+        : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+    PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+        if (this != &o) {
+            if (p_)
+                cudaFreeHost(p_);
+            p_ = std::exchange(o.p_, nullptr);
+            n_ = std::exchange(o.n_, 0);
+        }
+        return *this;
+    }
+    ~PinnedBuffer() {
+        if (p_)
+            cudaFreeHost(p_);
+    }
+    T* data() { return p_; }
+    const T* data() const { return p_; }
+    size_t size() const { return n_; }
+
+private:
+    T* p_ = nullptr;
+    size_t n_ = 0;
+};
+
+} // namespace spanscope::cuda
