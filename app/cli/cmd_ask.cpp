@@ -65,7 +65,7 @@ int run_ask(const AskOptions& o) {
         throw std::runtime_error("the question is not valid UTF-8");
     install_interrupt_handler();
 
-    auto model = open_model(o.model);
+    auto model = open_model(o.model, o.backend);
     const auto& info = model->info();
     const int64_t n_ctx = info.n_ctx_train;
     // The documents are cut and tokenised exactly as a project stores them (chunking.h), so a

@@ -25,7 +25,7 @@ int ask_project(const AskOptions& o) {
     for (const auto& path : o.docs)
         added.emplace_back(std::filesystem::absolute(path).lexically_normal().string(),
                            load_document(path));
-    auto model = open_model(o.model);
+    auto model = open_model(o.model, o.backend);
     auto project = Project::open(resolve_project_path(o.project), /*create=*/!o.docs.empty());
     if (o.chat > 0 && !project->has_chat(o.chat))
         throw std::runtime_error(project->path() + " has no chat " + std::to_string(o.chat));

@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include "backend.h"
 #include "model.h"
 #include "sampler.h"
 #include "session.h"
@@ -37,7 +38,7 @@ std::vector<int32_t> bench_tokens(const Tokenizer& tok, int n) {
 } // namespace
 
 int run_bench(const BenchOptions& o) {
-    auto model = open_model(o.model);
+    auto model = open_model(o.model, o.backend);
     using Clock = std::chrono::steady_clock;
     nlohmann::json results = nlohmann::json::array();
     const int threads =
@@ -122,12 +123,16 @@ int run_bench(const BenchOptions& o) {
     }
     if (o.json) {
         nlohmann::json j{{"model", model->path()},
+                         {"backend", model->backend()},
+                         {"device", backend_status(backend_from_name(model->backend())).detail},
                          {"threads", threads},
                          {"results", results},
                          {"peak_rss_bytes", peak_rss_bytes()}};
         std::cout << j.dump(2) << "\n";
     } else {
-        std::printf("threads %d, peak RSS %.1f MiB\n", threads, peak_rss_bytes() / 1048576.0);
+        std::printf("backend %s (%s), threads %d, peak RSS %.1f MiB\n", model->backend(),
+                    backend_status(backend_from_name(model->backend())).detail.c_str(), threads,
+                    peak_rss_bytes() / 1048576.0);
     }
     return 0;
 }

@@ -66,7 +66,9 @@ std::string settings_of(const EvalOptions& o, const std::string& model_path) {
            " max_tokens=" + std::to_string(o.max_tokens) +
            " expand_rate=" + std::to_string(p.expand_rate) +
            " expand_rows=" + std::to_string(p.expand_rows) + " alpha=" + std::to_string(p.alpha) +
-           " max_span=" + std::to_string(p.max_span) + " layers=" + layers;
+           " max_span=" + std::to_string(p.max_span) + " layers=" + layers +
+           // Another backend gives other roundings: its lines are another configuration.
+           (o.backend == "cpu" ? std::string() : " backend=" + o.backend);
 }
 
 // Each (policy, budget) once, full first; two budgets with one label ("35%") are refused, as
@@ -133,7 +135,7 @@ struct Tally {
 } // namespace
 
 int run_eval(const EvalOptions& o) {
-    auto model = open_model(o.model);
+    auto model = open_model(o.model, o.backend);
     const std::string settings = settings_of(o, model->path());
     const auto& info = model->info();
     const auto& tok = model->tokenizer();

@@ -1,5 +1,7 @@
 #include "commands.h"
 
+#include "backend.h"
+
 #include "memory_sekv.h"
 #include "model.h"
 #include "model_locator.h"
@@ -12,7 +14,7 @@
 
 namespace spanscope::cli {
 
-std::unique_ptr<Model> open_model(const std::string& explicit_path) {
+std::unique_ptr<Model> open_model(const std::string& explicit_path, const std::string& backend) {
     const auto where = locate_model(explicit_path);
     if (where.path.empty())
         throw std::runtime_error(missing_model_message(where));
@@ -20,7 +22,9 @@ std::unique_ptr<Model> open_model(const std::string& explicit_path) {
     if (std::error_code ec; std::filesystem::is_directory(where.path, ec))
         throw std::runtime_error("model " + where.path + from + " is a directory, not a GGUF file");
     try {
-        return Model::load(where.path);
+        return load_model(where.path, backend_from_name(backend));
+    } catch (const BackendUnavailable& e) {
+        throw std::runtime_error(e.what());
     } catch (const std::system_error& e) {
         // The reader's message repeats the path; the error code says what went wrong.
         throw std::runtime_error("cannot open model " + where.path + from + ": " +

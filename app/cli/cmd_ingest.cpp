@@ -23,7 +23,7 @@ std::string plural(int64_t n, const char* one, const char* many) {
 int run_ingest(const IngestOptions& o) {
     install_interrupt_handler();
     // The model first: a command that cannot run creates no project.
-    auto model = open_model(o.model);
+    auto model = open_model(o.model, o.backend);
     auto project = Project::open(resolve_project_path(o.project), /*create=*/true);
     std::string warning;
     const int64_t chunk_tokens = project_chunk_tokens(*project, &warning);

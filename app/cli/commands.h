@@ -21,6 +21,7 @@ struct InfoOptions {
 
 struct AskOptions {
     std::string model;
+    std::string backend = "cpu"; ///< backend_names() (backend.h)
     std::vector<std::string> docs;
     std::string project;          ///< answer from this project's stored chunk states
     bool use_project = false;     ///< --project given
@@ -55,6 +56,7 @@ struct NiahOptions {
 
 struct EvalOptions {
     std::string model;
+    std::string backend = "cpu";    ///< backend_names() (backend.h)
     std::string task;               ///< eval::task_names()
     std::string haystack = "prose"; ///< prose or noise
     std::vector<std::string> policies{"full", "sekv"};
@@ -76,6 +78,7 @@ struct EvalOptions {
 
 struct BenchOptions {
     std::string model;
+    std::string backend = "cpu"; ///< backend_names() (backend.h)
     std::vector<int> lengths{512, 2048, 8192};
     int decode_tokens = 32;
     int threads = 0;
@@ -95,6 +98,7 @@ struct QaOptions {
 
 struct IngestOptions {
     std::string model;
+    std::string backend = "cpu"; ///< backend_names() (backend.h)
     std::string project;
     std::vector<std::string> docs;
     int threads = 0;
@@ -206,8 +210,10 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o);
 /// line of `answer`, cut to 200 characters.
 bool qa_answer_matches(const std::string& answer, const std::vector<std::string>& accepted);
 
-/// Locate and load the model (see model_locator.h); throws std::runtime_error with a one-line
-/// message (including how to install the default model when none is found).
-std::unique_ptr<Model> open_model(const std::string& explicit_path);
+/// Locate and load the model (see model_locator.h) on `backend` ("cpu" or "cuda", backend.h);
+/// throws std::runtime_error with a one-line message (including how to install the default
+/// model when none is found, and why a backend cannot run here).
+std::unique_ptr<Model> open_model(const std::string& explicit_path,
+                                  const std::string& backend = "cpu");
 
 } // namespace spanscope::cli

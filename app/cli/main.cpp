@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1024));
     ask_cmd->add_flag("--json", ask.json, "Print one JSON object with the answer and statistics");
     add_policy_options(*ask_cmd, ask.policy);
+    add_backend_option(*ask_cmd, ask.backend);
     ask_cmd->add_option("question", ask.question, "The question")->required();
 
     IngestOptions ingest;
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
                            "Project: a path (with a '/'), or a name in "
                            "$XDG_DATA_HOME/spanscope/projects (default: default.spanscope)");
     ingest_cmd->add_option("--model", ingest.model, "GGUF model file");
+    add_backend_option(*ingest_cmd, ingest.backend);
     ingest_cmd->add_option("--threads", ingest.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     ingest_cmd
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 1024));
     bench_cmd->add_flag("--json", bench.json, "Print one JSON object");
     add_policy_options(*bench_cmd, bench.policy);
+    add_backend_option(*bench_cmd, bench.backend);
 
     NiahOptions niah;
     auto* niah_cmd = app.add_subcommand(
@@ -205,6 +208,7 @@ int main(int argc, char** argv) {
     eval_cmd->add_flag("--allow-over-budget", ev.allow_over_budget,
                        "Exit 0 even when a compressed answer held more than its budget");
     add_policy_options(*eval_cmd, ev.policy);
+    add_backend_option(*eval_cmd, ev.backend);
     eval_cmd->remove_option(eval_cmd->get_option("--policy"));
     eval_cmd->remove_option(eval_cmd->get_option("--budget"));
     eval_cmd->add_option("--policy", ev.policies, "Policies, from one prefill per sample")

@@ -1,11 +1,20 @@
 #include "policy_options.h"
 
+#include "backend.h"
 #include "model.h"
 #include "model_fingerprint.h"
 
 #include <iostream>
 
 namespace spanscope::cli {
+
+void add_backend_option(CLI::App& cmd, std::string& backend) {
+    cmd.add_option("--backend", backend,
+                   "Where the forward pass runs: cpu, or cuda (an NVIDIA GPU; the build must "
+                   "have found the CUDA toolkit)")
+        ->check(CLI::IsMember(backend_names()))
+        ->capture_default_str();
+}
 
 void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
     cmd.add_option("--policy", o.policy,

@@ -36,6 +36,9 @@ struct PolicyOptions {
 /// --router, --zoom-params.
 void add_policy_options(CLI::App& cmd, PolicyOptions& o);
 
+/// --backend: where the forward pass runs, cpu or cuda (backend.h).
+void add_backend_option(CLI::App& cmd, std::string& backend);
+
 /// The session options for these choices (the router aside: apply_router).
 void apply_policy(const PolicyOptions& o, SessionOptions& so);
 

@@ -12,6 +12,8 @@ AppSettings AppSettings::load() {
     AppSettings a;
     a.model_path = s.value("engine/model").toString();
     a.threads = qBound(0, s.value("engine/threads", 0).toInt(), 256);
+    if (s.value("engine/backend").toString() == QLatin1String("cuda"))
+        a.backend = QStringLiteral("cuda");
     a.generation.max_tokens = qBound(1, s.value("generation/max_tokens", 128).toInt(), 4096);
     a.generation.temperature = qBound(0.0, s.value("generation/temperature", 0.0).toDouble(), 5.0);
     a.generation.top_k = qBound(0, s.value("generation/top_k", 40).toInt(), 1000);
@@ -49,6 +51,7 @@ void AppSettings::save() const {
     QSettings s;
     s.setValue("engine/model", model_path);
     s.setValue("engine/threads", threads);
+    s.setValue("engine/backend", backend);
     s.setValue("generation/max_tokens", generation.max_tokens);
     s.setValue("generation/temperature", generation.temperature);
     s.setValue("generation/top_k", generation.top_k);

@@ -18,6 +18,9 @@ struct AppSettings {
         return model_override.isEmpty() ? model_path : model_override;
     }
     int threads = 0; ///< engine threads; 0: all cores
+    /// Where the forward pass runs: "cpu" or "cuda" (backend.h); a backend that cannot run
+    /// here fails the model's load with the reason.
+    QString backend = QStringLiteral("cpu");
     GenerationSettings generation;
     MemorySettings memory;
     ReuseSettings reuse;

@@ -1,6 +1,7 @@
 #include "engine_worker.h"
 
 #include "answer_stats_json.h"
+#include "backend.h"
 #include "document_list.h"
 #include "document_loader.h"
 #include "error_text.h"
@@ -76,7 +77,7 @@ void EngineWorker::init_thread() {
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 5);
 }
 
-void EngineWorker::load_model(const QString& path, int threads) {
+void EngineWorker::load_model(const QString& path, int threads, const QString& backend) {
     scratch_.reset();
     cache_.reset();
     model_.reset();
@@ -95,15 +96,18 @@ void EngineWorker::load_model(const QString& path, int threads) {
         return;
     }
     try {
-        model_ = Model::load(where.path);
+        model_ = spanscope::load_model(where.path, backend_from_name(backend.toStdString()));
         SessionOptions so;
         so.threads = threads_;
         scratch_ = std::make_unique<Session>(*model_, so);
         const auto& info = model_->info();
-        emit model_loaded(QStringLiteral("%1 (%2)").arg(QFileInfo(q(where.path)).fileName(),
-                                                        info.instruction_tuned
-                                                            ? QStringLiteral("instruction-tuned")
-                                                            : QStringLiteral("base model")));
+        const QString kind = info.instruction_tuned ? QStringLiteral("instruction-tuned")
+                                                    : QStringLiteral("base model");
+        emit model_loaded(QStringLiteral("%1 (%2%3)")
+                              .arg(QFileInfo(q(where.path)).fileName(), kind,
+                                   model_->backend() == std::string_view("cpu")
+                                       ? QString()
+                                       : QStringLiteral(", ") + model_->backend()));
         if (project_)
             open_cache();
     } catch (const std::exception& e) {

@@ -40,8 +40,10 @@ public slots:
     /// Lower this thread's priority (nice 5; the engine's pool threads, created from here,
     /// inherit it) so that the GUI thread is scheduled first. Call once on the worker thread.
     void init_thread();
-    /// Load the model (empty path: the default location). Emits model_loaded or model_failed.
-    void load_model(const QString& path, int threads);
+    /// Load the model (empty path: the default location) on `backend` ("cpu" or "cuda",
+    /// backend.h). Emits model_loaded or model_failed (with the reason a backend cannot run).
+    void load_model(const QString& path, int threads,
+                    const QString& backend = QStringLiteral("cpu"));
     /// Open (create: or create) a project. Emits project_opened or project_failed.
     void open_project(const QString& path, bool create);
     void close_project();

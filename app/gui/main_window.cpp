@@ -68,8 +68,9 @@ MainWindow::MainWindow(AppSettings settings, bool persist_settings, QWidget* par
     engine_thread_.start();
     store_thread_.start();
 
-    QMetaObject::invokeMethod(engine_, [e = engine_, p = settings_.effective_model(),
-                                        t = settings_.threads] { e->load_model(p, t); });
+    QMetaObject::invokeMethod(engine_,
+                              [e = engine_, p = settings_.effective_model(), t = settings_.threads,
+                               b = settings_.backend] { e->load_model(p, t, b); });
     update_title();
     update_actions();
     resize(1280, 800);

@@ -421,11 +421,13 @@ void MainWindow::apply_settings(const AppSettings& settings) {
         settings_.save();
     if (settings_.model_path != old.model_path)
         settings_.model_override.clear(); // chosen in Settings: that one from now on
-    if (settings_.effective_model() != old.effective_model() || settings_.threads != old.threads) {
+    if (settings_.effective_model() != old.effective_model() || settings_.threads != old.threads ||
+        settings_.backend != old.backend) {
         model_label_->setText(tr("loading the model…"));
         QMetaObject::invokeMethod(engine_, [e = engine_, p = settings_.effective_model(),
-                                            t = settings_.threads, path = project_path_] {
-            e->load_model(p, t);
+                                            t = settings_.threads, b = settings_.backend,
+                                            path = project_path_] {
+            e->load_model(p, t, b);
             if (!path.isEmpty())
                 e->open_project(path, false); // documents' status under the new model
         });

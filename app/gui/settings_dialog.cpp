@@ -1,5 +1,6 @@
 #include "settings_dialog.h"
 
+#include "backend.h"
 #include "model_locator.h"
 #include "zoom_locator.h"
 
@@ -44,6 +45,20 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     threads_->setSpecialValueText(tr("all %1 cores").arg(QThread::idealThreadCount()));
     threads_->setValue(current.threads);
     form->addRow(tr("Engine threads"), threads_);
+
+    backend_ = new QComboBox;
+    backend_->setObjectName(QStringLiteral("backend"));
+    for (const Backend b : {Backend::Cpu, Backend::Cuda}) {
+        const BackendStatus st = backend_status(b);
+        const QString name = QString::fromLatin1(backend_name(b));
+        backend_->addItem(QStringLiteral("%1 — %2").arg(name, QString::fromStdString(st.detail)),
+                          name);
+    }
+    backend_->setCurrentIndex(qMax(0, backend_->findData(current.backend)));
+    backend_->setToolTip(tr("Where the model runs: the CPU, or an NVIDIA GPU through CUDA (the "
+                            "build must have found the CUDA toolkit, and the machine must have "
+                            "a GPU and its driver)."));
+    form->addRow(tr("Backend"), backend_);
 
     max_tokens_ = new QSpinBox;
     max_tokens_->setRange(1, 4096);
@@ -211,6 +226,7 @@ AppSettings SettingsDialog::result_settings() const {
     AppSettings s = base_;
     s.model_path = model_->text().trimmed();
     s.threads = threads_->value();
+    s.backend = backend_->currentData().toString();
     s.generation.max_tokens = max_tokens_->value();
     s.generation.temperature = temperature_->value();
     s.generation.top_k = top_k_->value();

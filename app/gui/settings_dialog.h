@@ -27,6 +27,7 @@ private:
     AppSettings base_;
     QLineEdit* model_ = nullptr;
     QSpinBox* threads_ = nullptr;
+    QComboBox* backend_ = nullptr;
     QSpinBox* max_tokens_ = nullptr;
     QDoubleSpinBox* temperature_ = nullptr;
     QSpinBox* top_k_ = nullptr;
