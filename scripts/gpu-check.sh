@@ -1,0 +1,71 @@
+#!/bin/bash
+# The GPU check of issue 9 in one run: the backend parity tests, then prefill and decode speed,
+# SEKV's memory and the time to first token of a reopened project, on the CUDA backend and on
+# the CPU for comparison. Every result goes to $OUT (default gpu-results/):
+#   parity.xml / parity.log    the parity tests (CudaParity.*, CudaModelParity.*, Backend.*)
+#   bench-<backend>-<policy>.json   spanscope-cli bench --json at 8K, 16K and 32K tokens
+#   reopen-<backend>.json      ask --project on a project ingested before (the stored states)
+#   machine.txt                nvidia-smi, the driver and the commit
+# Programs come from $BIN (default build/; or .gpu/bin with its libraries in .gpu/lib, from
+# scripts/gpu-bundle.sh). The model is $MODEL, else the pieces .gpu/model.part-* joined.
+# Usage (repository root):  bash scripts/gpu-check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-results}
+mkdir -p "$OUT"
+if [ -d .gpu/bin ]; then
+    BIN=${BIN:-.gpu/bin}
+    export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+    CLI=$BIN/spanscope-cli
+    PARITY=$BIN/test_cuda_parity
+    BACKEND_TEST=$BIN/test_backend
+else
+    BIN=${BIN:-build}
+    CLI=$BIN/app/cli/spanscope-cli
+    PARITY=$BIN/tests/test_cuda_parity
+    BACKEND_TEST=$BIN/tests/test_backend
+fi
+{ nvidia-smi || true; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/machine.txt" 2>&1
+
+status=0
+echo "== parity tests"
+"$PARITY" --gtest_output=xml:"$OUT/parity.xml" 2>&1 | tee "$OUT/parity.log" || status=1
+"$BACKEND_TEST" --gtest_filter='Backend.TheCpu*:Backend.Loading*' 2>&1 | tee -a "$OUT/parity.log" || status=1
+
+MODEL=${MODEL:-}
+if [ -z "$MODEL" ] && ls .gpu/model.part-* > /dev/null 2>&1; then
+    MODEL=/tmp/gemma-3-270m-q4_k_m.gguf
+    cat .gpu/model.part-* > "$MODEL"
+    if [ -f .gpu/model.sha256 ] && [ "$(sha256sum "$MODEL" | awk '{print $1}')" != "$(cat .gpu/model.sha256)" ]; then
+        echo "the joined model does not match .gpu/model.sha256: a piece is missing" >&2
+        exit 1
+    fi
+fi
+if [ -z "$MODEL" ] || [ ! -f "$MODEL" ]; then
+    echo "no model (MODEL or .gpu/model.part-*): the benchmarks are not run" | tee "$OUT/bench-skipped.txt"
+    exit $status
+fi
+
+echo "== benchmarks"
+for backend in cuda cpu; do
+    for policy in full sekv; do
+        lengths=8192,16384,32768
+        [ $backend = cpu ] && lengths=8192 # the CPU for scale only
+        timeout 240 "$CLI" bench --model "$MODEL" --backend $backend --policy $policy \
+            --router training-free --lengths $lengths --decode-tokens 32 --json \
+            > "$OUT/bench-$backend-$policy.json" 2> "$OUT/bench-$backend-$policy.err" || status=1
+    done
+done
+
+echo "== reopened project"
+PROJ=/tmp/gpu-check.spanscope
+rm -f "$PROJ"
+DOC=/usr/share/common-licenses/GPL-3
+[ -f "$DOC" ] || DOC=README.md
+"$CLI" ingest --model "$MODEL" --backend cuda --project "$PROJ" "$DOC" > "$OUT/ingest.log" 2>&1 || status=1
+for backend in cuda cpu; do
+    "$CLI" ask --model "$MODEL" --backend $backend --project "$PROJ" \
+        --question "What does the license say about warranty?" --max-tokens 16 --json \
+        > "$OUT/reopen-$backend.json" 2> "$OUT/reopen-$backend.err" || status=1
+done
+exit $status
