@@ -2,7 +2,8 @@
 # Prepare, on the build machine, what the GPU check (scripts/gpu-check.sh) needs on a GPU
 # machine that has the CUDA driver and toolkit but none of Spanscope's Debian packages: the
 # CUDA-enabled programs and the shared libraries they load besides glibc and CUDA's, in .gpu/
-# (ignored by git). The model travels in pieces of at most PIECE_MB (default 45) MiB as
+# (ignored by git), packed as .gpu/bundle.tar.xz. (The GPU machine's glibc must be at least the
+# build machine's, Debian 12's 2.36.) The model travels in pieces of at most PIECE_MB (default 45) MiB as
 # .gpu/model.part-*, so that each transfer to a machine that caps what travels stays small;
 # gpu-check.sh joins them and checks the SHA-256 recorded here.
 # Usage (repository root, after `bash scripts/setup.sh test`):
@@ -27,7 +28,8 @@ for b in .gpu/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |
 if [ -f "$MODEL" ]; then
     split -b "${PIECE_MB:-45}M" -d "$MODEL" .gpu/model.part-
     sha256sum "$MODEL" | awk '{print $1}' > .gpu/model.sha256
-    mv .gpu/model.part-* .gpu/ 2>/dev/null || true
 fi
-du -sh .gpu/bin .gpu/lib
+# One archive of both (about 21 MiB instead of 100): what travels to the GPU machine.
+tar -C .gpu -cf - bin lib | xz -T0 -6 > .gpu/bundle.tar.xz
+du -sh .gpu/bin .gpu/lib .gpu/bundle.tar.xz
 ls .gpu/model.part-* 2>/dev/null | sed 's/^/model piece: /'

@@ -7,12 +7,17 @@
 #   reopen-<backend>.json      ask --project on a project ingested before (the stored states)
 #   machine.txt                nvidia-smi, the driver and the commit
 # Programs come from $BIN (default build/; or .gpu/bin with its libraries in .gpu/lib, from
-# scripts/gpu-bundle.sh). The model is $MODEL, else the pieces .gpu/model.part-* joined.
+# scripts/gpu-bundle.sh, unpacked from .gpu/bundle.tar.xz when only that came). The model is
+# $MODEL, else the pieces $MODEL_PARTS/model.part-* (default .gpu/) joined and checked against
+# .gpu/model.sha256.
 # Usage (repository root):  bash scripts/gpu-check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
+if [ ! -d .gpu/bin ] && [ -f .gpu/bundle.tar.xz ]; then
+    tar -C .gpu -xJf .gpu/bundle.tar.xz
+fi
 if [ -d .gpu/bin ]; then
     BIN=${BIN:-.gpu/bin}
     export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -33,9 +38,10 @@ echo "== parity tests"
 "$BACKEND_TEST" --gtest_filter='Backend.TheCpu*:Backend.Loading*' 2>&1 | tee -a "$OUT/parity.log" || status=1
 
 MODEL=${MODEL:-}
-if [ -z "$MODEL" ] && ls .gpu/model.part-* > /dev/null 2>&1; then
+PARTS=${MODEL_PARTS:-.gpu} # where the pieces are (earlier calls may have left them elsewhere)
+if [ -z "$MODEL" ] && ls "$PARTS"/model.part-* > /dev/null 2>&1; then
     MODEL=/tmp/gemma-3-270m-q4_k_m.gguf
-    cat .gpu/model.part-* > "$MODEL"
+    cat "$PARTS"/model.part-* > "$MODEL"
     if [ -f .gpu/model.sha256 ] && [ "$(sha256sum "$MODEL" | awk '{print $1}')" != "$(cat .gpu/model.sha256)" ]; then
         echo "the joined model does not match .gpu/model.sha256: a piece is missing" >&2
         exit 1
