@@ -32,4 +32,4 @@ fi
 # One archive of both (about 21 MiB instead of 100): what travels to the GPU machine.
 tar -C .gpu -cf - bin lib | xz -T0 -6 > .gpu/bundle.tar.xz
 du -sh .gpu/bin .gpu/lib .gpu/bundle.tar.xz
-ls .gpu/model.part-* 2>/dev/null | sed 's/^/model piece: /'
+ls .gpu/model.part-* 2>/dev/null | sed 's/^/model piece: /' || echo "no model at $MODEL: none bundled"

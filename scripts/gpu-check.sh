@@ -18,9 +18,13 @@ mkdir -p "$OUT"
 if [ ! -d .gpu/bin ] && [ -f .gpu/bundle.tar.xz ]; then
     tar -C .gpu -xJf .gpu/bundle.tar.xz
 fi
+# cuBLAS is loaded at run time (libcublas.so.13): the toolkit's folder must be searched.
+export LD_LIBRARY_PATH=${CUDA_HOME:-/usr/local/cuda}/lib64:${LD_LIBRARY_PATH:-}
+# On this machine a parity test must run, not skip (test_cuda_parity.cpp).
+export SPANSCOPE_REQUIRE_GPU=1
 if [ -d .gpu/bin ]; then
     BIN=${BIN:-.gpu/bin}
-    export LD_LIBRARY_PATH=$PWD/.gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+    export LD_LIBRARY_PATH=$PWD/.gpu/lib:$LD_LIBRARY_PATH
     CLI=$BIN/spanscope-cli
     PARITY=$BIN/test_cuda_parity
     BACKEND_TEST=$BIN/test_backend
@@ -53,12 +57,15 @@ if [ -z "$MODEL" ] || [ ! -f "$MODEL" ]; then
 fi
 
 echo "== benchmarks"
+# 32736 + 32 decoded tokens = the model's 32768-token context.
 for backend in cuda cpu; do
     for policy in full sekv; do
-        lengths=8192,16384,32768
+        lengths=8192,16384,32736
         [ $backend = cpu ] && lengths=8192 # the CPU for scale only
+        router=()
+        [ $policy = sekv ] && router=(--router training-free)
         timeout 240 "$CLI" bench --model "$MODEL" --backend $backend --policy $policy \
-            --router training-free --lengths $lengths --decode-tokens 32 --json \
+            "${router[@]}" --lengths $lengths --decode-tokens 32 --json \
             > "$OUT/bench-$backend-$policy.json" 2> "$OUT/bench-$backend-$policy.err" || status=1
     done
 done
@@ -69,9 +76,19 @@ rm -f "$PROJ"
 DOC=/usr/share/common-licenses/GPL-3
 [ -f "$DOC" ] || DOC=README.md
 "$CLI" ingest --model "$MODEL" --backend cuda --project "$PROJ" "$DOC" > "$OUT/ingest.log" 2>&1 || status=1
+# The same question on both backends: the time to first token from the stored states, and
+# the greedy answers, which should agree (f16 activations on the GPU could overflow where the
+# CPU's fp32 does not: a difference here is the first sign).
 for backend in cuda cpu; do
-    "$CLI" ask --model "$MODEL" --backend $backend --project "$PROJ" \
-        --question "What does the license say about warranty?" --max-tokens 16 --json \
+    "$CLI" ask --model "$MODEL" --backend $backend --project "$PROJ" --max-tokens 24 --json \
+        "What does the license say about warranty?" \
         > "$OUT/reopen-$backend.json" 2> "$OUT/reopen-$backend.err" || status=1
 done
+python3 - "$OUT" <<'PY' || status=1
+import json, sys
+out = sys.argv[1]
+a = [json.load(open(f"{out}/reopen-{b}.json"))["answer"] for b in ("cuda", "cpu")]
+print("greedy answers agree" if a[0] == a[1] else f"greedy answers differ: cuda {a[0]!r} cpu {a[1]!r}")
+sys.exit(0 if a[0] == a[1] else 1)
+PY
 exit $status

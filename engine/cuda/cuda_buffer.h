@@ -18,12 +18,14 @@ public:
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
     DeviceBuffer(DeviceBuffer&& o) noexcept
-        : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+        : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)),
+          cap_(std::exchange(o.cap_, 0)) {}
     DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
         if (this != &o) {
             release();
             p_ = std::exchange(o.p_, nullptr);
             n_ = std::exchange(o.n_, 0);
+            cap_ = std::exchange(o.cap_, 0);
         }
         return *this;
     }
@@ -55,9 +57,12 @@ public:
     size_t size() const { return n_; }
     size_t bytes() const { return n_ * sizeof(T); }
 
-    /// Copy n host elements to the start of the buffer (synchronous).
+    /// Copy n host elements to the start of the buffer, complete on return: cudaMemcpy from
+    /// pageable memory may return before its DMA lands, and kernels on a non-blocking stream
+    /// are not ordered after it, so the device is synchronised.
     void upload(const T* host, size_t n) {
         cuda_check(cudaMemcpy(p_, host, n * sizeof(T), cudaMemcpyHostToDevice), "upload");
+        cuda_check(cudaDeviceSynchronize(), "upload: synchronize");
     }
 
 private:

@@ -1,5 +1,7 @@
 #include "cuda/cuda_device.h"
 
+#include "cuda/cuda_kernels.h"
+
 #include <cuda_runtime.h>
 
 namespace spanscope::cuda {
@@ -33,6 +35,14 @@ DeviceInfo device_info() {
     if (prop.major * 10 + prop.minor < 75) {
         info.reason = info.name + " has compute capability " + std::to_string(prop.major) + "." +
                       std::to_string(prop.minor) + "; the backend needs 7.5 or later";
+        return info;
+    }
+    if (const cudaError_t st = probe_kernels(); st != cudaSuccess) {
+        info.reason = info.name + " (compute capability " + std::to_string(prop.major) + "." +
+                      std::to_string(prop.minor) + ") has no code in this build (" +
+                      cudaGetErrorName(st) +
+                      "): configure with -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(prop.major) +
+                      std::to_string(prop.minor);
         return info;
     }
     info.available = true;

@@ -17,8 +17,8 @@ struct DeviceInfo {
     int driver_version = 0;   ///< cudaDriverGetVersion (0 without a driver)
 };
 
-/// Probe device 0 without throwing: no driver, no device, or a device older than the code
-/// built for (compute capability below 7.5) give available = false with the reason.
+/// Probe device 0 without throwing: no driver, no device, a device below compute capability
+/// 7.5, or one this build has no kernel code for give available = false with the reason.
 DeviceInfo device_info();
 
 } // namespace spanscope::cuda

@@ -192,6 +192,13 @@ __global__ void argmax_kernel(const float* logits, int64_t n_vocab, int32_t* out
 
 } // namespace
 
+cudaError_t probe_kernels() {
+    cudaFuncAttributes attr{};
+    const cudaError_t st = cudaFuncGetAttributes(&attr, add_kernel);
+    cudaGetLastError(); // do not leave the error for the next call to find
+    return st;
+}
+
 void rms_norm(float* x, const float* w, int64_t rows, int64_t n, float eps, cudaStream_t stream) {
     if (rows == 0)
         return;

@@ -62,4 +62,9 @@ void surprisal_rows(const float* logits, int64_t rows, int64_t n_vocab, const in
 void argmax_rows(const float* logits, int64_t rows, int64_t n_vocab, int32_t* out,
                  cudaStream_t stream);
 
+/// cudaSuccess when this build's kernels can run on the current device; an architecture this
+/// build has neither machine code nor PTX for gives cudaErrorNoKernelImageForDevice (or
+/// cudaErrorInvalidDeviceFunction). Launches nothing.
+cudaError_t probe_kernels();
+
 } // namespace spanscope::cuda

@@ -35,6 +35,8 @@ DeviceMatrix DeviceMatrix::upload(const WeightMatrix& m) {
                               cudaMemcpyHostToDevice),
                    "upload of a weight matrix");
     }
+    // The copies are from pageable memory: wait until they have landed (cuda_buffer.h).
+    cuda_check(cudaDeviceSynchronize(), "upload of a weight matrix: synchronize");
     return d;
 }
 
