@@ -31,7 +31,8 @@ public:
     }
     ~DeviceBuffer() { release(); }
 
-    /// Drop the contents and hold n elements (no reallocation when n fits what is held).
+    /// Hold n elements: the contents stay when n fits what is held (no reallocation), else
+    /// they are dropped (the buffer is reallocated once the device is idle).
     void resize(size_t n) {
         if (n <= cap_ && p_) {
             n_ = n;
@@ -44,13 +45,6 @@ public:
         cuda_check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
         p_ = static_cast<T*>(p);
         n_ = cap_ = n;
-    }
-    /// Grow to at least n elements, dropping the contents when it must reallocate.
-    void reserve(size_t n) {
-        if (n > cap_ || !p_)
-            resize(n);
-        else
-            n_ = n;
     }
     T* data() { return p_; }
     const T* data() const { return p_; }

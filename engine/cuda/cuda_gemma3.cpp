@@ -13,6 +13,7 @@
 #include "cuda/cuda_kernels.h"
 #include "cuda/cuda_kv_memory.h"
 #include "cuda/cuda_matmul.h"
+#include "models/model_file.h"
 
 #include <cmath>
 #include <mutex>
@@ -61,6 +62,11 @@ private:
     DeviceMatrix tok_embd_;
     DeviceBuffer<float> output_norm_;
     mutable Scratch s_;
+    // The host side of a host policy's layer (attend_on_host): q, k, v and the attention.
+    struct HostScratch {
+        std::vector<float> q, k, v, att;
+    };
+    mutable HostScratch host_;
     mutable std::mutex mutex_; // one forward at a time (the scratch is shared)
 };
 
@@ -114,7 +120,7 @@ DeviceMatrix CudaGemma3Model::matrix(const std::string& name) const {
 }
 
 void CudaGemma3Model::project(const DeviceMatrix& w, const float* x, int64_t n, float* y) const {
-    s_.h16.reserve(static_cast<size_t>(n * w.cols));
+    s_.h16.resize(static_cast<size_t>(n * w.cols));
     to_half(x, s_.h16.data(), n * w.cols, ctx_->stream());
     matmul(*ctx_, w, s_.h16.data(), n, y);
 }
@@ -137,8 +143,11 @@ void CudaGemma3Model::attend_on_host(LayerMemory& mem, const int32_t* pos, int64
     const auto& I = info_;
     const int64_t q_dim = static_cast<int64_t>(I.n_head) * I.head_dim;
     const int64_t kv_dim = static_cast<int64_t>(I.n_head_kv) * I.head_dim;
-    std::vector<float> q(static_cast<size_t>(n * q_dim)), k(static_cast<size_t>(n * kv_dim)),
-        v(k.size()), att(q.size());
+    auto& [q, k, v, att] = host_;
+    q.resize(static_cast<size_t>(n * q_dim));
+    k.resize(static_cast<size_t>(n * kv_dim));
+    v.resize(k.size());
+    att.resize(q.size());
     const auto cs = ctx_->stream();
     cuda_check(cudaMemcpyAsync(q.data(), s_.q.data(), q.size() * sizeof(float),
                                cudaMemcpyDeviceToHost, cs),
@@ -155,7 +164,7 @@ void CudaGemma3Model::attend_on_host(LayerMemory& mem, const int32_t* pos, int64
     cuda_check(cudaMemcpyAsync(s_.att.data(), att.data(), att.size() * sizeof(float),
                                cudaMemcpyHostToDevice, cs),
                "attention to device");
-    ctx_->sync(); // att (host) goes out of scope
+    ctx_->sync(); // att is rewritten by the next layer
 }
 
 void CudaGemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n,
@@ -168,17 +177,11 @@ void CudaGemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t
     const int64_t q_dim = static_cast<int64_t>(I.n_head) * I.head_dim;
     const int64_t kv_dim = static_cast<int64_t>(I.n_head_kv) * I.head_dim;
     const auto cs = ctx_->stream();
-    if (memory.n_layers() != I.n_layer)
-        throw std::invalid_argument("memory has " + std::to_string(memory.n_layers()) +
-                                    " layers, the model " + std::to_string(I.n_layer));
+    check_forward_inputs(I, tokens, pos, n, memory);
     if (filter && (filter->after_layer < 0 || filter->after_layer + 1 >= I.n_layer ||
                    !logit_rows.empty() || surprisal || !filter->keep))
         throw std::invalid_argument("a token filter needs a layer before the model's last, a "
                                     "keep function, and no logits or surprisal");
-    for (int64_t t = 0; t < n; ++t)
-        if (tokens[t] < 0 || tokens[t] >= I.n_vocab)
-            throw std::invalid_argument("token id " + std::to_string(tokens[t]) +
-                                        " outside the vocabulary");
     for (const int64_t r : logit_rows)
         if (r < 0 || r >= n)
             throw std::invalid_argument("logit row outside the ubatch");
@@ -187,18 +190,18 @@ void CudaGemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t
     std::vector<int32_t> kept_pos(pos, pos + n);
 
     const auto un = static_cast<size_t>(n);
-    s_.tokens.reserve(un);
-    s_.pos.reserve(un);
-    s_.x.reserve(un * E);
-    s_.h.reserve(un * E);
-    s_.o.reserve(un * E);
-    s_.tmp.reserve(un * E);
-    s_.q.reserve(un * q_dim);
-    s_.att.reserve(un * q_dim);
-    s_.k.reserve(un * kv_dim);
-    s_.v.reserve(un * kv_dim);
-    s_.gate.reserve(un * F);
-    s_.up.reserve(un * F);
+    s_.tokens.resize(un);
+    s_.pos.resize(un);
+    s_.x.resize(un * E);
+    s_.h.resize(un * E);
+    s_.o.resize(un * E);
+    s_.tmp.resize(un * E);
+    s_.q.resize(un * q_dim);
+    s_.att.resize(un * q_dim);
+    s_.k.resize(un * kv_dim);
+    s_.v.resize(un * kv_dim);
+    s_.gate.resize(un * F);
+    s_.up.resize(un * F);
     cuda_check(
         cudaMemcpyAsync(s_.tokens.data(), tokens, un * sizeof(int32_t), cudaMemcpyHostToDevice, cs),
         "tokens to device");
@@ -217,7 +220,7 @@ void CudaGemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t
                                    cudaMemcpyDeviceToDevice, cs),
                    "copy x");
         rms_norm(s_.h.data(), L.attn_norm.data(), n, E, I.rms_eps, cs);
-        s_.h16.reserve(static_cast<size_t>(n * E));
+        s_.h16.resize(static_cast<size_t>(n * E));
         to_half(s_.h.data(), s_.h16.data(), n * E, cs);
         matmul(*ctx_, L.wq, s_.h16.data(), n, s_.q.data());
         matmul(*ctx_, L.wk, s_.h16.data(), n, s_.k.data());
@@ -266,7 +269,7 @@ void CudaGemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t
             for (int64_t r = 0; r < m; ++r)
                 kept_pos[static_cast<size_t>(r)] = kept_pos[static_cast<size_t>(keep[r])];
             kept_pos.resize(static_cast<size_t>(m));
-            s_.rows.reserve(static_cast<size_t>(m));
+            s_.rows.resize(static_cast<size_t>(m));
             cuda_check(cudaMemcpyAsync(s_.rows.data(), keep.data(), keep.size() * sizeof(int64_t),
                                        cudaMemcpyHostToDevice, cs),
                        "kept rows to device");
@@ -290,15 +293,15 @@ void CudaGemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t
             if (t >= I.n_vocab)
                 throw std::invalid_argument("surprisal target " + std::to_string(t) +
                                             " outside the vocabulary");
-        s_.targets.reserve(static_cast<size_t>(n));
-        s_.surprisal.reserve(static_cast<size_t>(n));
+        s_.targets.resize(static_cast<size_t>(n));
+        s_.surprisal.resize(static_cast<size_t>(n));
         cuda_check(cudaMemcpyAsync(s_.targets.data(), targets.data(),
                                    targets.size() * sizeof(int32_t), cudaMemcpyHostToDevice, cs),
                    "targets to device");
         // Rows in slices whose logits stay under 256 MiB.
         const int64_t slice = std::max<int64_t>(1, (int64_t{64} << 20) / I.n_vocab);
-        s_.logits.reserve(static_cast<size_t>(std::min(slice, n) * I.n_vocab));
-        s_.h16.reserve(static_cast<size_t>(n * E));
+        s_.logits.resize(static_cast<size_t>(std::min(slice, n) * I.n_vocab));
+        s_.h16.resize(static_cast<size_t>(n * E));
         to_half(s_.x.data(), s_.h16.data(), n * E, cs);
         for (int64_t r0 = 0; r0 < n; r0 += slice) {
             if (cancel && cancel->load())
@@ -315,15 +318,15 @@ void CudaGemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t
     }
     if (!logit_rows.empty()) {
         const auto m = static_cast<int64_t>(logit_rows.size());
-        s_.rows.reserve(logit_rows.size());
+        s_.rows.resize(logit_rows.size());
         cuda_check(cudaMemcpyAsync(s_.rows.data(), logit_rows.data(),
                                    logit_rows.size() * sizeof(int64_t), cudaMemcpyHostToDevice, cs),
                    "logit rows to device");
-        s_.tmp.reserve(static_cast<size_t>(m * E));
+        s_.tmp.resize(static_cast<size_t>(m * E));
         gather_rows(s_.x.data(), s_.rows.data(), m, E, s_.tmp.data(), cs);
         if (!surprisal) // the surprisal path normed x already
             rms_norm(s_.tmp.data(), output_norm_.data(), m, E, I.rms_eps, cs);
-        s_.logits.reserve(static_cast<size_t>(m * I.n_vocab));
+        s_.logits.resize(static_cast<size_t>(m * I.n_vocab));
         project(tok_embd_, s_.tmp.data(), m, s_.logits.data());
         cuda_check(cudaMemcpyAsync(logits, s_.logits.data(),
                                    static_cast<size_t>(m * I.n_vocab) * sizeof(float),

@@ -49,11 +49,11 @@ void DeviceKvMemory::store_device(const float* dk, const float* dv, const int32_
 }
 
 void DeviceKvMemory::store(const float* k, const float* v, const int32_t* pos, int64_t n) {
-    check_positions(pos, n);
+    // store_device checks the positions before anything is stored.
     const auto cs = ctx_->stream();
-    stage_a_.reserve(static_cast<size_t>(n * width_));
-    stage_b_.reserve(static_cast<size_t>(n * width_));
-    stage_pos_.reserve(static_cast<size_t>(n));
+    stage_a_.resize(static_cast<size_t>(n * width_));
+    stage_b_.resize(static_cast<size_t>(n * width_));
+    stage_pos_.resize(static_cast<size_t>(n));
     const size_t bytes = static_cast<size_t>(n * width_) * sizeof(float);
     cuda_check(cudaMemcpyAsync(stage_a_.data(), k, bytes, cudaMemcpyHostToDevice, cs), "store k");
     cuda_check(cudaMemcpyAsync(stage_b_.data(), v, bytes, cudaMemcpyHostToDevice, cs), "store v");
@@ -76,9 +76,9 @@ void DeviceKvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, fl
                             ThreadPool& /*pool*/) {
     const auto cs = ctx_->stream();
     const int64_t qw = static_cast<int64_t>(shape_.n_head) * shape_.head_dim;
-    stage_a_.reserve(static_cast<size_t>(n_q * qw));
-    stage_b_.reserve(static_cast<size_t>(n_q * qw));
-    stage_pos_.reserve(static_cast<size_t>(n_q));
+    stage_a_.resize(static_cast<size_t>(n_q * qw));
+    stage_b_.resize(static_cast<size_t>(n_q * qw));
+    stage_pos_.resize(static_cast<size_t>(n_q));
     cuda_check(cudaMemcpyAsync(stage_a_.data(), q, static_cast<size_t>(n_q * qw) * sizeof(float),
                                cudaMemcpyHostToDevice, cs),
                "attend q");
@@ -101,8 +101,8 @@ int64_t DeviceKvMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vecto
     if (count == 0)
         return 0;
     const auto cs = ctx_->stream();
-    stage_a_.reserve(static_cast<size_t>(count * width_));
-    stage_b_.reserve(static_cast<size_t>(count * width_));
+    stage_a_.resize(static_cast<size_t>(count * width_));
+    stage_b_.resize(static_cast<size_t>(count * width_));
     load_rows(k_.data(), v_.data(), count, width_, stage_a_.data(), stage_b_.data(), cs);
     std::vector<float> all_k(static_cast<size_t>(count * width_)), all_v(all_k.size());
     const size_t bytes = all_k.size() * sizeof(float);
