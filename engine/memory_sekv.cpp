@@ -1,7 +1,6 @@
 #include "memory_sekv.h"
 
 #include "mixed_attention.h"
-#include "router.h"
 #include "zoom_params.h"
 
 #include <algorithm>
@@ -48,15 +47,7 @@ SekvMemory::SekvMemory(const AttentionShape& shape, int64_t capacity, double rop
     if (shape.window > 0)
         throw std::invalid_argument("sekv serves global-attention layers; a sliding-window layer "
                                     "keeps its exact ring buffer");
-    const auto& r = options.router;
-    if (!(r.expand_rate >= 0.0 && r.expand_rate <= 1.0) || r.budget_rows < 0)
-        throw std::invalid_argument("sekv router: expand rate must lie in [0, 1] and the row "
-                                    "budget must not be negative");
-    if (r.trained && (r.trained->d_out < 1 ||
-                      r.trained->w.size() != static_cast<size_t>(shape.n_head) * r.trained->d_out *
-                                                 static_cast<size_t>(shape.head_dim) ||
-                      r.trained->tau.size() != static_cast<size_t>(shape.n_head)))
-        throw std::invalid_argument("sekv router: trained parameters do not match the layer");
+    check_router_options(options.router, shape);
 }
 
 void SekvMemory::store(const float* k, const float* v, const int32_t* pos, int64_t n) {
@@ -77,37 +68,6 @@ int64_t SekvMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vector<fl
     return rows_.read(pos_begin, pos_end, k, v, pos);
 }
 
-std::vector<double> SekvMemory::relevances(const float* qh, int head) const {
-    const int d = shape_.head_dim;
-    const int g = head / (shape_.n_head / shape_.n_kv_head);
-    const auto* tr = options_.router.trained.get();
-    std::vector<double> rel(spans_.size());
-    for (size_t s = 0; s < spans_.size(); ++s)
-        rel[s] =
-            tr ? span_relevance(qh, spans_[s].summary_k.data() + g * d, d, spans_[s].size,
-                                tr->w.data() + static_cast<size_t>(head) * tr->d_out * d, tr->d_out)
-               : span_relevance(qh, spans_[s].summary_k.data() + g * d, d, spans_[s].size);
-    return rel;
-}
-
-void SekvMemory::calibrate(const float* q, int64_t n_q) {
-    const int H = shape_.n_head, d = shape_.head_dim;
-    tau_.assign(static_cast<size_t>(H), 0.0);
-    if (options_.router.trained) {
-        tau_ = options_.router.trained->tau;
-        return;
-    }
-    for (int h = 0; h < H; ++h) {
-        std::vector<double> records;
-        for (int64_t i = 0; i < n_q; ++i) {
-            const auto rel = relevances(q + (i * H + h) * d, h);
-            records.insert(records.end(), rel.begin(), rel.end());
-        }
-        tau_[static_cast<size_t>(h)] =
-            calibrate_tau(std::move(records), options_.router.expand_rate);
-    }
-}
-
 void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
                         ThreadPool& pool) {
     const int H = shape_.n_head, d = shape_.head_dim;
@@ -124,48 +84,12 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
                                " precedes the end of a span held at two resolutions");
     const bool all = options_.router.expand_all && !options_.summaries_only;
     if (tau_.empty() && !all && !options_.summaries_only)
-        calibrate(q, n_q);
-    std::vector<int64_t> sizes(spans_.size());
-    for (size_t s = 0; s < spans_.size(); ++s)
-        sizes[s] = spans_[s].size;
+        tau_ = calibrate_router(shape_, options_.router, spans_, q, n_q);
+    const auto routing =
+        route_queries(shape_, options_.router, options_.summaries_only, spans_, tau_, q, n_q, pool);
+    const auto& used = routing.used;
     const int group = H / shape_.n_kv_head;
     const int64_t stride = static_cast<int64_t>(shape_.n_kv_head) * d;
-    // Route every (query, head), then attend. With share_group, a span that any query head
-    // of a KV group zooms into is expanded for the whole group: its rows are reconstructed for
-    // that KV head anyway.
-    const auto nt = static_cast<size_t>(n_q * H);
-    std::vector<std::vector<int>> routed(nt);
-    std::vector<std::vector<double>> rel(nt);
-    pool.parallel_for(n_q * H, [&](int64_t b, int64_t e, int) {
-        for (int64_t t = b; t < e; ++t) {
-            const int h = static_cast<int>(t % H);
-            if (options_.summaries_only)
-                continue; // chunk_summary: never zoomed into
-            rel[t] = relevances(q + t * d, h);
-            if (all) {
-                routed[t].resize(spans_.size());
-                for (size_t s = 0; s < spans_.size(); ++s)
-                    routed[t][s] = static_cast<int>(s);
-            } else {
-                routed[t] = route_spans(rel[t], sizes, tau_[static_cast<size_t>(h)],
-                                        options_.router.budget_rows);
-            }
-        }
-    });
-    std::vector<std::vector<int>> used = routed;
-    if (options_.router.share_group && options_.router.budget_rows == 0 && group > 1 && !all)
-        for (int64_t i = 0; i < n_q; ++i)
-            for (int g = 0; g < shape_.n_kv_head; ++g) {
-                std::vector<int> u;
-                for (int h = g * group; h < (g + 1) * group; ++h) {
-                    const auto& r = routed[static_cast<size_t>(i * H + h)];
-                    u.insert(u.end(), r.begin(), r.end());
-                }
-                std::sort(u.begin(), u.end());
-                u.erase(std::unique(u.begin(), u.end()), u.end());
-                for (int h = g * group; h < (g + 1) * group; ++h)
-                    used[static_cast<size_t>(i * H + h)] = u;
-            }
     pool.parallel_for(n_q * H, [&](int64_t b, int64_t e, int) {
         std::vector<SpanView> views(spans_.size());
         for (int64_t t = b; t < e; ++t) {
@@ -187,45 +111,44 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
             const int64_t m = rows_.lower_bound(qpos[i] + 1); // the rows at or before qpos
             mixed_attention(q + t * d, d, shape_.scale, rows_.k() + g * d, rows_.v() + g * d, m,
                             stride, views, out + t * d);
-            if (i == n_q - 1) {
-                // The trace keeps the spans this head attended at full resolution (with
-                // share_group, those its KV group zoomed into), with this head's relevances.
-                auto& z = last_zoom_[static_cast<size_t>(h)];
-                z.spans.assign(used[t].begin(), used[t].end());
-                for (const int s : used[t])
-                    z.relevance.push_back(static_cast<float>(rel[t][static_cast<size_t>(s)]));
-            }
         }
     });
+    last_zoom_ = last_query_zoom(routing, n_q, H);
 }
 
-void SekvMemory::seal(const SealRequest& r) {
+std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& r,
+                                 const AttentionShape& shape, double rope_base,
+                                 const SekvOptions& options) {
     if (!r.segmentation || (!r.token_surprisal && r.n > 0))
         throw std::invalid_argument("seal: no segmentation or surprisal");
-    const int64_t row = static_cast<int64_t>(shape_.n_kv_head) * shape_.head_dim;
-    SpanRankOptions rank = options_.rank;
-    rank.rope_base = rope_base_;
-    if (options_.summaries_only)
-        rank.max_rank = 1; // the factors are dropped below: build the smallest
+    const int64_t row = static_cast<int64_t>(shape.n_kv_head) * shape.head_dim;
+    SpanRankOptions rank = options.rank;
+    rank.rope_base = rope_base;
+    if (options.summaries_only)
+        rank.max_rank = 1; // the caller drops the factors: build the smallest
     std::vector<SekvSpan> spans;
     spans.reserve(r.segmentation->spans.size());
     for (const auto& ts : r.segmentation->spans) {
         if (ts.begin < 0 || ts.end > r.n || ts.size() < 1)
             throw std::invalid_argument("seal: a span lies outside the sealed context");
         const int32_t p0 = r.pos_begin + static_cast<int32_t>(ts.begin);
-        const auto& pos = rows_.positions();
-        const int64_t idx = rows_.lower_bound(p0);
-        if (idx + ts.size() > rows_.size() ||
+        const auto& pos = rows.positions();
+        const int64_t idx = rows.lower_bound(p0);
+        if (idx + ts.size() > rows.size() ||
             pos[static_cast<size_t>(idx + ts.size() - 1)] != p0 + ts.size() - 1 ||
             pos[static_cast<size_t>(idx)] != p0)
             throw std::logic_error("seal: the rows of positions " + std::to_string(p0) + ".." +
                                    std::to_string(p0 + ts.size() - 1) +
                                    " are not all held at full resolution");
-        spans.push_back(build_span(rows_.k() + idx * row, rows_.v() + idx * row,
-                                   r.token_surprisal + ts.begin, ts.size(), shape_.n_kv_head,
-                                   shape_.head_dim, p0, rank));
+        spans.push_back(build_span(rows.k() + idx * row, rows.v() + idx * row,
+                                   r.token_surprisal + ts.begin, ts.size(), shape.n_kv_head,
+                                   shape.head_dim, p0, rank));
     }
-    hold_spans(std::move(spans), 0);
+    return spans;
+}
+
+void SekvMemory::seal(const SealRequest& r) {
+    hold_spans(seal_spans(rows_, r, shape_, rope_base_, options_), 0);
     if (options_.summaries_only)
         for (auto& sp : spans_) {
             sp.k.clear();
@@ -233,9 +156,9 @@ void SekvMemory::seal(const SealRequest& r) {
         }
 }
 
-void SekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {
-    const auto n_kv = static_cast<size_t>(shape_.n_kv_head);
-    const auto d = static_cast<int64_t>(shape_.head_dim);
+void check_spans(const std::vector<SekvSpan>& spans, const AttentionShape& shape) {
+    const auto n_kv = static_cast<size_t>(shape.n_kv_head);
+    const auto d = static_cast<int64_t>(shape.head_dim);
     for (size_t i = 0; i < spans.size(); ++i) {
         const auto& s = spans[i];
         bool ok = s.size >= 1 && s.k.size() == n_kv && s.v.size() == n_kv &&
@@ -251,19 +174,26 @@ void SekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {
             throw std::invalid_argument("sekv memory: span " + std::to_string(i) +
                                         " does not match the layer or overlaps the previous one");
     }
-    for (auto& s : spans)
-        move_span(s, delta, rope_base_);
-    // Each span's rows must be held at full resolution now; they are dropped.
-    std::vector<char> keep(static_cast<size_t>(rows_.size()), 1);
+}
+
+void drop_span_rows(RowStore& rows, const std::vector<SekvSpan>& spans) {
+    std::vector<char> keep(static_cast<size_t>(rows.size()), 1);
     for (const auto& s : spans) {
-        const int64_t b = rows_.lower_bound(s.begin);
-        const int64_t e = rows_.lower_bound(s.end());
+        const int64_t b = rows.lower_bound(s.begin);
+        const int64_t e = rows.lower_bound(s.end());
         if (e - b != s.size)
             throw std::invalid_argument("sekv memory: the rows of the span at position " +
                                         std::to_string(s.begin) + " are not all held");
         std::fill(keep.begin() + b, keep.begin() + e, 0);
     }
-    rows_.compact(keep);
+    rows.compact(keep);
+}
+
+void SekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {
+    check_spans(spans, shape_);
+    for (auto& s : spans)
+        move_span(s, delta, rope_base_);
+    drop_span_rows(rows_, spans); // held at two resolutions from now on
     spans_.insert(spans_.end(), std::make_move_iterator(spans.begin()),
                   std::make_move_iterator(spans.end()));
     std::sort(spans_.begin(), spans_.end(),

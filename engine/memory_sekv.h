@@ -9,6 +9,7 @@
 
 #include "memory.h"
 #include "row_store.h"
+#include "sekv_routing.h"
 #include "sekv_spans.h"
 
 #include <memory>
@@ -18,28 +19,6 @@
 namespace spanscope {
 
 struct ZoomParams;
-
-/// A trained router for one layer (zoom_params.h trained_router makes it from a parameter
-/// file): per query head a projection W [d_out][head_dim] and a threshold τ.
-struct TrainedRouterLayer {
-    int d_out = 0;
-    std::vector<float> w;    ///< [n_head][d_out][head_dim]
-    std::vector<double> tau; ///< [n_head]
-};
-
-struct SekvRouterOptions {
-    /// Target fraction of spans expanded per query and head: τ of each head is calibrated on
-    /// the queries of the first attend() after a seal (the question), the (1 - rate) quantile
-    /// of their relevances (router.h calibrate_tau).
-    double expand_rate = 0.2;
-    int64_t budget_rows = 0; ///< > 0: at most this many reconstructed rows per query and head
-    bool expand_all = false; ///< zoom into every span (exactness checks)
-    /// A span any query head of a KV group zooms into is expanded for every head of the group
-    /// (its rows are reconstructed for that KV head anyway), and the zoom trace records it for
-    /// each of them. Not with a row budget (which holds per query head).
-    bool share_group = true;
-    std::shared_ptr<const TrainedRouterLayer> trained; ///< nullptr: training-free (W = I)
-};
 
 struct SekvOptions {
     SegmentationOptions segmentation{1.0, 4, 32};
@@ -71,6 +50,24 @@ struct SekvOptions {
 /// std::invalid_argument naming the layer when the parameters have no entry for it, or one
 /// trained for another shape (n_head, head_dim).
 SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const AttentionShape& shape);
+
+/// The spans of a sealed context built from the rows held at full resolution (build_span per
+/// span of request.segmentation, positions request.pos_begin + its offsets), with the rank
+/// options of `options` and the layer's RoPE base; with options.summaries_only at rank 1 (the
+/// caller drops the factors). Throws std::invalid_argument for a request without segmentation
+/// or surprisal or a span outside it, std::logic_error when a span's rows are not all in `rows`.
+std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& request,
+                                 const AttentionShape& shape, double rope_base,
+                                 const SekvOptions& options);
+
+/// Throws std::invalid_argument naming the first span of `spans` that does not match the
+/// shape (a summary and factors per KV head, of the span's rows and head_dim) or is not after
+/// the previous one.
+void check_spans(const std::vector<SekvSpan>& spans, const AttentionShape& shape);
+
+/// Drop the rows of `spans` from `rows`: each span's rows must all be there (throws
+/// std::invalid_argument naming the span otherwise, before anything is dropped).
+void drop_span_rows(RowStore& rows, const std::vector<SekvSpan>& spans);
 
 class SekvMemory final : public LayerMemory {
 public:
@@ -117,9 +114,6 @@ public:
     const std::vector<double>& tau() const { return tau_; }
 
 private:
-    void calibrate(const float* q, int64_t n_q);
-    std::vector<double> relevances(const float* qh, int head) const;
-
     AttentionShape shape_;
     int64_t capacity_;
     double rope_base_;

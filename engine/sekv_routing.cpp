@@ -1,0 +1,123 @@
+#include "sekv_routing.h"
+
+#include "router.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace spanscope {
+
+void check_router_options(const SekvRouterOptions& r, const AttentionShape& shape) {
+    if (!(r.expand_rate >= 0.0 && r.expand_rate <= 1.0) || r.budget_rows < 0)
+        throw std::invalid_argument("sekv router: expand rate must lie in [0, 1] and the row "
+                                    "budget must not be negative");
+    if (r.trained && (r.trained->d_out < 1 ||
+                      r.trained->w.size() != static_cast<size_t>(shape.n_head) * r.trained->d_out *
+                                                 static_cast<size_t>(shape.head_dim) ||
+                      r.trained->tau.size() != static_cast<size_t>(shape.n_head)))
+        throw std::invalid_argument("sekv router: trained parameters do not match the layer");
+}
+
+std::vector<double> span_relevances(const AttentionShape& shape, const SekvRouterOptions& options,
+                                    const std::vector<SekvSpan>& spans, const float* qh, int head) {
+    const int d = shape.head_dim;
+    const int g = head / (shape.n_head / shape.n_kv_head);
+    const auto* tr = options.trained.get();
+    std::vector<double> rel(spans.size());
+    for (size_t s = 0; s < spans.size(); ++s)
+        rel[s] =
+            tr ? span_relevance(qh, spans[s].summary_k.data() + g * d, d, spans[s].size,
+                                tr->w.data() + static_cast<size_t>(head) * tr->d_out * d, tr->d_out)
+               : span_relevance(qh, spans[s].summary_k.data() + g * d, d, spans[s].size);
+    return rel;
+}
+
+std::vector<double> calibrate_router(const AttentionShape& shape, const SekvRouterOptions& options,
+                                     const std::vector<SekvSpan>& spans, const float* q,
+                                     int64_t n_q) {
+    if (options.trained)
+        return options.trained->tau;
+    if (n_q < 1 || spans.empty())
+        throw std::invalid_argument("calibrate_router: no query or no span to calibrate on");
+    const int H = shape.n_head, d = shape.head_dim;
+    std::vector<double> tau(static_cast<size_t>(H), 0.0);
+    for (int h = 0; h < H; ++h) {
+        std::vector<double> records;
+        for (int64_t i = 0; i < n_q; ++i) {
+            const auto rel = span_relevances(shape, options, spans, q + (i * H + h) * d, h);
+            records.insert(records.end(), rel.begin(), rel.end());
+        }
+        tau[static_cast<size_t>(h)] = calibrate_tau(std::move(records), options.expand_rate);
+    }
+    return tau;
+}
+
+SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& options,
+                          bool summaries_only, const std::vector<SekvSpan>& spans,
+                          const std::vector<double>& tau, const float* q, int64_t n_q,
+                          ThreadPool& pool) {
+    const int H = shape.n_head, d = shape.head_dim;
+    const bool all = options.expand_all && !summaries_only;
+    if (!all && !summaries_only && tau.size() != static_cast<size_t>(H))
+        throw std::invalid_argument("route_queries: τ must have one entry per query head");
+    std::vector<int64_t> sizes(spans.size());
+    for (size_t s = 0; s < spans.size(); ++s)
+        sizes[s] = spans[s].size;
+    const auto nt = static_cast<size_t>(n_q * H);
+    SpanRouting r;
+    r.used.resize(nt);
+    r.relevance.resize(nt);
+    if (summaries_only)
+        return r; // chunk_summary: never zoomed into
+    std::vector<std::vector<int>> routed(nt);
+    pool.parallel_for(n_q * H, [&](int64_t b, int64_t e, int) {
+        for (int64_t t = b; t < e; ++t) {
+            const int h = static_cast<int>(t % H);
+            r.relevance[t] = span_relevances(shape, options, spans, q + t * d, h);
+            if (all) {
+                routed[t].resize(spans.size());
+                for (size_t s = 0; s < spans.size(); ++s)
+                    routed[t][s] = static_cast<int>(s);
+            } else {
+                routed[t] = route_spans(r.relevance[t], sizes, tau[static_cast<size_t>(h)],
+                                        options.budget_rows);
+            }
+        }
+    });
+    const int group = H / shape.n_kv_head;
+    if (!(options.share_group && options.budget_rows == 0 && group > 1 && !all)) {
+        r.used = std::move(routed);
+        return r;
+    }
+    // A span that any query head of a KV group zooms into is expanded for the whole group:
+    // its rows are reconstructed for that KV head anyway.
+    for (int64_t i = 0; i < n_q; ++i)
+        for (int g = 0; g < shape.n_kv_head; ++g) {
+            std::vector<int> u;
+            for (int h = g * group; h < (g + 1) * group; ++h) {
+                const auto& x = routed[static_cast<size_t>(i * H + h)];
+                u.insert(u.end(), x.begin(), x.end());
+            }
+            std::sort(u.begin(), u.end());
+            u.erase(std::unique(u.begin(), u.end()), u.end());
+            for (int h = g * group; h < (g + 1) * group; ++h)
+                r.used[static_cast<size_t>(i * H + h)] = u;
+        }
+    return r;
+}
+
+std::vector<ZoomHead> last_query_zoom(const SpanRouting& routing, int64_t n_q, int n_head) {
+    std::vector<ZoomHead> zoom(static_cast<size_t>(n_head));
+    if (n_q < 1)
+        return zoom;
+    for (int h = 0; h < n_head; ++h) {
+        const auto t = static_cast<size_t>((n_q - 1) * n_head + h);
+        auto& z = zoom[static_cast<size_t>(h)];
+        z.spans.assign(routing.used[t].begin(), routing.used[t].end());
+        for (const int s : routing.used[t])
+            z.relevance.push_back(static_cast<float>(routing.relevance[t][static_cast<size_t>(s)]));
+    }
+    return zoom;
+}
+
+} // namespace spanscope

@@ -1,0 +1,80 @@
+// The router's decisions for a SEKV layer's queries (DESIGN.md §3.4), shared by the memories
+// that hold a layer's spans — on the host (memory_sekv.h) and on the GPU
+// (cuda/cuda_sekv_memory.h) — so that both expand the same spans for the same queries.
+// Relevance and τ are router.h's; this file applies them per (query, head) over a layer's spans,
+// with the KV-group union and the zoom trace of the last query.
+#pragma once
+
+#include "attention.h"
+#include "sekv_spans.h"
+#include "thread_pool.h"
+#include "zoom_trace.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace spanscope {
+
+/// A trained router for one layer (zoom_params.h trained_router makes it from a parameter
+/// file): per query head a projection W [d_out][head_dim] and a threshold τ.
+struct TrainedRouterLayer {
+    int d_out = 0;
+    std::vector<float> w;    ///< [n_head][d_out][head_dim]
+    std::vector<double> tau; ///< [n_head]
+};
+
+struct SekvRouterOptions {
+    /// Target fraction of spans expanded per query and head: τ of each head is calibrated on
+    /// the queries of the first attend() after a seal (the question), the (1 - rate) quantile
+    /// of their relevances (router.h calibrate_tau).
+    double expand_rate = 0.2;
+    int64_t budget_rows = 0; ///< > 0: at most this many reconstructed rows per query and head
+    bool expand_all = false; ///< zoom into every span (exactness checks)
+    /// A span any query head of a KV group zooms into is expanded for every head of the group
+    /// (its rows are reconstructed for that KV head anyway), and the zoom trace records it for
+    /// each of them. Not with a row budget (which holds per query head).
+    bool share_group = true;
+    std::shared_ptr<const TrainedRouterLayer> trained; ///< nullptr: training-free (W = I)
+};
+
+/// Throws std::invalid_argument when the options are out of range (expand rate outside [0, 1],
+/// a negative row budget) or the trained router does not match the shape (n_head, head_dim).
+void check_router_options(const SekvRouterOptions& options, const AttentionShape& shape);
+
+/// Relevance of every span for query head `head`'s query qh [head_dim] (router.h
+/// span_relevance with the span's summary key of the head's KV group; the trained W of the
+/// head when there is one). Returns [spans.size()].
+std::vector<double> span_relevances(const AttentionShape& shape, const SekvRouterOptions& options,
+                                    const std::vector<SekvSpan>& spans, const float* qh, int head);
+
+/// τ per query head [n_head]: the trained τ, else calibrated so that a fraction
+/// options.expand_rate of the relevances of queries q [n_q][n_head][head_dim] exceed it
+/// (router.h calibrate_tau). Throws std::invalid_argument for n_q < 1 or no span.
+std::vector<double> calibrate_router(const AttentionShape& shape, const SekvRouterOptions& options,
+                                     const std::vector<SekvSpan>& spans, const float* q,
+                                     int64_t n_q);
+
+/// The spans each (query, head) attends at full resolution.
+struct SpanRouting {
+    /// [n_q * n_head] (query-major): ascending span indices expanded for that query head (with
+    /// share_group, the union over its KV group).
+    std::vector<std::vector<int>> used;
+    /// [n_q * n_head][spans]: each span's relevance (empty with summaries_only).
+    std::vector<std::vector<double>> relevance;
+};
+
+/// Route queries q [n_q][n_head][head_dim] over `spans` with τ [n_head] (calibrate_router):
+/// expand_all expands every span, summaries_only none (chunk_summary); otherwise the spans with
+/// relevance above τ (route_spans with the row budget), united over each KV group with
+/// share_group (and no row budget).
+SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& options,
+                          bool summaries_only, const std::vector<SekvSpan>& spans,
+                          const std::vector<double>& tau, const float* q, int64_t n_q,
+                          ThreadPool& pool);
+
+/// The zoom trace of the last query [n_head]: per head the spans it attended at full
+/// resolution and its relevances of them.
+std::vector<ZoomHead> last_query_zoom(const SpanRouting& routing, int64_t n_q, int n_head);
+
+} // namespace spanscope
