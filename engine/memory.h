@@ -23,6 +23,13 @@ struct MemoryStats {
     int64_t host_tier_bytes = 0; ///< slower-tier data (none for the exact policies)
     int64_t full_kv_bytes = 0;   ///< what `full` would hold for the same tokens
     int64_t spans = 0;           ///< spans held at two resolutions (SEKV)
+    /// SEKV on the GPU (cuda/cuda_sekv_memory.h): device bytes of the cache of span factors
+    /// (not in fast_tier_bytes), and since the memory was made or cleared, the expanded spans
+    /// whose factors were copied when attention needed them, found on the device (cached or
+    /// prefetched), copied ahead by the previous SEKV layer's prefetch, and dropped from the
+    /// cache to make room.
+    int64_t cache_bytes = 0;
+    int64_t factor_fetches = 0, factor_hits = 0, factor_prefetches = 0, factor_evictions = 0;
 
     /// Field by field: the memory of two layers (or sets of layers) together.
     MemoryStats& operator+=(const MemoryStats& o) {
@@ -31,6 +38,11 @@ struct MemoryStats {
         host_tier_bytes += o.host_tier_bytes;
         full_kv_bytes += o.full_kv_bytes;
         spans += o.spans;
+        cache_bytes += o.cache_bytes;
+        factor_fetches += o.factor_fetches;
+        factor_hits += o.factor_hits;
+        factor_prefetches += o.factor_prefetches;
+        factor_evictions += o.factor_evictions;
         return *this;
     }
 };

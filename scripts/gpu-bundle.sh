@@ -17,9 +17,10 @@ if ! grep -q '^SPANSCOPE_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt"; then
     echo "gpu-bundle: $BUILD was configured without the CUDA backend (SPANSCOPE_CUDA=OFF)" >&2
     exit 1
 fi
-ninja -C "$BUILD" spanscope-cli test_cuda_parity test_backend
+ninja -C "$BUILD" spanscope-cli test_cuda_parity test_cuda_sekv test_backend
 rm -rf .gpu && mkdir -p .gpu/bin .gpu/lib
-cp "$BUILD"/app/cli/spanscope-cli "$BUILD"/tests/test_cuda_parity "$BUILD"/tests/test_backend .gpu/bin/
+cp "$BUILD"/app/cli/spanscope-cli "$BUILD"/tests/test_cuda_parity "$BUILD"/tests/test_cuda_sekv \
+    "$BUILD"/tests/test_backend .gpu/bin/
 # Every shared library the programs load except glibc's own, the dynamic loader and CUDA's
 # (the GPU machine has its driver and toolkit).
 for b in .gpu/bin/*; do ldd "$b"; done | awk '/=> \// {print $3}' | sort -u |

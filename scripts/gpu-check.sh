@@ -3,6 +3,8 @@
 # SEKV's memory and the time to first token of a reopened project, on the CUDA backend and on
 # the CPU for comparison. Every result goes to $OUT (default gpu-results/):
 #   parity.xml / parity.log    the parity tests (CudaParity.*, CudaModelParity.*, Backend.*)
+#   sekv.xml                   SEKV on the GPU against SEKV on the host (CudaSekv.*)
+#   sanitizer.log              compute-sanitizer memcheck, racecheck, synccheck of those tests
 #   bench-<backend>-<policy>.json   spanscope-cli bench --json at 8K, 16K and 32K tokens
 #   reopen-<backend>.json      ask --project on a project ingested before (the stored states)
 #   machine.txt                nvidia-smi, the driver and the commit
@@ -27,11 +29,13 @@ if [ -d .gpu/bin ]; then
     export LD_LIBRARY_PATH=$PWD/.gpu/lib:$LD_LIBRARY_PATH
     CLI=$BIN/spanscope-cli
     PARITY=$BIN/test_cuda_parity
+    SEKV_TEST=$BIN/test_cuda_sekv
     BACKEND_TEST=$BIN/test_backend
 else
     BIN=${BIN:-build}
     CLI=$BIN/app/cli/spanscope-cli
     PARITY=$BIN/tests/test_cuda_parity
+    SEKV_TEST=$BIN/tests/test_cuda_sekv
     BACKEND_TEST=$BIN/tests/test_backend
 fi
 { nvidia-smi || true; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/machine.txt" 2>&1
@@ -39,6 +43,18 @@ fi
 status=0
 echo "== parity tests"
 "$PARITY" --gtest_output=xml:"$OUT/parity.xml" 2>&1 | tee "$OUT/parity.log" || status=1
+"$SEKV_TEST" --gtest_output=xml:"$OUT/sekv.xml" 2>&1 | tee -a "$OUT/parity.log" || status=1
+# Races between the copy and compute streams and out-of-bounds accesses, where the toolkit has
+# its sanitizer (a few seconds each on these tests).
+SANITIZER=$(command -v compute-sanitizer || ls "${CUDA_HOME:-/usr/local/cuda}"/{bin,compute-sanitizer}/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$SANITIZER" ]; then
+    for tool in memcheck racecheck synccheck; do
+        echo "== compute-sanitizer --tool $tool" >> "$OUT/sanitizer.log"
+        timeout 150 "$SANITIZER" --tool $tool --error-exitcode 9 "$SEKV_TEST" >> "$OUT/sanitizer.log" 2>&1 || status=1
+    done
+else
+    echo "no compute-sanitizer on this machine" > "$OUT/sanitizer.log"
+fi
 "$BACKEND_TEST" --gtest_filter='Backend.TheCpu*:Backend.Loading*' 2>&1 | tee -a "$OUT/parity.log" || status=1
 
 MODEL=${MODEL:-}

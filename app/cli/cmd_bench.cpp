@@ -107,7 +107,13 @@ int run_bench(const BenchOptions& o) {
             const auto m = session.memory().total(o.policy.policy);
             r["memory"] = {{"fast_tier_bytes", m.fast_tier_bytes},
                            {"host_tier_bytes", m.host_tier_bytes},
-                           {"full_kv_bytes", m.full_kv_bytes}};
+                           {"full_kv_bytes", m.full_kv_bytes},
+                           // SEKV on the GPU: its device cache of span factors and its fetches.
+                           {"cache_bytes", m.cache_bytes},
+                           {"factor_fetches", m.factor_fetches},
+                           {"factor_hits", m.factor_hits},
+                           {"factor_prefetches", m.factor_prefetches},
+                           {"factor_evictions", m.factor_evictions}};
             r["fast_tier_fraction"] =
                 static_cast<double>(m.fast_tier_bytes) / static_cast<double>(m.full_kv_bytes);
         }

@@ -1,11 +1,12 @@
-// Owning buffers of device memory (cudaMalloc) and pinned host memory (cudaHostAlloc), moved
-// never copied, freed on destruction. Sizes are in elements of T.
+// Owning buffers of device memory (cudaMalloc) and pinned host memory (cudaHostAlloc), and
+// events, moved never copied, freed on destruction. Sizes are in elements of T.
 #pragma once
 
 #include "cuda/cuda_check.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 namespace spanscope::cuda {
@@ -108,10 +109,52 @@ public:
     T* data() { return p_; }
     const T* data() const { return p_; }
     size_t size() const { return n_; }
+    /// Hold at least n elements, keeping the first size() (a host copy into a larger
+    /// allocation). No asynchronous copy may still read the buffer. Throws CudaError.
+    void grow(size_t n) {
+        if (n <= n_)
+            return;
+        PinnedBuffer bigger(n);
+        if (n_)
+            std::memcpy(bigger.p_, p_, n_ * sizeof(T));
+        *this = std::move(bigger);
+    }
 
 private:
     T* p_ = nullptr;
     size_t n_ = 0;
+};
+
+/// A CUDA event without timing (ordering between streams), destroyed with its owner.
+class Event {
+public:
+    Event() {
+        cuda_check(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+    Event& operator=(Event&& o) noexcept {
+        if (this != &o) {
+            if (e_)
+                cudaEventDestroy(e_);
+            e_ = std::exchange(o.e_, nullptr);
+        }
+        return *this;
+    }
+    ~Event() {
+        if (e_)
+            cudaEventDestroy(e_);
+    }
+    /// Mark the point `stream` has reached. Throws CudaError.
+    void record(cudaStream_t stream) { cuda_check(cudaEventRecord(e_, stream), "cudaEventRecord"); }
+    /// Make `stream` wait for the last record (no wait if never recorded). Throws CudaError.
+    void wait_in(cudaStream_t stream) const {
+        cuda_check(cudaStreamWaitEvent(stream, e_, 0), "cudaStreamWaitEvent");
+    }
+
+private:
+    cudaEvent_t e_ = nullptr;
 };
 
 } // namespace spanscope::cuda

@@ -6,6 +6,8 @@ Context::Context() {
     cuda_check(cudaSetDevice(0), "cudaSetDevice(0)");
     cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     try {
+        cuda_check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
+                   "cudaStreamCreate (copies)");
         std::string why;
         api_ = cublas_api(&why);
         if (!api_)
@@ -17,14 +19,18 @@ Context::Context() {
     } catch (...) {
         if (cublas_)
             api_->destroy(cublas_);
+        if (copy_stream_)
+            cudaStreamDestroy(copy_stream_);
         cudaStreamDestroy(stream_);
         throw;
     }
 }
 
 Context::~Context() {
+    cudaStreamSynchronize(copy_stream_);
     cudaStreamSynchronize(stream_);
     api_->destroy(cublas_);
+    cudaStreamDestroy(copy_stream_);
     cudaStreamDestroy(stream_);
 }
 

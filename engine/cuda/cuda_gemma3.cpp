@@ -13,6 +13,7 @@
 #include "cuda/cuda_kernels.h"
 #include "cuda/cuda_kv_memory.h"
 #include "cuda/cuda_matmul.h"
+#include "cuda/cuda_sekv_memory.h"
 #include "models/model_file.h"
 
 #include <cmath>
@@ -129,11 +130,21 @@ ModelMemory CudaGemma3Model::new_memory(int64_t n_ctx, int64_t max_ubatch,
                                         const std::string& global_policy, const SekvOptions* sekv,
                                         const EvictionOptions* eviction) const {
     ModelMemory memory = make_memory(info_, n_ctx, max_ubatch, global_policy, sekv, eviction);
+    // SEKV's layers on the device join one prefetch chain, in layer order.
+    auto chain = std::make_shared<SekvPrefetchChain>();
+    int sekv_index = 0;
     for (int il = 0; il < info_.n_layer; ++il) {
         const auto& l = info_.layers[static_cast<size_t>(il)];
         const auto policy = memory.layer(il).policy();
-        if (policy == "full" || policy == "sliding")
+        if (policy == "full" || policy == "sliding") {
             memory.replace(il, std::make_unique<DeviceKvMemory>(l.attn, n_ctx, max_ubatch, ctx_));
+        } else if (const auto* host = dynamic_cast<const SekvMemory*>(&memory.layer(il))) {
+            // sekv and chunk_summary, with the options make_memory chose for the layer.
+            auto dev = std::make_unique<DeviceSekvMemory>(
+                l.attn, n_ctx, l.rope_base, host->options(), DeviceSekvOptions{}, ctx_);
+            dev->join(chain, sekv_index++);
+            memory.replace(il, std::move(dev));
+        }
     }
     return memory;
 }
@@ -231,9 +242,9 @@ void CudaGemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t
         rope_neox(s_.k.data(), s_.pos.data(), n, I.n_head_kv, I.head_dim, LI.rope_base, cs);
 
         LayerMemory& mem = memory.layer(il);
-        if (auto* dm = dynamic_cast<DeviceKvMemory*>(&mem)) {
+        if (auto* dm = dynamic_cast<DeviceLayerMemory*>(&mem)) {
             dm->store_device(s_.k.data(), s_.v.data(), s_.pos.data(), kept_pos.data(), n);
-            dm->attend_device(s_.q.data(), s_.pos.data(), n, s_.att.data());
+            dm->attend_device(s_.q.data(), s_.pos.data(), kept_pos.data(), n, s_.att.data(), pool);
         } else {
             attend_on_host(mem, kept_pos.data(), n, pool);
         }

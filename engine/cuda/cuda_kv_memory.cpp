@@ -64,8 +64,8 @@ void DeviceKvMemory::store(const float* k, const float* v, const int32_t* pos, i
     ctx_->sync(); // the host arrays may go once store() returns
 }
 
-void DeviceKvMemory::attend_device(const float* dq, const int32_t* dqpos, int64_t n_q,
-                                   float* dout) {
+void DeviceKvMemory::attend_device(const float* dq, const int32_t* dqpos, const int32_t* /*qpos*/,
+                                   int64_t n_q, float* dout, ThreadPool& /*pool*/) {
     // `full` rows are in position order; the ring is too until it wraps.
     const bool sorted = n_stored_ <= capacity_;
     attention(shape_, dq, dqpos, n_q, k_.data(), v_.data(), pos_.data(), filled(), dout, sorted,
@@ -73,7 +73,7 @@ void DeviceKvMemory::attend_device(const float* dq, const int32_t* dqpos, int64_
 }
 
 void DeviceKvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
-                            ThreadPool& /*pool*/) {
+                            ThreadPool& pool) {
     const auto cs = ctx_->stream();
     const int64_t qw = static_cast<int64_t>(shape_.n_head) * shape_.head_dim;
     stage_a_.resize(static_cast<size_t>(n_q * qw));
@@ -85,7 +85,7 @@ void DeviceKvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, fl
     cuda_check(cudaMemcpyAsync(stage_pos_.data(), qpos, static_cast<size_t>(n_q) * sizeof(int32_t),
                                cudaMemcpyHostToDevice, cs),
                "attend qpos");
-    attend_device(stage_a_.data(), stage_pos_.data(), n_q, stage_b_.data());
+    attend_device(stage_a_.data(), stage_pos_.data(), qpos, n_q, stage_b_.data(), pool);
     cuda_check(cudaMemcpyAsync(out, stage_b_.data(), static_cast<size_t>(n_q * qw) * sizeof(float),
                                cudaMemcpyDeviceToHost, cs),
                "attend out");

@@ -10,7 +10,7 @@
 
 #include "cuda/cuda_buffer.h"
 #include "cuda/cuda_context.h"
-#include "memory.h"
+#include "cuda/cuda_layer_memory.h"
 
 #include <cuda_fp16.h>
 
@@ -19,7 +19,7 @@
 
 namespace spanscope::cuda {
 
-class DeviceKvMemory final : public LayerMemory {
+class DeviceKvMemory final : public DeviceLayerMemory {
 public:
     /// shape.window == 0: `full`, capacity rows (the context size; store past it throws
     /// std::length_error). shape.window = W > 0: `sliding`, a ring of W − 1 + max_ubatch rows
@@ -41,14 +41,18 @@ public:
     std::unique_ptr<LayerMemory> clone() const override;
     void clear() override;
 
-    /// store() with device pointers: dk, dv [n][n_kv_head][head_dim] fp32 and dpos [n] on the
-    /// device, pos [n] the same positions on the host (checked there). Queued on the
-    /// context's stream.
     void store_device(const float* dk, const float* dv, const int32_t* dpos, const int32_t* pos,
-                      int64_t n);
-    /// attend() with device pointers: dq [n_q][n_head][head_dim], dqpos [n_q], dout
-    /// [n_q][n_head][head_dim]. Queued on the context's stream.
-    void attend_device(const float* dq, const int32_t* dqpos, int64_t n_q, float* dout);
+                      int64_t n) override;
+    void attend_device(const float* dq, const int32_t* dqpos, const int32_t* qpos, int64_t n_q,
+                       float* dout, ThreadPool& pool) override;
+
+    /// The device rows for a kernel that reads them in place: slots [0, n_rows()) of k, v
+    /// [capacity][n_kv_head][head_dim] f16 and positions [capacity]; in position order for
+    /// `full` (and for `sliding` until the ring wraps).
+    const __half* device_k() const { return k_.data(); }
+    const __half* device_v() const { return v_.data(); }
+    const int32_t* device_pos() const { return pos_.data(); }
+    int64_t n_rows() const { return filled(); }
 
 private:
     bool ring() const { return shape_.window > 0; }

@@ -4,6 +4,7 @@
 // The CPU side is the engine's own tested code (itself checked against independent references
 // in test_ops, test_quant and test_gemma3_tiny). Without a GPU every test skips and says why.
 #include "backend.h"
+#include "cuda_test_support.h"
 #include "fp16.h"
 #include "memory_full.h"
 #include "memory_sliding.h"
@@ -24,8 +25,6 @@
 
 #ifdef SPANSCOPE_HAVE_CUDA
 #include "cuda/cuda_attention.h"
-#include "cuda/cuda_buffer.h"
-#include "cuda/cuda_context.h"
 #include "cuda/cuda_kernels.h"
 #include "cuda/cuda_kv_memory.h"
 #include "cuda/cuda_matmul.h"
@@ -33,28 +32,6 @@
 
 using namespace spanscope;
 using namespace spanscope::test;
-
-namespace {
-
-double nmse(const std::vector<float>& got, const std::vector<float>& want) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-        den += double(want[i]) * want[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v)
-        x = d(rng);
-    return v;
-}
-
-} // namespace
 
 #ifndef SPANSCOPE_HAVE_CUDA
 
@@ -71,35 +48,6 @@ TEST(CudaParity, NeedsTheCudaBackend) {
 namespace {
 
 using cuda::DeviceBuffer;
-
-class CudaParity : public ::testing::Test {
-protected:
-    void SetUp() override {
-        const auto st = backend_status(Backend::Cuda);
-        // On the GPU machine (scripts/gpu-check.sh) a skip would hide a broken set-up.
-        if (!st.usable && std::getenv("SPANSCOPE_REQUIRE_GPU"))
-            FAIL() << "SPANSCOPE_REQUIRE_GPU is set but the cuda backend cannot run: " << st.detail;
-        if (!st.usable)
-            GTEST_SKIP() << "no GPU to compare with: " << st.detail;
-        ctx_ = std::make_shared<cuda::Context>();
-    }
-    cudaStream_t stream() const { return ctx_->stream(); }
-
-    template <typename T> DeviceBuffer<T> up(const std::vector<T>& h) {
-        DeviceBuffer<T> d(h.size());
-        d.upload(h.data(), h.size());
-        return d;
-    }
-    template <typename T> std::vector<T> down(const DeviceBuffer<T>& d, size_t n) {
-        ctx_->sync();
-        std::vector<T> h(n);
-        cuda::cuda_check(cudaMemcpy(h.data(), d.data(), n * sizeof(T), cudaMemcpyDeviceToHost),
-                         "download");
-        return h;
-    }
-
-    std::shared_ptr<cuda::Context> ctx_;
-};
 
 TEST_F(CudaParity, RmsNorm) {
     for (const int64_t n : {64, 640, 1000}) {
