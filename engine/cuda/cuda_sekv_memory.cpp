@@ -43,14 +43,15 @@ DeviceSekvMemory::~DeviceSekvMemory() {
 void DeviceSekvMemory::join(std::shared_ptr<SekvPrefetchChain> chain, int index) {
     if (!chain || index < 0)
         throw std::invalid_argument("prefetch chain: no chain or a negative index");
+    auto& m = chain->members;
+    if (static_cast<size_t>(index) < m.size() && m[static_cast<size_t>(index)] &&
+        m[static_cast<size_t>(index)] != this)
+        throw std::logic_error("prefetch chain: index " + std::to_string(index) + " is taken");
     if (chain_ && static_cast<size_t>(chain_index_) < chain_->members.size() &&
         chain_->members[static_cast<size_t>(chain_index_)] == this)
         chain_->members[static_cast<size_t>(chain_index_)] = nullptr; // leave the old chain
-    auto& m = chain->members;
     if (m.size() <= static_cast<size_t>(index))
         m.resize(static_cast<size_t>(index) + 1, nullptr);
-    if (m[static_cast<size_t>(index)])
-        throw std::logic_error("prefetch chain: index " + std::to_string(index) + " is taken");
     m[static_cast<size_t>(index)] = this;
     chain->next_index = std::max(chain->next_index, index + 1);
     chain_ = std::move(chain);
