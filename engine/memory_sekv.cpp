@@ -60,11 +60,7 @@ void SekvMemory::store(const float* k, const float* v, const int32_t* pos, int64
 
 int64_t SekvMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
                               std::vector<float>& v, std::vector<int32_t>& pos) const {
-    for (const auto& s : spans_)
-        if (s.begin < pos_end && s.end() > pos_begin)
-            throw std::logic_error("sekv memory: positions " + std::to_string(s.begin) + ".." +
-                                   std::to_string(s.end() - 1) +
-                                   " are held at two resolutions, not as rows");
+    check_rows_outside_spans(spans_, pos_begin, pos_end);
     return rows_.read(pos_begin, pos_end, k, v, pos);
 }
 
@@ -174,6 +170,15 @@ void check_spans(const std::vector<SekvSpan>& spans, const AttentionShape& shape
             throw std::invalid_argument("sekv memory: span " + std::to_string(i) +
                                         " does not match the layer or overlaps the previous one");
     }
+}
+
+void check_rows_outside_spans(const std::vector<SekvSpan>& spans, int32_t pos_begin,
+                              int32_t pos_end) {
+    for (const auto& s : spans)
+        if (s.begin < pos_end && s.end() > pos_begin)
+            throw std::logic_error("sekv memory: positions " + std::to_string(s.begin) + ".." +
+                                   std::to_string(s.end() - 1) +
+                                   " are held at two resolutions, not as rows");
 }
 
 void drop_span_rows(RowStore& rows, const std::vector<SekvSpan>& spans) {

@@ -69,6 +69,11 @@ void check_spans(const std::vector<SekvSpan>& spans, const AttentionShape& shape
 /// std::invalid_argument naming the span otherwise, before anything is dropped).
 void drop_span_rows(RowStore& rows, const std::vector<SekvSpan>& spans);
 
+/// Throws std::logic_error naming the first span of `spans` that overlaps the positions
+/// [pos_begin, pos_end): those are held at two resolutions, not as rows (read_rows).
+void check_rows_outside_spans(const std::vector<SekvSpan>& spans, int32_t pos_begin,
+                              int32_t pos_end);
+
 class SekvMemory final : public LayerMemory {
 public:
     /// capacity: most tokens (the context size). Throws std::invalid_argument for a sliding

@@ -67,34 +67,30 @@ DeviceSekvMemory* DeviceSekvMemory::next_in_chain() const {
     return nullptr;
 }
 
-void DeviceSekvMemory::store(const float* k, const float* v, const int32_t* pos, int64_t n) {
+void DeviceSekvMemory::check_store(const int32_t* pos, int64_t n) const {
     if (n_stored_ + n > capacity_)
         throw std::length_error("context full: " + std::to_string(n_stored_ + n) +
                                 " tokens exceed the context size of " + std::to_string(capacity_));
     if (n > 0 && !spans_.empty() && pos[0] < spans_.back().end())
         throw std::invalid_argument("positions must increase");
+}
+
+void DeviceSekvMemory::store(const float* k, const float* v, const int32_t* pos, int64_t n) {
+    check_store(pos, n);
     rows_->store(k, v, pos, n);
     n_stored_ += n;
 }
 
 void DeviceSekvMemory::store_device(const float* dk, const float* dv, const int32_t* dpos,
                                     const int32_t* pos, int64_t n) {
-    if (n_stored_ + n > capacity_)
-        throw std::length_error("context full: " + std::to_string(n_stored_ + n) +
-                                " tokens exceed the context size of " + std::to_string(capacity_));
-    if (n > 0 && !spans_.empty() && pos[0] < spans_.back().end())
-        throw std::invalid_argument("positions must increase");
+    check_store(pos, n);
     rows_->store_device(dk, dv, dpos, pos, n);
     n_stored_ += n;
 }
 
 int64_t DeviceSekvMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
                                     std::vector<float>& v, std::vector<int32_t>& pos) const {
-    for (const auto& s : spans_)
-        if (s.begin < pos_end && s.end() > pos_begin)
-            throw std::logic_error("sekv memory: positions " + std::to_string(s.begin) + ".." +
-                                   std::to_string(s.end() - 1) +
-                                   " are held at two resolutions, not as rows");
+    check_rows_outside_spans(spans_, pos_begin, pos_end);
     return rows_->read_rows(pos_begin, pos_end, k, v, pos);
 }
 

@@ -120,6 +120,9 @@ private:
     /// drop_factors: keep no host tier (chunk_summary's seal).
     void hold(std::vector<SekvSpan> spans, int32_t delta, RowStore rows, bool drop_factors);
     RowStore download_rows() const;
+    /// Throws std::length_error past the capacity, std::invalid_argument for positions not
+    /// after the last span (store and store_device).
+    void check_store(const int32_t* pos, int64_t n) const;
     void upload_summaries();
     void ensure_cache(int64_t spans_at_once);
     int span_at(int32_t begin) const;
