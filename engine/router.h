@@ -3,7 +3,8 @@
 // expands when its relevance exceeds τ, calibrated per (layer, head) so that a target fraction
 // of spans expands; an optional row budget keeps the most relevant expanded spans whose rows
 // fit. The trained router (issue 8, zoom_params.h) supplies W (d′×d per layer and head) and τ
-// through the same calls: relevance(S) = σ(⟨W q, W k̄_S / ‖W k̄_S‖⟩ / √d′ + log|S|) (§3.4.5).
+// through the same calls: relevance(S) = σ(⟨W q, W k̄_S⟩ / √d′ + log|S|) (DESIGN.md §3.4.5
+// normalises W k̄_S; docs/sekv.md "The relevance's form" says why this does not).
 #pragma once
 
 #include <cstdint>
@@ -13,8 +14,8 @@ namespace spanscope {
 
 /// Relevance of a span for a query, in (0, 1). q, summary_k: [d]; w: [d_out][d] row-major, or
 /// nullptr for the training-free form (the identity, no normalisation: σ(q·k̄/√d + log|S|)).
-/// With w, W k̄ is normalised to unit length (a zero W k̄ gives the score 0, relevance
-/// σ(log|S|)). size: the span's tokens |S| (>= 1). Throws
+/// With w: σ(⟨W q, W k̄⟩/√d_out + log|S|), W k̄ not normalised (at W = I it is the
+/// training-free form). size: the span's tokens |S| (>= 1). Throws
 /// std::invalid_argument for d < 1, size < 1, or w given with d_out < 1.
 double span_relevance(const float* q, const float* summary_k, int64_t d, int64_t size,
                       const float* w = nullptr, int64_t d_out = 0);

@@ -1,6 +1,7 @@
 #include "zoom_model.h"
 
 #include "router.h"
+#include "span_factors.h"
 #include "zoom_gate_train.h"
 
 #include <algorithm>
@@ -105,28 +106,20 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     std::vector<double> a(static_cast<size_t>(dp));
     for (int64_t r = 0; r < dp; ++r)
         a[static_cast<size_t>(r)] = dot(W + r * d, v.q, d);
-    std::vector<std::vector<double>> bhat(static_cast<size_t>(nv));
-    std::vector<double> bnorm(static_cast<size_t>(nv)), z(static_cast<size_t>(nv)),
-        soft(static_cast<size_t>(nv)), ev(static_cast<size_t>(nv));
+    std::vector<std::vector<double>> bproj(static_cast<size_t>(nv));
+    std::vector<double> z(static_cast<size_t>(nv)), soft(static_cast<size_t>(nv)),
+        ev(static_cast<size_t>(nv));
     std::vector<char> hard(static_cast<size_t>(nv));
     for (int64_t s = 0; s < nv; ++s) {
         const auto& sp = L.spans[static_cast<size_t>(s)];
         const float* kbar = sp.summary_k.data() + v.g * d;
-        auto& b = bhat[static_cast<size_t>(s)];
+        auto& b = bproj[static_cast<size_t>(s)];
         b.resize(static_cast<size_t>(dp));
-        double nb = 0;
+        double ab = 0;
         for (int64_t r = 0; r < dp; ++r) {
             b[static_cast<size_t>(r)] = dot(W + r * d, kbar, d);
-            nb += b[static_cast<size_t>(r)] * b[static_cast<size_t>(r)];
+            ab += a[static_cast<size_t>(r)] * b[static_cast<size_t>(r)];
         }
-        nb = std::sqrt(nb);
-        double ab = 0;
-        if (nb > 0)
-            for (int64_t r = 0; r < dp; ++r) {
-                b[static_cast<size_t>(r)] /= nb;
-                ab += a[static_cast<size_t>(r)] * b[static_cast<size_t>(r)];
-            }
-        bnorm[static_cast<size_t>(s)] = nb;
         z[static_cast<size_t>(s)] = ab * rs + std::log(static_cast<double>(sp.size));
         soft[static_cast<size_t>(s)] = sigmoid((z[static_cast<size_t>(s)] - theta) / o.temperature);
         hard[static_cast<size_t>(s)] = z[static_cast<size_t>(s)] > theta;
@@ -417,23 +410,19 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
         }
     }
     grad->theta[static_cast<size_t>(h)] += static_cast<float>(dtheta);
-    // z → W: dz/da = b̂/√d′, dz/db = (a − (a·b̂) b̂) / (‖b‖ √d′); dW = da qᵀ + Σ db k̄ᵀ.
+    // z → W: z = ⟨a, b⟩/√d′ with a = W q, b = W k̄: dz/da = b/√d′, dz/db = a/√d′;
+    // dW = da qᵀ + Σ db k̄ᵀ.
     std::vector<double> da(static_cast<size_t>(dp), 0.0);
     float* gW = grad->w.data() + static_cast<size_t>(h) * dp * d;
     for (int64_t s = 0; s < nv; ++s) {
         const double dzs = dz[static_cast<size_t>(s)];
-        const double nb = bnorm[static_cast<size_t>(s)];
-        if (dzs == 0.0 || nb == 0.0)
+        if (dzs == 0.0)
             continue;
-        const auto& b = bhat[static_cast<size_t>(s)];
-        double ab = 0;
-        for (int64_t r = 0; r < dp; ++r)
-            ab += a[static_cast<size_t>(r)] * b[static_cast<size_t>(r)];
+        const auto& b = bproj[static_cast<size_t>(s)];
         const float* kbar = L.spans[static_cast<size_t>(s)].summary_k.data() + v.g * d;
         for (int64_t r = 0; r < dp; ++r) {
             da[static_cast<size_t>(r)] += dzs * b[static_cast<size_t>(r)] * rs;
-            const double db =
-                dzs * (a[static_cast<size_t>(r)] - ab * b[static_cast<size_t>(r)]) * rs / nb;
+            const double db = dzs * a[static_cast<size_t>(r)] * rs;
             float* gr = gW + r * d;
             for (int64_t x = 0; x < d; ++x)
                 gr[x] += static_cast<float>(db * kbar[x]);
@@ -577,6 +566,66 @@ ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t
         p.layers.push_back(std::move(l));
     }
     return p;
+}
+
+void init_zoom_projection(ZoomParams& params, const std::vector<ZoomExampleSet>& sets) {
+    for (auto& P : params.layers) {
+        const int64_t d = P.head_dim, dp = P.d_out;
+        if (dp > d)
+            throw std::invalid_argument("init_zoom_projection: d' " + std::to_string(dp) +
+                                        " exceeds the head dimension " + std::to_string(d));
+        int n_kv = 0;
+        std::vector<std::vector<double>> moment; // per KV group: Σ k̄ k̄ᵀ [d][d]
+        int64_t spans = 0;
+        for (const auto& set : sets)
+            for (const auto& L : set.layers) {
+                if (L.layer != P.layer)
+                    continue;
+                if (moment.empty()) {
+                    n_kv = L.n_kv_head;
+                    moment.assign(static_cast<size_t>(n_kv),
+                                  std::vector<double>(static_cast<size_t>(d * d), 0.0));
+                }
+                if (L.n_kv_head != n_kv || L.head_dim != d || L.n_head != P.n_head)
+                    throw std::invalid_argument("init_zoom_projection: recordings of layer " +
+                                                std::to_string(P.layer) + " differ in shape");
+                for (const auto& sp : L.spans) {
+                    ++spans;
+                    for (int g = 0; g < n_kv; ++g) {
+                        const float* k = sp.summary_k.data() + g * d;
+                        auto& m = moment[static_cast<size_t>(g)];
+                        for (int64_t i = 0; i < d; ++i)
+                            for (int64_t j = 0; j < d; ++j)
+                                m[static_cast<size_t>(i * d + j)] +=
+                                    static_cast<double>(k[i]) * k[j];
+                    }
+                }
+            }
+        if (spans == 0)
+            throw std::invalid_argument("init_zoom_projection: no span of layer " +
+                                        std::to_string(P.layer));
+        const double c = std::pow(static_cast<double>(dp) / static_cast<double>(d), 0.25);
+        for (int g = 0; g < n_kv; ++g) {
+            const auto& m = moment[static_cast<size_t>(g)];
+            std::vector<float> mf(m.begin(), m.end());
+            // The Gram matrix of M is M², whose eigenvectors are M's: right = diag(λ) Vᵀ.
+            const auto f = low_rank_factors(mf.data(), d, d, static_cast<int>(dp));
+            const int group = P.n_head / n_kv;
+            for (int h = g * group; h < (g + 1) * group; ++h)
+                for (int64_t r = 0; r < f.rank; ++r) {
+                    const float* v = f.right.data() + r * d;
+                    double n2 = 0;
+                    for (int64_t j = 0; j < d; ++j)
+                        n2 += static_cast<double>(v[j]) * v[j];
+                    if (!(n2 > 0))
+                        continue;
+                    const double s = c / std::sqrt(n2);
+                    float* w = P.w.data() + (static_cast<size_t>(h) * dp + r) * d;
+                    for (int64_t j = 0; j < d; ++j)
+                        w[j] = static_cast<float>(s * v[j]);
+                }
+        }
+    }
 }
 
 std::vector<ZoomTensorRef> zoom_tensors(ZoomParams& p) {

@@ -5,7 +5,7 @@
 // needed. Gradients are written by hand and checked against finite differences in the tests.
 //
 // Forward, for query q [d] of head h (kv head g) and each visible span S:
-//   a = W q,  b_S = W k̄_S,  z_S = ⟨a, b_S/‖b_S‖⟩/√d′ + log|S|      (relevance = σ(z_S))
+//   a = W q,  b_S = W k̄_S,  z_S = ⟨a, b_S⟩/√d′ + log|S|      (relevance = σ(z_S))
 //   expand e_S = 1[z_S > θ]  (τ = σ(θ));  soft gate s_S = σ((z_S − θ)/T)
 //   rank gates m = MLP(spectrum, k̄_S) for the key and for the value factors (zoom_params.h);
 //   kept components h_r = 1[r < #{m > 0.5}] (at least 1)
@@ -94,6 +94,15 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
 /// Parameters with the given shapes, initialised from `seed`: W with independent N(0, 1/d)
 /// entries, θ = 0, the gate's w1, w2 N(0, 1/fan_in), b1 = b2 = 0 (every gate undecided, m ≈ 0.5).
 ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed);
+
+/// W of every (layer, head) set to the top-d′ principal directions of the layer's summary keys
+/// (its KV group's, every span of `sets` once), scaled by (d′/d)^¼: then ⟨W q, W k̄⟩/√d′ is
+/// q·k̄/√d restricted to where the summary keys lie, so training starts from the training-free
+/// router (exactly it at d′ = d). The directions are the eigenvectors of Σ k̄ k̄ᵀ [d][d]
+/// (span_factors.h low_rank_factors of that matrix). A direction with no energy (fewer spans
+/// than d′) keeps its row from init_zoom_params. Throws std::invalid_argument when d′ > d or
+/// some layer of params has no span in `sets`.
+void init_zoom_projection(ZoomParams& params, const std::vector<ZoomExampleSet>& sets);
 
 /// Every trainable array of p, in a fixed order, with whether weight decay applies to it
 /// (the matrices W, w1, w2; not θ or the biases).

@@ -42,7 +42,7 @@ struct ZoomLayerParams {
     int n_head = 0;   ///< query heads
     int head_dim = 0; ///< d
     int d_out = 0;    ///< d′ (32)
-    /// [n_head][d_out][head_dim]: relevance = σ(⟨W q, W k̄ / ‖W k̄‖⟩ / √d′ + log|S|)
+    /// [n_head][d_out][head_dim]: relevance = σ(⟨W q, W k̄⟩ / √d′ + log|S|)
     std::vector<float> w;
     std::vector<float> theta; ///< [n_head]: the threshold as a logit, τ = σ(θ)
     RankGateMlp gate;
@@ -60,7 +60,9 @@ struct ZoomProvenance {
 struct ZoomParams {
     /// 2: the rank gate reads the summary key rotated back to position 0 (gate_summary_key);
     /// a version-1 file was trained on the key at the span's position and is refused.
-    static constexpr uint32_t kVersion = 2;
+    /// 3: the relevance no longer normalises W k̄ (docs/sekv.md "The relevance's form"); a
+    /// version-2 file was trained for the normalised form and is refused.
+    static constexpr uint32_t kVersion = 3;
     std::string model_fingerprint; ///< fingerprint_hex of the model trained for (32 hex chars)
     std::string model_name;        ///< e.g. "gemma-3-270m-q4_k_m.gguf", for messages
     ZoomProvenance provenance;

@@ -23,25 +23,25 @@ TEST(Router, RelevanceIsTheSigmoidOfTheScaledScorePlusLogSize) {
     EXPECT_THROW(span_relevance(q, k, 4, 0), std::invalid_argument);
 }
 
-// DESIGN.md §3.4.5: relevance = σ(⟨W q, W k̄ / ‖W k̄‖⟩ / √d′ + log|S|).
-TEST(Router, TrainedRelevanceNormalisesTheProjectedSummaryKey) {
+// The trained form (docs/sekv.md "The relevance's form"): σ(⟨W q, W k̄⟩ / √d′ + log|S|).
+TEST(Router, TrainedRelevanceIsTheProjectedDotProduct) {
     const float q[] = {1, 2, 0, -1};
     const float k[] = {0.5f, 0.25f, 3, 1};
-    // W: the first two coordinates, d' = 2. W q = (1, 2), W k = (0.5, 0.25),
-    // ‖W k‖² = 0.25 + 0.0625 = 0.3125; ⟨W q, W k⟩ = 0.5 + 0.5 = 1;
-    // score = 1 / sqrt(0.3125) / sqrt(2) = 1 / sqrt(0.625); + log 3.
+    // W: the first two coordinates, d' = 2. W q = (1, 2), W k = (0.5, 0.25);
+    // ⟨W q, W k⟩ = 0.5 + 0.5 = 1; score = 1 / sqrt(2); + log 3.
     const float w[] = {1, 0, 0, 0, 0, 1, 0, 0};
-    const double x = 1.0 / std::sqrt(0.625) + std::log(3.0);
+    const double x = 1.0 / std::sqrt(2.0) + std::log(3.0);
     EXPECT_NEAR(span_relevance(q, k, 4, 3, w, 2), 1.0 / (1.0 + std::exp(-x)), 1e-7);
-    // Scaling the summary key does not change it (up to float rounding of the input).
+    // Not normalised: a summary key 7 times as long scores 7 times as much.
     const float k7[] = {3.5f, 1.75f, 21, 7};
-    EXPECT_NEAR(span_relevance(q, k7, 4, 3, w, 2), span_relevance(q, k, 4, 3, w, 2), 1e-7);
+    const double x7 = 7.0 / std::sqrt(2.0) + std::log(3.0);
+    EXPECT_NEAR(span_relevance(q, k7, 4, 3, w, 2), 1.0 / (1.0 + std::exp(-x7)), 1e-7);
     // A summary key W maps to zero scores 0: σ(log|S|).
     const float k0[] = {0, 0, 5, -2};
     EXPECT_NEAR(span_relevance(q, k0, 4, 3, w, 2), 1.0 / (1.0 + 1.0 / 3.0), 1e-12);
-    // W = diag(1, 0, 0, 0), d' = 4: W k / ‖W k‖ = e1, ⟨W q, e1⟩ = 1, / sqrt(4) = 0.5; + log 1.
-    const float wd[] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    EXPECT_NEAR(span_relevance(q, k, 4, 1, wd, 4), 1.0 / (1.0 + std::exp(-0.5)), 1e-12);
+    // W = I, d' = d: the training-free form exactly.
+    const float wi[] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
+    EXPECT_NEAR(span_relevance(q, k, 4, 5, wi, 4), span_relevance(q, k, 4, 5), 1e-12);
     EXPECT_THROW(span_relevance(q, k, 4, 1, w, 0), std::invalid_argument);
 }
 

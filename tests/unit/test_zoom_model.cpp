@@ -337,6 +337,78 @@ TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
     EXPECT_GT(summarised, 0);
 }
 
+// init_zoom_projection: at d' = d the trained relevance is the training-free one exactly; at
+// d' < d, W's rows are orthogonal with length (d'/d)^(1/4) and span the summary keys' leading
+// direction, found here by power iteration on Σ k̄ k̄ᵀ (not LAPACK, as the engine finds it).
+TEST(ZoomModel, ProjectionStartsAtTheTrainingFreeRouter) {
+    auto full = tiny_params(5);
+    for (auto& l : full.layers)
+        l.d_out = kDim;
+    full = init_zoom_params(full.layers, 5);
+    auto f = make_fixture(full, {21, 22, 23});
+    init_zoom_projection(full, f->sets);
+    std::mt19937 rng(9);
+    const auto& P = full.layers[0];
+    for (const auto& set : f->sets)
+        for (const auto& sp : set.layers[0].spans)
+            for (int h = 0; h < kHeads; ++h) {
+                const auto q = randn(kDim, rng, 2.0f);
+                const float* k = sp.summary_k.data() + (h / kGroup) * kDim;
+                const float* w = P.w.data() + static_cast<size_t>(h) * kDim * kDim;
+                EXPECT_NEAR(span_relevance(q.data(), k, kDim, sp.size, w, kDim),
+                            span_relevance(q.data(), k, kDim, sp.size), 1e-5);
+            }
+
+    auto p = tiny_params(5);
+    init_zoom_projection(p, f->sets);
+    const double c = std::pow(static_cast<double>(kDout) / kDim, 0.25);
+    for (int g = 0; g < kKv; ++g) {
+        std::vector<double> m(kDim * kDim, 0.0);
+        for (const auto& set : f->sets)
+            for (const auto& sp : set.layers[0].spans)
+                for (int i = 0; i < kDim; ++i)
+                    for (int j = 0; j < kDim; ++j)
+                        m[i * kDim + j] += static_cast<double>(sp.summary_k[g * kDim + i]) *
+                                           sp.summary_k[g * kDim + j];
+        std::vector<double> v(kDim, 1.0);
+        for (int it = 0; it < 500; ++it) {
+            std::vector<double> u(kDim, 0.0);
+            double n = 0;
+            for (int i = 0; i < kDim; ++i) {
+                for (int j = 0; j < kDim; ++j)
+                    u[i] += m[i * kDim + j] * v[j];
+                n += u[i] * u[i];
+            }
+            for (int i = 0; i < kDim; ++i)
+                v[i] = u[i] / std::sqrt(n);
+        }
+        for (int h = g * kGroup; h < (g + 1) * kGroup; ++h) {
+            const float* w = p.layers[0].w.data() + static_cast<size_t>(h) * kDout * kDim;
+            double in_rows = 0; // ‖W v‖² / c²: 1 when v lies in the rows' span
+            for (int r = 0; r < kDout; ++r) {
+                double wv = 0, ww = 0;
+                for (int j = 0; j < kDim; ++j) {
+                    wv += w[r * kDim + j] * v[j];
+                    ww += static_cast<double>(w[r * kDim + j]) * w[r * kDim + j];
+                }
+                EXPECT_NEAR(ww, c * c, 1e-5);
+                in_rows += wv * wv / (c * c);
+                for (int s = 0; s < r; ++s) {
+                    double ws = 0;
+                    for (int j = 0; j < kDim; ++j)
+                        ws += static_cast<double>(w[r * kDim + j]) * w[s * kDim + j];
+                    EXPECT_NEAR(ws, 0.0, 1e-5);
+                }
+            }
+            EXPECT_NEAR(in_rows, 1.0, 1e-4);
+        }
+    }
+    auto wide = tiny_params(5);
+    wide.layers[0].d_out = kDim + 1;
+    EXPECT_THROW(init_zoom_projection(wide, f->sets), std::invalid_argument);
+    EXPECT_THROW(init_zoom_projection(p, {}), std::invalid_argument);
+}
+
 TEST(ZoomModel, TrainingFreeReferenceAtItsExtremes) {
     // Every span expanded at full rank: the reference is the trained forward with every span
     // expanded and the rank gate ignored (full_rank), up to rounding; none expanded: no recall.

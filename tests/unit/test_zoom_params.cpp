@@ -246,7 +246,9 @@ TEST(ZoomParams, EveryMalformedFileIsRefusedWithAMessageNamingIt) {
     };
     Spoil s;
     s.version = 1; // the rank gate of version 1 read the rotated summary key
-    refused(s, {"version 1", "version 2"});
+    refused(s, {"version 1", "version 3"});
+    s.version = 2; // version 2 normalised W k̄ in the relevance
+    refused(s, {"version 2", "version 3"});
     s = {};
     s.reshape_tensor = "zoom.3.w";
     refused(s, {"zoom.3.w", "shape"});
