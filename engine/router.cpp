@@ -18,9 +18,9 @@ double span_relevance(const float* q, const float* summary_k, int64_t d, int64_t
         for (int64_t j = 0; j < d; ++j)
             score += static_cast<double>(q[j]) * summary_k[j];
     } else {
-        // Trained form (docs/zoom.md "Relevance"): ⟨W q, W k̄⟩. Not normalised: the length of a
-        // summary key says how much its span's keys agree, and mixed attention weighs the summary
-        // row by q·k̄ unnormalised; at W = I it is the training-free score.
+        // Trained form (docs/sekv.md "The relevance's form"): ⟨W q, W k̄⟩. Not normalised: the
+        // length of a summary key says how much its span's keys agree, and mixed attention weighs
+        // the summary row by q·k̄ unnormalised; at W = I it is the training-free score.
         dim = d_out;
         for (int64_t r = 0; r < d_out; ++r) {
             double qh = 0, kh = 0;

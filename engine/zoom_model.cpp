@@ -569,11 +569,15 @@ ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t
 }
 
 void init_zoom_projection(ZoomParams& params, const std::vector<ZoomExampleSet>& sets) {
-    for (auto& P : params.layers) {
+    ZoomParams out = params; // params stay as they were when anything throws
+    for (auto& P : out.layers) {
         const int64_t d = P.head_dim, dp = P.d_out;
-        if (dp > d)
-            throw std::invalid_argument("init_zoom_projection: d' " + std::to_string(dp) +
-                                        " exceeds the head dimension " + std::to_string(d));
+        const std::string where = "init_zoom_projection: layer " + std::to_string(P.layer) + ": ";
+        if (dp < 1 || dp > d)
+            throw std::invalid_argument(where + "d' " + std::to_string(dp) +
+                                        " is not in [1, head dimension " + std::to_string(d) + "]");
+        if (P.n_head < 1 || P.w.size() != static_cast<size_t>(P.n_head * dp * d))
+            throw std::invalid_argument(where + "W does not have n_head × d' × d entries");
         int n_kv = 0;
         std::vector<std::vector<double>> moment; // per KV group: Σ k̄ k̄ᵀ [d][d]
         int64_t spans = 0;
@@ -583,13 +587,18 @@ void init_zoom_projection(ZoomParams& params, const std::vector<ZoomExampleSet>&
                     continue;
                 if (moment.empty()) {
                     n_kv = L.n_kv_head;
+                    if (n_kv < 1 || P.n_head % n_kv != 0)
+                        throw std::invalid_argument(where + std::to_string(P.n_head) +
+                                                    " query heads do not form groups over " +
+                                                    std::to_string(n_kv) + " KV heads");
                     moment.assign(static_cast<size_t>(n_kv),
                                   std::vector<double>(static_cast<size_t>(d * d), 0.0));
                 }
                 if (L.n_kv_head != n_kv || L.head_dim != d || L.n_head != P.n_head)
-                    throw std::invalid_argument("init_zoom_projection: recordings of layer " +
-                                                std::to_string(P.layer) + " differ in shape");
+                    throw std::invalid_argument(where + "its recordings differ in shape");
                 for (const auto& sp : L.spans) {
+                    if (sp.summary_k.size() != static_cast<size_t>(n_kv * d))
+                        throw std::invalid_argument(where + "a summary key is not n_kv × d");
                     ++spans;
                     for (int g = 0; g < n_kv; ++g) {
                         const float* k = sp.summary_k.data() + g * d;
@@ -602,30 +611,24 @@ void init_zoom_projection(ZoomParams& params, const std::vector<ZoomExampleSet>&
                 }
             }
         if (spans == 0)
-            throw std::invalid_argument("init_zoom_projection: no span of layer " +
-                                        std::to_string(P.layer));
+            throw std::invalid_argument(where + "no span in the recordings");
         const double c = std::pow(static_cast<double>(dp) / static_cast<double>(d), 0.25);
+        const int group = P.n_head / n_kv;
         for (int g = 0; g < n_kv; ++g) {
             const auto& m = moment[static_cast<size_t>(g)];
             std::vector<float> mf(m.begin(), m.end());
-            // The Gram matrix of M is M², whose eigenvectors are M's: right = diag(λ) Vᵀ.
+            // M is symmetric: the Gram matrix M Mᵀ = M² has M's eigenvectors, in the same order
+            // (M is positive semi-definite); they are the left factors' columns, orthonormal.
             const auto f = low_rank_factors(mf.data(), d, d, static_cast<int>(dp));
-            const int group = P.n_head / n_kv;
             for (int h = g * group; h < (g + 1) * group; ++h)
                 for (int64_t r = 0; r < f.rank; ++r) {
-                    const float* v = f.right.data() + r * d;
-                    double n2 = 0;
-                    for (int64_t j = 0; j < d; ++j)
-                        n2 += static_cast<double>(v[j]) * v[j];
-                    if (!(n2 > 0))
-                        continue;
-                    const double s = c / std::sqrt(n2);
                     float* w = P.w.data() + (static_cast<size_t>(h) * dp + r) * d;
                     for (int64_t j = 0; j < d; ++j)
-                        w[j] = static_cast<float>(s * v[j]);
+                        w[j] = static_cast<float>(c * f.left[static_cast<size_t>(j * f.rank + r)]);
                 }
         }
     }
+    params = std::move(out);
 }
 
 std::vector<ZoomTensorRef> zoom_tensors(ZoomParams& p) {

@@ -95,13 +95,16 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
 /// entries, θ = 0, the gate's w1, w2 N(0, 1/fan_in), b1 = b2 = 0 (every gate undecided, m ≈ 0.5).
 ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed);
 
-/// W of every (layer, head) set to the top-d′ principal directions of the layer's summary keys
-/// (its KV group's, every span of `sets` once), scaled by (d′/d)^¼: then ⟨W q, W k̄⟩/√d′ is
-/// q·k̄/√d restricted to where the summary keys lie, so training starts from the training-free
-/// router (exactly it at d′ = d). The directions are the eigenvectors of Σ k̄ k̄ᵀ [d][d]
-/// (span_factors.h low_rank_factors of that matrix). A direction with no energy (fewer spans
-/// than d′) keeps its row from init_zoom_params. Throws std::invalid_argument when d′ > d or
-/// some layer of params has no span in `sets`.
+/// W [n_head][d′][d] of every layer set, per KV group, to the leading d′ eigenvectors of the
+/// uncentred second moment Σ k̄ k̄ᵀ [d][d] of the layer's summary keys (as recorded: rotated at
+/// their spans' positions; every span of `sets` once), as orthonormal rows scaled by (d′/d)^¼.
+/// Then ⟨W q, W k̄⟩/√d′ is q·P k̄/√d with P the projection onto those directions: the training
+/// starts from the training-free router restricted to where the summary keys lie, and at
+/// d′ = d from it exactly (up to float rounding). The eigenvectors are span_factors.h
+/// low_rank_factors' of that matrix. θ and the gates are not touched. Throws
+/// std::invalid_argument (params unchanged) when d′ is not in [1, d], W or a summary key has
+/// another size, the query heads do not form groups over the KV heads, a layer's recordings
+/// differ in shape or some layer has no span in `sets`; std::runtime_error when LAPACK fails.
 void init_zoom_projection(ZoomParams& params, const std::vector<ZoomExampleSet>& sets);
 
 /// Every trainable array of p, in a fixed order, with whether weight decay applies to it

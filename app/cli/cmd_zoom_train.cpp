@@ -79,11 +79,14 @@ nlohmann::json loss_json(const ZoomLoss& l) {
 std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& t,
                           const std::string& data, const std::string& model, int threads) {
     std::ostringstream s;
-    s << "data=" << data << ";model=" << model << ";threads=" << threads << ";d_out=" << o.d_out
-      << ";hidden=" << o.hidden << ";max_rank=" << o.max_rank << ";steps=" << t.steps
-      << ";batch=" << t.batch << ";lr=" << t.lr << ";warmup=" << t.warmup
-      << ";min_lr=" << t.min_lr_ratio << ";wd=" << t.weight_decay << ";clip=" << t.clip
-      << ";seed=" << t.seed << ";init_rate=" << t.init_expand_rate << ";T=" << t.loss.temperature
+    // The parameter format's version stands for the model's form (the relevance, the gate's
+    // input): a checkpoint trained for another form is not resumed.
+    s << "format=" << ZoomParams::kVersion << ";data=" << data << ";model=" << model
+      << ";threads=" << threads << ";d_out=" << o.d_out << ";hidden=" << o.hidden
+      << ";max_rank=" << o.max_rank << ";steps=" << t.steps << ";batch=" << t.batch
+      << ";lr=" << t.lr << ";warmup=" << t.warmup << ";min_lr=" << t.min_lr_ratio
+      << ";wd=" << t.weight_decay << ";clip=" << t.clip << ";seed=" << t.seed
+      << ";init_rate=" << t.init_expand_rate << ";T=" << t.loss.temperature
       << ";coverage=" << t.loss.coverage << ";pos_weight=" << t.loss.pos_weight
       << ";w=" << t.loss.w_zoom << "," << t.loss.w_distill << "," << t.loss.w_recon << ","
       << t.loss.w_budget << ";budget=" << t.loss.expansion_weight << "," << t.loss.rank_weight;

@@ -337,28 +337,40 @@ TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
     EXPECT_GT(summarised, 0);
 }
 
-// init_zoom_projection: at d' = d the trained relevance is the training-free one exactly; at
-// d' < d, W's rows are orthogonal with length (d'/d)^(1/4) and span the summary keys' leading
-// direction, found here by power iteration on Σ k̄ k̄ᵀ (not LAPACK, as the engine finds it).
+// init_zoom_projection: at d' = d the trained relevance is the training-free one for any query
+// and key, also when the summary keys span fewer directions than d (one recording: 5 spans in 8
+// dimensions); at d' < d, W's rows are orthogonal with length (d'/d)^(1/4) and span the leading
+// d' eigenvectors of Σ k̄ k̄ᵀ, found here by orthogonal iteration (not LAPACK, as the engine).
 TEST(ZoomModel, ProjectionStartsAtTheTrainingFreeRouter) {
-    auto full = tiny_params(5);
-    for (auto& l : full.layers)
-        l.d_out = kDim;
-    full = init_zoom_params(full.layers, 5);
-    auto f = make_fixture(full, {21, 22, 23});
-    init_zoom_projection(full, f->sets);
     std::mt19937 rng(9);
-    const auto& P = full.layers[0];
-    for (const auto& set : f->sets)
-        for (const auto& sp : set.layers[0].spans)
-            for (int h = 0; h < kHeads; ++h) {
-                const auto q = randn(kDim, rng, 2.0f);
-                const float* k = sp.summary_k.data() + (h / kGroup) * kDim;
-                const float* w = P.w.data() + static_cast<size_t>(h) * kDim * kDim;
-                EXPECT_NEAR(span_relevance(q.data(), k, kDim, sp.size, w, kDim),
-                            span_relevance(q.data(), k, kDim, sp.size), 1e-5);
+    for (const auto& seeds : {std::vector<uint32_t>{21}, std::vector<uint32_t>{21, 22, 23}}) {
+        SCOPED_TRACE(seeds.size());
+        auto full = tiny_params(5);
+        for (auto& l : full.layers)
+            l.d_out = kDim;
+        full = init_zoom_params(full.layers, 5);
+        auto f = make_fixture(full, seeds);
+        init_zoom_projection(full, f->sets);
+        const auto& P = full.layers[0];
+        for (int h = 0; h < kHeads; ++h) {
+            const float* w = P.w.data() + static_cast<size_t>(h) * kDim * kDim;
+            for (int r = 0; r < kDim; ++r)
+                for (int s = 0; s <= r; ++s) {
+                    double ws = 0;
+                    for (int j = 0; j < kDim; ++j)
+                        ws += static_cast<double>(w[r * kDim + j]) * w[s * kDim + j];
+                    EXPECT_NEAR(ws, r == s ? 1.0 : 0.0, 1e-5);
+                }
+            for (int t = 0; t < 20; ++t) {
+                const auto q = randn(kDim, rng);
+                const auto k = randn(kDim, rng);
+                EXPECT_NEAR(span_relevance(q.data(), k.data(), kDim, 3, w, kDim),
+                            span_relevance(q.data(), k.data(), kDim, 3), 1e-5);
             }
+        }
+    }
 
+    auto f = make_fixture(tiny_params(5), {21, 22, 23});
     auto p = tiny_params(5);
     init_zoom_projection(p, f->sets);
     const double c = std::pow(static_cast<double>(kDout) / kDim, 0.25);
@@ -370,29 +382,47 @@ TEST(ZoomModel, ProjectionStartsAtTheTrainingFreeRouter) {
                     for (int j = 0; j < kDim; ++j)
                         m[i * kDim + j] += static_cast<double>(sp.summary_k[g * kDim + i]) *
                                            sp.summary_k[g * kDim + j];
-        std::vector<double> v(kDim, 1.0);
-        for (int it = 0; it < 500; ++it) {
-            std::vector<double> u(kDim, 0.0);
-            double n = 0;
-            for (int i = 0; i < kDim; ++i) {
+        // Orthogonal iteration: Q [kDout][kDim] ← orthonormalise(M Q).
+        std::vector<double> Q(kDout * kDim);
+        for (int r = 0; r < kDout; ++r)
+            for (int j = 0; j < kDim; ++j)
+                Q[r * kDim + j] = r == j ? 1.0 : 0.1 * (j + 1);
+        for (int it = 0; it < 3000; ++it) {
+            std::vector<double> y(kDout * kDim, 0.0);
+            for (int r = 0; r < kDout; ++r)
+                for (int i = 0; i < kDim; ++i)
+                    for (int j = 0; j < kDim; ++j)
+                        y[r * kDim + i] += m[i * kDim + j] * Q[r * kDim + j];
+            for (int r = 0; r < kDout; ++r) { // Gram–Schmidt
+                for (int s = 0; s < r; ++s) {
+                    double dot = 0;
+                    for (int j = 0; j < kDim; ++j)
+                        dot += y[r * kDim + j] * y[s * kDim + j];
+                    for (int j = 0; j < kDim; ++j)
+                        y[r * kDim + j] -= dot * y[s * kDim + j];
+                }
+                double n = 0;
                 for (int j = 0; j < kDim; ++j)
-                    u[i] += m[i * kDim + j] * v[j];
-                n += u[i] * u[i];
+                    n += y[r * kDim + j] * y[r * kDim + j];
+                for (int j = 0; j < kDim; ++j)
+                    y[r * kDim + j] /= std::sqrt(n);
             }
-            for (int i = 0; i < kDim; ++i)
-                v[i] = u[i] / std::sqrt(n);
+            Q = y;
         }
         for (int h = g * kGroup; h < (g + 1) * kGroup; ++h) {
             const float* w = p.layers[0].w.data() + static_cast<size_t>(h) * kDout * kDim;
-            double in_rows = 0; // ‖W v‖² / c²: 1 when v lies in the rows' span
             for (int r = 0; r < kDout; ++r) {
-                double wv = 0, ww = 0;
-                for (int j = 0; j < kDim; ++j) {
-                    wv += w[r * kDim + j] * v[j];
+                double ww = 0, in_q = 0; // ‖w‖², ‖Qᵀ Q w‖²: equal when w lies in Q's span
+                for (int j = 0; j < kDim; ++j)
                     ww += static_cast<double>(w[r * kDim + j]) * w[r * kDim + j];
+                for (int s = 0; s < kDout; ++s) {
+                    double qw = 0;
+                    for (int j = 0; j < kDim; ++j)
+                        qw += Q[s * kDim + j] * w[r * kDim + j];
+                    in_q += qw * qw;
                 }
                 EXPECT_NEAR(ww, c * c, 1e-5);
-                in_rows += wv * wv / (c * c);
+                EXPECT_NEAR(in_q / ww, 1.0, 1e-4) << "row " << r << " of head " << h;
                 for (int s = 0; s < r; ++s) {
                     double ws = 0;
                     for (int j = 0; j < kDim; ++j)
@@ -400,13 +430,26 @@ TEST(ZoomModel, ProjectionStartsAtTheTrainingFreeRouter) {
                     EXPECT_NEAR(ws, 0.0, 1e-5);
                 }
             }
-            EXPECT_NEAR(in_rows, 1.0, 1e-4);
         }
     }
-    auto wide = tiny_params(5);
+    // Refused, and the parameters left as they were.
+    const auto before = p.layers[0].w;
+    auto wide = p;
     wide.layers[0].d_out = kDim + 1;
     EXPECT_THROW(init_zoom_projection(wide, f->sets), std::invalid_argument);
+    auto none = p;
+    none.layers[0].d_out = 0;
+    EXPECT_THROW(init_zoom_projection(none, f->sets), std::invalid_argument);
     EXPECT_THROW(init_zoom_projection(p, {}), std::invalid_argument);
+    auto two = p; // a second layer with no recording: the first must not change either
+    two.layers.push_back(two.layers[0]);
+    two.layers[1].layer = 9;
+    for (auto& x : two.layers[0].w)
+        x = 0.5f;
+    const auto two_before = two.layers[0].w;
+    EXPECT_THROW(init_zoom_projection(two, f->sets), std::invalid_argument);
+    EXPECT_EQ(two.layers[0].w, two_before);
+    EXPECT_EQ(p.layers[0].w, before);
 }
 
 TEST(ZoomModel, TrainingFreeReferenceAtItsExtremes) {
