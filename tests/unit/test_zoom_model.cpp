@@ -147,6 +147,17 @@ std::unique_ptr<Fixture> make_fixture(const ZoomParams& p, std::vector<uint32_t>
     return f;
 }
 
+// Rows [rows][kDim] of w: pairwise orthogonal, each of squared length norm2.
+void expect_orthogonal_rows(const float* w, int rows, double norm2) {
+    for (int r = 0; r < rows; ++r)
+        for (int s = 0; s <= r; ++s) {
+            double ws = 0;
+            for (int j = 0; j < kDim; ++j)
+                ws += static_cast<double>(w[r * kDim + j]) * w[s * kDim + j];
+            EXPECT_NEAR(ws, r == s ? norm2 : 0.0, 1e-5) << "rows " << r << ", " << s;
+        }
+}
+
 double total_loss(const ZoomParams& p, const Fixture& f, const ZoomLossOptions& o,
                   ThreadPool& pool) {
     return zoom_loss(p, f.sets, f.items, o, nullptr, pool).total;
@@ -354,13 +365,7 @@ TEST(ZoomModel, ProjectionStartsAtTheTrainingFreeRouter) {
         const auto& P = full.layers[0];
         for (int h = 0; h < kHeads; ++h) {
             const float* w = P.w.data() + static_cast<size_t>(h) * kDim * kDim;
-            for (int r = 0; r < kDim; ++r)
-                for (int s = 0; s <= r; ++s) {
-                    double ws = 0;
-                    for (int j = 0; j < kDim; ++j)
-                        ws += static_cast<double>(w[r * kDim + j]) * w[s * kDim + j];
-                    EXPECT_NEAR(ws, r == s ? 1.0 : 0.0, 1e-5);
-                }
+            expect_orthogonal_rows(w, kDim, 1.0);
             for (int t = 0; t < 20; ++t) {
                 const auto q = randn(kDim, rng);
                 const auto k = randn(kDim, rng);
@@ -421,15 +426,9 @@ TEST(ZoomModel, ProjectionStartsAtTheTrainingFreeRouter) {
                         qw += Q[s * kDim + j] * w[r * kDim + j];
                     in_q += qw * qw;
                 }
-                EXPECT_NEAR(ww, c * c, 1e-5);
                 EXPECT_NEAR(in_q / ww, 1.0, 1e-4) << "row " << r << " of head " << h;
-                for (int s = 0; s < r; ++s) {
-                    double ws = 0;
-                    for (int j = 0; j < kDim; ++j)
-                        ws += static_cast<double>(w[r * kDim + j]) * w[s * kDim + j];
-                    EXPECT_NEAR(ws, 0.0, 1e-5);
-                }
             }
+            expect_orthogonal_rows(w, kDout, c * c);
         }
     }
     // Refused, and the parameters left as they were.
