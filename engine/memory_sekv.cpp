@@ -34,9 +34,6 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
     // The gate was trained on factors of at most gate.n_rank components and decides among
     // them: a lower max_rank would cut its choices, a higher one is never used.
     o.rank.max_rank = l->gate.n_rank;
-    // The trained router decides per query head, as it was trained (zoom_model.h): a KV
-    // group's heads do not share their expansions.
-    o.router.share_group = false;
     return o;
 }
 

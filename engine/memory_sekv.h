@@ -38,17 +38,17 @@ struct SekvOptions {
     /// factors are not kept).
     bool summaries_only = false;
     /// The trained zoom-in (issue 8, zoom_params.h): every SEKV layer takes its router
-    /// (router.trained: W and τ, no calibration) and rank gate (rank.predictor) from it
-    /// (sekv_layer_options). nullptr: training-free (W = I, τ calibrated, the energy gate).
+    /// (router.trained: W and the learned τ, used with router.learned_tau) and rank gate
+    /// (rank.predictor) from it (sekv_layer_options). nullptr: training-free (W = 0, τ
+    /// calibrated, the energy gate).
     std::shared_ptr<const ZoomParams> zoom;
 };
 
 /// The options SEKV layer `layer` of shape `shape` runs with: `options`, and with options.zoom
 /// the layer's trained router and rank gate in router.trained and rank.predictor, rank.max_rank
-/// the gate's n_rank, router.share_group false (per query head, as trained) (not with
-/// summaries_only: chunk_summary neither routes nor keeps factors, zoom is dropped). Throws
-/// std::invalid_argument naming the layer when the parameters have no entry for it, or one
-/// trained for another shape (n_head, head_dim).
+/// the gate's n_rank (not with summaries_only: chunk_summary neither routes nor keeps factors, zoom
+/// is dropped). Throws std::invalid_argument naming the layer when the parameters have no entry for
+/// it, or one trained for another shape (n_head, head_dim).
 SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const AttentionShape& shape);
 
 /// The spans of a sealed context built from the rows held at full resolution (build_span per

@@ -8,32 +8,51 @@
 
 namespace spanscope {
 
+RelevanceScore::RelevanceScore(const float* q, int64_t d, const float* w, int64_t d_out)
+    : q_(q), d_(d), w_(w), d_out_(d_out) {
+    if (d < 1 || (w && d_out < 1))
+        throw std::invalid_argument("relevance: empty query or projection");
+    if (!w)
+        return;
+    wq_.resize(static_cast<size_t>(d_out));
+    for (int64_t r = 0; r < d_out; ++r) {
+        double a = 0;
+        for (int64_t j = 0; j < d; ++j)
+            a += static_cast<double>(w[r * d + j]) * q[j];
+        wq_[static_cast<size_t>(r)] = a;
+    }
+}
+
+double RelevanceScore::logit(const float* summary_k, int64_t size, double* wk) const {
+    if (size < 1)
+        throw std::invalid_argument("relevance: a span of no token");
+    double qk = 0;
+    for (int64_t j = 0; j < d_; ++j)
+        qk += static_cast<double>(q_[j]) * summary_k[j];
+    double z = qk / std::sqrt(static_cast<double>(d_)) + std::log(static_cast<double>(size));
+    if (!w_)
+        return z;
+    // The learned correction ⟨W q, W k̄⟩/√d′ (docs/sekv.md "The relevance's form"). W k̄ is
+    // not normalised: the length of a summary key says how much its span's keys agree.
+    double ab = 0;
+    for (int64_t r = 0; r < d_out_; ++r) {
+        double b = 0;
+        for (int64_t j = 0; j < d_; ++j)
+            b += static_cast<double>(w_[r * d_ + j]) * summary_k[j];
+        if (wk)
+            wk[r] = b;
+        ab += wq_[static_cast<size_t>(r)] * b;
+    }
+    return z + ab / std::sqrt(static_cast<double>(d_out_));
+}
+
+double RelevanceScore::relevance(const float* summary_k, int64_t size) const {
+    return 1.0 / (1.0 + std::exp(-logit(summary_k, size)));
+}
+
 double span_relevance(const float* q, const float* summary_k, int64_t d, int64_t size,
                       const float* w, int64_t d_out) {
-    if (d < 1 || size < 1 || (w && d_out < 1))
-        throw std::invalid_argument("span_relevance: empty vectors or span");
-    double score = 0;
-    int64_t dim = d;
-    if (!w) {
-        for (int64_t j = 0; j < d; ++j)
-            score += static_cast<double>(q[j]) * summary_k[j];
-    } else {
-        // Trained form (docs/sekv.md "The relevance's form"): ⟨W q, W k̄⟩. Not normalised: the
-        // length of a summary key says how much its span's keys agree, and mixed attention weighs
-        // the summary row by q·k̄ unnormalised; at W = I it is the training-free score.
-        dim = d_out;
-        for (int64_t r = 0; r < d_out; ++r) {
-            double qh = 0, kh = 0;
-            for (int64_t j = 0; j < d; ++j) {
-                qh += static_cast<double>(w[r * d + j]) * q[j];
-                kh += static_cast<double>(w[r * d + j]) * summary_k[j];
-            }
-            score += qh * kh;
-        }
-    }
-    const double x =
-        score / std::sqrt(static_cast<double>(dim)) + std::log(static_cast<double>(size));
-    return 1.0 / (1.0 + std::exp(-x));
+    return RelevanceScore(q, d, w, d_out).relevance(summary_k, size);
 }
 
 std::vector<int> route_spans(const std::vector<double>& relevance,

@@ -1,10 +1,12 @@
 // The SEKV router (DESIGN.md §3.4): which spans a query zooms into. Training-free form:
-// relevance(S) = σ(q·k̄_S / √d + log|S|), k̄_S the span's summary key (W the identity); a span
-// expands when its relevance exceeds τ, calibrated per (layer, head) so that a target fraction
-// of spans expands; an optional row budget keeps the most relevant expanded spans whose rows
-// fit. The trained router (issue 8, zoom_params.h) supplies W (d′×d per layer and head) and τ
-// through the same calls: relevance(S) = σ(⟨W q, W k̄_S⟩ / √d′ + log|S|) (DESIGN.md §3.4.5
-// normalises W k̄_S; docs/sekv.md "The relevance's form" says why this does not).
+// relevance(S) = σ(q·k̄_S / √d + log|S|), k̄_S the span's summary key; a span expands when its
+// relevance exceeds τ, calibrated per (layer, head) so that a target fraction of spans expands;
+// an optional row budget keeps the most relevant expanded spans whose rows fit. The trained
+// router (issue 8, zoom_params.h) adds a learned correction through the same calls (residual
+// form, docs/sekv.md "The relevance's form"):
+//   relevance(S) = σ(q·k̄_S / √d + ⟨W q, W k̄_S⟩ / √d′ + log|S|),  W [d′][d] per layer and head,
+// so that W = 0 is the training-free router exactly. DESIGN.md §3.4.5 writes
+// σ(⟨W q, normalise(W k̄_S)⟩/√d′ + log|S|); docs/sekv.md gives the measurements that led here.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +14,35 @@
 
 namespace spanscope {
 
-/// Relevance of a span for a query, in (0, 1). q, summary_k: [d]; w: [d_out][d] row-major, or
-/// nullptr for the training-free form (the identity, no normalisation: σ(q·k̄/√d + log|S|)).
-/// With w: σ(⟨W q, W k̄⟩/√d_out + log|S|), W k̄ not normalised (at W = I it is the
-/// training-free form). size: the span's tokens |S| (>= 1). Throws
-/// std::invalid_argument for d < 1, size < 1, or w given with d_out < 1.
+/// The relevance logit of every span for one query, shared by inference (sekv_routing.h) and
+/// training (zoom_model.h) so that both score spans with one formula.
+/// z(S) = q·k̄/√d + [⟨W q, W k̄⟩/√d_out] + log|S|, the bracket only with a trained W.
+class RelevanceScore {
+public:
+    /// q: [d]; w: [d_out][d] row-major, or nullptr for the training-free form. The pointers
+    /// must outlive the object. Throws std::invalid_argument for d < 1 or w with d_out < 1.
+    RelevanceScore(const float* q, int64_t d, const float* w = nullptr, int64_t d_out = 0);
+    /// z(S) for summary key summary_k [d] of a span of `size` tokens (>= 1; throws
+    /// std::invalid_argument otherwise). With a trained W and wk non-null, wk [d_out] receives
+    /// W k̄ (the training's backward needs it).
+    double logit(const float* summary_k, int64_t size, double* wk = nullptr) const;
+    /// σ(logit(summary_k, size)), in (0, 1).
+    double relevance(const float* summary_k, int64_t size) const;
+    /// W q [d_out] (empty without W).
+    const std::vector<double>& projected_query() const { return wq_; }
+
+private:
+    const float* q_;
+    int64_t d_;
+    const float* w_;
+    int64_t d_out_;
+    std::vector<double> wq_;
+};
+
+/// Relevance of a span for a query, in (0, 1): σ(RelevanceScore(q, d, w, d_out).logit(k̄, size)).
+/// q, summary_k: [d]; w: [d_out][d] row-major, or nullptr for the training-free form
+/// σ(q·k̄/√d + log|S|). size: the span's tokens |S| (>= 1). Throws std::invalid_argument for
+/// d < 1, size < 1, or w given with d_out < 1.
 double span_relevance(const float* q, const float* summary_k, int64_t d, int64_t size,
                       const float* w = nullptr, int64_t d_out = 0);
 

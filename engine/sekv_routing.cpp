@@ -23,19 +23,19 @@ std::vector<double> span_relevances(const AttentionShape& shape, const SekvRoute
     const int d = shape.head_dim;
     const int g = head / (shape.n_head / shape.n_kv_head);
     const auto* tr = options.trained.get();
+    const RelevanceScore score(
+        qh, d, tr ? tr->w.data() + static_cast<size_t>(head) * tr->d_out * d : nullptr,
+        tr ? tr->d_out : 0);
     std::vector<double> rel(spans.size());
     for (size_t s = 0; s < spans.size(); ++s)
-        rel[s] =
-            tr ? span_relevance(qh, spans[s].summary_k.data() + g * d, d, spans[s].size,
-                                tr->w.data() + static_cast<size_t>(head) * tr->d_out * d, tr->d_out)
-               : span_relevance(qh, spans[s].summary_k.data() + g * d, d, spans[s].size);
+        rel[s] = score.relevance(spans[s].summary_k.data() + g * d, spans[s].size);
     return rel;
 }
 
 std::vector<double> calibrate_router(const AttentionShape& shape, const SekvRouterOptions& options,
                                      const std::vector<SekvSpan>& spans, const float* q,
                                      int64_t n_q) {
-    if (options.trained)
+    if (options.trained && options.learned_tau)
         return options.trained->tau;
     if (n_q < 1 || spans.empty())
         throw std::invalid_argument("calibrate_router: no query or no span to calibrate on");

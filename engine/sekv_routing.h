@@ -35,7 +35,12 @@ struct SekvRouterOptions {
     /// (its rows are reconstructed for that KV head anyway), and the zoom trace records it for
     /// each of them. Not with a row budget (which holds per query head).
     bool share_group = true;
-    std::shared_ptr<const TrainedRouterLayer> trained; ///< nullptr: training-free (W = I)
+    std::shared_ptr<const TrainedRouterLayer> trained; ///< nullptr: training-free (W = 0)
+    /// With a trained router: decide with the thresholds it learned (trained->tau) instead of
+    /// calibrating τ to expand_rate on the question. Off by default: the learned thresholds
+    /// come from queries inside documents and under-expand for a question after them
+    /// (docs/sekv.md "The relevance's form").
+    bool learned_tau = false;
 };
 
 /// Throws std::invalid_argument when the options are out of range (expand rate outside [0, 1],
@@ -48,7 +53,7 @@ void check_router_options(const SekvRouterOptions& options, const AttentionShape
 std::vector<double> span_relevances(const AttentionShape& shape, const SekvRouterOptions& options,
                                     const std::vector<SekvSpan>& spans, const float* qh, int head);
 
-/// τ per query head [n_head]: the trained τ, else calibrated so that a fraction
+/// τ per query head [n_head]: the trained τ with learned_tau, else calibrated so that a fraction
 /// options.expand_rate of the relevances of queries q [n_q][n_head][head_dim] exceed it
 /// (router.h calibrate_tau). Throws std::invalid_argument for n_q < 1 or no span.
 std::vector<double> calibrate_router(const AttentionShape& shape, const SekvRouterOptions& options,

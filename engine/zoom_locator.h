@@ -1,5 +1,6 @@
 // Which SEKV router a run uses (DESIGN.md §3.4.5): trained (W, τ and the rank gates from a
-// parameter file, zoom_params.h) or training-free (W = I, τ calibrated, the energy gate), and
+// parameter file, zoom_params.h; τ calibrated on the question unless the learned one is asked
+// for) or training-free (W = 0, τ calibrated, the energy gate), and
 // where a model's parameter file is found. The default is trained when a file for the model
 // (same fingerprint) is installed, else training-free; asking for trained without one is an
 // error, never a silent fallback.
@@ -24,6 +25,13 @@ namespace spanscope {
 inline constexpr const char* kRouterTrained = "trained";
 inline constexpr const char* kRouterTrainingFree = "training-free";
 
+/// How the trained router's τ is set, as result lines name it ("tau"): calibrated to the
+/// expand rate on the question (the default), or the thresholds learned in training (each
+/// query head alone, as in training). A line of the trained router without "tau" was measured
+/// before the choice, with the learned thresholds.
+inline constexpr const char* kTauCalibrated = "calibrated";
+inline constexpr const char* kTauLearned = "learned";
+
 /// "<model file name without .gguf>.zoom.gguf" for a model path.
 std::string zoom_file_name(const std::string& model_path);
 
@@ -35,6 +43,10 @@ struct RouterChoice {
     std::string mode;                         ///< kRouterTrained or kRouterTrainingFree
     std::shared_ptr<const ZoomParams> params; ///< trained: the parameters; else nullptr
     std::string path;                         ///< trained: the file they came from
+    /// trained: τ is the learned threshold, each query head alone (SekvRouterOptions::
+    /// learned_tau, share_group off), rather than calibrated to the expand rate on the
+    /// question. choose_router leaves it false; the caller's option sets it.
+    bool learned_tau = false;
     /// Files passed over and why (another model, unreadable), for the user: the reason a
     /// default is training-free.
     std::vector<std::string> notes;

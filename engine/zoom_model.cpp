@@ -102,25 +102,18 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     const int64_t nv = v.n_vis;
     const int64_t n_kv = L.n_kv_head;
 
-    // Routing.
-    std::vector<double> a(static_cast<size_t>(dp));
-    for (int64_t r = 0; r < dp; ++r)
-        a[static_cast<size_t>(r)] = dot(W + r * d, v.q, d);
-    std::vector<std::vector<double>> bproj(static_cast<size_t>(nv));
+    // Routing: router.h's score, the one inference uses.
+    const RelevanceScore score(v.q, d, W, dp);
+    const std::vector<double>& a = score.projected_query();          // W q
+    std::vector<std::vector<double>> bproj(static_cast<size_t>(nv)); // W k̄ per span
     std::vector<double> z(static_cast<size_t>(nv)), soft(static_cast<size_t>(nv)),
         ev(static_cast<size_t>(nv));
     std::vector<char> hard(static_cast<size_t>(nv));
     for (int64_t s = 0; s < nv; ++s) {
         const auto& sp = L.spans[static_cast<size_t>(s)];
-        const float* kbar = sp.summary_k.data() + v.g * d;
         auto& b = bproj[static_cast<size_t>(s)];
         b.resize(static_cast<size_t>(dp));
-        double ab = 0;
-        for (int64_t r = 0; r < dp; ++r) {
-            b[static_cast<size_t>(r)] = dot(W + r * d, kbar, d);
-            ab += a[static_cast<size_t>(r)] * b[static_cast<size_t>(r)];
-        }
-        z[static_cast<size_t>(s)] = ab * rs + std::log(static_cast<double>(sp.size));
+        z[static_cast<size_t>(s)] = score.logit(sp.summary_k.data() + v.g * d, sp.size, b.data());
         soft[static_cast<size_t>(s)] = sigmoid((z[static_cast<size_t>(s)] - theta) / o.temperature);
         hard[static_cast<size_t>(s)] = z[static_cast<size_t>(s)] > theta;
         ev[static_cast<size_t>(s)] =
@@ -410,8 +403,8 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
         }
     }
     grad->theta[static_cast<size_t>(h)] += static_cast<float>(dtheta);
-    // z → W: z = ⟨a, b⟩/√d′ with a = W q, b = W k̄: dz/da = b/√d′, dz/db = a/√d′;
-    // dW = da qᵀ + Σ db k̄ᵀ.
+    // z → W: z = q·k̄/√d + ⟨a, b⟩/√d′ + log|S| with a = W q, b = W k̄ (the first and last
+    // terms do not depend on W): dz/da = b/√d′, dz/db = a/√d′; dW = da qᵀ + Σ db k̄ᵀ.
     std::vector<double> da(static_cast<size_t>(dp), 0.0);
     float* gW = grad->w.data() + static_cast<size_t>(h) * dp * d;
     for (int64_t s = 0; s < nv; ++s) {
@@ -541,7 +534,10 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
         }
 }
 
-ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed) {
+ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed,
+                            double w_scale) {
+    if (!(w_scale >= 0) || !std::isfinite(w_scale))
+        throw std::invalid_argument("init_zoom_params: W's scale must be a finite number >= 0");
     ZoomParams p;
     std::mt19937_64 rng(seed);
     for (const auto& s : shapes) {
@@ -556,7 +552,7 @@ ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t
             for (auto& x : v)
                 x = static_cast<float>(nd(rng));
         };
-        fill(l.w, static_cast<size_t>(s.n_head) * s.d_out * d, 1.0 / std::sqrt(d));
+        fill(l.w, static_cast<size_t>(s.n_head) * s.d_out * d, w_scale / std::sqrt(d));
         l.theta.assign(static_cast<size_t>(s.n_head), 0.0f);
         const int I = R + d;
         fill(l.gate.w1, static_cast<size_t>(Hd) * I, 1.0 / std::sqrt(I));
@@ -566,69 +562,6 @@ ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t
         p.layers.push_back(std::move(l));
     }
     return p;
-}
-
-void init_zoom_projection(ZoomParams& params, const std::vector<ZoomExampleSet>& sets) {
-    ZoomParams out = params; // params stay as they were when anything throws
-    for (auto& P : out.layers) {
-        const int64_t d = P.head_dim, dp = P.d_out;
-        const std::string where = "init_zoom_projection: layer " + std::to_string(P.layer) + ": ";
-        if (dp < 1 || dp > d)
-            throw std::invalid_argument(where + "d' " + std::to_string(dp) +
-                                        " is not in [1, head dimension " + std::to_string(d) + "]");
-        if (P.n_head < 1 || P.w.size() != static_cast<size_t>(P.n_head * dp * d))
-            throw std::invalid_argument(where + "W does not have n_head × d' × d entries");
-        int n_kv = 0;
-        std::vector<std::vector<double>> moment; // per KV group: Σ k̄ k̄ᵀ [d][d]
-        int64_t spans = 0;
-        for (const auto& set : sets)
-            for (const auto& L : set.layers) {
-                if (L.layer != P.layer)
-                    continue;
-                if (moment.empty()) {
-                    n_kv = L.n_kv_head;
-                    if (n_kv < 1 || P.n_head % n_kv != 0)
-                        throw std::invalid_argument(where + std::to_string(P.n_head) +
-                                                    " query heads do not form groups over " +
-                                                    std::to_string(n_kv) + " KV heads");
-                    moment.assign(static_cast<size_t>(n_kv),
-                                  std::vector<double>(static_cast<size_t>(d * d), 0.0));
-                }
-                if (L.n_kv_head != n_kv || L.head_dim != d || L.n_head != P.n_head)
-                    throw std::invalid_argument(where + "its recordings differ in shape");
-                for (const auto& sp : L.spans) {
-                    if (sp.summary_k.size() != static_cast<size_t>(n_kv * d))
-                        throw std::invalid_argument(where + "a summary key is not n_kv × d");
-                    ++spans;
-                    for (int g = 0; g < n_kv; ++g) {
-                        const float* k = sp.summary_k.data() + g * d;
-                        auto& m = moment[static_cast<size_t>(g)];
-                        for (int64_t i = 0; i < d; ++i)
-                            for (int64_t j = 0; j < d; ++j)
-                                m[static_cast<size_t>(i * d + j)] +=
-                                    static_cast<double>(k[i]) * k[j];
-                    }
-                }
-            }
-        if (spans == 0)
-            throw std::invalid_argument(where + "no span in the recordings");
-        const double c = std::pow(static_cast<double>(dp) / static_cast<double>(d), 0.25);
-        const int group = P.n_head / n_kv;
-        for (int g = 0; g < n_kv; ++g) {
-            const auto& m = moment[static_cast<size_t>(g)];
-            std::vector<float> mf(m.begin(), m.end());
-            // M is symmetric: the Gram matrix M Mᵀ = M² has M's eigenvectors, in the same order
-            // (M is positive semi-definite); they are the left factors' columns, orthonormal.
-            const auto f = low_rank_factors(mf.data(), d, d, static_cast<int>(dp));
-            for (int h = g * group; h < (g + 1) * group; ++h)
-                for (int64_t r = 0; r < f.rank; ++r) {
-                    float* w = P.w.data() + (static_cast<size_t>(h) * dp + r) * d;
-                    for (int64_t j = 0; j < d; ++j)
-                        w[j] = static_cast<float>(c * f.left[static_cast<size_t>(j * f.rank + r)]);
-                }
-        }
-    }
-    params = std::move(out);
 }
 
 std::vector<ZoomTensorRef> zoom_tensors(ZoomParams& p) {

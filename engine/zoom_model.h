@@ -5,7 +5,8 @@
 // needed. Gradients are written by hand and checked against finite differences in the tests.
 //
 // Forward, for query q [d] of head h (kv head g) and each visible span S:
-//   a = W q,  b_S = W k̄_S,  z_S = ⟨a, b_S⟩/√d′ + log|S|      (relevance = σ(z_S))
+//   a = W q,  b_S = W k̄_S,  z_S = q·k̄_S/√d + ⟨a, b_S⟩/√d′ + log|S|   (relevance = σ(z_S);
+//   router.h RelevanceScore, the residual form: W = 0 is the training-free router)
 //   expand e_S = 1[z_S > θ]  (τ = σ(θ));  soft gate s_S = σ((z_S − θ)/T)
 //   rank gates m = MLP(spectrum, k̄_S) for the key and for the value factors (zoom_params.h);
 //   kept components h_r = 1[r < #{m > 0.5}] (at least 1)
@@ -13,7 +14,8 @@
 //   of each unexpanded span (bias log|S|), and the rows of each expanded span rebuilt from its
 //   gated factors, k̂_i = Σ_r L_ir h_r R_r (R = diag(σ) Vᵀ, span_factors.h).
 // With `relax`, e_S = s_S and h = m in that forward (a smooth function of every parameter, which
-// the finite-difference checks use); without, the forward is exactly inference and the hard
+// the finite-difference checks use); without, the forward is exactly inference with the learned
+// thresholds, each query head alone (SekvRouterOptions::learned_tau, share_group off) and the hard
 // decisions pass gradients straight through (dL/ds_S := dL/de_S, dL/dm := dL/dh; Bengio et al.
 // 2013, "Estimating or Propagating Gradients Through Stochastic Neurons", §4).
 //
@@ -91,21 +93,14 @@ ZoomForward zoom_forward(const ZoomParams& params, const ZoomExampleSet& set,
 void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
                      const std::vector<ZoomItem>& examples, double rate);
 
-/// Parameters with the given shapes, initialised from `seed`: W with independent N(0, 1/d)
-/// entries, θ = 0, the gate's w1, w2 N(0, 1/fan_in), b1 = b2 = 0 (every gate undecided, m ≈ 0.5).
-ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed);
-
-/// W [n_head][d′][d] of every layer set, per KV group, to the leading d′ eigenvectors of the
-/// uncentred second moment Σ k̄ k̄ᵀ [d][d] of the layer's summary keys (as recorded: rotated at
-/// their spans' positions; every span of `sets` once), as orthonormal rows scaled by (d′/d)^¼.
-/// Then ⟨W q, W k̄⟩/√d′ is q·P k̄/√d with P the projection onto those directions: the training
-/// starts from the training-free router restricted to where the summary keys lie, and at
-/// d′ = d from it exactly (up to float rounding). The eigenvectors are span_factors.h
-/// low_rank_factors' of that matrix. θ and the gates are not touched. Throws
-/// std::invalid_argument (params unchanged) when d′ is not in [1, d], W or a summary key has
-/// another size, the query heads do not form groups over the KV heads, a layer's recordings
-/// differ in shape or some layer has no span in `sets`; std::runtime_error when LAPACK fails.
-void init_zoom_projection(ZoomParams& params, const std::vector<ZoomExampleSet>& sets);
+/// Parameters with the given shapes, initialised from `seed`: W with independent
+/// N(0, (w_scale/√d)²) entries, θ = 0, the gate's w1, w2 N(0, 1/fan_in), b1 = b2 = 0 (every
+/// gate undecided, m ≈ 0.5). W small but not zero: the correction ⟨W q, W k̄⟩ is bilinear in W,
+/// so W = 0 (the training-free router) is a stationary point the gradient never leaves.
+/// Throws std::invalid_argument for a w_scale that is negative or not finite, or a layer shape
+/// with a size below 1 or a gate whose head_dim differs from the layer's.
+ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed,
+                            double w_scale = 0.1);
 
 /// Every trainable array of p, in a fixed order, with whether weight decay applies to it
 /// (the matrices W, w1, w2; not θ or the biases).

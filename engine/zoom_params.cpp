@@ -185,6 +185,7 @@ std::string ZoomParams::rank_gate_digest() const {
 
 std::string ZoomParams::digest() const {
     ContentHash f;
+    f.i64(kVersion); // the relevance's form: the same W means another score in another version
     f.bytes(model_fingerprint.data(), model_fingerprint.size());
     for (const auto& l : layers) {
         f.i64(l.layer);

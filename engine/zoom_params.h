@@ -62,7 +62,9 @@ struct ZoomParams {
     /// a version-1 file was trained on the key at the span's position and is refused.
     /// 3: the relevance no longer normalises W k̄ (docs/sekv.md "The relevance's form"); a
     /// version-2 file was trained for the normalised form and is refused.
-    static constexpr uint32_t kVersion = 3;
+    /// 4: the relevance is residual, q·k̄/√d + ⟨W q, W k̄⟩/√d′ + log|S| (router.h); a version-3
+    /// W stood for the whole score and is refused.
+    static constexpr uint32_t kVersion = 4;
     std::string model_fingerprint; ///< fingerprint_hex of the model trained for (32 hex chars)
     std::string model_name;        ///< e.g. "gemma-3-270m-q4_k_m.gguf", for messages
     ZoomProvenance provenance;
@@ -76,8 +78,9 @@ struct ZoomParams {
     /// depend on nothing else of the file, so stored spans are keyed by it (cache/sekv_unit.h
     /// sekv_options_key).
     std::string rank_gate_digest() const;
-    /// 16 hex characters: the same hash over everything trained (W, θ and the rank gates) and
-    /// the model fingerprint: two files with the same digest route alike.
+    /// 16 hex characters: the same hash over the format version (the relevance's form),
+    /// everything trained (W, θ and the rank gates) and the model fingerprint: two files with
+    /// the same digest route alike.
     std::string digest() const;
 };
 

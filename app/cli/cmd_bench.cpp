@@ -58,7 +58,7 @@ int run_bench(const BenchOptions& o) {
         so.threads = threads;
         so.n_ctx = std::min<int64_t>(model->info().n_ctx_train, len + o.decode_tokens);
         apply_policy(o.policy, so);
-        so.sekv.zoom = routed.sekv.zoom;
+        use_router(router, so);
         Session session(*model, so);
         const bool sekv = !session.memory().sealing_layers().empty(); // or another compressor
         const bool segments = session.memory().needs_segmentation();
@@ -81,6 +81,8 @@ int run_bench(const BenchOptions& o) {
         r["policy"] = o.policy.policy;
         if (!router.mode.empty())
             r["router"] = router.mode;
+        if (router.params)
+            r["tau"] = tau_rule(router);
         if (sekv) {
             // The same prefill decoded with every row at full resolution first (before sealing,
             // SEKV layers attend exactly as full ones), for the comparison.

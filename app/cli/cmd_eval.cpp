@@ -30,11 +30,13 @@ namespace spanscope::cli {
 namespace {
 
 // The router that answered a sekv line: "" for training-free (the lines measured before the
-// trained router existed have no "router" and were training-free), "trained:<digest>" for the
-// trained one (zoom_params.h ZoomParams::digest), so that a file resumes with the same router
-// only.
+// trained router existed have no "router" and were training-free), "trained:<digest>:<tau>"
+// for the trained one (zoom_params.h ZoomParams::digest; tau_rule, a line without "tau" had
+// the learned thresholds), so that a file resumes with the same router only.
 std::string router_key(const nlohmann::json& j) {
-    return j.value("router", "") == kRouterTrained ? "trained:" + j.value("zoom_digest", "") : "";
+    return j.value("router", "") == kRouterTrained
+               ? "trained:" + j.value("zoom_digest", "") + ":" + j.value("tau", kTauLearned)
+               : "";
 }
 
 std::string result_key(const nlohmann::json& j) {
@@ -51,8 +53,10 @@ void put_router(nlohmann::json& j, const EvalConfig& c, const RouterChoice& rout
     if (c.policy != "sekv")
         return;
     j["router"] = router.mode;
-    if (router.params)
+    if (router.params) {
         j["zoom_digest"] = router.params->digest();
+        j["tau"] = tau_rule(router);
+    }
 }
 
 // What else decides a result: the model file, the answer length and SEKV's settings. A line
@@ -163,7 +167,7 @@ int run_eval(const EvalOptions& o) {
     SessionOptions base;
     base.threads = o.threads;
     apply_policy(o.policy, base); // SEKV's knobs (expand rate, α, layers) apply to sekv runs
-    base.sekv.zoom = router.params;
+    use_router(router, base);
 
     std::map<std::string, Tally> tally;
     nlohmann::json results = nlohmann::json::array();

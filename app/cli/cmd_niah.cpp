@@ -167,7 +167,7 @@ int run_niah(const NiahOptions& o) {
             SessionOptions sekv_options = so;
             apply_policy(o.policy, sekv_options);
             sekv_options.global_policy = "sekv";
-            sekv_options.sekv.zoom = router.params;
+            use_router(router, sekv_options);
             // One prefill (with surprisal) serves both: before sealing, SEKV layers hold every
             // row and attend exactly as full ones.
             Session sekv(*model, sekv_options), full(*model, so);
@@ -195,6 +195,8 @@ int run_niah(const NiahOptions& o) {
             }
             j["sekv"] = run_policy(sekv, question, style, o.max_tokens, s.value);
             j["sekv"]["router"] = router.mode;
+            if (router.params)
+                j["sekv"]["tau"] = tau_rule(router);
             auto& t = tally[length];
             ++t.n;
             t.full += j["full"]["correct"].get<bool>();

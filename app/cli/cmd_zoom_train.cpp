@@ -260,7 +260,6 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
                                  " hold no query that sees a span");
     if (o.compare)
         return compare_on_held_out(o, held_sets, held, fingerprint, model_name, pool);
-    init_zoom_projection(init, train_sets);
     calibrate_theta(init, train_sets, train, o.train.init_expand_rate);
     std::fprintf(stderr,
                  "zoom-train: %zu recordings (%zu examples), %zu held out (%zu examples), %lld "

@@ -31,8 +31,8 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
         ->capture_default_str();
     cmd.add_option("--expand-rate", o.expand_rate,
                    "sekv: fraction of spans each query head asks for (τ calibrated to it on the "
-                   "question); the heads sharing a KV head expand the union of their choices. "
-                   "The training-free router only: the trained one has its own thresholds")
+                   "question, with either router unless --learned-tau); the heads sharing a KV "
+                   "head expand the union of their choices")
         ->check(CLI::Range(0.0, 1.0))
         ->each([&o](const std::string&) { o.expand_rate_given = true; })
         ->capture_default_str();
@@ -62,6 +62,9 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
                    "sekv: the trained router's parameter file (default: <model name>.zoom.gguf "
                    "in the installed data, see README); it must be trained for the model")
         ->check(CLI::ExistingFile);
+    cmd.add_flag("--learned-tau", o.learned_tau,
+                 "sekv, trained router: decide with the thresholds learned in training instead "
+                 "of calibrating τ to --expand-rate on the question");
 }
 
 void apply_policy(const PolicyOptions& o, SessionOptions& so) {
@@ -79,21 +82,38 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
                           SessionOptions& so) {
     so.sekv.zoom.reset();
     if (!routes) {
-        if (!o.router.empty() || !o.zoom_params.empty())
-            throw std::invalid_argument("--router and --zoom-params apply to the sekv policy");
+        if (!o.router.empty() || !o.zoom_params.empty() || o.learned_tau)
+            throw std::invalid_argument(
+                "--router, --zoom-params and --learned-tau apply to the sekv policy");
         return {};
     }
     auto c = choose_router(o.router, o.zoom_params, model.path(),
                            fingerprint_hex(model_fingerprint(model)));
     for (const auto& n : c.notes)
         std::cerr << "note: " << n << "\n";
-    if (c.params && o.expand_rate_given)
-        throw std::invalid_argument(
-            "--expand-rate calibrates the training-free router's thresholds; the trained router "
-            "(" +
-            c.path + ") decides with its own. Add --router training-free to use it");
-    so.sekv.zoom = c.params;
+    if (o.learned_tau && !c.params)
+        throw std::invalid_argument("--learned-tau: the training-free router has no learned "
+                                    "thresholds (its τ is calibrated to --expand-rate)");
+    if (o.learned_tau && o.expand_rate_given)
+        throw std::invalid_argument("--expand-rate calibrates τ; with --learned-tau the trained "
+                                    "router (" +
+                                    c.path + ") decides with its learned thresholds");
+    c.learned_tau = o.learned_tau;
+    use_router(c, so);
     return c;
+}
+
+void use_router(const RouterChoice& router, SessionOptions& so) {
+    so.sekv.zoom = router.params;
+    so.sekv.router.learned_tau = router.params && router.learned_tau;
+    if (so.sekv.router.learned_tau)
+        so.sekv.router.share_group = false; // as trained: each query head alone
+}
+
+std::string tau_rule(const RouterChoice& router) {
+    if (!router.params)
+        return "";
+    return router.learned_tau ? kTauLearned : kTauCalibrated;
 }
 
 } // namespace spanscope::cli

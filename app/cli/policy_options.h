@@ -29,11 +29,12 @@ struct PolicyOptions {
     /// sekv: "trained", "training-free", or "" (trained when a parameter file for the model is
     /// found, else training-free).
     std::string router;
-    std::string zoom_params; ///< sekv: the trained router's parameter file ("": searched)
+    std::string zoom_params;  ///< sekv: the trained router's parameter file ("": searched)
+    bool learned_tau = false; ///< sekv, trained router: its learned thresholds, not calibrated
 };
 
 /// --policy, --budget, --expand-rate, --expand-rows, --alpha, --max-span, --sekv-layers,
-/// --router, --zoom-params.
+/// --router, --zoom-params, --learned-tau.
 void add_policy_options(CLI::App& cmd, PolicyOptions& o);
 
 /// --backend: where the forward pass runs, cpu or cuda (backend.h).
@@ -42,13 +43,22 @@ void add_backend_option(CLI::App& cmd, std::string& backend);
 /// The session options for these choices (the router aside: apply_router).
 void apply_policy(const PolicyOptions& o, SessionOptions& so);
 
-/// The router of the sekv policy for `model` (zoom_locator.h choose_router): so.sekv.zoom gets
-/// the trained parameters, or none. Returns the choice; its mode is "" when `routes` is false
-/// (no sekv run: then --router and --zoom-params are refused with std::invalid_argument;
-/// --expand-rate, which only the training-free router reads, is refused with the trained
-/// one). Files
-/// passed over are reported on stderr as notes. Throws as choose_router.
+/// The router of the sekv policy for `model` (zoom_locator.h choose_router), put into `so`
+/// (use_router). Returns the choice; its mode is "" when `routes` is false. Throws
+/// std::invalid_argument for --router, --zoom-params or --learned-tau without a sekv run,
+/// --learned-tau with the training-free router, and --expand-rate with --learned-tau (the
+/// learned thresholds do not read it); otherwise as choose_router. Files passed over are
+/// reported on stderr as notes.
 RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool routes,
                           SessionOptions& so);
+
+/// Put a router choice into session options: so.sekv.zoom its parameters (or none), and with
+/// learned_tau the learned thresholds decided per query head, as in training
+/// (so.sekv.router.learned_tau, share_group off).
+void use_router(const RouterChoice& router, SessionOptions& so);
+
+/// How a sekv line's τ was set, for result lines: kTauLearned or kTauCalibrated with the
+/// trained router, "" with the training-free one (always calibrated).
+std::string tau_rule(const RouterChoice& router);
 
 } // namespace spanscope::cli

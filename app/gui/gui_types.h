@@ -121,7 +121,7 @@ struct MemorySettings {
     double budget = 0.35;     ///< sekv: fast-tier bytes as a fraction of what full holds
     double expand_rate = 0.2; ///< sekv: target fraction of spans a query zooms into
     /// sekv: the router, "trained" (learned for the model, from a parameter file),
-    /// "training-free" (τ calibrated to expand_rate), or "" (trained when a parameter file for
+    /// "training-free", or "" (trained when a parameter file for
     /// the model is installed, else training-free; engine/zoom_locator.h).
     QString router;
     QString zoom_params; ///< sekv, not training-free: the parameter file ("": the installed one)

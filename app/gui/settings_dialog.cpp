@@ -124,15 +124,17 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     router_->setObjectName(QStringLiteral("sekvRouter"));
     router_->addItem(tr("automatic — trained when a parameter file for the model is installed"),
                      QString());
-    router_->addItem(tr("trained — learned for the model (a parameter file)"),
-                     QString::fromLatin1(kRouterTrained));
-    router_->addItem(tr("training-free — thresholds calibrated to the expand rate"),
+    router_->addItem(
+        tr("trained — a relevance correction learned for the model (a parameter file)"),
+        QString::fromLatin1(kRouterTrained));
+    router_->addItem(tr("training-free — the summary keys' dot product alone"),
                      QString::fromLatin1(kRouterTrainingFree));
     router_->setCurrentIndex(qMax(0, router_->findData(current.memory.router)));
     router_->setToolTip(tr("sekv: how a query picks the spans it zooms into. The trained router "
-                           "uses projections, thresholds and rank gates learned for the model "
-                           "(the model's .zoom.gguf file); asking for it without one is an "
-                           "error. The answer's statistics name the router used."));
+                           "adds projections and rank gates learned for the model (the model's "
+                           ".zoom.gguf file) to the training-free relevance; asking for it "
+                           "without one is an error. Both calibrate their thresholds to the "
+                           "expand rate. The answer's statistics name the router used."));
     form->addRow(tr("SEKV router"), router_);
 
     zoom_params_ = new QLineEdit(current.memory.zoom_params);
@@ -192,8 +194,8 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
         const bool sekv = policy_->currentData().toString() == QLatin1String("sekv");
         const QString router = router_->currentData().toString();
         budget_->setEnabled(sekv);
-        // The trained router's thresholds are learned; the expand rate calibrates the others'.
-        expand_rate_->setEnabled(sekv && router != QLatin1String(kRouterTrained));
+        // Either router's τ is calibrated to the expand rate on the question.
+        expand_rate_->setEnabled(sekv);
         router_->setEnabled(sekv);
         zoom_params_->setEnabled(sekv && router != QLatin1String(kRouterTrainingFree));
         zoom_browse_->setEnabled(zoom_params_->isEnabled());

@@ -8,7 +8,8 @@
 #   bash docs/results/run-zoom.sh record|train|curves|install|4096|8192|16384|report
 # record, train: the data (~0.4 GiB of recordings, the checkpoint) go to $ZOOM_DATA
 # (default ~/.local/share/spanscope/zoom-data); install copies the trained parameter file to
-# resources/zoom/, where it makes `trained` the default router for the model.
+# resources/zoom/, where it makes `trained` the default router for the model. The evaluation
+# measures the shipped file, or TRAINED=FILE before installing it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLI=${CLI:-build/app/cli/spanscope-cli}
@@ -18,6 +19,9 @@ DATA=${ZOOM_DATA:-$HOME/.local/share/spanscope/zoom-data}
 OUT=docs/results/zoom
 PARAMS=$DATA/gemma-3-270m-q4_k_m.zoom.gguf
 SHIPPED=resources/zoom/gemma-3-270m-q4_k_m.zoom.gguf
+# The parameter file the evaluation measures: the shipped one, or TRAINED=FILE to measure a
+# file before installing it.
+TRAINED=${TRAINED:-$SHIPPED}
 mkdir -p "$OUT" "$DATA"
 EVAL=(--budget 0.35,0.2 --threads "$THREADS" --seed 1 --quiet)
 DEPTHS=0,10,20,30,40,50,60,70,80,90,100
@@ -28,7 +32,7 @@ eval_task() {
     local out=$1
     shift
     "$CLI" eval "$@" --policy full,sekv --router training-free "${EVAL[@]}" --out "$out"
-    "$CLI" eval "$@" --policy sekv --router trained --zoom-params "$SHIPPED" "${EVAL[@]}" \
+    "$CLI" eval "$@" --policy sekv --router trained --zoom-params "$TRAINED" "${EVAL[@]}" \
         --out "$out"
 }
 

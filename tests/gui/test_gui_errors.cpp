@@ -145,8 +145,8 @@ void GuiErrors::settingsPersist() {
         r.save();
         QCOMPARE(AppSettings::load().memory, r.memory);
     }
-    // The dialog's router: trained takes a file and no expand rate; training-free the
-    // reverse, and keeps no file.
+    // The dialog's router: trained takes a file, training-free keeps none; both calibrate τ
+    // to the expand rate.
     {
         AppSettings d = r;
         d.memory.router = QStringLiteral("trained");
@@ -159,7 +159,7 @@ void GuiErrors::settingsPersist() {
         QCOMPARE(router->currentData().toString(), QStringLiteral("trained"));
         QCOMPARE(file->text(), d.memory.zoom_params);
         QVERIFY(file->isEnabled());
-        QVERIFY(!rate->isEnabled());
+        QVERIFY(rate->isEnabled());
         QCOMPARE(dialog.result_settings().memory, d.memory);
         router->setCurrentIndex(router->findData(QStringLiteral("training-free")));
         QVERIFY(!file->isEnabled());

@@ -401,7 +401,8 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
         s += result(task, policy, policy == "full" ? 1.0 : 0.35, 4096, 0.5, 0, v,
                     fast(policy == "full" ? 1.0 : 0.3) + extra);
     };
-    const std::string trained = R"(,"router":"trained","zoom_digest":"0123456789abcdef")";
+    const std::string trained =
+        R"(,"router":"trained","zoom_digest":"0123456789abcdef","tau":"calibrated")";
     add("A", "full", 1.0, ""), add("A", "sekv", 0.6, R"(,"expansions":4.0)");
     add("A", "sekv", 0.9, trained + R"(,"expansions":2.0)");
     add("A", "snapkv", 0.2, "");
@@ -439,6 +440,21 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
         EXPECT_NE(what.find("fedcba9876543210"), std::string::npos) << what;
         EXPECT_NE(what.find("0123456789abcdef"), std::string::npos) << what;
     }
+
+    // The learned thresholds (--learned-tau; a line without "tau" had them) are another
+    // configuration, not averaged into sekv-trained; an unknown rule is refused.
+    std::string t;
+    auto line = [&](const std::string& tau) {
+        return result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+                      fast(0.3) + R"(,"router":"trained","zoom_digest":"0123456789abcdef")" + tau);
+    };
+    std::set<std::string> policies;
+    for (const auto& r :
+         load_text(line(R"(,"tau":"calibrated")") + line(R"(,"tau":"learned")") + line("")).rows)
+        policies.insert(r.policy);
+    EXPECT_EQ(policies, (std::set<std::string>{"sekv-trained", "sekv-trained-learned-tau"}));
+    EXPECT_EQ(load_text(line("")).rows.at(0).policy, "sekv-trained-learned-tau");
+    EXPECT_THROW(load_text(line(R"(,"tau":"guessed")")), InputError);
 }
 
 TEST(ReportData, PlotFileNamesAreSanitizedAndDistinct) {

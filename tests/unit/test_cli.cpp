@@ -233,14 +233,19 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
         ask({"--router", "training-free", "--zoom-params", dir_ + "/mine.zoom.gguf"}),
         "trained router");
     expect_clean_error(ask({"--router", "magic"}), "router");
-    // --expand-rate calibrates the training-free router only: with the trained one it is
-    // refused, not silently ignored; with training-free it is taken.
-    expect_clean_error(ask({"--router", "trained", "--zoom-params", dir_ + "/mine.zoom.gguf",
-                            "--expand-rate", "0.5"}),
-                       "--router training-free");
+    // --expand-rate calibrates either router's τ; --learned-tau takes the trained router's
+    // own thresholds and is refused, not silently ignored, with the training-free one.
+    r = ask(
+        {"--router", "trained", "--zoom-params", dir_ + "/mine.zoom.gguf", "--expand-rate", "0.5"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(router_of(r), "trained");
+    r = ask({"--router", "trained", "--zoom-params", dir_ + "/mine.zoom.gguf", "--learned-tau"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(router_of(r), "trained");
     r = ask({"--router", "training-free", "--expand-rate", "0.5"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(router_of(r), "training-free");
+    expect_clean_error(ask({"--router", "training-free", "--learned-tau"}), "--learned-tau");
     expect_clean_error(
         run({"ask", "--model", big, "--doc", long_doc, "--router", "trained", "What?"}),
         "sekv policy");

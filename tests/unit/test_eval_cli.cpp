@@ -228,7 +228,8 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     if (!std::filesystem::exists("/usr/share/common-licenses/GPL-3"))
         GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
     const std::string dir = tiny_model_dir();
-    const auto zp = test::tiny_zoom_params(*Model::load(dir + "/tiny.gguf"), 0.0f, 32);
+    // Learned thresholds that expand nothing: only calibrated τ (the default) expands.
+    const auto zp = test::tiny_zoom_params(*Model::load(dir + "/tiny.gguf"), 100.0f, 32);
     save_zoom_params(zp, dir + "/tiny.zoom.gguf");
     const std::vector<std::string> args{"niah",
                                         "--model",
@@ -283,11 +284,31 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     ASSERT_EQ(trained.status, 0) << trained.err;
     EXPECT_EQ(line_of(trained, "sekv")["router"], "trained");
     EXPECT_EQ(line_of(trained, "sekv")["zoom_digest"], zp.digest());
+    EXPECT_EQ(line_of(trained, "sekv")["tau"], "calibrated");
+    EXPECT_GT(line_of(trained, "sekv")["expansions"].get<double>(), 0.0);
     EXPECT_EQ(lines(), 1 + 2 + 1 + 2) << "measured again, not taken from the training-free line";
+    // The learned thresholds: another router for resuming, and they decide (θ = 100: nothing).
+    auto learned_args = trained_args;
+    learned_args.push_back("--learned-tau");
+    const auto learned = run_eval(learned_args);
+    ASSERT_EQ(learned.status, 0) << learned.err;
+    EXPECT_EQ(line_of(learned, "sekv")["tau"], "learned");
+    EXPECT_EQ(line_of(learned, "sekv")["expansions"].get<double>(), 0.0);
+    EXPECT_EQ(lines(), 1 + 2 + 1 + 2 + 1 + 2) << "not taken from the calibrated line";
+    const auto trained_again = run_eval(trained_args);
+    ASSERT_EQ(trained_again.status, 0) << trained_again.err;
+    EXPECT_EQ(line_of(trained_again, "sekv")["tau"], "calibrated");
+    EXPECT_EQ(lines(), 1 + 2 + 1 + 2 + 1 + 2) << "resumed from the calibrated line";
+    // --expand-rate is for calibration: refused with the learned thresholds, in one line.
+    learned_args.push_back("--expand-rate");
+    learned_args.push_back("0.3");
+    const auto both = run_eval(learned_args);
+    EXPECT_EQ(both.status, 1);
+    EXPECT_NE(both.err.find("--learned-tau"), std::string::npos) << both.err;
     // Training-free again: resumed from the first run's lines, nothing written.
     const auto again = run_eval(args);
     ASSERT_EQ(again.status, 0) << again.err;
-    EXPECT_EQ(lines(), 1 + 2 + 1 + 2);
+    EXPECT_EQ(lines(), 1 + 2 + 1 + 2 + 1 + 2);
     EXPECT_EQ(line_of(again, "sekv")["router"], "training-free");
     EXPECT_EQ(line_of(again, "sekv")["answer"], line_of(free, "sekv")["answer"]);
     // Trained asked for without a file for the model: one line, nothing measured.

@@ -23,26 +23,44 @@ TEST(Router, RelevanceIsTheSigmoidOfTheScaledScorePlusLogSize) {
     EXPECT_THROW(span_relevance(q, k, 4, 0), std::invalid_argument);
 }
 
-// The trained form (docs/sekv.md "The relevance's form"): σ(⟨W q, W k̄⟩ / √d′ + log|S|).
-TEST(Router, TrainedRelevanceIsTheProjectedDotProduct) {
+// The trained form (docs/sekv.md "The relevance's form"), residual:
+// σ(q·k̄/√d + ⟨W q, W k̄⟩/√d′ + log|S|).
+TEST(Router, TrainedRelevanceAddsTheProjectedDotProductToTheTrainingFreeScore) {
     const float q[] = {1, 2, 0, -1};
     const float k[] = {0.5f, 0.25f, 3, 1};
-    // W: the first two coordinates, d' = 2. W q = (1, 2), W k = (0.5, 0.25);
-    // ⟨W q, W k⟩ = 0.5 + 0.5 = 1; score = 1 / sqrt(2); + log 3.
+    // q·k = 0.5 + 0.5 + 0 - 1 = 0. W: the first two coordinates, d' = 2. W q = (1, 2),
+    // W k = (0.5, 0.25); ⟨W q, W k⟩ = 0.5 + 0.5 = 1; score = 0/2 + 1/sqrt(2) + log 3.
     const float w[] = {1, 0, 0, 0, 0, 1, 0, 0};
     const double x = 1.0 / std::sqrt(2.0) + std::log(3.0);
     EXPECT_NEAR(span_relevance(q, k, 4, 3, w, 2), 1.0 / (1.0 + std::exp(-x)), 1e-7);
-    // Not normalised: a summary key 7 times as long scores 7 times as much.
+    // Both terms at once: k1 = (1, 1, 1, 1): q·k1 = 2, / sqrt(4) = 1; W k1 = (1, 1),
+    // ⟨W q, W k1⟩ = 3, / sqrt(2).
+    const float k1[] = {1, 1, 1, 1};
+    EXPECT_NEAR(span_relevance(q, k1, 4, 3, w, 2),
+                1.0 / (1.0 + std::exp(-(1.0 + 3.0 / std::sqrt(2.0) + std::log(3.0)))), 1e-7);
+    // Not normalised: a summary key 7 times as long scores 7 times as much (q·k7 = 0 here).
     const float k7[] = {3.5f, 1.75f, 21, 7};
     const double x7 = 7.0 / std::sqrt(2.0) + std::log(3.0);
     EXPECT_NEAR(span_relevance(q, k7, 4, 3, w, 2), 1.0 / (1.0 + std::exp(-x7)), 1e-7);
-    // A summary key W maps to zero scores 0: σ(log|S|).
+    // A summary key W maps to zero keeps the training-free score: q·k0 = 0 + 0 + 0 + 2 = 2,
+    // 2 / sqrt(4) = 1; + log 3.
     const float k0[] = {0, 0, 5, -2};
-    EXPECT_NEAR(span_relevance(q, k0, 4, 3, w, 2), 1.0 / (1.0 + 1.0 / 3.0), 1e-12);
-    // W = I, d' = d: the training-free form exactly.
-    const float wi[] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1};
-    EXPECT_NEAR(span_relevance(q, k, 4, 5, wi, 4), span_relevance(q, k, 4, 5), 1e-12);
+    EXPECT_NEAR(span_relevance(q, k0, 4, 3, w, 2), 1.0 / (1.0 + std::exp(-(1.0 + std::log(3.0)))),
+                1e-12);
+    // W = 0: the training-free form exactly.
+    const float w0[] = {0, 0, 0, 0, 0, 0, 0, 0};
+    EXPECT_EQ(span_relevance(q, k7, 4, 5, w0, 2), span_relevance(q, k7, 4, 5));
+    // The projections the training's backward reads: W q and W k.
+    const RelevanceScore score(q, 4, w, 2);
+    ASSERT_EQ(score.projected_query().size(), 2u);
+    EXPECT_EQ(score.projected_query()[0], 1.0);
+    EXPECT_EQ(score.projected_query()[1], 2.0);
+    double wk[2] = {0, 0};
+    EXPECT_NEAR(score.logit(k7, 3, wk), x7, 1e-7);
+    EXPECT_EQ(wk[0], 3.5);
+    EXPECT_EQ(wk[1], 1.75);
     EXPECT_THROW(span_relevance(q, k, 4, 1, w, 0), std::invalid_argument);
+    EXPECT_THROW(score.logit(k, 0), std::invalid_argument);
 }
 
 TEST(Router, BudgetIsNeverExceededAndTakesTheMostRelevant) {

@@ -246,9 +246,11 @@ TEST(ZoomParams, EveryMalformedFileIsRefusedWithAMessageNamingIt) {
     };
     Spoil s;
     s.version = 1; // the rank gate of version 1 read the rotated summary key
-    refused(s, {"version 1", "version 3"});
+    refused(s, {"version 1", "version 4"});
     s.version = 2; // version 2 normalised W k̄ in the relevance
-    refused(s, {"version 2", "version 3"});
+    refused(s, {"version 2", "version 4"});
+    s.version = 3; // version 3's W stood for the whole score, not a correction to q·k̄
+    refused(s, {"version 3", "version 4"});
     s = {};
     s.reshape_tensor = "zoom.3.w";
     refused(s, {"zoom.3.w", "shape"});
@@ -412,9 +414,12 @@ protected:
             r.layers.push_back(dynamic_cast<const SekvMemory*>(&s.memory().layer(il)));
         return r;
     }
-    SessionOptions trained(const ZoomParams& p) const {
+    // learned_tau: decide with the file's thresholds (SekvRouterOptions::learned_tau), else τ
+    // calibrated to the expand rate on the question.
+    SessionOptions trained(const ZoomParams& p, bool learned_tau = true) const {
         auto so = base_;
         so.sekv.zoom = std::make_shared<const ZoomParams>(p);
+        so.sekv.router.learned_tau = learned_tau;
         return so;
     }
 
@@ -460,14 +465,16 @@ TEST_F(TrainedZoom, VeryLargeThresholdsExpandNothing) {
 TEST_F(TrainedZoom, EachHeadFollowsItsOwnThresholdAndTheGateSetsTheRank) {
     auto p = tiny_zoom_params(*model_, 100.0f, 2);
     for (auto& l : p.layers)
-        l.theta[0] = -100.0f; // head 0 expands everything, alone: not shared with its KV group
-    const auto r = run(trained(p));
+        l.theta[0] = -100.0f; // head 0 expands everything
+    auto alone = trained(p);
+    alone.sekv.router.share_group = false; // each query head decides alone, as trained
+    const auto r = run(alone);
     for (const auto* m : r.layers) {
         const auto& zoom = *m->last_zoom();
         ASSERT_EQ(zoom.size(), 4u);
         const auto n = m->spans().size();
         EXPECT_EQ(zoom[0].spans.size(), n);
-        EXPECT_TRUE(zoom[1].spans.empty()) << "the trained router does not share a KV group's";
+        EXPECT_TRUE(zoom[1].spans.empty()) << "head 0's choice is not shared";
         EXPECT_TRUE(zoom[2].spans.empty());
         EXPECT_TRUE(zoom[3].spans.empty());
         for (const auto& s : m->spans())
@@ -476,9 +483,47 @@ TEST_F(TrainedZoom, EachHeadFollowsItsOwnThresholdAndTheGateSetsTheRank) {
                 EXPECT_EQ(s.v[g].rank, 2);
             }
     }
+    // By default a KV group's heads expand the union of their choices (as the training-free
+    // router): head 0's whole group zooms into every span, the other groups into none.
+    const auto u = run(trained(p));
+    const int group = model_->info().n_head / model_->info().n_head_kv;
+    ASSERT_GE(group, 2) << "the union needs a KV group of several heads";
+    for (const auto* m : u.layers) {
+        const auto& zoom = *m->last_zoom();
+        for (int h = 0; h < 4; ++h)
+            EXPECT_EQ(zoom[static_cast<size_t>(h)].spans.size(), h < group ? m->spans().size() : 0u)
+                << "head " << h;
+    }
     // The training-free energy gate at energy 1 keeps more: the trained gate decided.
     const auto free = run(base_);
     EXPECT_GT(free.layers.front()->spans().front().k[0].rank, 2);
+}
+
+// Without learned_tau (the default) the trained router's τ is calibrated to the expand rate on
+// the question with its own relevance: the learned thresholds are not read.
+TEST_F(TrainedZoom, WithoutLearnedThresholdsTauIsCalibratedToTheExpandRate) {
+    // Learned thresholds that decide the opposite of the rate: θ = -100 (everything) at rate 0,
+    // θ = 100 (nothing) at rate 1.
+    for (const double rate : {0.0, 1.0}) {
+        const float theta = rate == 0.0 ? -100.0f : 100.0f;
+        const auto p = tiny_zoom_params(*model_, theta, 32);
+        auto so = trained(p, false);
+        so.sekv.router.expand_rate = rate;
+        so.sekv.router.share_group = false;
+        const auto r = run(so);
+        for (const auto* m : r.layers) {
+            ASSERT_NE(m->options().router.trained, nullptr);
+            const auto n = static_cast<double>(m->spans().size());
+            for (const auto& z : *m->last_zoom()) {
+                if (rate == 0.0)
+                    EXPECT_TRUE(z.spans.empty()) << "calibrated to expand nothing";
+                else
+                    EXPECT_EQ(static_cast<double>(z.spans.size()), n);
+            }
+            for (const double t : m->tau())
+                EXPECT_NE(t, 1.0 / (1.0 + std::exp(-theta))) << "not the learned threshold";
+        }
+    }
 }
 
 TEST_F(TrainedZoom, LayersTheFileDoesNotCoverOrAnotherShapeAreRefused) {
