@@ -92,8 +92,12 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
     for (const auto& n : c.notes)
         std::cerr << "note: " << n << "\n";
     if (o.learned_tau && !c.params)
-        throw std::invalid_argument("--learned-tau: the training-free router has no learned "
-                                    "thresholds (its τ is calibrated to --expand-rate)");
+        throw std::invalid_argument(
+            o.router.empty()
+                ? "--learned-tau: no parameter file for the model was found, so the router is "
+                  "training-free and has no learned thresholds; give --zoom-params FILE"
+                : "--learned-tau: the training-free router has no learned thresholds (its τ is "
+                  "calibrated to --expand-rate)");
     if (o.learned_tau && o.expand_rate_given)
         throw std::invalid_argument("--expand-rate calibrates τ; with --learned-tau the trained "
                                     "router (" +

@@ -246,6 +246,7 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(router_of(r), "training-free");
     expect_clean_error(ask({"--router", "training-free", "--learned-tau"}), "--learned-tau");
+    expect_clean_error(ask({"--learned-tau"}), "no parameter file for the model was found");
     expect_clean_error(
         run({"ask", "--model", big, "--doc", long_doc, "--router", "trained", "What?"}),
         "sekv policy");
