@@ -27,10 +27,12 @@ inline constexpr const char* kRouterTrainingFree = "training-free";
 
 /// How the trained router's τ is set, as result lines name it ("tau"): calibrated to the
 /// expand rate on the question (the default), or the thresholds learned in training (each
-/// query head alone, as in training). A line of the trained router without "tau" was measured
-/// before the choice, with the learned thresholds.
+/// query head alone, as in training).
 inline constexpr const char* kTauCalibrated = "calibrated";
 inline constexpr const char* kTauLearned = "learned";
+/// The τ of a trained-router line without "tau": it was measured before the choice existed,
+/// with the learned thresholds.
+inline constexpr const char* kTauUnrecorded = kTauLearned;
 
 /// "<model file name without .gguf>.zoom.gguf" for a model path.
 std::string zoom_file_name(const std::string& model_path);

@@ -79,10 +79,7 @@ int run_bench(const BenchOptions& o) {
         nlohmann::json r;
         r["prompt_tokens"] = len;
         r["policy"] = o.policy.policy;
-        if (!router.mode.empty())
-            r["router"] = router.mode;
-        if (router.params)
-            r["tau"] = tau_rule(router);
+        put_router_fields(r, router);
         if (sekv) {
             // The same prefill decoded with every row at full resolution first (before sealing,
             // SEKV layers attend exactly as full ones), for the comparison.

@@ -31,11 +31,11 @@ namespace {
 
 // The router that answered a sekv line: "" for training-free (the lines measured before the
 // trained router existed have no "router" and were training-free), "trained:<digest>:<tau>"
-// for the trained one (zoom_params.h ZoomParams::digest; tau_rule, a line without "tau" had
-// the learned thresholds), so that a file resumes with the same router only.
+// for the trained one (zoom_params.h ZoomParams::digest; a line without "tau" is
+// kTauUnrecorded), so that a file resumes with the same router only.
 std::string router_key(const nlohmann::json& j) {
     return j.value("router", "") == kRouterTrained
-               ? "trained:" + j.value("zoom_digest", "") + ":" + j.value("tau", kTauLearned)
+               ? "trained:" + j.value("zoom_digest", "") + ":" + j.value("tau", kTauUnrecorded)
                : "";
 }
 
@@ -52,11 +52,7 @@ std::string result_key(const nlohmann::json& j) {
 void put_router(nlohmann::json& j, const EvalConfig& c, const RouterChoice& router) {
     if (c.policy != "sekv")
         return;
-    j["router"] = router.mode;
-    if (router.params) {
-        j["zoom_digest"] = router.params->digest();
-        j["tau"] = tau_rule(router);
-    }
+    put_router_fields(j, router);
 }
 
 // What else decides a result: the model file, the answer length and SEKV's settings. A line

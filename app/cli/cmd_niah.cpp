@@ -194,9 +194,7 @@ int run_niah(const NiahOptions& o) {
                 offset += u.n_tokens();
             }
             j["sekv"] = run_policy(sekv, question, style, o.max_tokens, s.value);
-            j["sekv"]["router"] = router.mode;
-            if (router.params)
-                j["sekv"]["tau"] = tau_rule(router);
+            put_router_fields(j["sekv"], router);
             auto& t = tally[length];
             ++t.n;
             t.full += j["full"]["correct"].get<bool>();

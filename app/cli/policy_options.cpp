@@ -114,10 +114,13 @@ void use_router(const RouterChoice& router, SessionOptions& so) {
         so.sekv.router.share_group = false; // as trained: each query head alone
 }
 
-std::string tau_rule(const RouterChoice& router) {
-    if (!router.params)
-        return "";
-    return router.learned_tau ? kTauLearned : kTauCalibrated;
+void put_router_fields(nlohmann::json& j, const RouterChoice& router) {
+    if (!router.mode.empty())
+        j["router"] = router.mode;
+    if (router.params) {
+        j["zoom_digest"] = router.params->digest();
+        j["tau"] = router.learned_tau ? kTauLearned : kTauCalibrated;
+    }
 }
 
 } // namespace spanscope::cli

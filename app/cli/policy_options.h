@@ -7,6 +7,7 @@
 #include "zoom_locator.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -57,8 +58,9 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
 /// (so.sekv.router.learned_tau, share_group off).
 void use_router(const RouterChoice& router, SessionOptions& so);
 
-/// How a sekv line's τ was set, for result lines: kTauLearned or kTauCalibrated with the
-/// trained router, "" with the training-free one (always calibrated).
-std::string tau_rule(const RouterChoice& router);
+/// The router fields of a result line: "router" (its mode, when it has one) and, with the
+/// trained router, "zoom_digest" (ZoomParams::digest) and "tau" (kTauLearned or
+/// kTauCalibrated: how its τ was set; the training-free router's is always calibrated).
+void put_router_fields(nlohmann::json& j, const RouterChoice& router);
 
 } // namespace spanscope::cli

@@ -2,7 +2,7 @@
 #include "report_data.h"
 #include "report_line_reader.h"
 #include "report_pic.h"
-#include "zoom_locator.h" // kTauLearned, kTauCalibrated
+#include "zoom_locator.h" // kTauLearned, kTauCalibrated, kTauUnrecorded
 
 #include <nlohmann/json.hpp>
 
@@ -40,9 +40,8 @@ ResultRow parse_result(const LineReader& r) {
     // SEKV's trained router is its own configuration (issue 8); lines without "router" were
     // measured with the training-free one.
     if (r.find("router") && r.string("router") == "trained") {
-        // τ calibrated on the question (the default) or the learned thresholds (--learned-tau;
-        // a line without "tau" was measured before the choice and had them).
-        const std::string tau = r.find("tau") ? r.string("tau") : kTauLearned;
+        // τ calibrated on the question (the default) or the learned thresholds (--learned-tau).
+        const std::string tau = r.find("tau") ? r.string("tau") : kTauUnrecorded;
         if (tau != kTauLearned && tau != kTauCalibrated)
             r.fail("\"tau\" \"" + tau + "\" is neither " + kTauLearned + " nor " + kTauCalibrated);
         row.policy += tau == kTauLearned ? "-trained-learned-tau" : "-trained";

@@ -502,28 +502,39 @@ TEST_F(TrainedZoom, EachHeadFollowsItsOwnThresholdAndTheGateSetsTheRank) {
 // Without learned_tau (the default) the trained router's τ is calibrated to the expand rate on
 // the question with its own relevance: the learned thresholds are not read.
 TEST_F(TrainedZoom, WithoutLearnedThresholdsTauIsCalibratedToTheExpandRate) {
-    // Learned thresholds that decide the opposite of the rate: θ = -100 (everything) at rate 0,
-    // θ = 100 (nothing) at rate 1.
     for (const double rate : {0.0, 1.0}) {
-        const float theta = rate == 0.0 ? -100.0f : 100.0f;
-        const auto p = tiny_zoom_params(*model_, theta, 32);
-        auto so = trained(p, false);
-        so.sekv.router.expand_rate = rate;
-        so.sekv.router.share_group = false;
-        const auto r = run(so);
-        for (const auto* m : r.layers) {
-            ASSERT_NE(m->options().router.trained, nullptr);
-            const auto n = static_cast<double>(m->spans().size());
-            for (const auto& z : *m->last_zoom()) {
-                if (rate == 0.0)
-                    EXPECT_TRUE(z.spans.empty()) << "calibrated to expand nothing";
-                else
-                    EXPECT_EQ(static_cast<double>(z.spans.size()), n);
+        // Learned thresholds at both extremes (θ = -100: everything, θ = 100: nothing) give the
+        // same τ and the same decisions, those of the rate.
+        std::vector<std::vector<double>> taus;
+        std::vector<std::vector<size_t>> expanded;
+        for (const float theta : {-100.0f, 100.0f}) {
+            auto so = trained(tiny_zoom_params(*model_, theta, 32), false);
+            so.sekv.router.expand_rate = rate;
+            so.sekv.router.share_group = false;
+            const auto r = run(so);
+            std::vector<double> tau;
+            std::vector<size_t> n_expanded;
+            for (const auto* m : r.layers) {
+                ASSERT_NE(m->options().router.trained, nullptr);
+                const auto n = m->spans().size();
+                for (const auto& z : *m->last_zoom()) {
+                    EXPECT_EQ(z.spans.size(), rate == 0.0 ? 0u : n) << "θ " << theta;
+                    n_expanded.push_back(z.spans.size());
+                }
+                tau.insert(tau.end(), m->tau().begin(), m->tau().end());
             }
-            for (const double t : m->tau())
-                EXPECT_NE(t, 1.0 / (1.0 + std::exp(-theta))) << "not the learned threshold";
+            ASSERT_FALSE(tau.empty());
+            taus.push_back(tau);
+            expanded.push_back(n_expanded);
         }
+        EXPECT_EQ(taus[0], taus[1]) << "τ does not depend on the learned thresholds";
+        EXPECT_EQ(expanded[0], expanded[1]);
     }
+    // And with learned_tau the thresholds are read: σ(θ) per head.
+    const auto learned = run(trained(tiny_zoom_params(*model_, 100.0f, 32), true));
+    for (const auto* m : learned.layers)
+        for (const double t : m->tau())
+            EXPECT_EQ(t, 1.0 / (1.0 + std::exp(-100.0)));
 }
 
 TEST_F(TrainedZoom, LayersTheFileDoesNotCoverOrAnotherShapeAreRefused) {
