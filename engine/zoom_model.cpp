@@ -242,7 +242,8 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     const double tden = std::max(t2, 1e-12);
     const double l_distill = err / tden;
     double l_zoom = 0, l_recon = 0, recon_hard = 0, exp_rows = 0, all_rows = 0, rank_sum = 0;
-    int64_t rank_terms = 0, n_pos = 0, n_exp = 0, kept = 0, pos_hit = 0;
+    double exp_rows_hard = 0;
+    int64_t rank_terms = 0, n_pos = 0, n_exp = 0, kept = 0, pos_hit = 0, kept_avail = 0;
     for (int64_t s = 0; s < nv; ++s) {
         const double p = sigmoid(z[static_cast<size_t>(s)] - theta);
         const bool y = labels[static_cast<size_t>(s)];
@@ -253,6 +254,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
             y ? o.pos_weight * std::log(std::max(p, 1e-300)) : std::log(std::max(1.0 - p, 1e-300));
         const auto size = static_cast<double>(L.spans[static_cast<size_t>(s)].size);
         exp_rows += soft[static_cast<size_t>(s)] * size;
+        exp_rows_hard += hard[static_cast<size_t>(s)] ? size : 0.0;
         all_rows += size;
         for (int t = 0; t < 2; ++t) {
             const auto& sp = L.spans[static_cast<size_t>(s)];
@@ -260,6 +262,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
                 t == 0 ? sp.k[static_cast<size_t>(v.g)] : sp.v[static_cast<size_t>(v.g)];
             const auto& run = (t == 0 ? gk : gv)[static_cast<size_t>(s)];
             kept += run.rank_hard;
+            kept_avail += std::min(run.rank_hard, run.n_avail);
             const double total = std::accumulate(f.sigma2.begin(), f.sigma2.end(), 0.0);
             if (total > 0) {
                 double e = 0;
@@ -285,6 +288,9 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     loss.recon_hard += recon_hard * inv_nv;
     const double l_budget = o.expansion_weight * (all_rows > 0 ? exp_rows / all_rows : 0.0) +
                             o.rank_weight * (rank_terms > 0 ? rank_sum / rank_terms : 0.0);
+    loss.budget_hard +=
+        o.expansion_weight * (all_rows > 0 ? exp_rows_hard / all_rows : 0.0) +
+        o.rank_weight * (rank_terms > 0 ? static_cast<double>(kept_avail) / rank_terms : 0.0);
     loss.zoom += l_zoom;
     loss.distill += l_distill;
     loss.recon += l_recon;
@@ -436,6 +442,7 @@ ZoomLoss& ZoomLoss::operator+=(const ZoomLoss& o) {
     recon += o.recon;
     recon_hard += o.recon_hard;
     budget += o.budget;
+    budget_hard += o.budget_hard;
     total += o.total;
     expansion_rate += o.expansion_rate;
     mean_rank += o.mean_rank;
@@ -502,6 +509,7 @@ ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& 
         sum.recon /= n;
         sum.recon_hard /= n;
         sum.budget /= n;
+        sum.budget_hard /= n;
         sum.total /= n;
     }
     sum.label_recall = sum.label_rate > 0 ? sum.label_recall / sum.label_rate : 0.0;

@@ -61,6 +61,11 @@ struct ZoomLoss {
     /// hard rank, Σ_{r ≥ rank} σ²_r / Σσ², mean over spans and their key and value factors; what
     /// inference loses where recon measures the soft gates.
     double recon_hard = 0;
+    /// Not a loss (no gradient): the budget penalty of the hard decisions, what inference
+    /// spends where budget measures the soft gates: expansion_weight · Σ_{S expanded} |S| / Σ|S|
+    /// + rank_weight · Σ kept rank / Σ available components, over the visible spans' key and
+    /// value factors; mean over examples.
+    double budget_hard = 0;
     double expansion_rate = 0; ///< expanded spans / visible spans (hard decisions)
     double mean_rank = 0;      ///< mean kept rank over the visible spans' key and value factors
     double label_rate = 0;     ///< positive labels / visible spans

@@ -65,6 +65,7 @@ nlohmann::json loss_json(const ZoomLoss& l) {
             {"recon", l.recon},
             {"recon_hard", l.recon_hard},
             {"budget", l.budget},
+            {"budget_hard", l.budget_hard},
             {"total", l.total},
             {"expansion_rate", l.expansion_rate},
             {"label_rate", l.label_rate},
@@ -292,43 +293,44 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
         write_line({{"step", 0}, {"split", "held_out"}, {"loss", loss_json(l0)}});
         std::fprintf(stderr,
                      "held-out step 0: total %.4f zoom %.4f distill %.4f recon %.4f (hard "
-                     "%.4f) budget %.4f expand %.1f %% rank %.1f\n",
+                     "%.4f) budget %.4f (hard %.4f) expand %.1f %% rank %.1f\n",
                      l0.total, l0.zoom, l0.distill, l0.recon, l0.recon_hard, l0.budget,
-                     100 * l0.expansion_rate, l0.mean_rank);
+                     l0.budget_hard, 100 * l0.expansion_rate, l0.mean_rank);
     }
     const auto ts = std::chrono::steady_clock::now();
     const int64_t start_step = state.step;
-    train_zoom(state, train_sets, train, held_sets, held, o.train, pool, ckpt, config,
-               [&](const ZoomProgress& p) {
-                   write_line({{"step", p.step},
-                               {"split", "train"},
-                               {"lr", p.lr},
-                               {"grad_norm", p.grad_norm},
-                               {"loss", loss_json(p.train)}});
-                   if (p.evaluated)
-                       write_line({{"step", p.step},
-                                   {"split", "held_out"},
-                                   {"loss", loss_json(p.held_out)}});
-                   if (o.quiet && !p.evaluated)
-                       return;
-                   const double s =
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
-                   std::fprintf(stderr,
-                                "step %lld/%lld lr %.2e loss %.4f (zoom %.4f distill %.4f recon "
-                                "%.4f budget %.4f) expand %.1f %% rank %.1f |g| %.3f %.1f s\n",
-                                static_cast<long long>(p.step),
-                                static_cast<long long>(o.train.steps), p.lr, p.train.total,
-                                p.train.zoom, p.train.distill, p.train.recon, p.train.budget,
-                                100 * p.train.expansion_rate, p.train.mean_rank, p.grad_norm, s);
-                   if (p.evaluated)
-                       std::fprintf(stderr,
-                                    "held-out step %lld: total %.4f zoom %.4f distill %.4f recon "
-                                    "%.4f (hard %.4f) budget %.4f expand %.1f %% rank %.1f\n",
-                                    static_cast<long long>(p.step), p.held_out.total,
-                                    p.held_out.zoom, p.held_out.distill, p.held_out.recon,
-                                    p.held_out.recon_hard, p.held_out.budget,
-                                    100 * p.held_out.expansion_rate, p.held_out.mean_rank);
-               });
+    train_zoom(
+        state, train_sets, train, held_sets, held, o.train, pool, ckpt, config,
+        [&](const ZoomProgress& p) {
+            write_line({{"step", p.step},
+                        {"split", "train"},
+                        {"lr", p.lr},
+                        {"grad_norm", p.grad_norm},
+                        {"loss", loss_json(p.train)}});
+            if (p.evaluated)
+                write_line(
+                    {{"step", p.step}, {"split", "held_out"}, {"loss", loss_json(p.held_out)}});
+            if (o.quiet && !p.evaluated)
+                return;
+            const double s =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+            std::fprintf(stderr,
+                         "step %lld/%lld lr %.2e loss %.4f (zoom %.4f distill %.4f recon "
+                         "%.4f budget %.4f) expand %.1f %% rank %.1f |g| %.3f %.1f s\n",
+                         static_cast<long long>(p.step), static_cast<long long>(o.train.steps),
+                         p.lr, p.train.total, p.train.zoom, p.train.distill, p.train.recon,
+                         p.train.budget, 100 * p.train.expansion_rate, p.train.mean_rank,
+                         p.grad_norm, s);
+            if (p.evaluated)
+                std::fprintf(stderr,
+                             "held-out step %lld: total %.4f zoom %.4f distill %.4f recon "
+                             "%.4f (hard %.4f) budget %.4f (hard %.4f) expand %.1f %% "
+                             "rank %.1f\n",
+                             static_cast<long long>(p.step), p.held_out.total, p.held_out.zoom,
+                             p.held_out.distill, p.held_out.recon, p.held_out.recon_hard,
+                             p.held_out.budget, p.held_out.budget_hard,
+                             100 * p.held_out.expansion_rate, p.held_out.mean_rank);
+        });
     ZoomParams out = state.params;
     out.provenance.data = o.records + " (" + std::to_string(train_records.size()) +
                           " recordings; held out: " + std::to_string(held_records.size()) + ")";

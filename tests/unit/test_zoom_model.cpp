@@ -292,6 +292,43 @@ TEST(ZoomModel, HardForwardIsTheEngineInference) {
         EXPECT_GT(n, 0);
 }
 
+// budget_hard is the budget penalty of what the hard forward did, summed by hand from each
+// example's decisions: expanded rows over visible rows, kept over available components.
+TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
+    const auto p = tiny_params(9);
+    auto f = make_fixture(p, {21, 22});
+    ZoomLossOptions o;
+    o.expansion_weight = 0.7;
+    o.rank_weight = 0.3;
+    ThreadPool pool(1);
+    const auto l = zoom_loss(p, f->sets, f->items, o, nullptr, pool);
+    double expected = 0;
+    int expanded = 0, summarised = 0;
+    for (const auto& [si, ex] : f->items) {
+        const auto& set = f->sets[static_cast<size_t>(si)];
+        const auto& L = set.layers[static_cast<size_t>(ex.layer)];
+        const int g = ex.head / kGroup;
+        const auto fw = zoom_forward(p, set, ex, o);
+        double rows = 0, rows_expanded = 0, kept = 0, avail = 0;
+        for (size_t s = 0; s < fw.z.size(); ++s) {
+            const auto& sp = L.spans[s];
+            rows += static_cast<double>(sp.size);
+            rows_expanded += fw.expanded[s] ? static_cast<double>(sp.size) : 0.0;
+            (fw.expanded[s] ? expanded : summarised) += 1;
+            for (const auto& [fs, rank] : {std::pair{&sp.k, fw.rank_k[s]}, {&sp.v, fw.rank_v[s]}}) {
+                const int n = std::min((*fs)[static_cast<size_t>(g)].rank, p.layers[0].gate.n_rank);
+                avail += n;
+                kept += std::min(rank, n);
+            }
+        }
+        expected += 0.7 * rows_expanded / rows + 0.3 * kept / avail;
+    }
+    expected /= static_cast<double>(f->items.size());
+    EXPECT_GT(expanded, 0);
+    EXPECT_GT(summarised, 0) << "decisions of both kinds, so the row share is not 0 or 1";
+    EXPECT_NEAR(l.budget_hard, expected, 1e-12);
+}
+
 TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
     // The whole inference path: SekvMemory with the parameters (sekv_layer_options: trained
     // router per query head, trained rank gate, its max rank) holding each query's visible spans
