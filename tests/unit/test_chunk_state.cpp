@@ -6,9 +6,11 @@
 #include "test_support.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -155,10 +157,19 @@ TEST(ChunkState, MismatchesAreRefusedWithAReason) {
     e = expectation_of(s);
     e.kind = StateKind::SlidingTail;
     refuse(e, "kind");
-    // A future format version and a big-endian writer are refused before anything else.
+    // A future format version (its header checksum made right, so the version is what is
+    // refused) and a big-endian writer are refused before anything else.
     auto v2 = blob;
     v2[8] = 2;
-    EXPECT_THROW(decode_chunk_state(v2.data(), v2.size(), expectation_of(s)), StateError);
+    const uint64_t header_sum = XXH3_64bits(v2.data(), 88);
+    std::memcpy(v2.data() + 88, &header_sum, sizeof header_sum);
+    try {
+        decode_chunk_state(v2.data(), v2.size(), expectation_of(s));
+        ADD_FAILURE() << "format version 2 was read";
+    } catch (const StateError& err) {
+        EXPECT_NE(std::string(err.what()).find("format version 2"), std::string::npos)
+            << err.what();
+    }
     auto be = blob;
     std::swap(be[12], be[15]);
     std::swap(be[13], be[14]);
@@ -312,8 +323,23 @@ TEST(ChunkState, EveryDamageToARecurrentStateIsDetected) {
     auto longer = blob;
     longer.push_back(0);
     EXPECT_THROW(decode_chunk_state(longer.data(), longer.size(), e), StateError);
-    // Another model's shapes, another token count, another kind: refused with a reason.
+    // Other token ids and another model: refused with a reason.
+    auto refuse = [&](const StateExpectation& x, const std::string& phrase) {
+        try {
+            decode_chunk_state(blob.data(), blob.size(), x);
+            ADD_FAILURE() << "accepted; expected: " << phrase;
+        } catch (const StateError& err) {
+            EXPECT_NE(std::string(err.what()).find(phrase), std::string::npos) << err.what();
+        }
+    };
     auto other = e;
+    other.token_hash = token_ids_hash({2, 9, 7});
+    refuse(other, "other token ids");
+    other = e;
+    other.fingerprint[0] ^= 1;
+    refuse(other, "another model");
+    // Another model's shapes, another token count, another kind: refused.
+    other = e;
     other.recurrent[0].state += 1;
     EXPECT_THROW(decode_chunk_state(blob.data(), blob.size(), other), StateError);
     other = e;

@@ -209,34 +209,39 @@ TEST_F(PicAssembly, CacheBlendKeepsTheTokensWhoseValuesMovedMost) {
 }
 
 TEST_F(PicAssembly, AMovedKeyEqualsTheKeyComputedAtTheNewPosition) {
-    // The same document prefilled at positions from 0 and from 100: every layer's keys (global
-    // base 1e6, sliding base 1e4), moved by 100, equal the ones computed there.
+    // The same document prefilled at positions from 0 and from delta: every layer's keys
+    // (global base 1e6, sliding base 1e4), moved by delta, equal the ones computed there. A
+    // move of 16 000 positions checks the phases' precision at long-context offsets.
     const auto A = prefill_document(*model_, a_, pool_);
     const auto& info = model_->info();
-    ModelMemory at100 = make_assembled_memory(info, 200);
-    std::vector<int32_t> pos(a_.size());
-    std::iota(pos.begin(), pos.end(), 100);
-    model_->forward(a_.data(), pos.data(), std::ssize(a_), at100, {}, nullptr, pool_);
-    ModelMemory moved = make_assembled_memory(info, 200);
-    for (const auto& r : A.rows)
-        import_rows(moved, info, r, 100, 1000);
-    bool saw_global = false, saw_sliding = false;
-    for (int il = 0; il < info.n_layer; ++il) {
-        std::vector<float> k1, v1, k2, v2;
-        std::vector<int32_t> p1, p2;
-        at100.layer(il).read_rows(100, 200, k1, v1, p1);
-        moved.layer(il).read_rows(100, 200, k2, v2, p2);
-        ASSERT_EQ(p1, p2);
-        float scale = 0;
-        for (const float x : k1)
-            scale = std::max(scale, std::abs(x));
-        // Both keys are rounded through f16 (relative 2^-11), the moved one twice.
-        EXPECT_LT(max_abs_diff(k1, k2), 4e-3f * scale) << "layer " << il;
-        // Values do not move; they differ only by the rounding of the layers below.
-        EXPECT_LT(max_abs_diff(v1, v2), 4e-3f * scale) << "layer " << il;
-        (info.layers[static_cast<size_t>(il)].sliding() ? saw_sliding : saw_global) = true;
+    const auto n = static_cast<int32_t>(a_.size());
+    for (const int32_t delta : {100, 16000}) {
+        ModelMemory at = make_assembled_memory(info, 200);
+        std::vector<int32_t> pos(a_.size());
+        std::iota(pos.begin(), pos.end(), delta);
+        model_->forward(a_.data(), pos.data(), std::ssize(a_), at, {}, nullptr, pool_);
+        ModelMemory moved = make_assembled_memory(info, 200);
+        for (const auto& r : A.rows)
+            import_rows(moved, info, r, delta, 1000);
+        bool saw_global = false, saw_sliding = false;
+        for (int il = 0; il < info.n_layer; ++il) {
+            std::vector<float> k1, v1, k2, v2;
+            std::vector<int32_t> p1, p2;
+            at.layer(il).read_rows(delta, delta + n, k1, v1, p1);
+            moved.layer(il).read_rows(delta, delta + n, k2, v2, p2);
+            ASSERT_EQ(p1, p2);
+            ASSERT_EQ(p1.size(), a_.size()) << "delta " << delta;
+            float scale = 0;
+            for (const float x : k1)
+                scale = std::max(scale, std::abs(x));
+            // Both keys are rounded through f16 (relative 2^-11), the moved one twice.
+            EXPECT_LT(max_abs_diff(k1, k2), 4e-3f * scale) << "layer " << il << ", delta " << delta;
+            // Values do not move; they differ only by the rounding of the layers below.
+            EXPECT_LT(max_abs_diff(v1, v2), 4e-3f * scale) << "layer " << il << ", delta " << delta;
+            (info.layers[static_cast<size_t>(il)].sliding() ? saw_sliding : saw_global) = true;
+        }
+        EXPECT_TRUE(saw_global && saw_sliding);
     }
-    EXPECT_TRUE(saw_global && saw_sliding);
 }
 
 TEST_F(PicAssembly, BadInputIsRefusedWithAReason) {
