@@ -179,6 +179,10 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
     };
     ZoomLossOptions lo = o.train.loss;
     const auto gated = zoom_loss(p, sets, held, lo, nullptr, pool);
+    std::printf("trained: held-out losses                      zoom %.4f  distill %.4f  recon %.4f "
+                "(hard %.4f)  budget %.4f (hard %.4f)\n",
+                gated.zoom, gated.distill, gated.recon, gated.recon_hard, gated.budget,
+                gated.budget_hard);
     line("trained router, trained rank gate", gated.distill, gated.expansion_rate,
          gated.label_recall, gated.mean_rank);
     lo.full_rank = true;
