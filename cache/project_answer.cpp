@@ -332,6 +332,10 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
             "a project answers with the full or sekv policy; '" + session_options.global_policy +
             "' selects its rows from a prefill of the text (its attention statistics are not "
             "stored): ask with --doc instead");
+    if (q.recompute.selector != "none" && session_options.global_policy != "full")
+        throw std::invalid_argument("the " + q.recompute.selector +
+                                    " selector recomputes rows of the full policy; ask with "
+                                    "--policy full (SEKV joins sections without recompute)");
     const auto& info = model.info();
     const auto t0 = Clock::now();
     const int64_t computed_before = scratch.tokens_processed();
@@ -366,10 +370,6 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
     const auto question =
         question_tokens(model.tokenizer(), info.instruction_tuned, q.question, chat.history);
-    if (q.recompute.selector != "none" && session_options.global_policy != "full")
-        throw std::invalid_argument("the " + q.recompute.selector +
-                                    " selector recomputes rows of the full policy; ask with "
-                                    "--policy full (SEKV joins sections without recompute)");
     Assembly a;
     try {
         Session session(model, session_options);

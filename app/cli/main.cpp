@@ -51,14 +51,25 @@ int main(int argc, char** argv) {
                      "With --project: tokens of each later section recomputed with the sections "
                      "before it in context (LinearKV): none, epic, full")
         ->needs(ask_project)
-        ->check(CLI::IsMember({"none", "epic", "full"}))
+        ->check(CLI::Validator(
+            [](const std::string& s) -> std::string {
+                if (s == "cacheblend")
+                    return "cacheblend is not offered with --project: it needs every row of the "
+                           "sliding-window layers, and a project stores only their last window "
+                           "(use none, epic or full)";
+                return s == "none" || s == "epic" || s == "full"
+                           ? ""
+                           : "--selector " + s + " is not one of none, epic, full";
+            },
+            "none|epic|full"))
         ->capture_default_str();
-    ask_cmd
-        ->add_option("--recompute", ask.recompute,
-                     "With --project and --selector epic: share of the context recomputed")
-        ->needs(ask_project)
-        ->check(CLI::Range(0.0, 1.0))
-        ->capture_default_str();
+    auto* ask_recompute =
+        ask_cmd
+            ->add_option("--recompute", ask.recompute,
+                         "With --project and --selector epic: share of the context recomputed")
+            ->needs(ask_project)
+            ->check(CLI::Range(0.0, 1.0))
+            ->capture_default_str();
     ask_cmd
         ->add_option("--state-init", ask.state_init,
                      "With --project on a hybrid model: the recurrent layers' initial state from "
@@ -393,6 +404,13 @@ int main(int argc, char** argv) {
             return run_info(info);
         if (*ask_cmd) {
             ask.use_project = ask_project->count() > 0;
+            if (ask_recompute->count() > 0 && ask.selector != "epic") {
+                std::cerr << "spanscope-cli: --recompute sets epic's share; the " << ask.selector
+                          << " selector recomputes "
+                          << (ask.selector == "full" ? "everything" : "nothing")
+                          << " (see --help)\n";
+                return 2;
+            }
             return run_ask(ask);
         }
         if (*ingest_cmd)

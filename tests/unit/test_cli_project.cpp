@@ -333,13 +333,24 @@ TEST_F(CliProject, SelectorsRecomputeTokensOfLaterDocuments) {
     EXPECT_EQ(full["stats"]["recompute_set"], total) << full;
     EXPECT_EQ(full["stats"]["tokens_reused"], 0) << full;
 
-    EXPECT_NE(run({"ask", "--project", project_, "--model", model_, "--selector", "cacheblend", q})
-                  .status,
-              0);
+    const int64_t chats = sql_count(project_, "SELECT count(*) FROM chats");
+    const auto blend =
+        run({"ask", "--project", project_, "--model", model_, "--selector", "cacheblend", q});
+    EXPECT_EQ(blend.status, 2);
+    EXPECT_NE(blend.err.find("sliding-window"), std::string::npos) << blend.err;
     const auto sekv = run({"ask", "--project", project_, "--model", model_, "--policy", "sekv",
                            "--selector", "epic", q});
     EXPECT_EQ(sekv.status, 1);
     EXPECT_NE(sekv.err.find("--policy full"), std::string::npos) << sekv.err;
+    // --recompute is epic's share: with none or full it would be ignored, so it is refused.
+    for (const std::string selector : {"none", "full"}) {
+        const auto r = run({"ask", "--project", project_, "--model", model_, "--selector", selector,
+                            "--recompute", "0.5", q});
+        EXPECT_EQ(r.status, 2) << selector;
+        EXPECT_NE(r.err.find("--recompute sets epic's share"), std::string::npos) << r.err;
+    }
+    EXPECT_EQ(sql_count(project_, "SELECT count(*) FROM chats"), chats)
+        << "a refused question leaves no chat behind";
 }
 
 TEST_F(CliProject, UnknownDocIdIsRefusedAndAddsNothing) {
