@@ -100,12 +100,16 @@ int DocumentListModel::row_of_id(qint64 id) const {
 
 void DocumentListModel::upsert(const DocumentRow& row) {
     const int by_id = row_of_id(row.id);
+    // The row of the same file: a pending one (no id yet) first, so that a file added again
+    // while its document is listed merges its pending row into the document's.
     int by_key = -1;
-    for (int i = 0; i < rows_.size(); ++i)
-        if (rows_[i].key == row.key && (rows_[i].id == 0 || rows_[i].id == row.id)) {
-            by_key = i;
+    for (const bool pending : {true, false}) {
+        for (int i = 0; i < rows_.size() && by_key < 0; ++i)
+            if (rows_[i].key == row.key && rows_[i].id == (pending ? 0 : row.id))
+                by_key = i;
+        if (by_key >= 0)
             break;
-        }
+    }
     if (by_id >= 0 && by_key >= 0 && by_id != by_key) {
         // The file's content was already in the project as another row: keep that one.
         remove_row(by_key);

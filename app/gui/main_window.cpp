@@ -244,10 +244,14 @@ void MainWindow::build_ui() {
     policy_label_ = new QLabel;
     policy_label_->setObjectName(QStringLiteral("policyLabel"));
     statusBar()->addWidget(policy_label_);
-    statusBar()->addWidget(stats_label_);
+    // The last answer's statistics take the room left and are cut at the right when the
+    // window is narrow (the whole line is in the tooltip), rather than asking for their full
+    // width (a new user's offscreen demo showed them cut to one letter).
+    stats_label_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    statusBar()->addWidget(stats_label_, 1);
     message_label_ = new QLabel;
     message_label_->setObjectName(QStringLiteral("messageLabel"));
-    statusBar()->addWidget(message_label_, 1);
+    statusBar()->addWidget(message_label_);
     statusBar()->addPermanentWidget(ingest_bar_);
     statusBar()->addPermanentWidget(cancel_ingest_);
     ingest_bar_->hide();

@@ -253,7 +253,10 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
     }
     if (s.ttft_ms > 0) {
         stats_label_->setText(tr("Last answer: %1").arg(stats_text(s)));
-        stats_label_->setToolTip(sections_text(s));
+        const QString sections = sections_text(s);
+        stats_label_->setToolTip(stats_label_->text() + (sections.isEmpty()
+                                                             ? QString()
+                                                             : QStringLiteral("\n") + sections));
     }
     last_kv_bytes_ = s.kv_bytes;
     update_memory_label();

@@ -203,6 +203,14 @@ void GuiModels::documentRowsAreUpdatedInPlace() {
     m.upsert(doc("/c", 1, DocumentRow::Status::Ready));
     QCOMPARE(m.rowCount(), 2);
     QCOMPARE(m.index(0).data(DocumentListModel::IdRole).toLongLong(), 1);
+    // The same file added again while its document is listed: its pending row goes when the
+    // project names the document (it used to stay, "extracting text", under the document).
+    m.upsert(doc("/a", 0, DocumentRow::Status::Extracting));
+    QCOMPARE(m.rowCount(), 3);
+    m.upsert(doc("/a", 1, DocumentRow::Status::Prefilling));
+    QCOMPARE(m.rowCount(), 2);
+    QCOMPARE(m.index(0).data(DocumentListModel::IdRole).toLongLong(), 1);
+    QCOMPARE(m.index(1).data(DocumentListModel::IdRole).toLongLong(), 2);
 
     // A failed file keeps its row with the reason; it is not checkable (not in the project).
     auto bad = doc("/bad.pdf", 0, DocumentRow::Status::Failed);
