@@ -358,6 +358,25 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         if (!project.document(id))
             throw std::invalid_argument(project.path() + " has no document " + std::to_string(id));
 
+    // Refusals that need no document are made before the question is saved.
+    const PromptStyle style =
+        info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
+    const auto question =
+        question_tokens(model.tokenizer(), info.instruction_tuned, q.question, chat.history);
+    if (static_cast<int64_t>(question.size()) + q.max_tokens >= info.n_ctx_train)
+        throw ContextOverflow("the question (" + std::to_string(question.size()) +
+                              " tokens with the chat's history) and " +
+                              std::to_string(q.max_tokens) +
+                              " answer tokens leave no room for a document in the context "
+                              "window of " +
+                              std::to_string(info.n_ctx_train) + " tokens");
+    if (q.recompute.state_init == StateInitialiser::Exact)
+        for (const auto& l : info.layers)
+            if (l.kind == LayerKind::GatedDeltaNet)
+                throw std::invalid_argument(
+                    "state initialiser exact needs each section's Gated DeltaNet transition "
+                    "matrix, which a project does not store; use single-block or zero");
+
     // The question is kept whatever happens next.
     ProjectAnswer out;
     out.chat_id = q.chat_id > 0 ? q.chat_id : project.create_chat(utf8_prefix(q.question, 80));
@@ -365,11 +384,6 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     if (hooks.on_question_saved)
         hooks.on_question_saved(out.chat_id);
     out.history_turns = chat.history.size();
-
-    const PromptStyle style =
-        info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
-    const auto question =
-        question_tokens(model.tokenizer(), info.instruction_tuned, q.question, chat.history);
     Assembly a;
     try {
         Session session(model, session_options);
@@ -391,8 +405,9 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         throw;
     }
     // Prompt tokens run through the model for this answer, counted by the sessions (the
-    // question, and any section that had to be computed); rows restored from storage, counted
-    // as they were stored into the memory.
+    // scratch session's: sections that had to be computed; the answer's question is counted
+    // by the answering session); rows restored from storage, counted as they were stored into
+    // the memory.
     out.tokens_recomputed = scratch.tokens_processed() - computed_before;
     auto& ans = out.answer;
     ans.stats.tokens_computed +=

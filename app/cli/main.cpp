@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
                            "(use none, epic or full)";
                 return s == "none" || s == "epic" || s == "full"
                            ? ""
-                           : "--selector " + s + " is not one of none, epic, full";
+                           : s + " is not one of none, epic, full";
             },
             "none|epic|full"))
         ->capture_default_str();
@@ -405,10 +405,11 @@ int main(int argc, char** argv) {
         if (*ask_cmd) {
             ask.use_project = ask_project->count() > 0;
             if (ask_recompute->count() > 0 && ask.selector != "epic") {
-                std::cerr << "spanscope-cli: --recompute sets epic's share; the " << ask.selector
-                          << " selector recomputes "
+                std::cerr << "spanscope-cli: --recompute needs --selector epic (it sets epic's "
+                             "share; the selector is "
+                          << ask.selector << ", which recomputes "
                           << (ask.selector == "full" ? "everything" : "nothing")
-                          << " (see --help)\n";
+                          << ") (see --help)\n";
                 return 2;
             }
             return run_ask(ask);

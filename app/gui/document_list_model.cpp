@@ -100,16 +100,21 @@ int DocumentListModel::row_of_id(qint64 id) const {
 
 void DocumentListModel::upsert(const DocumentRow& row) {
     const int by_id = row_of_id(row.id);
-    // The row of the same file: a pending one (no id yet) first, so that a file added again
-    // while its document is listed merges its pending row into the document's.
+    // The row of the same file: one still being read (no id yet) first, so that a file added
+    // again while its document is listed merges that row into the document's; a failed or
+    // cancelled row keeps its reason.
+    auto reading = [](const DocumentRow& r) {
+        return r.id == 0 && (r.status == DocumentRow::Status::Queued ||
+                             r.status == DocumentRow::Status::Extracting ||
+                             r.status == DocumentRow::Status::Prefilling);
+    };
     int by_key = -1;
-    for (const bool pending : {true, false}) {
-        for (int i = 0; i < rows_.size() && by_key < 0; ++i)
-            if (rows_[i].key == row.key && rows_[i].id == (pending ? 0 : row.id))
-                by_key = i;
-        if (by_key >= 0)
-            break;
-    }
+    for (int i = 0; i < rows_.size() && by_key < 0; ++i)
+        if (rows_[i].key == row.key && reading(rows_[i]))
+            by_key = i;
+    for (int i = 0; i < rows_.size() && by_key < 0; ++i)
+        if (rows_[i].key == row.key && (rows_[i].id == 0 || rows_[i].id == row.id))
+            by_key = i;
     if (by_id >= 0 && by_key >= 0 && by_id != by_key) {
         // The file's content was already in the project as another row: keep that one.
         remove_row(by_key);

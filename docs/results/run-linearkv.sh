@@ -13,7 +13,8 @@
 # 2-core machine; the whole 16K set about 2 h).
 # Usage (from the repository root, after `bash scripts/setup.sh test` built build/):
 #   bash docs/results/run-linearkv.sh [4096|8192|16384|all|report]
-# `report` renders docs/results/linearkv/report.md (spanscope-report's LinearKV section).
+# `report` renders docs/results/linearkv/report.md (spanscope-report's LinearKV section) and
+# the same per length in docs/results/linearkv/by-length/LEN/report.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLI=${CLI:-build/app/cli/spanscope-cli}
@@ -36,7 +37,24 @@ case "${1:-all}" in
     8192) run_length 8192 10 ;;
     16384) run_length 16384 3 ;;
     all) run_length 4096 20; run_length 8192 10; run_length 16384 3 ;;
-    report) "$REPORT" --title "Spanscope: position-independent caching (LinearKV)" \
-                --out-dir "$OUT" "$OUT"/*.jsonl ;;
+    report)
+        "$REPORT" --title "Spanscope: position-independent caching (LinearKV)" \
+            --out-dir "$OUT" "$OUT"/*.jsonl
+        # The same per length (both tasks and the document counts pooled): the lines of one
+        # target length, run headers kept, into $OUT/by-length/LEN/.
+        for len in 4096 8192 16384; do
+            mkdir -p "$OUT/by-length/$len"
+            for f in "$OUT"/pic-*.jsonl; do
+                python3 -c 'import json, sys
+n = int(sys.argv[1])
+for line in open(sys.argv[2]):
+    j = json.loads(line)
+    if "index" not in j or j.get("target_length") == n:
+        sys.stdout.write(line)' "$len" "$f" > "$OUT/by-length/$len/$(basename "$f")"
+            done
+            "$REPORT" --title "LinearKV at $len tokens" --out-dir "$OUT/by-length/$len" \
+                "$OUT/by-length/$len"/*.jsonl
+            rm "$OUT/by-length/$len"/*.jsonl
+        done ;;
     *) echo "usage: $0 [4096|8192|16384|all|report]" >&2; exit 2 ;;
 esac

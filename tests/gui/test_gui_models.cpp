@@ -211,6 +211,16 @@ void GuiModels::documentRowsAreUpdatedInPlace() {
     QCOMPARE(m.rowCount(), 2);
     QCOMPARE(m.index(0).data(DocumentListModel::IdRole).toLongLong(), 1);
     QCOMPARE(m.index(1).data(DocumentListModel::IdRole).toLongLong(), 2);
+    // A failed second read of it keeps its row (and reason) when the document is updated.
+    auto failed = doc("/a", 0, DocumentRow::Status::Failed);
+    failed.error = QStringLiteral("unreadable");
+    m.upsert(failed);
+    QCOMPARE(m.rowCount(), 3);
+    m.upsert(doc("/a", 1, DocumentRow::Status::Ready));
+    QCOMPARE(m.rowCount(), 3);
+    QCOMPARE(m.index(2).data(DocumentListModel::StatusTextRole).toString(),
+             QStringLiteral("failed: unreadable"));
+    m.remove_row(2);
 
     // A failed file keeps its row with the reason; it is not checkable (not in the project).
     auto bad = doc("/bad.pdf", 0, DocumentRow::Status::Failed);

@@ -342,12 +342,16 @@ TEST_F(CliProject, SelectorsRecomputeTokensOfLaterDocuments) {
                            "--selector", "epic", q});
     EXPECT_EQ(sekv.status, 1);
     EXPECT_NE(sekv.err.find("--policy full"), std::string::npos) << sekv.err;
-    // --recompute is epic's share: with none or full it would be ignored, so it is refused.
-    for (const std::string selector : {"none", "full"}) {
-        const auto r = run({"ask", "--project", project_, "--model", model_, "--selector", selector,
-                            "--recompute", "0.5", q});
+    // --recompute is epic's share: with none (the default) or full it would be ignored, so
+    // it is refused.
+    for (const std::string selector : {"", "none", "full"}) {
+        std::vector<std::string> args{"ask", "--project", project_, "--model", model_};
+        if (!selector.empty())
+            args.insert(args.end(), {"--selector", selector});
+        args.insert(args.end(), {"--recompute", "0.5", q});
+        const auto r = run(args);
         EXPECT_EQ(r.status, 2) << selector;
-        EXPECT_NE(r.err.find("--recompute sets epic's share"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("--recompute needs --selector epic"), std::string::npos) << r.err;
     }
     EXPECT_EQ(sql_count(project_, "SELECT count(*) FROM chats"), chats)
         << "a refused question leaves no chat behind";
@@ -744,10 +748,19 @@ TEST_F(CliProject, HybridProjectsAnswerWithTheChosenStateInitialiser) {
         const json epic = run_json(ask_with(two, {"--selector", "epic", "--recompute", "0.1"}));
         EXPECT_GT(epic["stats"]["layer_rows"]["recurrent"]["rows_recomputed"].get<int64_t>(), 0)
             << epic;
+        const int64_t chats = sql_count(two, "SELECT count(*) FROM chats");
         const auto exact = run(ask_with(two, {"--state-init", "exact"}));
         if (file == "tiny_qwen3next.gguf") {
             EXPECT_EQ(exact.status, 1);
             EXPECT_NE(exact.err.find("transition"), std::string::npos) << exact.err;
+            EXPECT_EQ(sql_count(two, "SELECT count(*) FROM chats"), chats)
+                << "the refused question leaves no chat";
+            // A question with no room left for a document: refused before it is saved too.
+            const auto full = run({"ask", "--project", two, "--model", model, "--threads", "1",
+                                   "--max-tokens", "600", q});
+            EXPECT_EQ(full.status, 1);
+            EXPECT_NE(full.err.find("leave no room"), std::string::npos) << full.err;
+            EXPECT_EQ(sql_count(two, "SELECT count(*) FROM chats"), chats);
         } else {
             EXPECT_EQ(exact.status, 0) << exact.err;
         }

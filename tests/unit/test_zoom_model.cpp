@@ -303,7 +303,7 @@ TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
     ThreadPool pool(1);
     const auto l = zoom_loss(p, f->sets, f->items, o, nullptr, pool);
     double expected = 0;
-    int expanded = 0, summarised = 0;
+    int expanded = 0, summarised = 0, truncated = 0;
     for (const auto& [si, ex] : f->items) {
         const auto& set = f->sets[static_cast<size_t>(si)];
         const auto& L = set.layers[static_cast<size_t>(ex.layer)];
@@ -319,6 +319,7 @@ TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
                 const int n = std::min((*fs)[static_cast<size_t>(g)].rank, p.layers[0].gate.n_rank);
                 avail += n;
                 kept += std::min(rank, n);
+                truncated += rank < n;
             }
         }
         expected += 0.7 * rows_expanded / rows + 0.3 * kept / avail;
@@ -326,6 +327,7 @@ TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
     expected /= static_cast<double>(f->items.size());
     EXPECT_GT(expanded, 0);
     EXPECT_GT(summarised, 0) << "decisions of both kinds, so the row share is not 0 or 1";
+    EXPECT_GT(truncated, 0) << "some factors cut below their available rank";
     EXPECT_NEAR(l.budget_hard, expected, 1e-12);
 }
 

@@ -530,11 +530,11 @@ TEST_F(TrainedZoom, WithoutLearnedThresholdsTauIsCalibratedToTheExpandRate) {
         EXPECT_EQ(taus[0], taus[1]) << "τ does not depend on the learned thresholds";
         EXPECT_EQ(expanded[0], expanded[1]);
     }
-    // And with learned_tau the thresholds are read: σ(θ) per head.
-    const auto learned = run(trained(tiny_zoom_params(*model_, 100.0f, 32), true));
+    // And with learned_tau the thresholds are read: σ(θ) per head (θ = 2, far from both ends).
+    const auto learned = run(trained(tiny_zoom_params(*model_, 2.0f, 32), true));
     for (const auto* m : learned.layers)
         for (const double t : m->tau())
-            EXPECT_EQ(t, 1.0 / (1.0 + std::exp(-100.0)));
+            EXPECT_DOUBLE_EQ(t, 1.0 / (1.0 + std::exp(-2.0)));
 }
 
 TEST_F(TrainedZoom, LayersTheFileDoesNotCoverOrAnotherShapeAreRefused) {
