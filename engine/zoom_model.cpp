@@ -286,11 +286,14 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     l_zoom *= inv_nv;
     l_recon *= inv_nv;
     loss.recon_hard += recon_hard * inv_nv;
-    const double l_budget = o.expansion_weight * (all_rows > 0 ? exp_rows / all_rows : 0.0) +
-                            o.rank_weight * (rank_terms > 0 ? rank_sum / rank_terms : 0.0);
-    loss.budget_hard +=
-        o.expansion_weight * (all_rows > 0 ? exp_rows_hard / all_rows : 0.0) +
-        o.rank_weight * (rank_terms > 0 ? static_cast<double>(kept_avail) / rank_terms : 0.0);
+    // The budget penalty of expanded rows and kept components: soft (the loss) and hard.
+    auto budget_of = [&](double rows, double components) {
+        return o.expansion_weight * (all_rows > 0 ? rows / all_rows : 0.0) +
+               o.rank_weight *
+                   (rank_terms > 0 ? components / static_cast<double>(rank_terms) : 0.0);
+    };
+    const double l_budget = budget_of(exp_rows, rank_sum);
+    loss.budget_hard += budget_of(exp_rows_hard, static_cast<double>(kept_avail));
     loss.zoom += l_zoom;
     loss.distill += l_distill;
     loss.recon += l_recon;
