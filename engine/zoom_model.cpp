@@ -286,14 +286,18 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     l_zoom *= inv_nv;
     l_recon *= inv_nv;
     loss.recon_hard += recon_hard * inv_nv;
-    // The budget penalty of expanded rows and kept components: soft (the loss) and hard.
+    // The budget penalty of expanded rows and kept components, of the forward's decisions (the
+    // loss; the hard ones unless relaxed) and of the soft gates (the surrogate). It is linear in
+    // the decisions, so the surrogate's gradient is the straight-through gradient of either.
     auto budget_of = [&](double rows, double components) {
         return o.expansion_weight * (all_rows > 0 ? rows / all_rows : 0.0) +
                o.rank_weight *
                    (rank_terms > 0 ? components / static_cast<double>(rank_terms) : 0.0);
     };
-    const double l_budget = budget_of(exp_rows, rank_sum);
-    loss.budget_hard += budget_of(exp_rows_hard, static_cast<double>(kept_avail));
+    const double budget_soft = budget_of(exp_rows, rank_sum);
+    const double l_budget =
+        o.relax ? budget_soft : budget_of(exp_rows_hard, static_cast<double>(kept_avail));
+    loss.budget_soft += budget_soft;
     loss.zoom += l_zoom;
     loss.distill += l_distill;
     loss.recon += l_recon;
@@ -445,7 +449,7 @@ ZoomLoss& ZoomLoss::operator+=(const ZoomLoss& o) {
     recon += o.recon;
     recon_hard += o.recon_hard;
     budget += o.budget;
-    budget_hard += o.budget_hard;
+    budget_soft += o.budget_soft;
     total += o.total;
     expansion_rate += o.expansion_rate;
     mean_rank += o.mean_rank;
@@ -512,7 +516,7 @@ ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& 
         sum.recon /= n;
         sum.recon_hard /= n;
         sum.budget /= n;
-        sum.budget_hard /= n;
+        sum.budget_soft /= n;
         sum.total /= n;
     }
     sum.label_recall = sum.label_rate > 0 ? sum.label_recall / sum.label_rate : 0.0;

@@ -26,7 +26,13 @@
 //   distill:  ‖o − o*‖² / ‖o*‖² of the layer's attention output o against full attention's o*
 //   recon:    Σ_r (1 − m_r)² σ²_r / Σσ² per span and factor (the relative squared Frobenius error
 //             of U·diag(m⊙s)·Vᵀ, components past r_max always lost), mean over spans
-//   budget:   expansion_weight · Σ s_S|S| / Σ|S| + rank_weight · mean_r m_r
+//   budget:   expansion_weight · Σ e_S|S| / Σ|S| + rank_weight · Σ h_r / #components, of the
+//             forward's decisions (without relax: the rows expanded and the components kept, what
+//             inference spends). It is linear in e and h, so its straight-through gradient is
+//             the gradient of the soft surrogate expansion_weight · Σ s_S|S| / Σ|S| +
+//             rank_weight · mean_r m_r (ZoomLoss::budget_soft): both values have one gradient,
+//             and the loss reports the forward's, as distill does. recon is not linear in m: its
+//             value and gradient are the soft gates' (recon_hard is a diagnostic).
 #pragma once
 
 #include "thread_pool.h"
@@ -61,11 +67,13 @@ struct ZoomLoss {
     /// hard rank, Σ_{r ≥ rank} σ²_r / Σσ², mean over spans and their key and value factors; what
     /// inference loses where recon measures the soft gates.
     double recon_hard = 0;
-    /// Not a loss (no gradient): the budget penalty of the hard decisions, what inference
-    /// spends where budget measures the soft gates: expansion_weight · Σ_{S expanded} |S| / Σ|S|
-    /// + rank_weight · Σ kept rank / Σ available components, over the visible spans' key and
-    /// value factors; mean over examples.
-    double budget_hard = 0;
+    /// The budget loss's soft surrogate (the value whose gradient training follows, equal to the
+    /// straight-through gradient of budget): expansion_weight · Σ s_S|S| / Σ|S| + rank_weight ·
+    /// mean_r m_r over the visible spans' key and value factors; mean over examples. Equal to
+    /// budget with relax; without, budget is the penalty of the hard decisions,
+    /// expansion_weight · Σ_{S expanded} |S| / Σ|S| + rank_weight · Σ kept rank / Σ available
+    /// components.
+    double budget_soft = 0;
     double expansion_rate = 0; ///< expanded spans / visible spans (hard decisions)
     double mean_rank = 0;      ///< mean kept rank over the visible spans' key and value factors
     double label_rate = 0;     ///< positive labels / visible spans

@@ -65,7 +65,7 @@ nlohmann::json loss_json(const ZoomLoss& l) {
             {"recon", l.recon},
             {"recon_hard", l.recon_hard},
             {"budget", l.budget},
-            {"budget_hard", l.budget_hard},
+            {"budget_soft", l.budget_soft},
             {"total", l.total},
             {"expansion_rate", l.expansion_rate},
             {"label_rate", l.label_rate},
@@ -180,9 +180,9 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
     ZoomLossOptions lo = o.train.loss;
     const auto gated = zoom_loss(p, sets, held, lo, nullptr, pool);
     std::printf("trained: held-out losses                      zoom %.4f  distill %.4f  recon %.4f "
-                "(hard %.4f)  budget %.4f (hard %.4f)\n",
+                "(hard %.4f)  budget %.4f (soft %.4f)\n",
                 gated.zoom, gated.distill, gated.recon, gated.recon_hard, gated.budget,
-                gated.budget_hard);
+                gated.budget_soft);
     line("trained router, trained rank gate", gated.distill, gated.expansion_rate,
          gated.label_recall, gated.mean_rank);
     lo.full_rank = true;
@@ -200,6 +200,25 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
     }
     std::printf("(%zu held-out examples; training-free τ at the %.0f %% quantile per head)\n",
                 held.size(), 100 * (1 - o.train.init_expand_rate));
+    // Equal expansions: each router's threshold per head at the same quantile of its own scores
+    // on these examples (calibrate_theta, training_free_reference), each head alone, every
+    // factor at full rank (the router alone).
+    lo.full_rank = true;
+    for (const double rate : o.compare_rates) {
+        ZoomParams at = p;
+        calibrate_theta(at, sets, held, rate);
+        const auto t = zoom_loss(at, sets, held, lo, nullptr, pool);
+        ZoomReferenceOptions ro;
+        ro.expand_rate = rate;
+        ro.share_group = false;
+        ro.coverage = o.train.loss.coverage;
+        const auto r = training_free_reference(sets, held, ro, pool);
+        std::printf(
+            "at %5.1f %% per head: trained distill %.4f  expand %5.1f %%  label recall "
+            "%5.1f %%   training-free distill %.4f  expand %5.1f %%  label recall %5.1f %%\n",
+            100 * rate, t.distill, 100 * t.expansion_rate, 100 * t.label_recall, r.distill,
+            100 * r.expansion_rate, 100 * r.label_recall);
+    }
     return 0;
 }
 
@@ -297,9 +316,9 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
         write_line({{"step", 0}, {"split", "held_out"}, {"loss", loss_json(l0)}});
         std::fprintf(stderr,
                      "held-out step 0: total %.4f zoom %.4f distill %.4f recon %.4f (hard "
-                     "%.4f) budget %.4f (hard %.4f) expand %.1f %% rank %.1f\n",
+                     "%.4f) budget %.4f (soft %.4f) expand %.1f %% rank %.1f\n",
                      l0.total, l0.zoom, l0.distill, l0.recon, l0.recon_hard, l0.budget,
-                     l0.budget_hard, 100 * l0.expansion_rate, l0.mean_rank);
+                     l0.budget_soft, 100 * l0.expansion_rate, l0.mean_rank);
     }
     const auto ts = std::chrono::steady_clock::now();
     const int64_t start_step = state.step;
@@ -328,11 +347,11 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
             if (p.evaluated)
                 std::fprintf(stderr,
                              "held-out step %lld: total %.4f zoom %.4f distill %.4f recon "
-                             "%.4f (hard %.4f) budget %.4f (hard %.4f) expand %.1f %% "
+                             "%.4f (hard %.4f) budget %.4f (soft %.4f) expand %.1f %% "
                              "rank %.1f\n",
                              static_cast<long long>(p.step), p.held_out.total, p.held_out.zoom,
                              p.held_out.distill, p.held_out.recon, p.held_out.recon_hard,
-                             p.held_out.budget, p.held_out.budget_hard,
+                             p.held_out.budget, p.held_out.budget_soft,
                              100 * p.held_out.expansion_rate, p.held_out.mean_rank);
         });
     ZoomParams out = state.params;
@@ -431,6 +450,12 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
                 "Do not train: compare the parameter file OUT with the training-free router on "
                 "the held-out recordings (distillation, expansions, label recall); the "
                 "training-free router's rate per head is --expand-rate");
+    c->add_option("--compare-rates", o.compare_rates,
+                  "With --compare: also both routers at these shares of spans expanded per head "
+                  "(τ calibrated on the held-out examples, full-rank factors), e.g. 0.1,0.2")
+        ->delimiter(',')
+        ->check(CLI::Range(0.0, 1.0))
+        ->needs("--compare");
     return c;
 }
 

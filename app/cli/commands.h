@@ -185,6 +185,10 @@ struct ZoomTrainCliOptions {
     int threads = 0;
     bool quiet = false;
     bool compare = false; ///< evaluate OUT against the training-free router, do not train
+    /// With compare: also both routers with τ calibrated on the held-out examples so that each
+    /// head expands these fractions of its visible spans (the trained router's learned θ set
+    /// aside), to compare them at equal expansions.
+    std::vector<double> compare_rates;
     ZoomTrainOptions train;
     std::string command_line;
 };

@@ -3,7 +3,7 @@
 //
 //   {"step":12,"split":"train","lr":0.0012,"grad_norm":0.83,"loss":{"zoom":0.71,"distill":0.052,
 //    "recon":0.31,"budget":0.27,"total":0.83,"expansion_rate":0.21,"label_rate":0.09,
-//    "mean_rank":17.5,"examples":64}}
+//    "mean_rank":17.5,"recon_hard":0.01,"budget_soft":0.25,"examples":64}}
 //   {"step":100,"split":"held_out","loss":{...the same keys...}}
 //
 // loaded, checked and de-duplicated (a resumed run appends lines again; the last line for a
@@ -29,7 +29,8 @@ struct CurveComponent {
 };
 
 /// The components in the order of the report: the loss terms zoom, distill, recon, budget and
-/// total, then the diagnostics expansion_rate and mean_rank. Each line must have all of them.
+/// total, then the diagnostics expansion_rate, mean_rank, recon_hard (what the hard ranks lose)
+/// and budget_soft (the budget's soft surrogate; zoom_model.h). Each line must have all of them.
 const std::vector<CurveComponent>& curve_components();
 
 /// One line that was kept.

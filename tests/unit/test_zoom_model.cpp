@@ -292,8 +292,10 @@ TEST(ZoomModel, HardForwardIsTheEngineInference) {
         EXPECT_GT(n, 0);
 }
 
-// budget_hard is the budget penalty of what the hard forward did, summed by hand from each
-// example's decisions: expanded rows over visible rows, kept over available components.
+// The budget loss is the penalty of what the hard forward did, summed by hand from each
+// example's decisions: expanded rows over visible rows, kept over available components. Its
+// straight-through gradient is the soft surrogate's (budget_soft, the value with relax): the
+// penalty is linear in the decisions.
 TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
     const auto p = tiny_params(9);
     auto f = make_fixture(p, {21, 22});
@@ -328,7 +330,33 @@ TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
     EXPECT_GT(expanded, 0);
     EXPECT_GT(summarised, 0) << "decisions of both kinds, so the row share is not 0 or 1";
     EXPECT_GT(truncated, 0) << "some factors cut below their available rank";
-    EXPECT_NEAR(l.budget_hard, expected, 1e-12);
+    EXPECT_NEAR(l.budget, expected, 1e-12);
+    EXPECT_GT(std::fabs(l.budget - l.budget_soft), 0.01) << "the surrogate is another value";
+
+    // The gradient of the budget alone: straight through the hard decisions, and of the relaxed
+    // forward, whose budget is the surrogate.
+    o.w_zoom = o.w_distill = o.w_recon = 0;
+    o.w_budget = 1;
+    ZoomParams hard_grad, soft_grad;
+    zoom_loss(p, f->sets, f->items, o, &hard_grad, pool);
+    ZoomLossOptions relaxed = o;
+    relaxed.relax = true;
+    const auto lr = zoom_loss(p, f->sets, f->items, relaxed, &soft_grad, pool);
+    EXPECT_EQ(lr.budget, lr.budget_soft);
+    EXPECT_EQ(lr.budget_soft, l.budget_soft);
+    auto ht = zoom_tensors(hard_grad);
+    auto st = zoom_tensors(soft_grad);
+    double norm = 0;
+    for (size_t t = 0; t < ht.size(); ++t) {
+        SCOPED_TRACE(ht[t].name);
+        ASSERT_EQ(ht[t].values->size(), st[t].values->size());
+        for (size_t j = 0; j < ht[t].values->size(); ++j) {
+            const double a = (*ht[t].values)[j], b = (*st[t].values)[j];
+            EXPECT_NEAR(a, b, 1e-6 * (1 + std::fabs(b)));
+            norm += b * b;
+        }
+    }
+    EXPECT_GT(norm, 0.0);
 }
 
 TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {

@@ -13,6 +13,8 @@
 
 #include <sys/wait.h>
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -228,6 +230,41 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
     std::filesystem::remove(dir_ + "/p.zoom.gguf.ckpt");
     ASSERT_EQ(run(train_args()).status, 0);
     EXPECT_EQ(slurp(dir_ + "/curves.jsonl"), curves);
+
+    // --compare with --compare-rates: both routers with τ calibrated to each share per head
+    // expand about that share of the held-out spans, and more expansions recall more labels.
+    auto compare = train_args();
+    compare.insert(compare.end(), {"--compare", "--compare-rates", "0.25,0.75"});
+    const auto c = run(compare);
+    ASSERT_EQ(c.status, 0) << c.err;
+    EXPECT_NE(c.out.find("trained: held-out losses"), std::string::npos) << c.out;
+    std::vector<double> recall_trained, recall_free;
+    for (const double rate : {0.25, 0.75}) {
+        char head[40];
+        std::snprintf(head, sizeof head, "at %5.1f %% per head:", 100 * rate);
+        const auto at = c.out.find(head);
+        ASSERT_NE(at, std::string::npos) << head << "\n" << c.out;
+        const std::string line = c.out.substr(at, c.out.find('\n', at) - at);
+        double d1, e1, r1, d2, e2, r2;
+        ASSERT_EQ(std::sscanf(line.c_str() + std::strlen(head),
+                              " trained distill %lf expand %lf %% label recall %lf %% "
+                              "training-free distill %lf expand %lf %% label recall %lf %%",
+                              &d1, &e1, &r1, &d2, &e2, &r2),
+                  6)
+            << line;
+        EXPECT_NEAR(e1, 100 * rate, 12) << line;
+        EXPECT_NEAR(e2, 100 * rate, 12) << line;
+        recall_trained.push_back(r1);
+        recall_free.push_back(r2);
+    }
+    EXPECT_GT(recall_trained[1], recall_trained[0]);
+    EXPECT_GT(recall_free[1], recall_free[0]);
+    // The rates only with --compare.
+    auto alone = train_args();
+    alone.insert(alone.end(), {"--compare-rates", "0.5"});
+    const auto refused = run(alone);
+    EXPECT_EQ(refused.status, 2);
+    EXPECT_NE(refused.err.find("--compare"), std::string::npos) << refused.err;
 }
 
 TEST_F(ZoomRecordCli, TrainingRefusesOtherRecordingsThreadsAndTrainedOnHeldOutText) {
