@@ -318,6 +318,34 @@ Assembly assemble(Project& project, const Model& model, StateCache& cache, Sessi
 
 } // namespace
 
+namespace {
+// The selector that needs rows a project does not store.
+constexpr const char* kNeedsSlidingRows = "cacheblend";
+} // namespace
+
+std::vector<std::string> project_selectors() {
+    std::vector<std::string> out;
+    for (const auto& s : recompute_selectors())
+        if (s != kNeedsSlidingRows)
+            out.push_back(s);
+    return out;
+}
+
+std::string project_selector_problem(const std::string& selector) {
+    const auto offered = project_selectors();
+    if (std::find(offered.begin(), offered.end(), selector) != offered.end())
+        return {};
+    std::string list;
+    for (size_t i = 0; i < offered.size(); ++i)
+        list += (i == 0 ? "" : i + 1 == offered.size() ? " or " : ", ") + offered[i];
+    if (selector == kNeedsSlidingRows)
+        return selector +
+               " is not offered with a project: it needs every row of the sliding-window layers, "
+               "and a project stores only their last window (use " +
+               list + ")";
+    return selector + " is not one of " + list;
+}
+
 ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cache, Session& scratch,
                           const SessionOptions& session_options, const ProjectQuestion& q,
                           const ProjectAskHooks& hooks, const std::atomic<bool>* cancel) {
@@ -332,6 +360,8 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
             "a project answers with the full or sekv policy; '" + session_options.global_policy +
             "' selects its rows from a prefill of the text (its attention statistics are not "
             "stored): ask with --doc instead");
+    if (const auto problem = project_selector_problem(q.recompute.selector); !problem.empty())
+        throw std::invalid_argument(problem);
     if (q.recompute.selector != "none" && session_options.global_policy != "full")
         throw std::invalid_argument("the " + q.recompute.selector +
                                     " selector recomputes rows of the full policy; ask with "

@@ -87,6 +87,14 @@ struct ProjectAskHooks {
     std::function<void(int64_t)> on_question_saved; ///< the chat id, once the question is saved
 };
 
+/// The selectors a project answers with: recompute_selectors() (pic_assembly.h) less
+/// "cacheblend", whose check layer needs every row of the sliding-window layers, where a project
+/// stores only their last window. In that order: none, epic, full.
+std::vector<std::string> project_selectors();
+/// Empty when a project answers with `selector`; otherwise why not, in words ("cacheblend is not
+/// offered with a project: …", "abc is not one of none, epic, full").
+std::string project_selector_problem(const std::string& selector);
+
 /// Answer `q` from the project. `scratch` computes missing unit states. When the documents'
 /// sections do not all fit the model's context (n_ctx_train less the question's tokens and
 /// max_tokens), they are ranked against the question (full-text bm25 over the project's index;
@@ -95,7 +103,8 @@ struct ProjectAskHooks {
 /// saved with its statistics. Cancel set before the answer starts throws Cancelled, and a
 /// failure throws as below; either way an empty answer is saved that records it.
 /// Throws std::invalid_argument (blank or non-UTF-8 question, unknown chat or document, a
-/// global policy other than full and sekv: the baselines select rows during a prefill),
+/// global policy other than full and sekv: the baselines select rows during a prefill, a
+/// selector not in project_selectors()),
 /// ContextOverflow (no section fits with the question), Cancelled, ProjectError.
 ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cache, Session& scratch,
                           const SessionOptions& session_options, const ProjectQuestion& q,

@@ -3,6 +3,7 @@
 #include "eval_tasks.h"
 #include "model.h"
 #include "pic_assembly.h"
+#include "project_answer.h"
 
 #include <CLI/CLI.hpp>
 
@@ -46,22 +47,15 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(int64_t{1}, INT64_MAX).description("id >= 1"))
         ->capture_default_str()
         ->default_str("");
+    std::string project_selector_list;
+    for (const auto& s : spanscope::project_selectors())
+        project_selector_list += (project_selector_list.empty() ? "" : "|") + s;
     ask_cmd
         ->add_option("--selector", ask.selector,
                      "With --project: tokens of each later section recomputed with the sections "
-                     "before it in context (LinearKV): none, epic, full")
+                     "before it in context (LinearKV)")
         ->needs(ask_project)
-        ->check(CLI::Validator(
-            [](const std::string& s) -> std::string {
-                if (s == "cacheblend")
-                    return "cacheblend is not offered with --project: it needs every row of the "
-                           "sliding-window layers, and a project stores only their last window "
-                           "(use none, epic or full)";
-                return s == "none" || s == "epic" || s == "full"
-                           ? ""
-                           : s + " is not one of none, epic, full";
-            },
-            "none|epic|full"))
+        ->check(CLI::Validator(spanscope::project_selector_problem, project_selector_list))
         ->capture_default_str();
     auto* ask_recompute =
         ask_cmd

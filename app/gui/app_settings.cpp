@@ -1,5 +1,6 @@
 #include "app_settings.h"
 
+#include "project_answer.h"
 #include "zoom_locator.h"
 
 #include <QSettings>
@@ -30,8 +31,7 @@ AppSettings AppSettings::load() {
         a.memory.router = router;
     a.memory.zoom_params = s.value("memory/sekv_zoom_params").toString();
     const QString selector = s.value("reuse/selector", a.reuse.selector).toString();
-    if (selector == QLatin1String("none") || selector == QLatin1String("epic") ||
-        selector == QLatin1String("full"))
+    if (spanscope::project_selector_problem(selector.toStdString()).empty())
         a.reuse.selector = selector;
     // epic and full recompute with the full memory policy only (sekv joins without).
     if (a.memory.sekv())

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -423,4 +424,39 @@ TEST_F(SekvProjectTest, SpansOfTheTrainedRankGateAreKeptApartFromTheTrainingFree
     EXPECT_EQ(a.stats["sekv_states_built"], 0);
     EXPECT_EQ(ask(*p, *model_, chunking_, options_, sekv_, "the hill").stats["router"],
               "training-free");
+}
+
+// The selectors a project offers are the engine's (recompute_selectors) less cacheblend, whose
+// check layer needs sliding-window rows the store does not keep; ask_project refuses the others
+// with the reason before it saves the question.
+TEST_F(SekvProjectTest, ProjectSelectorsAreTheEnginesLessCacheblend) {
+    const auto offered = project_selectors();
+    size_t refused = 0;
+    for (const auto& s : recompute_selectors()) {
+        const bool in = std::find(offered.begin(), offered.end(), s) != offered.end();
+        EXPECT_EQ(project_selector_problem(s).empty(), in) << s;
+        if (!in) {
+            ++refused;
+            EXPECT_NE(project_selector_problem(s).find("sliding-window"), std::string::npos);
+        }
+    }
+    EXPECT_EQ(refused, 1u);
+    EXPECT_EQ(offered.size() + refused, recompute_selectors().size());
+    EXPECT_EQ(project_selector_problem("abc"), "abc is not one of none, epic or full");
+
+    auto p = project();
+    StateCache cache(*p, *model_, chunking_);
+    Session scratch(*model_, options_);
+    ProjectQuestion q;
+    q.question = "What is it?";
+    for (const std::string s : {"cacheblend", "abc"}) {
+        q.recompute.selector = s;
+        try {
+            ask_project(*p, *model_, cache, scratch, options_, q);
+            ADD_FAILURE() << s << " was not refused";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_EQ(std::string(e.what()), project_selector_problem(s));
+        }
+    }
+    EXPECT_TRUE(p->chats().empty());
 }
