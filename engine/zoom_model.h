@@ -9,7 +9,8 @@
 //   router.h RelevanceScore, the residual form: W = 0 is the training-free router)
 //   expand e_S = 1[z_S > θ]  (τ = σ(θ));  soft gate s_S = σ((z_S − θ)/T)
 //   rank gates m = MLP(spectrum, k̄_S) for the key and for the value factors (zoom_params.h);
-//   kept components h_r = 1[r < #{m > 0.5}] (at least 1)
+//   kept components h_r = 1[r < #{r' < n : m_r' > 0.5}] (at least 1), n = the span's available
+//   components (its factors' rank; rank_gate_rank)
 //   mixed attention (mixed_attention.h): one softmax over the full-resolution rows, the summary
 //   of each unexpanded span (bias log|S|), and the rows of each expanded span rebuilt from its
 //   gated factors, k̂_i = Σ_r L_ir h_r R_r (R = diag(σ) Vᵀ, span_factors.h).

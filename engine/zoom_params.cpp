@@ -87,7 +87,8 @@ public:
                                         std::to_string(dim) + ", the gate takes " +
                                         std::to_string(g_.head_dim));
         const auto x = rank_gate_input(g_, sigma2, summary_k);
-        return rank_gate_rank(rank_gate_forward(g_, x.data()));
+        const int available = std::min<int>(g_.n_rank, static_cast<int>(sigma2.size()));
+        return rank_gate_rank(rank_gate_forward(g_, x.data()), available);
     }
 
 private:
@@ -365,11 +366,12 @@ std::vector<float> rank_gate_forward(const RankGateMlp& g, const float* x,
     return m;
 }
 
-int rank_gate_rank(const std::vector<float>& m) {
-    int n = 0;
-    for (const float v : m)
-        n += v > 0.5f ? 1 : 0;
-    return std::max(1, n);
+int rank_gate_rank(const std::vector<float>& m, int n_available) {
+    const int n = std::clamp(n_available, 0, static_cast<int>(m.size()));
+    int kept = 0;
+    for (int i = 0; i < n; ++i)
+        kept += m[static_cast<size_t>(i)] > 0.5f ? 1 : 0;
+    return std::max(1, kept);
 }
 
 std::shared_ptr<const TrainedRouterLayer> trained_router(const ZoomLayerParams& layer) {

@@ -64,7 +64,10 @@ struct ZoomParams {
     /// version-2 file was trained for the normalised form and is refused.
     /// 4: the relevance is residual, q·k̄/√d + ⟨W q, W k̄⟩/√d′ + log|S| (router.h); a version-3
     /// W stood for the whole score and is refused.
-    static constexpr uint32_t kVersion = 4;
+    /// 5: the kept rank counts the gates of the span's available components only (rank_gate_rank);
+    /// a version-4 gate also counted the outputs past them, which training never reached, and
+    /// is refused.
+    static constexpr uint32_t kVersion = 5;
     std::string model_fingerprint; ///< fingerprint_hex of the model trained for (32 hex chars)
     std::string model_name;        ///< e.g. "gemma-3-270m-q4_k_m.gguf", for messages
     ZoomProvenance provenance;
@@ -125,9 +128,10 @@ std::vector<float> rank_gate_input(const RankGateMlp& g, const std::vector<doubl
 std::vector<float> rank_gate_forward(const RankGateMlp& g, const float* x,
                                      std::vector<float>* hidden = nullptr);
 
-/// The rank kept for a gate m: #{i : m_i > 0.5}, at least 1 (and so in [1, m.size()] for a
-/// non-empty m).
-int rank_gate_rank(const std::vector<float>& m);
+/// The rank kept for a gate m over a span with n_available components (its factors' rank, at
+/// most m.size()): #{i < n_available : m_i > 0.5}, at least 1. The outputs past the available
+/// components are not counted: no loss reaches them in training.
+int rank_gate_rank(const std::vector<float>& m, int n_available);
 
 /// The router of one layer in the form SekvMemory uses (memory_sekv.h): d_out, W as stored and
 /// τ = σ(θ) per head (in double: θ ≥ 37 gives τ = 1, no span expands). Throws
@@ -135,7 +139,8 @@ int rank_gate_rank(const std::vector<float>& m);
 std::shared_ptr<const TrainedRouterLayer> trained_router(const ZoomLayerParams& layer);
 
 /// The rank gate of one layer as SEKV's RankGatePredictor (sekv_spans.h): rank() is
-/// rank_gate_rank(rank_gate_forward(g, rank_gate_input(g, sigma2, summary_k))); it throws
+/// rank_gate_rank(rank_gate_forward(g, rank_gate_input(g, sigma2, summary_k)), n) with
+/// n = min(g.n_rank, sigma2.size()), the components the span's factors have; it throws
 /// std::invalid_argument for a summary key of another dimension than the gate's head_dim.
 /// Throws std::invalid_argument when the gate's arrays do not match its sizes.
 std::shared_ptr<const RankGatePredictor> trained_rank_gate(const ZoomLayerParams& layer);

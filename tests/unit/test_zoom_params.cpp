@@ -246,11 +246,13 @@ TEST(ZoomParams, EveryMalformedFileIsRefusedWithAMessageNamingIt) {
     };
     Spoil s;
     s.version = 1; // the rank gate of version 1 read the rotated summary key
-    refused(s, {"version 1", "version 4"});
+    refused(s, {"version 1", "version 5"});
     s.version = 2; // version 2 normalised W k̄ in the relevance
-    refused(s, {"version 2", "version 4"});
+    refused(s, {"version 2", "version 5"});
     s.version = 3; // version 3's W stood for the whole score, not a correction to q·k̄
-    refused(s, {"version 3", "version 4"});
+    refused(s, {"version 3", "version 5"});
+    s.version = 4; // version 4's gate counted outputs past the span's components
+    refused(s, {"version 4", "version 5"});
     s = {};
     s.reshape_tensor = "zoom.3.w";
     refused(s, {"zoom.3.w", "shape"});
@@ -316,7 +318,7 @@ TEST(RankGate, InputForwardAndRankEqualAHandEvaluation) {
         above += m[i] > 0.5;
     }
     EXPECT_EQ(above, 2) << "the example is meant to keep the 1st and 3rd, not a prefix";
-    EXPECT_EQ(rank_gate_rank(mi), above);
+    EXPECT_EQ(rank_gate_rank(mi, 3), above);
     // The predictor SEKV uses gives the same rank.
     ZoomLayerParams l;
     l.layer = 0;
@@ -327,7 +329,10 @@ TEST(RankGate, InputForwardAndRankEqualAHandEvaluation) {
     l.theta = {0};
     l.gate = g;
     const auto pred = trained_rank_gate(l);
-    EXPECT_EQ(pred->rank(sigma2, k, 2), above);
+    // The spectrum has 2 components: the third output is not counted.
+    const int above_available = (m[0] > 0.5) + (m[1] > 0.5);
+    EXPECT_EQ(above_available, 1);
+    EXPECT_EQ(pred->rank(sigma2, k, 2), above_available);
     EXPECT_THROW(pred->rank(sigma2, k, 3), std::invalid_argument);
 
     // Edges: no energy, no key, negative rounding noise.
@@ -338,10 +343,16 @@ TEST(RankGate, InputForwardAndRankEqualAHandEvaluation) {
     EXPECT_NEAR(neg[0], std::sqrt(0.25), 1e-7);
     EXPECT_EQ(neg[1], 0.0f);
     EXPECT_NEAR(neg[2], std::sqrt(0.25), 1e-7); // Σ over the whole spectrum (8), not n_rank
-    EXPECT_EQ(rank_gate_rank({0.1f, 0.2f}), 1);
-    EXPECT_EQ(rank_gate_rank({0.5f, 0.2f}), 1);
-    EXPECT_EQ(rank_gate_rank({0.9f, 0.6f, 0.51f}), 3);
-    EXPECT_EQ(rank_gate_rank({}), 1);
+    EXPECT_EQ(rank_gate_rank({0.1f, 0.2f}, 2), 1);
+    EXPECT_EQ(rank_gate_rank({0.5f, 0.2f}, 2), 1);
+    EXPECT_EQ(rank_gate_rank({0.9f, 0.6f, 0.51f}, 3), 3);
+    EXPECT_EQ(rank_gate_rank({}, 0), 1);
+    // Only the span's available components count: the outputs past them are not reached by
+    // training. A span with 2 components of a gate over 4.
+    EXPECT_EQ(rank_gate_rank({0.2f, 0.9f, 0.9f, 0.9f}, 2), 1);
+    EXPECT_EQ(rank_gate_rank({0.2f, 0.9f, 0.9f, 0.9f}, 4), 3);
+    EXPECT_EQ(rank_gate_rank({0.9f, 0.9f}, 7), 2); // at most m.size()
+    EXPECT_EQ(rank_gate_rank({0.9f, 0.9f}, -1), 1);
     // Arrays that do not match the sizes are refused.
     auto bad = g;
     bad.w1.pop_back();
