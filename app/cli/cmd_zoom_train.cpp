@@ -5,6 +5,7 @@
 // its provenance. Resumes from its checkpoint; prints a progress line per step and writes the
 // loss curves (train and held-out) as JSON lines for spanscope-report.
 #include "commands.h"
+#include "finite_check.h"
 
 #include "content_hash.h"
 
@@ -202,8 +203,7 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
                 held.size(), 100 * (1 - o.train.init_expand_rate));
     // Equal expansions: each router's threshold per head at the same quantile of its own scores
     // on these examples (calibrate_theta, training_free_reference), each head alone, every
-    // factor at full rank (the router alone).
-    lo.full_rank = true;
+    // factor at full rank (the router alone; lo.full_rank is set above).
     for (const double rate : o.compare_rates) {
         ZoomParams at = p;
         calibrate_theta(at, sets, held, rate);
@@ -391,15 +391,19 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
         ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
         ->capture_default_str();
     c->add_option("--lr", o.train.lr, "Peak learning rate")
+        ->check(finite_number())
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     c->add_option("--warmup", o.train.warmup, "Warm-up steps")
+        ->check(finite_number())
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     c->add_option("--weight-decay", o.train.weight_decay, "AdamW weight decay (matrices)")
+        ->check(finite_number())
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     c->add_option("--clip", o.train.clip, "Gradient-norm clip (0: none)")
+        ->check(finite_number())
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     c->add_option("--seed", o.train.seed, "Seed (initial parameters, minibatches)")
@@ -420,27 +424,40 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
         ->check(CLI::Range(1, 1024))
         ->capture_default_str();
     c->add_option("--expand-rate", o.train.init_expand_rate, "Share of spans the initial θ expands")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
     c->add_option("--temperature", o.train.loss.temperature, "Straight-through temperature T")
+        ->check(finite_number())
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     c->add_option("--coverage", o.train.loss.coverage, "Teacher mass the zoom labels cover")
+        ->check(finite_number())
         ->check(CLI::Range(0.01, 1.0))
         ->capture_default_str();
     c->add_option("--pos-weight", o.train.loss.pos_weight, "Weight of positive zoom labels")
+        ->check(finite_number())
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     c->add_option("--w-zoom", o.train.loss.w_zoom, "Weight of the zoom cross-entropy")
+        ->check(finite_number())
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     c->add_option("--w-distill", o.train.loss.w_distill, "Weight of the output distillation")
+        ->check(finite_number())
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     c->add_option("--w-recon", o.train.loss.w_recon, "Weight of the reconstruction error")
+        ->check(finite_number())
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     c->add_option("--w-budget", o.train.loss.w_budget, "Weight of the budget penalty")
+        ->check(finite_number())
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    c->add_option("--rank-weight", o.train.loss.rank_weight,
+                  "Weight of the kept rank inside the budget penalty (the expansions' is 1)")
+        ->check(finite_number())
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     c->add_option("--threads", o.threads, "Worker threads (default: all cores)")
@@ -454,6 +471,7 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
                   "With --compare: also both routers at these shares of spans expanded per head "
                   "(τ calibrated on the held-out examples, full-rank factors), e.g. 0.1,0.2")
         ->delimiter(',')
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1.0))
         ->needs("--compare");
     return c;

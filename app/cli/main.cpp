@@ -1,6 +1,7 @@
 // spanscope-cli: the headless front end of the Spanscope engine.
 #include "commands.h"
 #include "eval_tasks.h"
+#include "finite_check.h"
 #include "model.h"
 #include "pic_assembly.h"
 #include "project_answer.h"
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
             ->add_option("--recompute", ask.recompute,
                          "With --project and --selector epic: share of the context recomputed")
             ->needs(ask_project)
+            ->check(finite_number())
             ->check(CLI::Range(0.0, 1.0))
             ->capture_default_str();
     ask_cmd
@@ -75,10 +77,12 @@ int main(int argc, char** argv) {
     ask_cmd->add_option("--max-tokens", ask.max_tokens, "Most answer tokens")
         ->check(CLI::Range(1, 32768));
     ask_cmd->add_option("--temperature", ask.temperature, "0 = greedy")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 10.0));
     ask_cmd->add_option("--top-k", ask.top_k, "Top-k cut (0 = none)")
         ->check(CLI::Range(0, 1 << 20));
     ask_cmd->add_option("--top-p", ask.top_p, "Nucleus cut (1 = none)")
+        ->check(finite_number())
         ->check(CLI::Range(0.01, 1.0));
     ask_cmd->add_option("--seed", ask.seed, "Sampling seed (fixed by default: runs repeat)");
     ask_cmd->add_option("--threads", ask.threads, "Worker threads (default: all cores)")
@@ -224,6 +228,7 @@ int main(int argc, char** argv) {
         ->add_option("--budget", ev.budgets,
                      "Fast-tier budgets of the compressed policies (fractions of full)")
         ->delimiter(',')
+        ->check(finite_number())
         ->check(CLI::Range(0.01, 1.0))
         ->capture_default_str();
 
@@ -262,6 +267,7 @@ int main(int argc, char** argv) {
         ->add_option("--recompute", pe.ratios,
                      "Recompute ratios of epic and cacheblend (share of the context's tokens)")
         ->delimiter(',')
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
     pic_cmd->add_option("--check-layer", pe.check_layer, "CacheBlend's check layer")
@@ -339,6 +345,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0, 1 << 20))
         ->capture_default_str();
     zr_cmd->add_option("--budget", zr.budget, "SEKV's fast-tier budget of the segmentation")
+        ->check(finite_number())
         ->check(CLI::Range(0.01, 1.0))
         ->capture_default_str();
     zr_cmd

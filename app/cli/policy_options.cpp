@@ -1,6 +1,7 @@
 #include "policy_options.h"
 
 #include "backend.h"
+#include "finite_check.h"
 #include "model.h"
 #include "model_fingerprint.h"
 
@@ -27,12 +28,14 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
     cmd.add_option("--budget", o.budget,
                    "sekv and the baselines: fast-tier bytes of the documents as a fraction of "
                    "what full holds for the same layers")
+        ->check(finite_number())
         ->check(CLI::Range(0.01, 1.0))
         ->capture_default_str();
     cmd.add_option("--expand-rate", o.expand_rate,
                    "sekv: fraction of spans each query head asks for (τ calibrated to it on the "
                    "question, with either router unless --learned-tau); the heads sharing a KV "
                    "head expand the union of their choices")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 1.0))
         ->each([&o](const std::string&) { o.expand_rate_given = true; })
         ->capture_default_str();
@@ -43,6 +46,7 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
     cmd.add_option("--alpha", o.alpha,
                    "sekv: anchors are tokens with surprisal above mean + "
                    "alpha * standard deviation")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 10.0))
         ->capture_default_str();
     cmd.add_option("--max-span", o.max_span, "sekv: longest span in tokens (longer runs are split)")

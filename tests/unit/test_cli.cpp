@@ -252,6 +252,30 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
         "sekv policy");
 }
 
+// CLI11's ranges compare with < and >, which NaN passes: every floating-point option refuses a
+// value that is not finite, with its name, before anything runs (exit 2).
+TEST_F(Cli, NumbersThatAreNotFiniteAreRefused) {
+    const std::string doc = dir_ + "/d.txt";
+    std::ofstream(doc) << "Some text.";
+    const std::vector<std::vector<std::string>> cases = {
+        {"ask", "--model", model_, "--doc", doc, "--temperature", "nan", "Q?"},
+        {"ask", "--model", model_, "--doc", doc, "--budget", "inf", "Q?"},
+        {"ask", "--model", model_, "--doc", doc, "--expand-rate", "-nan", "Q?"},
+        {"eval", "niah", "--model", model_, "--budget", "0.35,nan", "--out", dir_ + "/e.jsonl"},
+        {"zoom-train", "--model", model_, "--records", dir_, "--out", dir_ + "/p.gguf", "--compare",
+         "--compare-rates", "0.1,nan"},
+        {"zoom-train", "--model", model_, "--records", dir_, "--out", dir_ + "/p.gguf", "--lr",
+         "nan"},
+    };
+    for (const auto& args : cases) {
+        const auto r = run(args);
+        EXPECT_EQ(r.status, 2) << args[0] << " " << r.err;
+        EXPECT_NE(r.err.find("is not a finite number"), std::string::npos) << r.err;
+        EXPECT_EQ(r.out, "") << r.out;
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/e.jsonl"));
+}
+
 TEST_F(Cli, MissingDocument) {
     expect_clean_error(run({"ask", "--model", model_, "--doc", dir_ + "/nope.txt", "Q?"}),
                        "no such file");
