@@ -343,7 +343,7 @@ std::string project_selector_problem(const std::string& selector) {
                " is not offered with a project: it needs every row of the sliding-window layers, "
                "and a project stores only their last window (use " +
                list + ")";
-    return selector + " is not one of " + list;
+    return "'" + selector + "' is not one of " + list;
 }
 
 ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cache, Session& scratch,

@@ -92,7 +92,7 @@ struct ProjectAskHooks {
 /// stores only their last window. In that order: none, epic, full.
 std::vector<std::string> project_selectors();
 /// Empty when a project answers with `selector`; otherwise why not, in words ("cacheblend is not
-/// offered with a project: …", "abc is not one of none, epic, full").
+/// offered with a project: …", "'abc' is not one of none, epic or full").
 std::string project_selector_problem(const std::string& selector);
 
 /// Answer `q` from the project. `scratch` computes missing unit states. When the documents'

@@ -431,6 +431,8 @@ TEST_F(SekvProjectTest, SpansOfTheTrainedRankGateAreKeptApartFromTheTrainingFree
 // with the reason before it saves the question.
 TEST_F(SekvProjectTest, ProjectSelectorsAreTheEnginesLessCacheblend) {
     const auto offered = project_selectors();
+    EXPECT_EQ(offered, (std::vector<std::string>{"none", "epic", "full"}));
+    EXPECT_EQ(project_selector_problem("cacheblend").rfind("cacheblend is not offered", 0), 0u);
     size_t refused = 0;
     for (const auto& s : recompute_selectors()) {
         const bool in = std::find(offered.begin(), offered.end(), s) != offered.end();
@@ -442,14 +444,15 @@ TEST_F(SekvProjectTest, ProjectSelectorsAreTheEnginesLessCacheblend) {
     }
     EXPECT_EQ(refused, 1u);
     EXPECT_EQ(offered.size() + refused, recompute_selectors().size());
-    EXPECT_EQ(project_selector_problem("abc"), "abc is not one of none, epic or full");
+    EXPECT_EQ(project_selector_problem("abc"), "'abc' is not one of none, epic or full");
+    EXPECT_EQ(project_selector_problem(""), "'' is not one of none, epic or full");
 
     auto p = project();
     StateCache cache(*p, *model_, chunking_);
     Session scratch(*model_, options_);
     ProjectQuestion q;
     q.question = "What is it?";
-    for (const std::string s : {"cacheblend", "abc"}) {
+    for (const std::string s : {"cacheblend", "abc", ""}) {
         q.recompute.selector = s;
         try {
             ask_project(*p, *model_, cache, scratch, options_, q);

@@ -232,7 +232,8 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
     EXPECT_EQ(slurp(dir_ + "/curves.jsonl"), curves);
 
     // --compare with --compare-rates: both routers with τ calibrated to each share per head
-    // expand about that share of the held-out spans, and more expansions recall more labels.
+    // expand that share of the held-out spans (the trained router's learned θ set aside), and
+    // more expansions recall more labels.
     auto compare = train_args();
     compare.insert(compare.end(), {"--compare", "--compare-rates", "0.25,0.75"});
     const auto c = run(compare);
@@ -252,8 +253,10 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
                               &d1, &e1, &r1, &d2, &e2, &r2),
                   6)
             << line;
-        EXPECT_NEAR(e1, 100 * rate, 12) << line;
-        EXPECT_NEAR(e2, 100 * rate, 12) << line;
+        // The quantile of the held-out scores themselves: that share, up to the step of one
+        // span in a head's few dozen.
+        EXPECT_NEAR(e1, 100 * rate, 1.5) << line;
+        EXPECT_NEAR(e2, 100 * rate, 1.5) << line;
         recall_trained.push_back(r1);
         recall_free.push_back(r2);
     }
