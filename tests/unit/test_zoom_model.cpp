@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 using namespace spanscope;
@@ -153,6 +154,21 @@ double total_loss(const ZoomParams& p, const Fixture& f, const ZoomLossOptions& 
     return zoom_loss(p, f.sets, f.items, o, nullptr, pool).total;
 }
 
+// The central difference of loss() in vals[j] over the steps actually taken in float; vals[j] is
+// restored.
+double central_difference(std::vector<float>& vals, size_t j, float h,
+                          const std::function<double()>& loss) {
+    const float x = vals[j];
+    vals[j] = x + h;
+    const double up = loss();
+    const float xu = vals[j];
+    vals[j] = x - h;
+    const double down = loss();
+    const float xd = vals[j];
+    vals[j] = x;
+    return (up - down) / (static_cast<double>(xu) - xd);
+}
+
 } // namespace
 
 TEST(ZoomModel, LabelsAreTheFewestSpansCoveringTheMass) {
@@ -205,16 +221,8 @@ TEST(ZoomModel, GradientsMatchFiniteDifferences) {
                 gmax = std::max(gmax, std::fabs(static_cast<double>(g)));
             for (int k = 0; k < 6; ++k) {
                 const size_t j = std::uniform_int_distribution<size_t>(0, vals.size() - 1)(rng);
-                const float x = vals[j];
-                const float h = 2e-3f;
-                vals[j] = x + h;
-                const double up = total_loss(p, *f, o, pool);
-                const float xu = vals[j];
-                vals[j] = x - h;
-                const double down = total_loss(p, *f, o, pool);
-                const float xd = vals[j];
-                vals[j] = x;
-                const double fd = (up - down) / (static_cast<double>(xu) - xd);
+                const double fd =
+                    central_difference(vals, j, 2e-3f, [&] { return total_loss(p, *f, o, pool); });
                 const double an = (*gt[t].values)[j];
                 EXPECT_NEAR(an, fd, 2e-3 * std::max(1e-3, gmax) + 1e-7)
                     << "element " << j << " analytic " << an << " numeric " << fd;
@@ -350,15 +358,9 @@ TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
         auto& vals = *qt[t].values;
         for (int k = 0; k < 4; ++k) {
             const size_t j = std::uniform_int_distribution<size_t>(0, vals.size() - 1)(rng);
-            const float x = vals[j];
-            vals[j] = x + 1e-3f;
-            const double up = zoom_loss(q, f->sets, f->items, o, nullptr, pool).budget_soft;
-            const float xu = vals[j];
-            vals[j] = x - 1e-3f;
-            const double down = zoom_loss(q, f->sets, f->items, o, nullptr, pool).budget_soft;
-            const float xd = vals[j];
-            vals[j] = x;
-            const double fd = (up - down) / (static_cast<double>(xu) - xd);
+            const double fd = central_difference(vals, j, 1e-3f, [&] {
+                return zoom_loss(q, f->sets, f->items, o, nullptr, pool).budget_soft;
+            });
             const double g = (*gt[t].values)[j];
             EXPECT_NEAR(g, fd, 2e-3 * std::max(1.0, std::fabs(fd))) << "entry " << j;
             checked += fd != 0.0;
