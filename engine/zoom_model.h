@@ -63,6 +63,8 @@ struct ZoomLossOptions {
 
 /// Loss components (means over the examples) and what the hard decisions did.
 struct ZoomLoss {
+    /// The loss components (header comment). budget is the penalty of the forward's decisions
+    /// (the hard ones without relax), what inference spends; total = Σ w · component.
     double zoom = 0, distill = 0, recon = 0, budget = 0, total = 0;
     /// Not a loss (no gradient): the relative squared error of the factors truncated at the
     /// hard rank, Σ_{r ≥ rank} σ²_r / Σσ², mean over spans and their key and value factors; what
@@ -103,7 +105,8 @@ ZoomForward zoom_forward(const ZoomParams& params, const ZoomExampleSet& set,
 
 /// θ of every (layer, head) set so that a fraction `rate` of the visible spans of `examples`
 /// expand under the current W: θ = the (1 − rate) quantile of their z (router.h calibrate_tau,
-/// on logits). Throws std::invalid_argument for no examples of some head.
+/// on logits). Throws std::invalid_argument for no examples of some head or a rate outside
+/// [0, 1].
 void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
                      const std::vector<ZoomItem>& examples, double rate);
 
