@@ -87,7 +87,10 @@ public:
                                         std::to_string(dim) + ", the gate takes " +
                                         std::to_string(g_.head_dim));
         const auto x = rank_gate_input(g_, sigma2, summary_k);
-        const int available = std::min<int>(g_.n_rank, static_cast<int>(sigma2.size()));
+        // The components the span's factors have, as training counts them: at most the gate's
+        // outputs, the spectrum's length (the span's rows) and the key's dimension.
+        const int available =
+            std::min({g_.n_rank, static_cast<int>(sigma2.size()), static_cast<int>(dim)});
         return rank_gate_rank(rank_gate_forward(g_, x.data()), available);
     }
 

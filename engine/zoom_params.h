@@ -140,7 +140,7 @@ std::shared_ptr<const TrainedRouterLayer> trained_router(const ZoomLayerParams& 
 
 /// The rank gate of one layer as SEKV's RankGatePredictor (sekv_spans.h): rank() is
 /// rank_gate_rank(rank_gate_forward(g, rank_gate_input(g, sigma2, summary_k)), n) with
-/// n = min(g.n_rank, sigma2.size()), the components the span's factors have; it throws
+/// n = min(g.n_rank, sigma2.size(), dim), the components the span's factors have; it throws
 /// std::invalid_argument for a summary key of another dimension than the gate's head_dim.
 /// Throws std::invalid_argument when the gate's arrays do not match its sizes.
 std::shared_ptr<const RankGatePredictor> trained_rank_gate(const ZoomLayerParams& layer);

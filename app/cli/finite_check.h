@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -18,7 +19,10 @@ inline CLI::Validator finite_number() {
         [](std::string& s) -> std::string {
             char* end = nullptr;
             const double v = std::strtod(s.c_str(), &end);
-            if (end != s.c_str() && *end == '\0' && !std::isfinite(v))
+            const char* rest = end;
+            while (rest && std::isspace(static_cast<unsigned char>(*rest)))
+                ++rest;
+            if (end != s.c_str() && *rest == '\0' && !std::isfinite(v))
                 return s + " is not a finite number";
             return {};
         },

@@ -333,6 +333,9 @@ TEST(RankGate, InputForwardAndRankEqualAHandEvaluation) {
     const int above_available = (m[0] > 0.5) + (m[1] > 0.5);
     EXPECT_EQ(above_available, 1);
     EXPECT_EQ(pred->rank(sigma2, k, 2), above_available);
+    // Three rows of dimension 2 have at most 2 components (the third singular value is 0, so the
+    // gate's input and m are the ones above): the third output is not counted either.
+    EXPECT_EQ(pred->rank({4.0, 1.0, 0.0}, k, 2), above_available);
     EXPECT_THROW(pred->rank(sigma2, k, 3), std::invalid_argument);
 
     // Edges: no energy, no key, negative rounding noise.
