@@ -316,11 +316,9 @@ Assembly assemble(Project& project, const Model& model, StateCache& cache, Sessi
     return a;
 }
 
-} // namespace
-
-namespace {
 // The selector that needs rows a project does not store.
 constexpr const char* kNeedsSlidingRows = "cacheblend";
+
 } // namespace
 
 std::vector<std::string> project_selectors() {

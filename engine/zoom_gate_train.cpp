@@ -9,7 +9,7 @@ GateRun run_gate(const RankGateMlp& gate, const SpanFactors& f, const float* sum
     r.x = rank_gate_input(gate, f.sigma2, summary_k);
     r.m = rank_gate_forward(gate, r.x.data(), &r.hidden);
     r.n_avail = std::min(f.rank, gate.n_rank);
-    r.rank_hard = std::clamp(rank_gate_rank(r.m, r.n_avail), 1, std::max(1, r.n_avail));
+    r.rank_hard = rank_gate_rank(r.m, r.n_avail); // in [1, max(1, n_avail)]
     return r;
 }
 

@@ -395,7 +395,6 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     c->add_option("--warmup", o.train.warmup, "Warm-up steps")
-        ->check(finite_number())
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     c->add_option("--weight-decay", o.train.weight_decay, "AdamW weight decay (matrices)")
