@@ -40,7 +40,11 @@ std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.0f) {
 
 // A synthetic recording: random rows, fixed spans, queries whose teacher output and span masses
 // come from softmax attention written out here in double (not the engine's).
-ZoomRecord synthetic_record(uint32_t seed, int n = 64) {
+// The spans of most tests: 6–8 rows, more than kRank and at most kDim.
+const std::vector<TokenSpan> kSpans = {{3, 9}, {11, 19}, {20, 27}, {30, 37}, {39, 46}};
+
+ZoomRecord synthetic_record(uint32_t seed, int n = 64,
+                            const std::vector<TokenSpan>& spans = kSpans) {
     std::mt19937 rng(seed);
     ZoomRecord r;
     r.source = "synthetic";
@@ -48,7 +52,7 @@ ZoomRecord synthetic_record(uint32_t seed, int n = 64) {
     r.token_surprisal = randn(static_cast<size_t>(n), rng);
     for (auto& s : r.token_surprisal)
         s = std::fabs(s) + 0.1f;
-    r.spans = {{3, 9}, {11, 19}, {20, 27}, {30, 37}, {39, 46}};
+    r.spans = spans;
     r.tail = 4;
     r.query_pos = {50, 57, n - 1};
     ZoomRecordLayer L;
@@ -112,13 +116,13 @@ ZoomRecord synthetic_record(uint32_t seed, int n = 64) {
     return r;
 }
 
-ZoomParams tiny_params(uint64_t seed) {
+ZoomParams tiny_params(uint64_t seed, int n_rank = kRank) {
     ZoomLayerParams shape;
     shape.layer = 3;
     shape.n_head = kHeads;
     shape.head_dim = kDim;
     shape.d_out = kDout;
-    shape.gate.n_rank = kRank;
+    shape.gate.n_rank = n_rank;
     shape.gate.head_dim = kDim;
     shape.gate.n_hidden = kHidden;
     // W at full scale, so that its correction to the training-free score matters in every test.
@@ -136,13 +140,16 @@ struct Fixture {
     std::vector<ZoomItem> items;
 };
 
-std::unique_ptr<Fixture> make_fixture(const ZoomParams& p, std::vector<uint32_t> seeds) {
+// Factors of at most max_rank components (the gate's n_rank, as zoom-train builds them).
+std::unique_ptr<Fixture> make_fixture(const ZoomParams& p, std::vector<uint32_t> seeds,
+                                      const std::vector<TokenSpan>& spans = kSpans,
+                                      int max_rank = kRank) {
     auto f = std::make_unique<Fixture>();
     f->records.reserve(seeds.size());
     for (const auto s : seeds)
-        f->records.push_back(synthetic_record(s));
+        f->records.push_back(synthetic_record(s, 64, spans));
     for (size_t i = 0; i < f->records.size(); ++i) {
-        f->sets.push_back(prepare_examples(f->records[i], p, kRank));
+        f->sets.push_back(prepare_examples(f->records[i], p, max_rank));
         for (const auto& ex : list_examples(f->sets.back()))
             f->items.push_back({static_cast<int>(i), ex});
     }
@@ -372,12 +379,13 @@ TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
     EXPECT_GT(checked, 6) << "differences that are not all zero";
 }
 
-TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
-    // The whole inference path: SekvMemory with the parameters (sekv_layer_options: trained
-    // router per query head, trained rank gate, its max rank) holding each query's visible spans
-    // at two resolutions, against the training's hard forward of every head.
-    const auto p = tiny_params(9);
-    auto f = make_fixture(p, {21, 22});
+namespace {
+
+// SekvMemory with the parameters p (sekv_layer_options: trained router per query head, trained
+// rank gate, its max rank) holding each query's visible spans at two resolutions, against the
+// training's hard forward of every head; counts the expanded and summarised (span, head) pairs.
+void expect_sekv_memory_is_the_hard_forward(const ZoomParams& p, const Fixture& fx, int& expanded,
+                                            int& summarised) {
     const AttentionShape shape{kHeads, kKv, kDim, 0.5f, 0};
     SekvOptions base;
     base.zoom = std::make_shared<ZoomParams>(p);
@@ -387,8 +395,7 @@ TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
     options.router.share_group = false;
     ThreadPool pool(1);
     ZoomLossOptions o;
-    int expanded = 0, summarised = 0;
-    for (const auto& set : f->sets) {
+    for (const auto& set : fx.sets) {
         const auto& R = *set.record;
         const auto& L = set.layers[0];
         for (int64_t i = 0; i < R.n_queries(); ++i) {
@@ -417,8 +424,54 @@ TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
             }
         }
     }
+}
+
+} // namespace
+
+TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
+    const auto p = tiny_params(9);
+    auto f = make_fixture(p, {21, 22});
+    int expanded = 0, summarised = 0;
+    expect_sekv_memory_is_the_hard_forward(p, *f, expanded, summarised);
     EXPECT_GT(expanded, 0);
     EXPECT_GT(summarised, 0);
+}
+
+// The components a span's factors have are min(gate outputs, rows, key dimension), counted by
+// training (run_gate: the factors' rank) and by inference (TrainedRankGate: the spectrum's
+// length and the key's dimension) in two places. Spans shorter than the gate's outputs (3 and
+// 5 rows against 16) and longer than the key's dimension (12 and 14 rows against 8) make the
+// three bounds differ; a gate counting outputs past them keeps another rank, and the outputs
+// differ.
+TEST(ZoomModel, HardForwardIsSekvMemoryWhenSpansHaveFewerComponentsThanTheGate) {
+    constexpr int kWideRank = 16;
+    const std::vector<TokenSpan> spans = {{3, 6}, {8, 20}, {22, 27}, {29, 43}};
+    const auto p = tiny_params(9, kWideRank);
+    auto f = make_fixture(p, {21, 22, 23}, spans, kWideRank);
+    int expanded = 0, summarised = 0;
+    expect_sekv_memory_is_the_hard_forward(p, *f, expanded, summarised);
+    EXPECT_GT(expanded, 0);
+    EXPECT_GT(summarised, 0);
+    // The gate keeps fewer components than spans have, short and long ones both, so the count
+    // decides the output.
+    int truncated_short = 0, truncated_long = 0;
+    for (const auto& set : f->sets)
+        for (int64_t i = 0; i < set.record->n_queries(); ++i) {
+            if (!set.record->visible(i, 0))
+                continue;
+            for (int h = 0; h < kHeads; ++h) {
+                const auto fw = zoom_forward(p, set, {0, i, h}, ZoomLossOptions{});
+                for (size_t s = 0; s < fw.rank_k.size(); ++s) {
+                    const int rows = static_cast<int>(spans[s].end - spans[s].begin);
+                    const int available = std::min({kWideRank, rows, kDim});
+                    for (const int r : {fw.rank_k[s], fw.rank_v[s]})
+                        if (r < available)
+                            ++(rows < kDim ? truncated_short : truncated_long);
+                }
+            }
+        }
+    EXPECT_GT(truncated_short, 0);
+    EXPECT_GT(truncated_long, 0);
 }
 
 // The residual form: at W = 0 the trained relevance logits are the training-free ones
