@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -545,14 +546,22 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
                 throw std::invalid_argument("calibrate_theta: no example of layer " +
                                             std::to_string(P.layer) + " head " + std::to_string(h));
             // calibrate_tau works on any monotone score: logits here.
-            P.theta[static_cast<size_t>(h)] = static_cast<float>(calibrate_tau(std::move(z), rate));
+            // θ is stored in float: rounded down, it would expand the span at the quantile too
+            // (z > θ), one more per head than the share; rounded up it does not.
+            const double t = calibrate_tau(std::move(z), rate);
+            float tf = static_cast<float>(t);
+            if (static_cast<double>(tf) < t)
+                tf = std::nextafter(tf, std::numeric_limits<float>::infinity());
+            P.theta[static_cast<size_t>(h)] = tf;
         }
 }
 
 ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed,
-                            double w_scale) {
+                            double w_scale, double gate_bias) {
     if (!(w_scale >= 0) || !std::isfinite(w_scale))
         throw std::invalid_argument("init_zoom_params: W's scale must be a finite number >= 0");
+    if (!std::isfinite(gate_bias))
+        throw std::invalid_argument("init_zoom_params: the gate's bias must be a finite number");
     ZoomParams p;
     std::mt19937_64 rng(seed);
     for (const auto& s : shapes) {
@@ -573,7 +582,7 @@ ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t
         fill(l.gate.w1, static_cast<size_t>(Hd) * I, 1.0 / std::sqrt(I));
         l.gate.b1.assign(static_cast<size_t>(Hd), 0.0f);
         fill(l.gate.w2, static_cast<size_t>(R) * Hd, 1.0 / std::sqrt(Hd));
-        l.gate.b2.assign(static_cast<size_t>(R), 0.0f);
+        l.gate.b2.assign(static_cast<size_t>(R), static_cast<float>(gate_bias));
         p.layers.push_back(std::move(l));
     }
     return p;

@@ -111,13 +111,18 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
                      const std::vector<ZoomItem>& examples, double rate);
 
 /// Parameters with the given shapes, initialised from `seed`: W with independent
-/// N(0, (w_scale/√d)²) entries, θ = 0, the gate's w1, w2 N(0, 1/fan_in), b1 = b2 = 0 (every
-/// gate undecided, m ≈ 0.5). W small but not zero: the correction ⟨W q, W k̄⟩ is bilinear in W,
-/// so W = 0 (the training-free router) is a stationary point the gradient never leaves.
-/// Throws std::invalid_argument for a w_scale that is negative or not finite, or a layer shape
-/// with a size below 1 or a gate whose head_dim differs from the layer's.
+/// N(0, (w_scale/√d)²) entries, θ = 0, the gate's w1, w2 N(0, 1/fan_in), b1 = 0, b2 = gate_bias.
+/// W small but not zero: the correction ⟨W q, W k̄⟩ is bilinear in W, so W = 0 (the
+/// training-free router) is a stationary point the gradient never leaves. gate_bias 0 leaves
+/// every gate undecided (m ≈ 0.5: about half the components kept, which half by chance); a
+/// positive one starts the gates open (m ≈ σ(gate_bias) > 0.5 for most components), as the
+/// training-free gate keeps every component, without saturating the sigmoid.
+/// Throws std::invalid_argument for a w_scale that is negative or not finite, a gate_bias that
+/// is not finite, or a layer shape with a size below 1 or a gate whose head_dim differs from
+/// the layer's.
+inline constexpr double kZoomInitWScale = 0.1; ///< init_zoom_params' default w_scale
 ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed,
-                            double w_scale = 0.1);
+                            double w_scale = kZoomInitWScale, double gate_bias = 0.0);
 
 /// Every trainable array of p, in a fixed order, with whether weight decay applies to it
 /// (the matrices W, w1, w2; not θ or the biases).

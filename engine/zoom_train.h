@@ -29,6 +29,10 @@ struct ZoomTrainOptions {
     int64_t eval_every = 100; ///< steps between held-out evaluations (and curve points)
     int64_t checkpoint_every = 100;
     double init_expand_rate = 0.2; ///< θ is first calibrated to expand this share of spans
+    /// The rank gates' starting bias b2 (init_zoom_params). 1: open (every component kept at the
+    /// start, as the training-free gate keeps, m ≈ 0.73); 0, the default until run 16
+    /// (docs/sekv.md), left the gates undecided, keeping a chance half of each span's components.
+    double init_gate_bias = 1.0;
     ZoomLossOptions loss;
 };
 

@@ -88,10 +88,11 @@ std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& 
       << ";max_rank=" << o.max_rank << ";steps=" << t.steps << ";batch=" << t.batch
       << ";lr=" << t.lr << ";warmup=" << t.warmup << ";min_lr=" << t.min_lr_ratio
       << ";wd=" << t.weight_decay << ";clip=" << t.clip << ";seed=" << t.seed
-      << ";init_rate=" << t.init_expand_rate << ";T=" << t.loss.temperature
-      << ";coverage=" << t.loss.coverage << ";pos_weight=" << t.loss.pos_weight
-      << ";w=" << t.loss.w_zoom << "," << t.loss.w_distill << "," << t.loss.w_recon << ","
-      << t.loss.w_budget << ";budget=" << t.loss.expansion_weight << "," << t.loss.rank_weight;
+      << ";init_rate=" << t.init_expand_rate << ";gate_bias=" << t.init_gate_bias
+      << ";T=" << t.loss.temperature << ";coverage=" << t.loss.coverage
+      << ";pos_weight=" << t.loss.pos_weight << ";w=" << t.loss.w_zoom << "," << t.loss.w_distill
+      << "," << t.loss.w_recon << "," << t.loss.w_budget << ";budget=" << t.loss.expansion_weight
+      << "," << t.loss.rank_weight;
     return s.str();
 }
 
@@ -254,7 +255,8 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
         s.gate.n_hidden = o.hidden;
         shapes.push_back(s);
     }
-    ZoomParams init = init_zoom_params(shapes, o.train.seed);
+    ZoomParams init =
+        init_zoom_params(shapes, o.train.seed, kZoomInitWScale, o.train.init_gate_bias);
     init.model_fingerprint = fingerprint;
     init.model_name = model_name;
 
@@ -425,6 +427,12 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
     c->add_option("--expand-rate", o.train.init_expand_rate, "Share of spans the initial θ expands")
         ->check(finite_number())
         ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    c->add_option("--gate-bias", o.train.init_gate_bias,
+                  "The rank gates' starting bias: 0 leaves them undecided (about half of each "
+                  "span's components kept), a positive one starts them open (every component "
+                  "kept, as the training-free gate keeps)")
+        ->check(finite_number())
         ->capture_default_str();
     c->add_option("--temperature", o.train.loss.temperature, "Straight-through temperature T")
         ->check(finite_number())

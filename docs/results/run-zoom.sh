@@ -5,11 +5,14 @@
 # trained router against sekv with the training-free one and full, at equal fast-tier budgets
 # (eval appends to its files and skips the samples already there).
 # Usage (from the repository root, after `bash scripts/setup.sh test` built build/):
-#   bash docs/results/run-zoom.sh record|train|curves|install|4096|8192|16384|report
+#   bash docs/results/run-zoom.sh record|train|curves|install|report
+#   bash docs/results/run-zoom.sh 4096|8192|16384 [niah|qa]   (both tasks if none is named)
 # record, train: the data (~0.4 GiB of recordings, the checkpoint) go to $ZOOM_DATA
 # (default ~/.local/share/spanscope/zoom-data); install copies the trained parameter file to
 # resources/zoom/, where it makes `trained` the default router for the model. The evaluation
-# measures the shipped file, or TRAINED=FILE before installing it.
+# measures the shipped file, or TRAINED=FILE before installing it; the trained router expands
+# RATE (default 0.15) of the spans per head, the training-free one its default (0.2), and its
+# rows go to their own files ($OUT/trained/), one parameter file's at a time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLI=${CLI:-build/app/cli/spanscope-cli}
@@ -22,26 +25,31 @@ SHIPPED=resources/zoom/gemma-3-270m-q4_k_m.zoom.gguf
 # The parameter file the evaluation measures: the shipped one, or TRAINED=FILE to measure a
 # file before installing it.
 TRAINED=${TRAINED:-$SHIPPED}
-mkdir -p "$OUT" "$DATA"
+RATE=${RATE:-0.15}
+mkdir -p "$OUT/trained" "$DATA"
 EVAL=(--budget 0.35,0.2 --threads "$THREADS" --seed 1 --quiet)
 DEPTHS=0,10,20,30,40,50,60,70,80,90,100
 
 # One task at one length: full and the training-free sekv in one run (one prefill per sample),
 # then the trained sekv.
 eval_task() {
-    local out=$1
+    local file=$1
     shift
-    "$CLI" eval "$@" --policy full,sekv --router training-free "${EVAL[@]}" --out "$out"
-    "$CLI" eval "$@" --policy sekv --router trained --zoom-params "$TRAINED" "${EVAL[@]}" \
-        --out "$out"
+    "$CLI" eval "$@" --policy full,sekv --router training-free "${EVAL[@]}" --out "$OUT/$file"
+    "$CLI" eval "$@" --policy sekv --router trained --zoom-params "$TRAINED" \
+        --expand-rate "$RATE" "${EVAL[@]}" --out "$OUT/trained/$file"
 }
 
 run_length() {
-    local len=$1 samples=$2
-    eval_task "$OUT/niah-prose.jsonl" niah --haystack prose --lengths "$len" \
-        --samples "$samples" --depths "$DEPTHS"
-    eval_task "$OUT/qa.jsonl" qa --qa-set tests/qa/questions.json --lengths "$len" \
-        --samples "$samples" --depths "$DEPTHS"
+    local len=$1 samples=$2 task=${3:-}
+    if [ -z "$task" ] || [ "$task" = niah ]; then
+        eval_task niah-prose.jsonl niah --haystack prose --lengths "$len" \
+            --samples "$samples" --depths "$DEPTHS"
+    fi
+    if [ -z "$task" ] || [ "$task" = qa ]; then
+        eval_task qa.jsonl qa --qa-set tests/qa/questions.json --lengths "$len" \
+            --samples "$samples" --depths "$DEPTHS"
+    fi
 }
 
 case "${1:-}" in
@@ -51,10 +59,11 @@ case "${1:-}" in
     curves) "$REPORT" --title "SEKV trained zoom-in: training" --out-dir "$OUT/curves" \
                 --curves "$OUT/curves.jsonl" ;;
     install) mkdir -p resources/zoom && cp "$PARAMS" "$SHIPPED" ;;
-    4096) run_length 4096 20 ;;
-    8192) run_length 8192 10 ;;
-    16384) run_length 16384 6 ;;
+    4096) run_length 4096 20 "${2:-}" ;;
+    8192) run_length 8192 10 "${2:-}" ;;
+    16384) run_length 16384 6 "${2:-}" ;;
     report) "$REPORT" --title "SEKV: trained against training-free zoom-in" --out-dir "$OUT" \
-                "$OUT"/niah-prose.jsonl "$OUT"/qa.jsonl ;;
-    *) echo "usage: $0 record|train|curves|install|4096|8192|16384|report" >&2; exit 2 ;;
+                "$OUT"/niah-prose.jsonl "$OUT"/qa.jsonl "$OUT"/trained/*.jsonl ;;
+    *) echo "usage: $0 record|train|curves|install|report, or 4096|8192|16384 [niah|qa]" >&2
+       exit 2 ;;
 esac

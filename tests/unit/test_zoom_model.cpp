@@ -528,6 +528,69 @@ TEST(ZoomModel, ZeroProjectionIsTheTrainingFreeRouterAndAStationaryPoint) {
     EXPECT_THROW(init_zoom_params({shape}, 3, -1.0), std::invalid_argument);
 }
 
+// The gates' starting bias: b2 = gate_bias everywhere and nothing else changed (the same draws
+// for W, w1 and w2); a bias well above the spread of w2·h keeps every available component from
+// the start, as the training-free gate does, and no bias keeps fewer.
+TEST(ZoomModel, GateBiasStartsTheGatesOpen) {
+    const auto p = tiny_params(5);
+    const auto undecided = init_zoom_params(p.layers, 3, kZoomInitWScale);
+    auto f = make_fixture(undecided, {31, 32});
+    auto kept = [&](const ZoomParams& q, int& available) {
+        int n = 0;
+        available = 0;
+        for (const auto& set : f->sets)
+            for (int64_t i = 0; i < set.record->n_queries(); ++i) {
+                if (!set.record->visible(i, 0))
+                    continue;
+                const auto fw = zoom_forward(q, set, {0, i, 0}, ZoomLossOptions{});
+                for (size_t s = 0; s < fw.rank_k.size(); ++s) {
+                    n += fw.rank_k[s] + fw.rank_v[s];
+                    available += 2 * kRank; // spans of 6–8 rows, kRank < rows <= kDim
+                }
+            }
+        return n;
+    };
+    int available = 0;
+    const int at_zero = kept(undecided, available);
+    for (const double bias : {1.0, 20.0}) {
+        const auto open = init_zoom_params(p.layers, 3, kZoomInitWScale, bias);
+        for (const float b : open.layers[0].gate.b2)
+            EXPECT_EQ(b, static_cast<float>(bias));
+        EXPECT_EQ(open.layers[0].w, undecided.layers[0].w);
+        EXPECT_EQ(open.layers[0].gate.w2, undecided.layers[0].gate.w2);
+        const int n = kept(open, available);
+        EXPECT_GE(n, at_zero) << "bias " << bias;
+        if (bias > 10) {
+            EXPECT_EQ(n, available);
+        }
+    }
+    EXPECT_LT(at_zero, available); // undecided gates drop some components: the check can fail
+    EXPECT_THROW(init_zoom_params(p.layers, 3, kZoomInitWScale, std::nan("")),
+                 std::invalid_argument);
+}
+
+// calibrate_theta: each head's θ expands round(rate · n) of its n visible spans (z > θ, the
+// forward's rule), not one more because θ is stored in float (random scores have no ties).
+TEST(ZoomModel, CalibratedThetaExpandsThatShareOfEachHeadsSpans) {
+    auto p = tiny_params(5);
+    auto f = make_fixture(p, {31, 32, 33});
+    for (const double rate : {0.1, 0.25, 0.5, 0.6, 0.9}) {
+        calibrate_theta(p, f->sets, f->items, rate);
+        std::vector<int> n(kHeads, 0), expanded(kHeads, 0);
+        for (const auto& item : f->items) {
+            const auto& [set, ex] = item;
+            const auto fw = zoom_forward(p, f->sets[static_cast<size_t>(set)], ex, {});
+            n[static_cast<size_t>(ex.head)] += static_cast<int>(fw.expanded.size());
+            for (const char e : fw.expanded)
+                expanded[static_cast<size_t>(ex.head)] += e;
+        }
+        for (int h = 0; h < kHeads; ++h)
+            EXPECT_EQ(expanded[static_cast<size_t>(h)],
+                      std::llround(rate * n[static_cast<size_t>(h)]))
+                << "rate " << rate << " head " << h << " of " << n[static_cast<size_t>(h)];
+    }
+}
+
 TEST(ZoomModel, TrainingFreeReferenceAtItsExtremes) {
     // Every span expanded at full rank: the reference is the trained forward with every span
     // expanded and the rank gate ignored (full_rank), up to rounding; none expanded: no recall.
