@@ -545,13 +545,19 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
             if (z.empty())
                 throw std::invalid_argument("calibrate_theta: no example of layer " +
                                             std::to_string(P.layer) + " head " + std::to_string(h));
-            // calibrate_tau works on any monotone score: logits here.
-            // θ is stored in float: rounded down, it would expand the span at the quantile too
-            // (z > θ), one more per head than the share; rounded up it does not.
+            // calibrate_tau works on any monotone score: logits here. θ is stored in float,
+            // and the rounding must not change which spans pass z > θ: the float at or above
+            // the quantile (rounded down it would expand the span at the quantile too), or, when
+            // every span expands (θ below the smallest z), the float below the smallest z.
+            const double zmin = *std::min_element(z.begin(), z.end());
             const double t = calibrate_tau(std::move(z), rate);
             float tf = static_cast<float>(t);
-            if (static_cast<double>(tf) < t)
+            if (t < zmin) {
+                while (static_cast<double>(tf) >= zmin)
+                    tf = std::nextafter(tf, -std::numeric_limits<float>::infinity());
+            } else if (static_cast<double>(tf) < t) {
                 tf = std::nextafter(tf, std::numeric_limits<float>::infinity());
+            }
             P.theta[static_cast<size_t>(h)] = tf;
         }
 }

@@ -105,8 +105,10 @@ ZoomForward zoom_forward(const ZoomParams& params, const ZoomExampleSet& set,
 
 /// θ of every (layer, head) set so that a fraction `rate` of the visible spans of `examples`
 /// expand under the current W: θ = the (1 − rate) quantile of their z (router.h calibrate_tau,
-/// on logits). Throws std::invalid_argument for no examples of some head or a rate outside
-/// [0, 1].
+/// on logits), stored as the float at or above it (at rate 1: the float below the smallest z),
+/// so that round(rate · n) of a head's n spans pass z > θ, ties and scores within one float
+/// step above the quantile aside. Throws std::invalid_argument for no examples of some head or
+/// a rate outside [0, 1].
 void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
                      const std::vector<ZoomItem>& examples, double rate);
 
@@ -120,7 +122,8 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
 /// Throws std::invalid_argument for a w_scale that is negative or not finite, a gate_bias that
 /// is not finite, or a layer shape with a size below 1 or a gate whose head_dim differs from
 /// the layer's.
-inline constexpr double kZoomInitWScale = 0.1; ///< init_zoom_params' default w_scale
+inline constexpr double kZoomInitWScale = 0.1;   ///< init_zoom_params' default w_scale
+inline constexpr double kZoomInitGateBias = 1.0; ///< zoom-train's starting b2 (--gate-bias)
 ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed,
                             double w_scale = kZoomInitWScale, double gate_bias = 0.0);
 

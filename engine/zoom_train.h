@@ -29,10 +29,12 @@ struct ZoomTrainOptions {
     int64_t eval_every = 100; ///< steps between held-out evaluations (and curve points)
     int64_t checkpoint_every = 100;
     double init_expand_rate = 0.2; ///< θ is first calibrated to expand this share of spans
-    /// The rank gates' starting bias b2 (init_zoom_params). 1: open (every component kept at the
-    /// start, as the training-free gate keeps, m ≈ 0.73); 0, the default until run 16
-    /// (docs/sekv.md), left the gates undecided, keeping a chance half of each span's components.
-    double init_gate_bias = 1.0;
+    /// The rank gates' starting output bias b2 (init_zoom_params): m ≈ σ(b2) at the start. On
+    /// the recorded data b2 = 1 keeps every available component (m ≈ 0.73), as the
+    /// training-free gate does; b2 = 0, the start until run 16 (docs/sekv.md), left the gates
+    /// undecided, keeping a chance half of each span's components; negative values start them
+    /// closed.
+    double init_gate_bias = kZoomInitGateBias;
     ZoomLossOptions loss;
 };
 

@@ -429,9 +429,9 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
         ->check(CLI::Range(0.0, 1.0))
         ->capture_default_str();
     c->add_option("--gate-bias", o.train.init_gate_bias,
-                  "The rank gates' starting bias: 0 leaves them undecided (about half of each "
-                  "span's components kept), a positive one starts them open (every component "
-                  "kept, as the training-free gate keeps)")
+                  "The rank gates' starting output bias b2 (m ≈ σ(b2)): 0 leaves them undecided "
+                  "(about half of each span's components kept), 1 keeps every component on the "
+                  "recorded data, as the training-free gate does")
         ->check(finite_number())
         ->capture_default_str();
     c->add_option("--temperature", o.train.loss.temperature, "Straight-through temperature T")

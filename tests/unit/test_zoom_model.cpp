@@ -574,7 +574,7 @@ TEST(ZoomModel, GateBiasStartsTheGatesOpen) {
 TEST(ZoomModel, CalibratedThetaExpandsThatShareOfEachHeadsSpans) {
     auto p = tiny_params(5);
     auto f = make_fixture(p, {31, 32, 33});
-    for (const double rate : {0.1, 0.25, 0.5, 0.6, 0.9}) {
+    for (const double rate : {0.0, 0.1, 0.25, 0.5, 0.6, 0.9, 1.0}) {
         calibrate_theta(p, f->sets, f->items, rate);
         std::vector<int> n(kHeads, 0), expanded(kHeads, 0);
         for (const auto& item : f->items) {

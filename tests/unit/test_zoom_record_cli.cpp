@@ -278,6 +278,12 @@ TEST_F(ZoomRecordCli, TrainingRefusesOtherRecordingsThreadsAndTrainedOnHeldOutTe
     EXPECT_NE(threads.status, 0);
     EXPECT_NE(threads.err.find("another training configuration"), std::string::npos) << threads.err;
     EXPECT_NE(threads.err.find("threads=2"), std::string::npos) << threads.err;
+    // Gates started otherwise: another run, not this one resumed.
+    auto closed = train_args();
+    closed.insert(closed.end(), {"--gate-bias", "0"});
+    const auto bias = run(closed);
+    EXPECT_NE(bias.status, 0);
+    EXPECT_NE(bias.err.find("gate_bias=0"), std::string::npos) << bias.err;
     // Other recordings (one removed): refused, not resumed on different data.
     const std::string doc1 = dir_ + "/rec/doc1.txt.zoom-record.gguf";
     const std::string kept = dir_ + "/doc1.kept";
