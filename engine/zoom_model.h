@@ -123,9 +123,9 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
 /// is not finite, or a layer shape with a size below 1 or a gate whose head_dim differs from
 /// the layer's.
 inline constexpr double kZoomInitWScale = 0.1;   ///< init_zoom_params' default w_scale
-inline constexpr double kZoomInitGateBias = 1.0; ///< zoom-train's starting b2 (--gate-bias)
+inline constexpr double kZoomInitGateBias = 1.0; ///< the default gate_bias (zoom-train --gate-bias)
 ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed,
-                            double w_scale = kZoomInitWScale, double gate_bias = 0.0);
+                            double w_scale = kZoomInitWScale, double gate_bias = kZoomInitGateBias);
 
 /// Every trainable array of p, in a fixed order, with whether weight decay applies to it
 /// (the matrices W, w1, w2; not θ or the biases).

@@ -533,7 +533,7 @@ TEST(ZoomModel, ZeroProjectionIsTheTrainingFreeRouterAndAStationaryPoint) {
 // the start, as the training-free gate does, and no bias keeps fewer.
 TEST(ZoomModel, GateBiasStartsTheGatesOpen) {
     const auto p = tiny_params(5);
-    const auto undecided = init_zoom_params(p.layers, 3, kZoomInitWScale);
+    const auto undecided = init_zoom_params(p.layers, 3, kZoomInitWScale, 0.0);
     auto f = make_fixture(undecided, {31, 32});
     auto kept = [&](const ZoomParams& q, int& available) {
         int n = 0;
