@@ -1,6 +1,6 @@
 #!/bin/bash
 # The pipeline of issue 8 (SEKV's trained zoom-in), every step resumable: recordings of the
-# frozen model on the vim user manual (zoom-record), training (zoom-train, from its
+# frozen model on the vim user manual, with recall probes (zoom-record), training (zoom-train, from its
 # checkpoint), the loss curves (spanscope-report --curves), then the evaluation of sekv with the
 # trained router against sekv with the training-free one and full, at equal fast-tier budgets
 # (eval appends to its files and skips the samples already there).
@@ -53,7 +53,8 @@ run_length() {
 }
 
 case "${1:-}" in
-    record) "$CLI" zoom-record --out "$DATA/records" --threads "$THREADS" ;;
+    record) "$CLI" zoom-record --out "$DATA/records" --recall-probes 16 --probe-tokens 32 \
+                --threads "$THREADS" ;;
     train) "$CLI" zoom-train --records "$DATA/records" --out "$PARAMS" \
                --curves "$OUT/curves.jsonl" --threads "$THREADS" --quiet ;;
     curves) "$REPORT" --title "SEKV trained zoom-in: training" --out-dir "$OUT/curves" \
