@@ -13,26 +13,45 @@ namespace spanscope {
 
 namespace {
 
-// The relevance of visible span s for query i and head h of layer L (training-free form).
-double relevance(const ZoomExampleSet::Layer& L, int64_t i, int h, size_t s) {
+// The relevance of visible span s for query i and head h of layer L; W from `trained` (the
+// layer's parameters) or none (training-free form).
+double relevance(const ZoomExampleSet::Layer& L, const ZoomLayerParams* trained, int64_t i, int h,
+                 size_t s) {
     const int64_t d = L.head_dim;
     const int g = h / (L.n_head / L.n_kv_head);
     const float* q = L.rec->q.data() + (i * L.n_head + h) * d;
     const auto& sp = L.spans[s];
-    return span_relevance(q, sp.summary_k.data() + g * d, d, sp.size);
+    if (!trained)
+        return span_relevance(q, sp.summary_k.data() + g * d, d, sp.size);
+    return span_relevance(q, sp.summary_k.data() + g * d, d, sp.size,
+                          trained->w.data() + static_cast<size_t>(h) * trained->d_out * d,
+                          trained->d_out);
 }
 
 } // namespace
 
-ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
-                                      const std::vector<ZoomItem>& examples,
-                                      const ZoomReferenceOptions& o, ThreadPool& pool) {
+ZoomReference router_reference(const std::vector<ZoomExampleSet>& sets,
+                               const std::vector<ZoomItem>& examples, const ZoomReferenceOptions& o,
+                               ThreadPool& pool) {
     if (!(o.expand_rate >= 0 && o.expand_rate <= 1))
-        throw std::invalid_argument("training-free reference: expand_rate outside [0, 1]");
-    for (const auto& [si, ex] : examples)
+        throw std::invalid_argument("router reference: expand_rate outside [0, 1]");
+    for (const auto& [si, ex] : examples) {
         if (si < 0 || si >= static_cast<int>(sets.size()) || ex.layer < 0 ||
             ex.layer >= static_cast<int>(sets[static_cast<size_t>(si)].layers.size()))
-            throw std::invalid_argument("training-free reference: an example outside the sets");
+            throw std::invalid_argument("router reference: an example outside the sets");
+        const auto& L = sets[static_cast<size_t>(si)].layers[static_cast<size_t>(ex.layer)];
+        if (o.trained) {
+            const auto* lp = o.trained->find(L.layer);
+            if (!lp || lp->d_out < 1 ||
+                lp->w.size() != static_cast<size_t>(L.n_head) * lp->d_out * L.head_dim)
+                throw std::invalid_argument("router reference: no trained W of the example's "
+                                            "shape for layer " +
+                                            std::to_string(L.layer));
+        }
+    }
+    auto params_of = [&](const ZoomExampleSet::Layer& L) {
+        return o.trained ? o.trained->find(L.layer) : nullptr;
+    };
 
     // τ per (model layer, head): the (1 − rate) quantile of the examples' relevances.
     std::map<std::pair<int, int>, std::vector<double>> records;
@@ -41,7 +60,7 @@ ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
         const auto& L = set.layers[static_cast<size_t>(ex.layer)];
         auto& r = records[{L.layer, ex.head}];
         for (size_t s = 0; s < static_cast<size_t>(visible_span_count(*set.record, ex.query)); ++s)
-            r.push_back(relevance(L, ex.query, ex.head, s));
+            r.push_back(relevance(L, params_of(L), ex.query, ex.head, s));
     }
     std::map<std::pair<int, int>, double> tau;
     for (auto& [key, r] : records)
@@ -66,6 +85,7 @@ ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
             const int group = L.n_head / L.n_kv_head, g = ex.head / group;
             const size_t nv = static_cast<size_t>(visible_span_count(R, ex.query));
             const int32_t qpos = R.query_pos[static_cast<size_t>(ex.query)];
+            const auto* lp = params_of(L);
 
             std::vector<char> visible(R.spans.size(), 0), expanded(nv, 0);
             for (size_t s = 0; s < nv; ++s) {
@@ -73,7 +93,7 @@ ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
                 const int h0 = o.share_group ? g * group : ex.head;
                 const int h1 = o.share_group ? h0 + group : ex.head + 1;
                 for (int h = h0; h < h1 && !expanded[s]; ++h)
-                    expanded[s] = relevance(L, ex.query, h, s) > tau_of(L.layer, h);
+                    expanded[s] = relevance(L, lp, ex.query, h, s) > tau_of(L.layer, h);
             }
             const float* mass = L.rec->span_mass.data() +
                                 static_cast<size_t>(ex.query * L.n_head + ex.head) * R.spans.size();

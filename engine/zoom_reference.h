@@ -1,14 +1,18 @@
-// The training-free router on the trained zoom-in's examples (issue 8): the reference a trained
-// router must beat, measured in the training's own terms on the same recordings. Its decisions
-// are SekvMemory's without parameters: relevance σ(q·k̄/√d + log|S|) (router.h span_relevance),
-// τ per (layer, query head) the (1 − rate) quantile of the relevances over the examples given
-// (at inference τ is calibrated on each question's queries instead), a span expanded for every
-// head of a KV group when one of them asks for it (SekvRouterOptions::share_group), every
-// factor at full rank; attention by mixed_attention.h over the recorded rows.
+// A router with inference's rule on the trained zoom-in's examples (issue 8): the reference a
+// trained router must beat, measured in the training's own terms on the same recordings. The
+// decisions are SekvMemory's: relevance σ(q·k̄/√d [+ ⟨W q, W k̄⟩/√d′] + log|S|) (router.h
+// span_relevance; W only for a trained router), τ per (layer, query head) the (1 − rate)
+// quantile of the relevances over the examples given (at inference τ is calibrated on each
+// question's queries instead), a span expanded for every head of a KV group when one of them
+// asks for it (SekvRouterOptions::share_group), every factor at full rank; attention by
+// mixed_attention.h over the recorded rows. Without W it is the training-free router; with a
+// trained W and share_group off it decides as zoom_model.h's forward does after calibrate_theta
+// at the same rate.
 #pragma once
 
 #include "thread_pool.h"
 #include "zoom_examples.h"
+#include "zoom_params.h"
 
 #include <cstdint>
 #include <vector>
@@ -19,6 +23,9 @@ struct ZoomReferenceOptions {
     double expand_rate = 0.2; ///< fraction of the visible spans each head's τ expands
     bool share_group = true;  ///< a KV group's heads expand the union of their choices
     double coverage = 0.9;    ///< of the zoom labels (zoom_model.h ZoomLossOptions::coverage)
+    /// The trained router whose W scores the spans (must outlive the call; every example's
+    /// layer must have its parameters); nullptr: the training-free router.
+    const ZoomParams* trained = nullptr;
 };
 
 /// Means over the examples (expansion rate and recall over their visible spans).
@@ -29,11 +36,11 @@ struct ZoomReference {
     int64_t examples = 0, spans = 0;
 };
 
-/// The training-free router's distillation, expansions and label recall on `examples`.
-/// Throws std::invalid_argument for an expand_rate outside [0, 1] or an example outside the
-/// sets.
-ZoomReference training_free_reference(const std::vector<ZoomExampleSet>& sets,
-                                      const std::vector<ZoomItem>& examples,
-                                      const ZoomReferenceOptions& options, ThreadPool& pool);
+/// The router's distillation, expansions and label recall on `examples` (the training-free
+/// router, or options.trained's W). Throws std::invalid_argument for an expand_rate outside
+/// [0, 1], an example outside the sets, or a layer without trained parameters.
+ZoomReference router_reference(const std::vector<ZoomExampleSet>& sets,
+                               const std::vector<ZoomItem>& examples,
+                               const ZoomReferenceOptions& options, ThreadPool& pool);
 
 } // namespace spanscope

@@ -196,15 +196,17 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
         ro.expand_rate = o.train.init_expand_rate;
         ro.share_group = share;
         ro.coverage = o.train.loss.coverage;
-        const auto r = training_free_reference(sets, held, ro, pool);
+        const auto r = router_reference(sets, held, ro, pool);
         line(share ? "training-free router (KV group union)" : "training-free router (per head)",
              r.distill, r.expansion_rate, r.label_recall, 0);
     }
     std::printf("(%zu held-out examples; training-free τ at the %.0f %% quantile per head)\n",
                 held.size(), 100 * (1 - o.train.init_expand_rate));
     // Equal expansions: each router's threshold per head at the same quantile of its own scores
-    // on these examples (calibrate_theta, training_free_reference), each head alone, every
-    // factor at full rank (the router alone; lo.full_rank is set above).
+    // on these examples (calibrate_theta, router_reference), each head alone, every factor at
+    // full rank (the router alone; lo.full_rank is set above); then both with inference's rule,
+    // the KV group's union of those choices (router_reference), where the shares expanded are
+    // no longer equal.
     for (const double rate : o.compare_rates) {
         ZoomParams at = p;
         calibrate_theta(at, sets, held, rate);
@@ -213,12 +215,21 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
         ro.expand_rate = rate;
         ro.share_group = false;
         ro.coverage = o.train.loss.coverage;
-        const auto r = training_free_reference(sets, held, ro, pool);
+        const auto r = router_reference(sets, held, ro, pool);
         std::printf(
             "at %5.1f %% per head: trained distill %.4f  expand %5.1f %%  label recall "
             "%5.1f %%   training-free distill %.4f  expand %5.1f %%  label recall %5.1f %%\n",
             100 * rate, t.distill, 100 * t.expansion_rate, 100 * t.label_recall, r.distill,
             100 * r.expansion_rate, 100 * r.label_recall);
+        ro.share_group = true;
+        const auto ru = router_reference(sets, held, ro, pool);
+        ro.trained = &p;
+        const auto tu = router_reference(sets, held, ro, pool);
+        std::printf(
+            "  with the KV group union: trained distill %.4f  expand %5.1f %%  label recall "
+            "%5.1f %%   training-free distill %.4f  expand %5.1f %%  label recall %5.1f %%\n",
+            tu.distill, 100 * tu.expansion_rate, 100 * tu.label_recall, ru.distill,
+            100 * ru.expansion_rate, 100 * ru.label_recall);
     }
     return 0;
 }
@@ -476,7 +487,8 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
                 "training-free router's rate per head is --expand-rate");
     c->add_option("--compare-rates", o.compare_rates,
                   "With --compare: also both routers at these shares of spans expanded per head "
-                  "(τ calibrated on the held-out examples, full-rank factors), e.g. 0.1,0.2")
+                  "(τ calibrated on the held-out examples, full-rank factors), each head alone and "
+                  "with the KV group's union, e.g. 0.1,0.2")
         ->delimiter(',')
         ->check(finite_number())
         ->check(CLI::Range(0.0, 1.0))
