@@ -1,0 +1,85 @@
+// SEKV's trained zoom-in (issue 8): the reference routers of `zoom-train --compare`
+// (zoom_reference.h) against the training's forward. The fixture: zoom_model_fixture.h.
+#include "zoom_model.h"
+#include "zoom_model_fixture.h"
+#include "zoom_reference.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+using namespace spanscope;
+using namespace spanscope::test;
+
+TEST(ZoomReference, TrainingFreeAtItsExtremes) {
+    // Every span expanded at full rank: the reference is the trained forward with every span
+    // expanded and the rank gate ignored (full_rank), up to rounding; none expanded: no recall.
+    auto p = tiny_params(5);
+    p.layers[0].theta.assign(kHeads, -1e3f);
+    auto f = make_fixture(p, {31, 32});
+    ThreadPool pool(2);
+    ZoomLossOptions o;
+    o.full_rank = true;
+    const auto all = zoom_loss(p, f->sets, f->items, o, nullptr, pool);
+    ASSERT_DOUBLE_EQ(all.expansion_rate, 1.0);
+    ZoomReferenceOptions ro;
+    ro.expand_rate = 1.0;
+    const auto ref = router_reference(f->sets, f->items, ro, pool);
+    EXPECT_EQ(ref.examples, static_cast<int64_t>(f->items.size()));
+    EXPECT_DOUBLE_EQ(ref.expansion_rate, 1.0);
+    EXPECT_DOUBLE_EQ(ref.label_recall, 1.0);
+    EXPECT_NEAR(ref.distill, all.distill, 1e-4 * all.distill); // float against double sums
+    ro.expand_rate = 0.0;
+    const auto none = router_reference(f->sets, f->items, ro, pool);
+    EXPECT_EQ(none.expansion_rate, 0.0);
+    EXPECT_EQ(none.label_recall, 0.0);
+    EXPECT_GT(none.distill, ref.distill);
+    ro.expand_rate = 1.5;
+    EXPECT_THROW(router_reference(f->sets, f->items, ro, pool), std::invalid_argument);
+}
+
+// The reference with a trained W, each head alone, decides as the training's forward after
+// calibrate_theta at the same rate (two implementations of one rule: zoom_model.cpp's logits
+// against θ, zoom_reference.cpp's relevances against their quantile); with the KV group's union
+// it expands at least as much and recalls at least as many labels; a W of zeros is the
+// training-free router.
+TEST(ZoomReference, TrainedWIsTheTrainingsForward) {
+    auto p = tiny_params(7);
+    auto f = make_fixture(p, {41, 42, 43});
+    ThreadPool pool(2);
+    ZoomLossOptions lo;
+    lo.full_rank = true; // the reference reconstructs every factor at full rank
+    for (const double rate : {0.25, 0.5}) {
+        auto at = p;
+        calibrate_theta(at, f->sets, f->items, rate);
+        const auto fw = zoom_loss(at, f->sets, f->items, lo, nullptr, pool);
+        ZoomReferenceOptions ro;
+        ro.expand_rate = rate;
+        ro.share_group = false;
+        ro.trained = &p;
+        const auto ref = router_reference(f->sets, f->items, ro, pool);
+        EXPECT_DOUBLE_EQ(ref.expansion_rate, fw.expansion_rate) << "rate " << rate;
+        EXPECT_DOUBLE_EQ(ref.label_recall, fw.label_recall) << "rate " << rate;
+        EXPECT_NEAR(ref.distill, fw.distill, 1e-4 * fw.distill) << "rate " << rate;
+        ro.share_group = true;
+        const auto group = router_reference(f->sets, f->items, ro, pool);
+        EXPECT_GT(group.expansion_rate, ref.expansion_rate) << "rate " << rate;
+        EXPECT_GE(group.label_recall, ref.label_recall) << "rate " << rate;
+        // The training-free router differs from this W's choices, and a W of zeros is it.
+        ro.trained = nullptr;
+        const auto free = router_reference(f->sets, f->items, ro, pool);
+        EXPECT_NE(free.distill, group.distill) << "rate " << rate;
+        auto zero = p;
+        std::fill(zero.layers[0].w.begin(), zero.layers[0].w.end(), 0.0f);
+        ro.trained = &zero;
+        const auto at_zero = router_reference(f->sets, f->items, ro, pool);
+        EXPECT_EQ(at_zero.expansion_rate, free.expansion_rate) << "rate " << rate;
+        EXPECT_EQ(at_zero.distill, free.distill) << "rate " << rate;
+    }
+    // A parameter file without the examples' layer is refused.
+    auto other = p;
+    other.layers[0].layer = 5;
+    ZoomReferenceOptions ro;
+    ro.trained = &other;
+    EXPECT_THROW(router_reference(f->sets, f->items, ro, pool), std::invalid_argument);
+}
