@@ -13,19 +13,21 @@ namespace spanscope {
 
 namespace {
 
-// The relevance of visible span s for query i and head h of layer L; W from `trained` (the
-// layer's parameters) or none (training-free form).
-double relevance(const ZoomExampleSet::Layer& L, const ZoomLayerParams* trained, int64_t i, int h,
-                 size_t s) {
+// The relevances of the first nv (visible) spans for query i and head h of layer L; W from
+// `trained` (the layer's parameters) or none (training-free form). One RelevanceScore per query
+// and head, as inference scores (sekv_routing.cpp span_relevances).
+std::vector<double> relevances(const ZoomExampleSet::Layer& L, const ZoomLayerParams* trained,
+                               int64_t i, int h, size_t nv) {
     const int64_t d = L.head_dim;
     const int g = h / (L.n_head / L.n_kv_head);
-    const float* q = L.rec->q.data() + (i * L.n_head + h) * d;
-    const auto& sp = L.spans[s];
-    if (!trained)
-        return span_relevance(q, sp.summary_k.data() + g * d, d, sp.size);
-    return span_relevance(q, sp.summary_k.data() + g * d, d, sp.size,
-                          trained->w.data() + static_cast<size_t>(h) * trained->d_out * d,
-                          trained->d_out);
+    const RelevanceScore score(
+        L.rec->q.data() + (i * L.n_head + h) * d, d,
+        trained ? trained->w.data() + static_cast<size_t>(h) * trained->d_out * d : nullptr,
+        trained ? trained->d_out : 0);
+    std::vector<double> r(nv);
+    for (size_t s = 0; s < nv; ++s)
+        r[s] = score.relevance(L.spans[s].summary_k.data() + g * d, L.spans[s].size);
+    return r;
 }
 
 } // namespace
@@ -39,13 +41,18 @@ ZoomReference router_reference(const std::vector<ZoomExampleSet>& sets,
         if (si < 0 || si >= static_cast<int>(sets.size()) || ex.layer < 0 ||
             ex.layer >= static_cast<int>(sets[static_cast<size_t>(si)].layers.size()))
             throw std::invalid_argument("router reference: an example outside the sets");
-        const auto& L = sets[static_cast<size_t>(si)].layers[static_cast<size_t>(ex.layer)];
+        const auto& set = sets[static_cast<size_t>(si)];
+        const auto& L = set.layers[static_cast<size_t>(ex.layer)];
+        if (ex.head < 0 || ex.head >= L.n_head || ex.query < 0 ||
+            ex.query >= set.record->n_queries())
+            throw std::invalid_argument("router reference: an example's head or query outside "
+                                        "its layer");
         if (o.trained) {
             const auto* lp = o.trained->find(L.layer);
-            if (!lp || lp->d_out < 1 ||
+            if (!lp || lp->n_head != L.n_head || lp->head_dim != L.head_dim || lp->d_out < 1 ||
                 lp->w.size() != static_cast<size_t>(L.n_head) * lp->d_out * L.head_dim)
-                throw std::invalid_argument("router reference: no trained W of the example's "
-                                            "shape for layer " +
+                throw std::invalid_argument("router reference: no trained W of the layer's shape "
+                                            "[n_head][d_out][head_dim] for layer " +
                                             std::to_string(L.layer));
         }
     }
@@ -59,8 +66,9 @@ ZoomReference router_reference(const std::vector<ZoomExampleSet>& sets,
         const auto& set = sets[static_cast<size_t>(si)];
         const auto& L = set.layers[static_cast<size_t>(ex.layer)];
         auto& r = records[{L.layer, ex.head}];
-        for (size_t s = 0; s < static_cast<size_t>(visible_span_count(*set.record, ex.query)); ++s)
-            r.push_back(relevance(L, params_of(L), ex.query, ex.head, s));
+        const auto rel = relevances(L, params_of(L), ex.query, ex.head,
+                                    static_cast<size_t>(visible_span_count(*set.record, ex.query)));
+        r.insert(r.end(), rel.begin(), rel.end());
     }
     std::map<std::pair<int, int>, double> tau;
     for (auto& [key, r] : records)
@@ -88,12 +96,14 @@ ZoomReference router_reference(const std::vector<ZoomExampleSet>& sets,
             const auto* lp = params_of(L);
 
             std::vector<char> visible(R.spans.size(), 0), expanded(nv, 0);
-            for (size_t s = 0; s < nv; ++s) {
-                visible[s] = 1;
-                const int h0 = o.share_group ? g * group : ex.head;
-                const int h1 = o.share_group ? h0 + group : ex.head + 1;
-                for (int h = h0; h < h1 && !expanded[s]; ++h)
-                    expanded[s] = relevance(L, lp, ex.query, h, s) > tau_of(L.layer, h);
+            std::fill(visible.begin(), visible.begin() + static_cast<int64_t>(nv), 1);
+            const int h0 = o.share_group ? g * group : ex.head;
+            const int h1 = o.share_group ? h0 + group : ex.head + 1;
+            for (int h = h0; h < h1; ++h) {
+                const auto rel = relevances(L, lp, ex.query, h, nv);
+                const double tau = tau_of(L.layer, h);
+                for (size_t s = 0; s < nv; ++s)
+                    expanded[s] = expanded[s] || rel[s] > tau;
             }
             const float* mass = L.rec->span_mass.data() +
                                 static_cast<size_t>(ex.query * L.n_head + ex.head) * R.spans.size();

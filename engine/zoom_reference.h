@@ -5,9 +5,7 @@
 // quantile of the relevances over the examples given (at inference τ is calibrated on each
 // question's queries instead), a span expanded for every head of a KV group when one of them
 // asks for it (SekvRouterOptions::share_group), every factor at full rank; attention by
-// mixed_attention.h over the recorded rows. Without W it is the training-free router; with a
-// trained W and share_group off it decides as zoom_model.h's forward does after calibrate_theta
-// at the same rate.
+// mixed_attention.h over the recorded rows. Without W it is the training-free router.
 #pragma once
 
 #include "thread_pool.h"
@@ -23,8 +21,10 @@ struct ZoomReferenceOptions {
     double expand_rate = 0.2; ///< fraction of the visible spans each head's τ expands
     bool share_group = true;  ///< a KV group's heads expand the union of their choices
     double coverage = 0.9;    ///< of the zoom labels (zoom_model.h ZoomLossOptions::coverage)
-    /// The trained router whose W scores the spans (must outlive the call; every example's
-    /// layer must have its parameters); nullptr: the training-free router.
+    /// The trained router whose W scores the spans: each example's layer must have parameters
+    /// of its shape, W [n_head][d_out][head_dim] (must outlive the call). Only W is used: τ is
+    /// calibrated at expand_rate as above (the file's θ is ignored) and every factor stays at
+    /// full rank (its rank gate is ignored). nullptr: the training-free router.
     const ZoomParams* trained = nullptr;
 };
 
@@ -37,8 +37,11 @@ struct ZoomReference {
 };
 
 /// The router's distillation, expansions and label recall on `examples` (the training-free
-/// router, or options.trained's W). Throws std::invalid_argument for an expand_rate outside
-/// [0, 1], an example outside the sets, or a layer without trained parameters.
+/// router, or options.trained's W). With a trained W and share_group off its decisions are
+/// those of zoom_model.h's forward after calibrate_theta at the same rate, ties aside (τ is a
+/// quantile of relevances in double here, θ one of logits rounded up to float there). Throws
+/// std::invalid_argument for an expand_rate outside [0, 1], an example outside the sets (or its
+/// head or query outside its layer), or a layer without trained parameters of its shape.
 ZoomReference router_reference(const std::vector<ZoomExampleSet>& sets,
                                const std::vector<ZoomItem>& examples,
                                const ZoomReferenceOptions& options, ThreadPool& pool);

@@ -11,8 +11,9 @@
 # (default ~/.local/share/spanscope/zoom-data); install copies the trained parameter file to
 # resources/zoom/, where it makes `trained` the default router for the model. The evaluation
 # measures the shipped file, or TRAINED=FILE before installing it; the trained router expands
-# RATE (default 0.15) of the spans per head, the training-free one its default (0.2), and its
-# rows go to their own files ($OUT/trained/), one parameter file's at a time.
+# RATE (default 0.175, the rate run 17 was evaluated at) of the spans per head, the
+# training-free one its default (0.2), and its rows go to their own files ($OUT/trained/), one
+# parameter file's and one rate's at a time (the report does not tell two rates apart).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CLI=${CLI:-build/app/cli/spanscope-cli}
@@ -25,7 +26,7 @@ SHIPPED=resources/zoom/gemma-3-270m-q4_k_m.zoom.gguf
 # The parameter file the evaluation measures: the shipped one, or TRAINED=FILE to measure a
 # file before installing it.
 TRAINED=${TRAINED:-$SHIPPED}
-RATE=${RATE:-0.15}
+RATE=${RATE:-0.175}
 mkdir -p "$OUT/trained" "$DATA"
 EVAL=(--budget 0.35,0.2 --threads "$THREADS" --seed 1 --quiet)
 DEPTHS=0,10,20,30,40,50,60,70,80,90,100

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <vector>
 
 using namespace spanscope;
 using namespace spanscope::test;
@@ -65,10 +66,9 @@ TEST(ZoomReference, TrainedWIsTheTrainingsForward) {
         const auto group = router_reference(f->sets, f->items, ro, pool);
         EXPECT_GT(group.expansion_rate, ref.expansion_rate) << "rate " << rate;
         EXPECT_GE(group.label_recall, ref.label_recall) << "rate " << rate;
-        // The training-free router differs from this W's choices, and a W of zeros is it.
+        // A W of zeros is the training-free router.
         ro.trained = nullptr;
         const auto free = router_reference(f->sets, f->items, ro, pool);
-        EXPECT_NE(free.distill, group.distill) << "rate " << rate;
         auto zero = p;
         std::fill(zero.layers[0].w.begin(), zero.layers[0].w.end(), 0.0f);
         ro.trained = &zero;
@@ -76,10 +76,46 @@ TEST(ZoomReference, TrainedWIsTheTrainingsForward) {
         EXPECT_EQ(at_zero.expansion_rate, free.expansion_rate) << "rate " << rate;
         EXPECT_EQ(at_zero.distill, free.distill) << "rate " << rate;
     }
-    // A parameter file without the examples' layer is refused.
+    // Each head reads its own W [n_head][d_out][head_dim]: with W nonzero for head 2 only, head
+    // 1's examples (alone; the same KV group) are decided as by the training-free router, head
+    // 2's are not.
+    auto one = p;
+    const size_t per_head = static_cast<size_t>(kDout) * kDim;
+    for (size_t j = 0; j < one.layers[0].w.size(); ++j)
+        if (j / per_head != 2)
+            one.layers[0].w[j] = 0.0f;
+    for (const int head : {1, 2}) {
+        std::vector<ZoomItem> items;
+        for (const auto& item : f->items)
+            if (item.second.head == head)
+                items.push_back(item);
+        ZoomReferenceOptions ro;
+        ro.share_group = false;
+        ro.expand_rate = 0.4;
+        const auto free = router_reference(f->sets, items, ro, pool);
+        ro.trained = &one;
+        const auto w = router_reference(f->sets, items, ro, pool);
+        if (head == 1) {
+            EXPECT_EQ(w.distill, free.distill);
+            EXPECT_EQ(w.label_recall, free.label_recall);
+        } else {
+            EXPECT_NE(w.distill, free.distill);
+        }
+    }
+    // Refused: a parameter file without the examples' layer, one of another head split (the same
+    // number of weights), and an example whose head lies outside its layer.
+    ZoomReferenceOptions ro;
     auto other = p;
     other.layers[0].layer = 5;
-    ZoomReferenceOptions ro;
     ro.trained = &other;
     EXPECT_THROW(router_reference(f->sets, f->items, ro, pool), std::invalid_argument);
+    auto split = p;
+    split.layers[0].n_head = kHeads / 2;
+    split.layers[0].d_out = kDout * 2;
+    ro.trained = &split;
+    EXPECT_THROW(router_reference(f->sets, f->items, ro, pool), std::invalid_argument);
+    ro.trained = &p;
+    auto bad = f->items;
+    bad[0].second.head = kHeads;
+    EXPECT_THROW(router_reference(f->sets, bad, ro, pool), std::invalid_argument);
 }
