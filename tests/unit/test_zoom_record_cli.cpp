@@ -259,6 +259,22 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
         EXPECT_NEAR(e2, 100 * rate, 1.5) << line;
         recall_trained.push_back(r1);
         recall_free.push_back(r2);
+        // The next line: both routers with the KV group's union of those choices, which expands
+        // and recalls at least as much as each head alone.
+        const char* group = "  with the KV group union:";
+        const auto next = c.out.find('\n', at) + 1;
+        ASSERT_EQ(c.out.compare(next, std::strlen(group), group), 0) << c.out;
+        double d3, e3, r3, d4, e4, r4;
+        ASSERT_EQ(std::sscanf(c.out.c_str() + next + std::strlen(group),
+                              " trained distill %lf expand %lf %% label recall %lf %% "
+                              "training-free distill %lf expand %lf %% label recall %lf %%",
+                              &d3, &e3, &r3, &d4, &e4, &r4),
+                  6)
+            << c.out.substr(next, 200);
+        EXPECT_GE(e3, e1);
+        EXPECT_GE(r3, r1);
+        EXPECT_GE(e4, e2);
+        EXPECT_GE(r4, r2);
     }
     EXPECT_GT(recall_trained[1], recall_trained[0]);
     EXPECT_GT(recall_free[1], recall_free[0]);
