@@ -271,6 +271,9 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
                               &d3, &e3, &r3, &d4, &e4, &r4),
                   6)
             << c.out.substr(next, 200);
+        if (rate < 0.5) { // (at 0.75 the unions cover nearly every span)
+            EXPECT_NE(d3, d4) << "the trained column scores with W";
+        }
         EXPECT_GE(e3, e1);
         EXPECT_GE(r3, r1);
         EXPECT_GE(e4, e2);

@@ -76,15 +76,16 @@ TEST(ZoomReference, TrainedWIsTheTrainingsForward) {
         EXPECT_EQ(at_zero.expansion_rate, free.expansion_rate) << "rate " << rate;
         EXPECT_EQ(at_zero.distill, free.distill) << "rate " << rate;
     }
-    // Each head reads its own W [n_head][d_out][head_dim]: with W nonzero for head 2 only, head
-    // 1's examples (alone; the same KV group) are decided as by the training-free router, head
-    // 2's are not.
+    // Each head reads its own W [n_head][d_out][head_dim]: with W nonzero for head 3 only, head
+    // 2's examples (alone; heads 2 and 3 share KV head 1) are decided as by the training-free
+    // router, head 3's are not. (Reading W by KV head, by the group's first head, or head 0's
+    // for every head fails one of the two.)
     auto one = p;
     const size_t per_head = static_cast<size_t>(kDout) * kDim;
     for (size_t j = 0; j < one.layers[0].w.size(); ++j)
-        if (j / per_head != 2)
+        if (j / per_head != 3)
             one.layers[0].w[j] = 0.0f;
-    for (const int head : {1, 2}) {
+    for (const int head : {2, 3}) {
         std::vector<ZoomItem> items;
         for (const auto& item : f->items)
             if (item.second.head == head)
@@ -95,27 +96,38 @@ TEST(ZoomReference, TrainedWIsTheTrainingsForward) {
         const auto free = router_reference(f->sets, items, ro, pool);
         ro.trained = &one;
         const auto w = router_reference(f->sets, items, ro, pool);
-        if (head == 1) {
+        if (head == 2)
             EXPECT_EQ(w.distill, free.distill);
-            EXPECT_EQ(w.label_recall, free.label_recall);
-        } else {
+        else
             EXPECT_NE(w.distill, free.distill);
-        }
     }
-    // Refused: a parameter file without the examples' layer, one of another head split (the same
-    // number of weights), and an example whose head lies outside its layer.
+    // Refused: a parameter file without the examples' layer; W of another head split or head
+    // dimension with the same number of weights (4·4·8 = 2·4·16 = 4·2·16); an example whose head
+    // or query lies outside its layer.
     ZoomReferenceOptions ro;
     auto other = p;
     other.layers[0].layer = 5;
     ro.trained = &other;
     EXPECT_THROW(router_reference(f->sets, f->items, ro, pool), std::invalid_argument);
-    auto split = p;
-    split.layers[0].n_head = kHeads / 2;
-    split.layers[0].d_out = kDout * 2;
-    ro.trained = &split;
+    auto heads = p;
+    heads.layers[0].n_head = kHeads / 2;
+    heads.layers[0].head_dim = kDim * 2;
+    ro.trained = &heads;
+    EXPECT_THROW(router_reference(f->sets, f->items, ro, pool), std::invalid_argument);
+    auto dims = p;
+    dims.layers[0].head_dim = kDim * 2;
+    dims.layers[0].d_out = kDout / 2;
+    ro.trained = &dims;
     EXPECT_THROW(router_reference(f->sets, f->items, ro, pool), std::invalid_argument);
     ro.trained = &p;
-    auto bad = f->items;
-    bad[0].second.head = kHeads;
-    EXPECT_THROW(router_reference(f->sets, bad, ro, pool), std::invalid_argument);
+    for (const int field : {0, 1, 2}) {
+        auto bad = f->items;
+        if (field == 0)
+            bad[0].second.head = kHeads;
+        else if (field == 1)
+            bad[0].second.head = -1;
+        else
+            bad[0].second.query = f->records[0].n_queries();
+        EXPECT_THROW(router_reference(f->sets, bad, ro, pool), std::invalid_argument) << field;
+    }
 }
