@@ -13,8 +13,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
-#include <functional>
 #include <random>
 
 using namespace spanscope;

@@ -8,7 +8,6 @@
 #include "thread_pool.h"
 #include "zoom_model.h"
 #include "zoom_params.h"
-#include "zoom_train.h"
 
 #include <algorithm>
 #include <cmath>
