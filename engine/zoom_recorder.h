@@ -21,6 +21,12 @@
 
 namespace spanscope {
 
+/// The form of the recall probes (ZoomRecordSettings::probe_form).
+enum class ZoomProbeForm {
+    Copy,     ///< the runs copied after the document (zoom_recall_probes)
+    Question, ///< question turns answered with the runs (zoom_question_probes.h)
+};
+
 /// What decides a recording besides the model and the document.
 struct ZoomRecordSettings {
     int64_t max_tokens = 4096;   ///< the document is cut to its first max_tokens tokens (BOS in)
@@ -32,16 +38,19 @@ struct ZoomRecordSettings {
     int32_t min_separation = 32; ///< kept positions are at least this many tokens apart
     /// Recall probes (zoom_recall_probes): copies of this many runs of the document appended
     /// after it, so that some candidates are queries that must find one span far back, as a
-    /// question about a document does; 0: none (the document alone).
+    /// question about a document does; 0: none (the document alone). With probe_form Question,
+    /// the number of question turns after the document instead (zoom_question_probes.h).
     int recall_probes = 0;
     int32_t probe_tokens = 24; ///< tokens per probe (>= 8)
+    ZoomProbeForm probe_form = ZoomProbeForm::Copy;
 };
 
 /// The settings as one line, with SEKV's segmentation options that shape the spans, e.g.
 /// "max_tokens=4096 queries=32 tail=64 budget=0.35 first_query=512 query_stride=8
 /// min_separation=32 alpha=1 min_span=4 max_span=32 reserve_rows=128", with " recall_probes=N
-/// probe_tokens=L" when there are probes. Two recordings with the
-/// same line, model and tokens hold the same data. Stored in ZoomRecord::settings.
+/// probe_tokens=L" when there are probes (and " probe_form=question" for question probes).
+/// Two recordings with the same line, model and tokens hold the same data. Stored in
+/// ZoomRecord::settings.
 std::string zoom_record_settings_key(const ZoomRecordSettings& s);
 
 /// Throws std::invalid_argument naming a setting out of range (max_tokens < 2, queries < 0,
@@ -62,7 +71,8 @@ std::vector<int32_t> zoom_document_tokens(const Tokenizer& tok, const std::strin
 /// region's positions are candidates like any other (zoom_query_candidates) and are kept by their
 /// reach. With recall_probes = 0, doc cut to max_tokens. probe_starts (optional): [recall_probes]
 /// the copied runs' first positions. Throws std::invalid_argument when the document is too
-/// short to copy from (n_doc < 1 + 2 · probe_tokens) or the settings are out of range.
+/// short to copy from (n_doc < 1 + 2 · probe_tokens), the settings are out of range, or they
+/// ask for question probes (those need the tokenizer: zoom_question_probes).
 std::vector<int32_t> zoom_recall_probes(std::vector<int32_t> doc, const ZoomRecordSettings& s,
                                         std::vector<int32_t>* probe_starts = nullptr);
 

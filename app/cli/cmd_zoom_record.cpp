@@ -12,6 +12,7 @@
 #include "model_fingerprint.h"
 #include "project_support.h"
 #include "spanscope_git_commit.h" // SPANSCOPE_GIT_COMMIT, generated at build time
+#include "zoom_question_probes.h"
 #include "zoom_recorder.h"
 
 #include <algorithm>
@@ -93,6 +94,10 @@ int run_zoom_record(const ZoomRecordOptions& o) {
     settings.first_query = o.first_query;
     settings.recall_probes = o.recall_probes;
     settings.probe_tokens = o.probe_tokens;
+    if (o.probe_form == "question")
+        settings.probe_form = ZoomProbeForm::Question;
+    else if (o.probe_form != "copy")
+        throw std::invalid_argument("--probe-form must be copy or question, not " + o.probe_form);
     check_zoom_record_settings(settings);
     if (o.out.empty())
         throw std::invalid_argument("--out DIR is required");
@@ -146,8 +151,20 @@ int run_zoom_record(const ZoomRecordOptions& o) {
         const auto t0 = std::chrono::steady_clock::now();
         try {
             const auto doc = load_document(source);
-            const auto tokens = zoom_recall_probes(
-                zoom_document_tokens(model->tokenizer(), doc.text, o.max_tokens), settings);
+            // The tokens, and where the document ends and the probes begin.
+            std::vector<int32_t> tokens;
+            int64_t document_end = 0;
+            if (settings.probe_form == ZoomProbeForm::Question && settings.recall_probes > 0) {
+                auto p = zoom_question_probes(model->tokenizer(), model->info().instruction_tuned,
+                                              name, doc.text, settings);
+                tokens = std::move(p.tokens);
+                document_end = p.document_end;
+            } else {
+                tokens = zoom_recall_probes(
+                    zoom_document_tokens(model->tokenizer(), doc.text, o.max_tokens), settings);
+                document_end = static_cast<int64_t>(tokens.size()) -
+                               int64_t{settings.recall_probes} * settings.probe_tokens;
+            }
             if (zoom_resume(dest.string(), source, tokens, fingerprint, key) == ZoomResume::Skip) {
                 std::cerr << tag << ": already recorded in " << dest.string() << ", skipped\n";
                 ++skipped;
@@ -170,13 +187,20 @@ int run_zoom_record(const ZoomRecordOptions& o) {
                 if (std::binary_search(r.query_pos.begin(), r.query_pos.end(), rec.candidates[c]))
                     kept += rec.reach[c];
             kept = r.query_pos.empty() ? 0 : kept / static_cast<double>(r.query_pos.size());
+            std::string probes_part;
+            if (settings.recall_probes > 0)
+                probes_part =
+                    ", " +
+                    std::to_string(std::count_if(r.query_pos.begin(), r.query_pos.end(),
+                                                 [&](int32_t p) { return p >= document_end; })) +
+                    " after the document";
             const double seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::cerr << tag << ": " << r.n_tokens() << " tokens, " << r.spans.size()
                       << " spans (alpha " << fixed(rec.alpha, 2)
                       << (rec.budget_met ? "" : ", budget not met: no span held") << "), "
-                      << r.n_queries() << " queries of " << rec.candidates.size()
-                      << " candidates (mean reach: kept " << fixed(kept, 3) << ", all "
+                      << r.n_queries() << " queries of " << rec.candidates.size() << " candidates"
+                      << probes_part << " (mean reach: kept " << fixed(kept, 3) << ", all "
                       << fixed(all, 3) << "), output check " << std::scientific
                       << std::setprecision(1) << rec.out_check << std::defaultfloat << ", "
                       << fixed(rec.prefill_seconds, 1) << " s prefill, " << fixed(seconds, 1)

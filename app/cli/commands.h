@@ -163,9 +163,10 @@ struct ZoomRecordOptions {
     int queries = 32;
     int tail = 64;
     double budget = 0.35;
-    int first_query = 512; ///< candidates every 8 tokens from here
-    int recall_probes = 0; ///< runs of the document copied after it (zoom_recorder.h)
-    int probe_tokens = 24; ///< tokens per recall probe
+    int first_query = 512;           ///< candidates every 8 tokens from here
+    int recall_probes = 0;           ///< runs of the document copied after it (zoom_recorder.h)
+    int probe_tokens = 24;           ///< tokens per recall probe
+    std::string probe_form = "copy"; ///< copy | question (zoom_question_probes.h)
     int threads = 0;
     int held_out = 4; ///< the last N documents go to DIR/held-out
     std::string command_line;

@@ -362,6 +362,12 @@ int main(int argc, char** argv) {
     zr_cmd->add_option("--probe-tokens", zr.probe_tokens, "Tokens per recall probe")
         ->check(CLI::Range(8, 4096))
         ->capture_default_str();
+    zr_cmd
+        ->add_option("--probe-form", zr.probe_form,
+                     "copy: the runs copied after the document; question: the document as a "
+                     "question prompt holds it, then question turns answered with the runs")
+        ->check(CLI::IsMember({"copy", "question"}))
+        ->capture_default_str();
     zr_cmd->add_option("--threads", zr.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     zr_cmd

@@ -3,9 +3,11 @@
 // `spanscope-cli zoom-train` on those recordings: the parameter file and its provenance, the
 // curves, resuming, and the refusals (other recordings, thread count, trained-on held-out text).
 #include "cli_runner.h"
+#include "model.h"
 #include "test_support.h"
 #include "tiny_model.h"
 #include "zoom_params.h"
+#include "zoom_question_probes.h"
 #include "zoom_record.h"
 #include "zoom_recorder.h"
 
@@ -159,6 +161,38 @@ TEST_F(ZoomRecordCli, RecallProbesAreRecordedAfterTheDocument) {
     const auto plain = run(record_args());
     EXPECT_NE(plain.status, 0);
     EXPECT_NE(plain.err.find("other settings"), std::string::npos) << plain.err;
+}
+
+TEST_F(ZoomRecordCli, QuestionProbesAreRecordedInThePromptForm) {
+    auto args = record_args();
+    args.insert(args.begin() + 1,
+                {"--recall-probes", "2", "--probe-tokens", "16", "--probe-form", "question"});
+    const auto r = run(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find(" after the document ("), std::string::npos) << r.err;
+    const ZoomRecord z = load_zoom_record(dir_ + "/rec/doc0.txt.zoom-record.gguf");
+    EXPECT_NE(z.settings.find("recall_probes=2 probe_tokens=16 probe_form=question"),
+              std::string::npos)
+        << z.settings;
+    // The tokens are the document's question probes, in the tiny model's prompt style.
+    ZoomRecordSettings s;
+    s.max_tokens = 400;
+    s.recall_probes = 2;
+    s.probe_tokens = 16;
+    s.probe_form = ZoomProbeForm::Question;
+    const auto model = Model::load(model_);
+    const auto p = zoom_question_probes(model->tokenizer(), model->info().instruction_tuned,
+                                        "doc0.txt", slurp(docs_[0]), s);
+    EXPECT_EQ(p.tokens, z.tokens);
+    // Recorded with copy probes into the same directory: other settings, refused.
+    auto copy = record_args();
+    copy.insert(copy.begin() + 1, {"--recall-probes", "2", "--probe-tokens", "16"});
+    const auto other = run(copy);
+    EXPECT_NE(other.status, 0);
+    EXPECT_NE(other.err.find("other settings"), std::string::npos) << other.err;
+    // A form that does not exist is refused.
+    args[6] = "quiz";
+    EXPECT_NE(run(args).status, 0);
 }
 
 TEST_F(ZoomRecordCli, RefusesTheEvaluationTextsAndBadOptions) {

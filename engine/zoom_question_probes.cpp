@@ -1,0 +1,100 @@
+#include "zoom_question_probes.h"
+
+#include "prompt.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace spanscope {
+
+std::string zoom_probe_question(const std::string& cue) {
+    std::string flat;
+    bool space = false;
+    for (const char ch : cue) {
+        if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v') {
+            space = !flat.empty();
+            continue;
+        }
+        if (space)
+            flat += ' ';
+        space = false;
+        flat += ch;
+    }
+    return "Which words follow \"" + flat + "\" in the document?";
+}
+
+ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_tuned,
+                                        const std::string& name, const std::string& text,
+                                        const ZoomRecordSettings& s) {
+    check_zoom_record_settings(s);
+    if (s.probe_form != ZoomProbeForm::Question || s.recall_probes < 1)
+        throw std::invalid_argument("zoom_question_probes: the settings ask for no question probe");
+    if (!is_valid_utf8(text))
+        throw std::invalid_argument("the document is not valid UTF-8");
+    const auto header = document_unit_header(tok, instruction_tuned, name, 1, 1);
+    const auto body = tok.encode(text);
+    std::vector<int32_t> close;
+    if (instruction_tuned) {
+        for (const char* piece : {"<end_of_turn>", "\n", "<start_of_turn>", "user\n"}) {
+            if (piece[0] == '<') {
+                const int32_t id = tok.find(piece);
+                if (id < 0)
+                    throw std::invalid_argument(std::string("the vocabulary lacks ") + piece);
+                close.push_back(id);
+            } else {
+                const auto ids = tok.encode(piece);
+                close.insert(close.end(), ids.begin(), ids.end());
+            }
+        }
+    } else {
+        close = tok.encode("\n");
+    }
+    const int64_t N = s.recall_probes, L = s.probe_tokens, c = kZoomQuestionCueTokens;
+
+    auto build = [&](int64_t n) {
+        ZoomQuestionProbes p;
+        p.tokens = header;
+        p.tokens.insert(p.tokens.end(), body.begin(), body.begin() + n);
+        const std::string last = tok.decode(
+            std::vector<int32_t>(body.begin() + std::max<int64_t>(0, n - 4), body.begin() + n));
+        const bool newline = !last.empty() && last.back() == '\n';
+        const auto trailer = document_unit_trailer(tok, newline);
+        p.tokens.insert(p.tokens.end(), trailer.begin(), trailer.end());
+        p.document_end = static_cast<int64_t>(p.tokens.size());
+        const double step = static_cast<double>(n - c - L) / static_cast<double>(N);
+        for (int64_t i = 0; i < N; ++i) {
+            const auto j = c + static_cast<int64_t>((static_cast<double>(i) + 0.5) * step);
+            if (i > 0)
+                p.tokens.insert(p.tokens.end(), close.begin(), close.end());
+            const std::string cue =
+                tok.decode(std::vector<int32_t>(body.begin() + j - c, body.begin() + j));
+            const auto q = question_tokens(tok, instruction_tuned, zoom_probe_question(cue));
+            p.tokens.insert(p.tokens.end(), q.begin(), q.end());
+            p.run_starts.push_back(static_cast<int32_t>(static_cast<int64_t>(header.size()) + j));
+            p.answer_starts.push_back(static_cast<int32_t>(p.tokens.size()));
+            p.tokens.insert(p.tokens.end(), body.begin() + j, body.begin() + j + L);
+        }
+        return p;
+    };
+
+    int64_t n = std::min(static_cast<int64_t>(body.size()),
+                         s.max_tokens - static_cast<int64_t>(header.size()));
+    // Each pass cuts the text by what the whole is over max_tokens; the questions' lengths move
+    // with their cues, so a few passes may be needed.
+    for (int pass = 0; pass < 32; ++pass) {
+        if (n < c + 2 * L)
+            throw std::invalid_argument("a document of " + std::to_string(n) + " tokens (kept of " +
+                                        std::to_string(body.size()) + ") is too short for " +
+                                        std::to_string(N) + " questions answered with " +
+                                        std::to_string(L) + " tokens each");
+        auto p = build(n);
+        const auto over = static_cast<int64_t>(p.tokens.size()) - s.max_tokens;
+        if (over <= 0)
+            return p;
+        n -= over;
+    }
+    throw std::invalid_argument("the question probes do not fit max_tokens = " +
+                                std::to_string(s.max_tokens));
+}
+
+} // namespace spanscope

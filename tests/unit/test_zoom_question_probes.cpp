@@ -1,0 +1,151 @@
+// Question probes for SEKV's zoom recordings (issue 8, engine/zoom_question_probes.h): the
+// document in the evaluation's prompt form, then question turns answered with runs of the
+// document, in both prompt styles; the question's text; the refusals.
+#include "model.h"
+#include "prompt.h"
+#include "test_support.h"
+#include "tiny_model.h"
+#include "zoom_question_probes.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+using namespace spanscope;
+
+namespace {
+
+class ZoomQuestionProbesTest : public ::testing::TestWithParam<bool> {
+protected:
+    static void SetUpTestSuite() {
+        dir_ = new std::string(test::temp_dir());
+        test::TinyGemma3Config cfg;
+        test::write_tiny_gemma3(*dir_ + "/tiny.gguf", cfg);
+        model_ = Model::load(*dir_ + "/tiny.gguf").release();
+    }
+    static void TearDownTestSuite() {
+        std::filesystem::remove_all(*dir_);
+        delete model_;
+        delete dir_;
+    }
+    static const Tokenizer& tok() { return model_->tokenizer(); }
+    static ZoomRecordSettings settings() {
+        ZoomRecordSettings s;
+        s.max_tokens = 600;
+        s.recall_probes = 3;
+        s.probe_tokens = 16;
+        s.probe_form = ZoomProbeForm::Question;
+        return s;
+    }
+    static std::string* dir_;
+    static Model* model_;
+};
+std::string* ZoomQuestionProbesTest::dir_ = nullptr;
+Model* ZoomQuestionProbesTest::model_ = nullptr;
+
+std::vector<int32_t> slice(const std::vector<int32_t>& v, int64_t a, int64_t b) {
+    return {v.begin() + a, v.begin() + b};
+}
+
+} // namespace
+
+TEST(ZoomProbeQuestion, QuotesTheCueWithItsWhiteSpaceMadeSingleSpaces) {
+    EXPECT_EQ(zoom_probe_question("  the\n\tquick   fox \n"),
+              "Which words follow \"the quick fox\" in the document?");
+    EXPECT_EQ(zoom_probe_question("a"), "Which words follow \"a\" in the document?");
+}
+
+TEST_P(ZoomQuestionProbesTest, TheDocumentsUnitThenQuestionsAnsweredWithItsRuns) {
+    const bool it = GetParam();
+    const auto s = settings();
+    const std::string text = test::sample_prose(7, 6000);
+    const auto p = zoom_question_probes(tok(), it, "notes.txt", text, s);
+    ASSERT_LE(static_cast<int64_t>(p.tokens.size()), s.max_tokens);
+    // Cut to fit, and not by more than a question turn's worth: the text is long enough.
+    EXPECT_GT(static_cast<int64_t>(p.tokens.size()), s.max_tokens - 80);
+
+    // The unit: the header, the text's first tokens, the trailer.
+    const auto header = document_unit_header(tok(), it, "notes.txt", 1, 1);
+    const auto body = tok().encode(text);
+    ASSERT_EQ(slice(p.tokens, 0, static_cast<int64_t>(header.size())), header);
+    const int64_t h = static_cast<int64_t>(header.size());
+    int64_t n = 0; // the text's tokens kept
+    while (h + n < p.document_end &&
+           p.tokens[static_cast<size_t>(h + n)] == body[static_cast<size_t>(n)])
+        ++n;
+    const auto kept = slice(body, 0, n);
+    const std::string kept_text = tok().decode(kept);
+    EXPECT_EQ(slice(p.tokens, h + n, p.document_end),
+              document_unit_trailer(tok(), kept_text.back() == '\n'));
+    EXPECT_EQ(text.rfind(kept_text, 0), 0u) << "the kept text is the document's beginning";
+
+    // Each question quotes the 12 tokens before its run; the answer is that run of the text,
+    // the document's own tokens; between two, the end of the answer's turn.
+    ASSERT_EQ(p.run_starts.size(), 3u);
+    ASSERT_EQ(p.answer_starts.size(), 3u);
+    std::vector<int32_t> close;
+    if (it) {
+        close = {tok().find("<end_of_turn>")};
+        for (const int32_t id : tok().encode("\n"))
+            close.push_back(id);
+        close.push_back(tok().find("<start_of_turn>"));
+        for (const int32_t id : tok().encode("user\n"))
+            close.push_back(id);
+    } else {
+        close = tok().encode("\n");
+    }
+    int64_t at = p.document_end;
+    for (size_t i = 0; i < 3; ++i) {
+        const int64_t run = p.run_starts[i];
+        ASSERT_GE(run - h, kZoomQuestionCueTokens);
+        ASSERT_LE(run + s.probe_tokens, h + n);
+        if (i > 0) {
+            EXPECT_GT(run, p.run_starts[i - 1]);
+            ASSERT_EQ(slice(p.tokens, at, at + static_cast<int64_t>(close.size())), close);
+            at += static_cast<int64_t>(close.size());
+        }
+        const std::string cue = tok().decode(slice(p.tokens, run - kZoomQuestionCueTokens, run));
+        const auto q = question_tokens(tok(), it, zoom_probe_question(cue));
+        ASSERT_EQ(slice(p.tokens, at, at + static_cast<int64_t>(q.size())), q) << "question " << i;
+        at += static_cast<int64_t>(q.size());
+        ASSERT_EQ(p.answer_starts[i], at);
+        EXPECT_EQ(slice(p.tokens, at, at + s.probe_tokens),
+                  slice(p.tokens, run, run + s.probe_tokens));
+        at += s.probe_tokens;
+    }
+    EXPECT_EQ(at, static_cast<int64_t>(p.tokens.size()));
+    // Evenly spaced depths: the gaps differ by at most a token, and the runs span the text.
+    const int64_t g1 = p.run_starts[1] - p.run_starts[0], g2 = p.run_starts[2] - p.run_starts[1];
+    EXPECT_LE(std::abs(g1 - g2), 1);
+    EXPECT_LT(p.run_starts[0] - h, g1);
+    EXPECT_GT(p.run_starts[2] + s.probe_tokens, h + n - g1);
+}
+
+TEST_P(ZoomQuestionProbesTest, RefusesWhatCannotBeAsked) {
+    const bool it = GetParam();
+    auto s = settings();
+    const std::string text = test::sample_prose(7, 6000);
+    // Too short a text for three questions with 16-token answers.
+    EXPECT_THROW(zoom_question_probes(tok(), it, "a", "just a few words here", s),
+                 std::invalid_argument);
+    // Invalid UTF-8.
+    EXPECT_THROW(zoom_question_probes(tok(), it, "a", text + "\xff", s), std::invalid_argument);
+    // Settings without question probes, or out of range.
+    s.probe_form = ZoomProbeForm::Copy;
+    EXPECT_THROW(zoom_question_probes(tok(), it, "a", text, s), std::invalid_argument);
+    s = settings();
+    s.recall_probes = 0;
+    EXPECT_THROW(zoom_question_probes(tok(), it, "a", text, s), std::invalid_argument);
+    s = settings();
+    s.probe_tokens = 4;
+    EXPECT_THROW(zoom_question_probes(tok(), it, "a", text, s), std::invalid_argument);
+    // The copy probes do not make question probes; the settings' key tells the forms apart.
+    s = settings();
+    EXPECT_THROW(zoom_recall_probes(tok().encode(text), s), std::invalid_argument);
+    EXPECT_NE(zoom_record_settings_key(s).find(" probe_form=question"), std::string::npos);
+    s.probe_form = ZoomProbeForm::Copy;
+    EXPECT_EQ(zoom_record_settings_key(s).find("probe_form"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Styles, ZoomQuestionProbesTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "TurnFormat" : "Completion"; });
