@@ -283,6 +283,29 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
             }
         }
     }
+    // The ranking loss: KL(P ‖ softmax(z)) over the visible spans (ZoomLoss::ranking).
+    std::vector<double> rank_p(static_cast<size_t>(nv), 0.0), rank_q(static_cast<size_t>(nv), 0.0);
+    double l_ranking = 0;
+    if (nv > 0) {
+        double mass = 0, zmax = -std::numeric_limits<double>::infinity(), zsum = 0;
+        for (int64_t s = 0; s < nv; ++s) {
+            mass += std::max(0.0, static_cast<double>(v.mass[s]));
+            zmax = std::max(zmax, z[static_cast<size_t>(s)]);
+        }
+        for (int64_t s = 0; s < nv; ++s)
+            zsum += std::exp(z[static_cast<size_t>(s)] - zmax);
+        const double log_zsum = std::log(zsum) + zmax;
+        for (int64_t s = 0; s < nv; ++s) {
+            const double ps = mass > 0 ? std::max(0.0, static_cast<double>(v.mass[s])) / mass : 0.0;
+            const double log_q = z[static_cast<size_t>(s)] - log_zsum;
+            rank_p[static_cast<size_t>(s)] = ps;
+            rank_q[static_cast<size_t>(s)] = std::exp(log_q);
+            if (ps > 0)
+                l_ranking += ps * (std::log(ps) - log_q);
+        }
+        if (!(mass > 0)) // no target: no loss, no gradient
+            std::fill(rank_q.begin(), rank_q.end(), 0.0);
+    }
     const double inv_nv = nv > 0 ? 1.0 / static_cast<double>(nv) : 0.0;
     l_zoom *= inv_nv;
     l_recon *= inv_nv;
@@ -300,11 +323,12 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
         o.relax ? budget_soft : budget_of(exp_rows_hard, static_cast<double>(kept_avail));
     loss.budget_soft += budget_soft;
     loss.zoom += l_zoom;
+    loss.ranking += l_ranking;
     loss.distill += l_distill;
     loss.recon += l_recon;
     loss.budget += l_budget;
-    loss.total +=
-        o.w_zoom * l_zoom + o.w_distill * l_distill + o.w_recon * l_recon + o.w_budget * l_budget;
+    loss.total += o.w_zoom * l_zoom + o.w_distill * l_distill + o.w_recon * l_recon +
+                  o.w_budget * l_budget + o.w_ranking * l_ranking;
     loss.expansion_rate += static_cast<double>(n_exp);
     loss.label_rate += static_cast<double>(n_pos);
     loss.label_recall += static_cast<double>(pos_hit);
@@ -397,6 +421,11 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
                            (labels[static_cast<size_t>(s)] ? o.pos_weight * (p - 1.0) : p);
         dz[static_cast<size_t>(s)] = dzs + dce;
         dtheta -= dzs + dce;
+        // The ranking loss: d/dz_S KL(P ‖ softmax(z)) = softmax(z)_S − P_S (θ-free).
+        if (rank_q[static_cast<size_t>(s)] > 0)
+            dz[static_cast<size_t>(s)] +=
+                weight * o.w_ranking *
+                (rank_q[static_cast<size_t>(s)] - rank_p[static_cast<size_t>(s)]);
         // Rank gates: distillation (straight through), reconstruction, budget.
         for (int t = 0; t < 2; ++t) {
             const SpanFactors& f = t == 0 ? fk : fv;
@@ -446,6 +475,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
 
 ZoomLoss& ZoomLoss::operator+=(const ZoomLoss& o) {
     zoom += o.zoom;
+    ranking += o.ranking;
     distill += o.distill;
     recon += o.recon;
     recon_hard += o.recon_hard;
@@ -513,6 +543,7 @@ ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& 
     if (sum.examples > 0) {
         const auto n = static_cast<double>(sum.examples);
         sum.zoom /= n;
+        sum.ranking /= n;
         sum.distill /= n;
         sum.recon /= n;
         sum.recon_hard /= n;

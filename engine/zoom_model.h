@@ -55,6 +55,9 @@ struct ZoomLossOptions {
     double w_budget = 0.75;
     double expansion_weight = 1.0; ///< inside the budget penalty
     double rank_weight = 0.25;
+    /// Weight of the ranking loss (ZoomLoss::ranking): the spans' order within each query, the
+    /// order inference's τ, calibrated on the question, decides by. 0: not trained on.
+    double w_ranking = 0.0;
     bool relax = false; ///< soft decisions in the forward (finite-difference checks)
     /// Hard forward with every factor at its full rank (the rank gate ignored): what the router
     /// alone loses, for evaluation (no effect with relax).
@@ -66,6 +69,13 @@ struct ZoomLoss {
     /// The loss components (header comment). budget is the penalty of the forward's decisions
     /// (the hard ones without relax), what inference spends; total = Σ w · component.
     double zoom = 0, distill = 0, recon = 0, budget = 0, total = 0;
+    /// The ranking loss (reported whatever its weight): KL(P ‖ softmax(z)) over the query's
+    /// visible spans, P_S the teacher's attention mass on span S over its mass on the visible
+    /// spans (0 when that is 0), z the relevance logits; a listwise loss (ListNet, Cao et al.
+    /// 2007, §4, with the teacher's masses as the target distribution). Its gradient,
+    /// softmax(z)_S − P_S, moves only W: it does not depend on θ, so it trains the order of the
+    /// spans within a query, what a threshold calibrated per question keeps.
+    double ranking = 0;
     /// Not a loss (no gradient): the relative squared error of the factors truncated at the
     /// hard rank, Σ_{r ≥ rank} σ²_r / Σσ², mean over spans and their key and value factors; what
     /// inference loses where recon measures the soft gates.

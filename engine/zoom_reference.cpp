@@ -101,7 +101,10 @@ ZoomReference router_reference(const std::vector<ZoomExampleSet>& sets,
             const int h1 = o.share_group ? h0 + group : ex.head + 1;
             for (int h = h0; h < h1; ++h) {
                 const auto rel = relevances(L, lp, ex.query, h, nv);
-                const double tau = tau_of(L.layer, h);
+                if (rel.empty()) // no visible span: nothing to decide
+                    break;
+                const double tau =
+                    o.tau_per_query ? calibrate_tau(rel, o.expand_rate) : tau_of(L.layer, h);
                 for (size_t s = 0; s < nv; ++s)
                     expanded[s] = expanded[s] || rel[s] > tau;
             }

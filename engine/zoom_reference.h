@@ -26,6 +26,10 @@ struct ZoomReferenceOptions {
     /// calibrated at expand_rate as above (the file's θ is ignored) and every factor stays at
     /// full rank (its rank gate is ignored). nullptr: the training-free router.
     const ZoomParams* trained = nullptr;
+    /// τ of each head calibrated on each query's own relevances (the (1 − rate) quantile over
+    /// its visible spans), as inference calibrates on a question's queries, rather than over all
+    /// the examples given.
+    bool tau_per_query = false;
 };
 
 /// Means over the examples (expansion rate and recall over their visible spans).

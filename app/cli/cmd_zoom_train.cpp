@@ -62,6 +62,7 @@ std::vector<ZoomRecord> load_records(const std::string& dir, bool required) {
 
 nlohmann::json loss_json(const ZoomLoss& l) {
     return {{"zoom", l.zoom},
+            {"ranking", l.ranking},
             {"distill", l.distill},
             {"recon", l.recon},
             {"recon_hard", l.recon_hard},
@@ -93,6 +94,8 @@ std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& 
       << ";pos_weight=" << t.loss.pos_weight << ";w=" << t.loss.w_zoom << "," << t.loss.w_distill
       << "," << t.loss.w_recon << "," << t.loss.w_budget << ";budget=" << t.loss.expansion_weight
       << "," << t.loss.rank_weight;
+    if (t.loss.w_ranking != 0) // only then, so that earlier checkpoints resume
+        s << ";w_ranking=" << t.loss.w_ranking;
     return s.str();
 }
 
@@ -230,6 +233,16 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
             "%5.1f %%   training-free distill %.4f  expand %5.1f %%  label recall %5.1f %%\n",
             tu.distill, 100 * tu.expansion_rate, 100 * tu.label_recall, ru.distill,
             100 * ru.expansion_rate, 100 * ru.label_recall);
+        // τ calibrated on each query's own spans, as inference calibrates on the question.
+        ro.tau_per_query = true;
+        const auto tq = router_reference(sets, held, ro, pool);
+        ro.trained = nullptr;
+        const auto rq = router_reference(sets, held, ro, pool);
+        std::printf(
+            "  union, tau per query:    trained distill %.4f  expand %5.1f %%  label recall "
+            "%5.1f %%   training-free distill %.4f  expand %5.1f %%  label recall %5.1f %%\n",
+            tq.distill, 100 * tq.expansion_rate, 100 * tq.label_recall, rq.distill,
+            100 * rq.expansion_rate, 100 * rq.label_recall);
     }
     return 0;
 }
@@ -329,9 +342,9 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
         write_line({{"step", 0}, {"split", "held_out"}, {"loss", loss_json(l0)}});
         std::fprintf(stderr,
                      "held-out step 0: total %.4f zoom %.4f distill %.4f recon %.4f (hard "
-                     "%.4f) budget %.4f (soft %.4f) expand %.1f %% rank %.1f\n",
+                     "%.4f) budget %.4f (soft %.4f) ranking %.4f expand %.1f %% rank %.1f\n",
                      l0.total, l0.zoom, l0.distill, l0.recon, l0.recon_hard, l0.budget,
-                     l0.budget_soft, 100 * l0.expansion_rate, l0.mean_rank);
+                     l0.budget_soft, l0.ranking, 100 * l0.expansion_rate, l0.mean_rank);
     }
     const auto ts = std::chrono::steady_clock::now();
     const int64_t start_step = state.step;
@@ -360,11 +373,11 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
             if (p.evaluated)
                 std::fprintf(stderr,
                              "held-out step %lld: total %.4f zoom %.4f distill %.4f recon "
-                             "%.4f (hard %.4f) budget %.4f (soft %.4f) expand %.1f %% "
-                             "rank %.1f\n",
+                             "%.4f (hard %.4f) budget %.4f (soft %.4f) ranking %.4f expand "
+                             "%.1f %% rank %.1f\n",
                              static_cast<long long>(p.step), p.held_out.total, p.held_out.zoom,
                              p.held_out.distill, p.held_out.recon, p.held_out.recon_hard,
-                             p.held_out.budget, p.held_out.budget_soft,
+                             p.held_out.budget, p.held_out.budget_soft, p.held_out.ranking,
                              100 * p.held_out.expansion_rate, p.held_out.mean_rank);
         });
     ZoomParams out = state.params;
@@ -470,6 +483,11 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     c->add_option("--w-budget", o.train.loss.w_budget, "Weight of the budget penalty")
+        ->check(finite_number())
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    c->add_option("--w-ranking", o.train.loss.w_ranking,
+                  "Weight of the ranking loss (the spans' order within each query)")
         ->check(finite_number())
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();

@@ -43,17 +43,18 @@ TEST(ZoomModel, GradientsMatchFiniteDifferences) {
     base.temperature = 0.7;
     struct Mix {
         const char* name;
-        double z, d, r, b;
+        double z, d, r, b, k;
     };
-    for (const Mix mix :
-         {Mix{"all", 1, 1, 0.3, 0.2}, Mix{"zoom", 1, 0, 0, 0}, Mix{"distill", 0, 1, 0, 0},
-          Mix{"recon", 0, 0, 1, 0}, Mix{"budget", 0, 0, 0, 1}}) {
+    for (const Mix mix : {Mix{"all", 1, 1, 0.3, 0.2, 0.5}, Mix{"zoom", 1, 0, 0, 0, 0},
+                          Mix{"distill", 0, 1, 0, 0, 0}, Mix{"recon", 0, 0, 1, 0, 0},
+                          Mix{"budget", 0, 0, 0, 1, 0}, Mix{"ranking", 0, 0, 0, 0, 1}}) {
         SCOPED_TRACE(mix.name);
         ZoomLossOptions o = base;
         o.w_zoom = mix.z;
         o.w_distill = mix.d;
         o.w_recon = mix.r;
         o.w_budget = mix.b;
+        o.w_ranking = mix.k;
         ZoomParams grad;
         zoom_loss(p0, f->sets, f->items, o, &grad, pool);
         auto p = p0;

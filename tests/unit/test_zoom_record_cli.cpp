@@ -312,6 +312,19 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
         EXPECT_GE(r3, r1);
         EXPECT_GE(e4, e2);
         EXPECT_GE(r4, r2);
+        // Then the union with τ calibrated on each query's own spans.
+        const char* per_query = "  union, tau per query:";
+        const auto third = c.out.find('\n', next) + 1;
+        ASSERT_EQ(c.out.compare(third, std::strlen(per_query), per_query), 0) << c.out;
+        double d5, e5, r5, d6, e6, r6;
+        ASSERT_EQ(std::sscanf(c.out.c_str() + third + std::strlen(per_query),
+                              " trained distill %lf expand %lf %% label recall %lf %% "
+                              "training-free distill %lf expand %lf %% label recall %lf %%",
+                              &d5, &e5, &r5, &d6, &e6, &r6),
+                  6)
+            << c.out.substr(third, 200);
+        EXPECT_GE(e5, e1 - 1.5); // the union of shares of about the rate per query
+        EXPECT_GE(e6, e2 - 1.5);
     }
     EXPECT_GT(recall_trained[1], recall_trained[0]);
     EXPECT_GT(recall_free[1], recall_free[0]);

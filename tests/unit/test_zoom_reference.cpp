@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 using namespace spanscope;
@@ -129,5 +130,36 @@ TEST(ZoomReference, TrainedWIsTheTrainingsForward) {
         else
             bad[0].second.query = f->records[0].n_queries();
         EXPECT_THROW(router_reference(f->sets, bad, ro, pool), std::invalid_argument) << field;
+    }
+}
+
+// τ calibrated per query (ZoomReferenceOptions::tau_per_query, as inference calibrates on a
+// question): each head alone, every query expands round(rate · its visible spans) of them,
+// whatever the router, where a quantile over all the examples lets queries differ.
+TEST(ZoomReference, TauPerQueryExpandsEachQuerysShare) {
+    auto p = tiny_params(7);
+    auto f = make_fixture(p, {51, 52, 53});
+    ThreadPool pool(2);
+    for (const double rate : {0.25, 0.5}) {
+        double expected = 0, spans = 0;
+        for (const auto& [si, ex] : f->items) {
+            const auto nv = visible_span_count(*f->sets[static_cast<size_t>(si)].record, ex.query);
+            expected += static_cast<double>(std::llround(rate * static_cast<double>(nv)));
+            spans += static_cast<double>(nv);
+        }
+        ASSERT_GT(spans, 0);
+        for (const bool trained : {false, true}) {
+            ZoomReferenceOptions ro;
+            ro.expand_rate = rate;
+            ro.share_group = false;
+            ro.tau_per_query = true;
+            ro.trained = trained ? &p : nullptr;
+            const auto r = router_reference(f->sets, f->items, ro, pool);
+            EXPECT_DOUBLE_EQ(r.expansion_rate, expected / spans)
+                << "rate " << rate << (trained ? " trained" : " training-free");
+            ro.tau_per_query = false;
+            const auto global = router_reference(f->sets, f->items, ro, pool);
+            EXPECT_NE(global.distill, r.distill) << "rate " << rate;
+        }
     }
 }
