@@ -286,6 +286,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     // The ranking loss: KL(P ‖ softmax(z)) over the visible spans (ZoomLoss::ranking).
     std::vector<double> rank_p(static_cast<size_t>(nv), 0.0), rank_q(static_cast<size_t>(nv), 0.0);
     double l_ranking = 0;
+    bool rank_target = false; // the teacher put mass on a visible span
     if (nv > 0) {
         double mass = 0, zmax = -std::numeric_limits<double>::infinity(), zsum = 0;
         for (int64_t s = 0; s < nv; ++s) {
@@ -303,8 +304,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
             if (ps > 0)
                 l_ranking += ps * (std::log(ps) - log_q);
         }
-        if (!(mass > 0)) // no target: no loss, no gradient
-            std::fill(rank_q.begin(), rank_q.end(), 0.0);
+        rank_target = mass > 0; // else no loss and no gradient
     }
     const double inv_nv = nv > 0 ? 1.0 / static_cast<double>(nv) : 0.0;
     l_zoom *= inv_nv;
@@ -422,7 +422,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
         dz[static_cast<size_t>(s)] = dzs + dce;
         dtheta -= dzs + dce;
         // The ranking loss: d/dz_S KL(P ‖ softmax(z)) = softmax(z)_S − P_S (θ-free).
-        if (rank_q[static_cast<size_t>(s)] > 0)
+        if (rank_target)
             dz[static_cast<size_t>(s)] +=
                 weight * o.w_ranking *
                 (rank_q[static_cast<size_t>(s)] - rank_p[static_cast<size_t>(s)]);

@@ -34,6 +34,9 @@
 //             rank_weight · mean_r m_r (ZoomLoss::budget_soft): both values have one gradient,
 //             and the loss reports the forward's, as distill does. recon is not linear in m: its
 //             value and gradient are the soft gates' (recon_hard is a diagnostic).
+//   ranking:  KL(P ‖ softmax(z)) over the visible spans, P the teacher's mass normalised over
+//             them (ZoomLoss::ranking; ListNet, Cao et al. 2007, §4); weight w_ranking, 0 by
+//             default.
 #pragma once
 
 #include "thread_pool.h"

@@ -7,6 +7,29 @@
 
 namespace spanscope {
 
+namespace {
+// `text` without the bytes of characters cut at its ends (a token boundary may fall inside a
+// UTF-8 sequence when tokens are bytes): leading continuation bytes and an incomplete last
+// sequence are dropped.
+std::string whole_characters(std::string text) {
+    size_t a = 0;
+    while (a < text.size() && (static_cast<unsigned char>(text[a]) & 0xC0) == 0x80)
+        ++a;
+    text.erase(0, a);
+    // The last lead byte and whether its sequence is complete.
+    size_t lead = text.size();
+    while (lead > 0 && (static_cast<unsigned char>(text[lead - 1]) & 0xC0) == 0x80)
+        --lead;
+    if (lead > 0) {
+        const auto b = static_cast<unsigned char>(text[lead - 1]);
+        const size_t need = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : 4;
+        if (text.size() - (lead - 1) < need)
+            text.erase(lead - 1);
+    }
+    return text;
+}
+} // namespace
+
 std::string zoom_probe_question(const std::string& cue) {
     std::string flat;
     bool space = false;
@@ -31,6 +54,8 @@ ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_t
         throw std::invalid_argument("zoom_question_probes: the settings ask for no question probe");
     if (!is_valid_utf8(text))
         throw std::invalid_argument("the document is not valid UTF-8");
+    if (!is_valid_utf8(name))
+        throw std::invalid_argument("the document's name is not valid UTF-8");
     const auto header = document_unit_header(tok, instruction_tuned, name, 1, 1);
     const auto body = tok.encode(text);
     std::vector<int32_t> close;
@@ -66,8 +91,8 @@ ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_t
             const auto j = c + static_cast<int64_t>((static_cast<double>(i) + 0.5) * step);
             if (i > 0)
                 p.tokens.insert(p.tokens.end(), close.begin(), close.end());
-            const std::string cue =
-                tok.decode(std::vector<int32_t>(body.begin() + j - c, body.begin() + j));
+            const std::string cue = whole_characters(
+                tok.decode(std::vector<int32_t>(body.begin() + j - c, body.begin() + j)));
             const auto q = question_tokens(tok, instruction_tuned, zoom_probe_question(cue));
             p.tokens.insert(p.tokens.end(), q.begin(), q.end());
             p.run_starts.push_back(static_cast<int32_t>(static_cast<int64_t>(header.size()) + j));

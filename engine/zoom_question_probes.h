@@ -20,12 +20,13 @@ namespace spanscope {
 constexpr int32_t kZoomQuestionCueTokens = 12;
 
 /// The question asked for a run: "Which words follow \"CUE\" in the document?", CUE the
-/// cue's text with its white space runs made single spaces and trimmed.
+/// cue's text with its white space runs made single spaces and trimmed (quotes inside it are
+/// left as they are; a cue of white space only gives two quotes with nothing between).
 std::string zoom_probe_question(const std::string& cue);
 
 /// A document with its question probes, as recorded.
 struct ZoomQuestionProbes {
-    std::vector<int32_t> tokens;        ///< [n ≤ max_tokens]: the unit, then the question turns
+    std::vector<int32_t> tokens;        ///< [≤ max_tokens]: the unit, then the question turns
     int64_t document_end = 0;           ///< tokens[0, document_end): the document's unit
     std::vector<int32_t> run_starts;    ///< [recall_probes]: first position of each answered run
     std::vector<int32_t> answer_starts; ///< [recall_probes]: first position of each answer
@@ -39,10 +40,13 @@ struct ZoomQuestionProbes {
 ///   question_tokens(zoom_probe_question(cue_i)) · run_i,
 /// where run_i is the L tokens of the text starting at c + ⌊(i + ½) · (n − c − L) / N⌋ (n: the
 /// text's tokens kept, c = kZoomQuestionCueTokens; evenly spaced depths, in order) and cue_i is
-/// the decoded c tokens before it. The text is cut (its end) until the whole fits max_tokens.
+/// the decoded c tokens before it (characters cut by the tokens at its ends dropped). Every
+/// turn is a question_tokens of its own, so each repeats the instruction `ask` puts in the first
+/// turn only. The text is cut (its end) until the whole fits max_tokens.
 /// Throws std::invalid_argument for settings out of range, settings without question probes,
-/// invalid UTF-8, a vocabulary without the turn tokens (instruction_tuned), or a text too short
-/// for the questions (fewer than c + 2 · L tokens kept).
+/// invalid UTF-8 in the text or the name, a vocabulary without the turn tokens
+/// (instruction_tuned), a text too short for the questions (fewer than c + 2 · L tokens kept),
+/// or questions that do not fit max_tokens however the text is cut.
 ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_tuned,
                                         const std::string& name, const std::string& text,
                                         const ZoomRecordSettings& settings);

@@ -41,8 +41,8 @@ struct ZoomRecordSettings {
     /// question about a document does; 0: none (the document alone). With probe_form Question,
     /// the number of question turns after the document instead (zoom_question_probes.h).
     int recall_probes = 0;
-    int32_t probe_tokens = 24; ///< tokens per probe (>= 8)
-    ZoomProbeForm probe_form = ZoomProbeForm::Copy;
+    int32_t probe_tokens = 24;                      ///< tokens per probe (>= 8)
+    ZoomProbeForm probe_form = ZoomProbeForm::Copy; ///< copies or question turns
 };
 
 /// The settings as one line, with SEKV's segmentation options that shape the spans, e.g.

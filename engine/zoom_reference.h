@@ -2,10 +2,11 @@
 // trained router must beat, measured in the training's own terms on the same recordings. The
 // decisions are SekvMemory's: relevance σ(q·k̄/√d [+ ⟨W q, W k̄⟩/√d′] + log|S|) (router.h
 // span_relevance; W only for a trained router), τ per (layer, query head) the (1 − rate)
-// quantile of the relevances over the examples given (at inference τ is calibrated on each
-// question's queries instead), a span expanded for every head of a KV group when one of them
-// asks for it (SekvRouterOptions::share_group), every factor at full rank; attention by
-// mixed_attention.h over the recorded rows. Without W it is the training-free router.
+// quantile of the relevances over the examples given, or over each query's own
+// (tau_per_query; at inference τ is calibrated on each question's queries), a span expanded for
+// every head of a KV group when one of them asks for it (SekvRouterOptions::share_group), every
+// factor at full rank; attention by mixed_attention.h over the recorded rows. Without W it is the
+// training-free router.
 #pragma once
 
 #include "thread_pool.h"
@@ -26,9 +27,10 @@ struct ZoomReferenceOptions {
     /// calibrated at expand_rate as above (the file's θ is ignored) and every factor stays at
     /// full rank (its rank gate is ignored). nullptr: the training-free router.
     const ZoomParams* trained = nullptr;
-    /// τ of each head calibrated on each query's own relevances (the (1 − rate) quantile over
-    /// its visible spans), as inference calibrates on a question's queries, rather than over all
-    /// the examples given.
+    /// τ of each head calibrated on each query's own relevances alone (the (1 − rate) quantile
+    /// over its visible spans: round(rate · visible spans) expanded per query and head), rather
+    /// than over all the examples given. Inference calibrates on the relevances of all of a
+    /// question's queries together (sekv_routing.h), between the two.
     bool tau_per_query = false;
 };
 

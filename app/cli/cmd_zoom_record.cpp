@@ -94,9 +94,11 @@ int run_zoom_record(const ZoomRecordOptions& o) {
     settings.first_query = o.first_query;
     settings.recall_probes = o.recall_probes;
     settings.probe_tokens = o.probe_tokens;
-    if (o.probe_form == "question")
+    if (o.probe_form == "question") {
+        if (o.recall_probes < 1)
+            throw std::invalid_argument("--probe-form question needs --recall-probes N >= 1");
         settings.probe_form = ZoomProbeForm::Question;
-    else if (o.probe_form != "copy")
+    } else if (o.probe_form != "copy")
         throw std::invalid_argument("--probe-form must be copy or question, not " + o.probe_form);
     check_zoom_record_settings(settings);
     if (o.out.empty())

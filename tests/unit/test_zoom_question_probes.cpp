@@ -73,6 +73,7 @@ TEST_P(ZoomQuestionProbesTest, TheDocumentsUnitThenQuestionsAnsweredWithItsRuns)
     while (h + n < p.document_end &&
            p.tokens[static_cast<size_t>(h + n)] == body[static_cast<size_t>(n)])
         ++n;
+    ASSERT_GT(n, 0);
     const auto kept = slice(body, 0, n);
     const std::string kept_text = tok().decode(kept);
     EXPECT_EQ(slice(p.tokens, h + n, p.document_end),
@@ -121,6 +122,22 @@ TEST_P(ZoomQuestionProbesTest, TheDocumentsUnitThenQuestionsAnsweredWithItsRuns)
     EXPECT_GT(p.run_starts[2] + s.probe_tokens, h + n - g1);
 }
 
+TEST_P(ZoomQuestionProbesTest, CuesCutInsideACharacterStillMakeQuestions) {
+    // The tiny vocabulary has no piece for these characters: they are byte tokens, so the cues'
+    // ends fall inside characters; the questions keep the whole characters and are asked.
+    std::string text;
+    for (int i = 0; i < 400; ++i)
+        text += "日本語 é ";
+    const auto p = zoom_question_probes(tok(), GetParam(), "u.txt", text, settings());
+    EXPECT_EQ(p.answer_starts.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+        const int64_t begin = i == 0 ? p.document_end : p.answer_starts[i - 1] + 16;
+        const std::string turn = tok().decode(slice(p.tokens, begin, p.answer_starts[i]));
+        EXPECT_TRUE(is_valid_utf8(turn)) << i;
+        EXPECT_NE(turn.find("Which words follow \""), std::string::npos) << turn;
+    }
+}
+
 TEST_P(ZoomQuestionProbesTest, RefusesWhatCannotBeAsked) {
     const bool it = GetParam();
     auto s = settings();
@@ -128,8 +145,9 @@ TEST_P(ZoomQuestionProbesTest, RefusesWhatCannotBeAsked) {
     // Too short a text for three questions with 16-token answers.
     EXPECT_THROW(zoom_question_probes(tok(), it, "a", "just a few words here", s),
                  std::invalid_argument);
-    // Invalid UTF-8.
+    // Invalid UTF-8, in the text or the name.
     EXPECT_THROW(zoom_question_probes(tok(), it, "a", text + "\xff", s), std::invalid_argument);
+    EXPECT_THROW(zoom_question_probes(tok(), it, "a\xff", text, s), std::invalid_argument);
     // Settings without question probes, or out of range.
     s.probe_form = ZoomProbeForm::Copy;
     EXPECT_THROW(zoom_question_probes(tok(), it, "a", text, s), std::invalid_argument);

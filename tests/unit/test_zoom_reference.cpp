@@ -148,6 +148,7 @@ TEST(ZoomReference, TauPerQueryExpandsEachQuerysShare) {
             spans += static_cast<double>(nv);
         }
         ASSERT_GT(spans, 0);
+        double per_query[2] = {0, 0};
         for (const bool trained : {false, true}) {
             ZoomReferenceOptions ro;
             ro.expand_rate = rate;
@@ -160,6 +161,9 @@ TEST(ZoomReference, TauPerQueryExpandsEachQuerysShare) {
             ro.tau_per_query = false;
             const auto global = router_reference(f->sets, f->items, ro, pool);
             EXPECT_NE(global.distill, r.distill) << "rate " << rate;
+            per_query[trained] = r.distill;
         }
+        // The trained column scores with W.
+        EXPECT_NE(per_query[0], per_query[1]) << "rate " << rate;
     }
 }
