@@ -210,6 +210,14 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
     // full rank (the router alone; lo.full_rank is set above); then both with inference's rule,
     // the KV group's union of those choices (router_reference), where the shares expanded are
     // no longer equal.
+    // One line: the two routers' distillation, expansions and label recall (ZoomLoss or
+    // ZoomReference each).
+    auto pair_line = [](const char* label, const auto& t, const auto& r) {
+        std::printf("%s trained distill %.4f  expand %5.1f %%  label recall %5.1f %%   "
+                    "training-free distill %.4f  expand %5.1f %%  label recall %5.1f %%\n",
+                    label, t.distill, 100 * t.expansion_rate, 100 * t.label_recall, r.distill,
+                    100 * r.expansion_rate, 100 * r.label_recall);
+    };
     for (const double rate : o.compare_rates) {
         ZoomParams at = p;
         calibrate_theta(at, sets, held, rate);
@@ -219,30 +227,20 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
         ro.share_group = false;
         ro.coverage = o.train.loss.coverage;
         const auto r = router_reference(sets, held, ro, pool);
-        std::printf(
-            "at %5.1f %% per head: trained distill %.4f  expand %5.1f %%  label recall "
-            "%5.1f %%   training-free distill %.4f  expand %5.1f %%  label recall %5.1f %%\n",
-            100 * rate, t.distill, 100 * t.expansion_rate, 100 * t.label_recall, r.distill,
-            100 * r.expansion_rate, 100 * r.label_recall);
+        char head[40];
+        std::snprintf(head, sizeof head, "at %5.1f %% per head:", 100 * rate);
+        pair_line(head, t, r);
         ro.share_group = true;
         const auto ru = router_reference(sets, held, ro, pool);
         ro.trained = &p;
         const auto tu = router_reference(sets, held, ro, pool);
-        std::printf(
-            "  with the KV group union: trained distill %.4f  expand %5.1f %%  label recall "
-            "%5.1f %%   training-free distill %.4f  expand %5.1f %%  label recall %5.1f %%\n",
-            tu.distill, 100 * tu.expansion_rate, 100 * tu.label_recall, ru.distill,
-            100 * ru.expansion_rate, 100 * ru.label_recall);
-        // τ calibrated on each query's own spans, as inference calibrates on the question.
+        pair_line("  with the KV group union:", tu, ru);
+        // τ calibrated on each query's own spans (inference calibrates on the question's).
         ro.tau_per_query = true;
         const auto tq = router_reference(sets, held, ro, pool);
         ro.trained = nullptr;
         const auto rq = router_reference(sets, held, ro, pool);
-        std::printf(
-            "  union, tau per query:    trained distill %.4f  expand %5.1f %%  label recall "
-            "%5.1f %%   training-free distill %.4f  expand %5.1f %%  label recall %5.1f %%\n",
-            tq.distill, 100 * tq.expansion_rate, 100 * tq.label_recall, rq.distill,
-            100 * rq.expansion_rate, 100 * rq.label_recall);
+        pair_line("  union, tau per query:   ", tq, rq);
     }
     return 0;
 }

@@ -284,57 +284,47 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
     ASSERT_EQ(c.status, 0) << c.err;
     EXPECT_NE(c.out.find("trained: held-out losses"), std::string::npos) << c.out;
     std::vector<double> recall_trained, recall_free;
+    // The six numbers of the line that starts with `label` at `at`: trained distill, expand,
+    // recall, training-free distill, expand, recall.
+    auto numbers = [&](size_t at, const char* label) {
+        std::vector<double> v(6);
+        EXPECT_EQ(c.out.compare(at, std::strlen(label), label), 0) << label << "\n" << c.out;
+        EXPECT_EQ(std::sscanf(c.out.c_str() + at + std::strlen(label),
+                              " trained distill %lf expand %lf %% label recall %lf %% "
+                              "training-free distill %lf expand %lf %% label recall %lf %%",
+                              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]),
+                  6)
+            << c.out.substr(at, 200);
+        return v;
+    };
     for (const double rate : {0.25, 0.75}) {
         char head[40];
         std::snprintf(head, sizeof head, "at %5.1f %% per head:", 100 * rate);
         const auto at = c.out.find(head);
         ASSERT_NE(at, std::string::npos) << head << "\n" << c.out;
-        const std::string line = c.out.substr(at, c.out.find('\n', at) - at);
-        double d1, e1, r1, d2, e2, r2;
-        ASSERT_EQ(std::sscanf(line.c_str() + std::strlen(head),
-                              " trained distill %lf expand %lf %% label recall %lf %% "
-                              "training-free distill %lf expand %lf %% label recall %lf %%",
-                              &d1, &e1, &r1, &d2, &e2, &r2),
-                  6)
-            << line;
+        const auto each = numbers(at, head);
         // The quantile of the held-out scores themselves: that share, up to the step of one
         // span in a head's few dozen.
-        EXPECT_NEAR(e1, 100 * rate, 1.5) << line;
-        EXPECT_NEAR(e2, 100 * rate, 1.5) << line;
-        recall_trained.push_back(r1);
-        recall_free.push_back(r2);
+        EXPECT_NEAR(each[1], 100 * rate, 1.5) << c.out.substr(at, 200);
+        EXPECT_NEAR(each[4], 100 * rate, 1.5) << c.out.substr(at, 200);
+        recall_trained.push_back(each[2]);
+        recall_free.push_back(each[5]);
         // The next line: both routers with the KV group's union of those choices, which expands
         // and recalls at least as much as each head alone.
-        const char* group = "  with the KV group union:";
         const auto next = c.out.find('\n', at) + 1;
-        ASSERT_EQ(c.out.compare(next, std::strlen(group), group), 0) << c.out;
-        double d3, e3, r3, d4, e4, r4;
-        ASSERT_EQ(std::sscanf(c.out.c_str() + next + std::strlen(group),
-                              " trained distill %lf expand %lf %% label recall %lf %% "
-                              "training-free distill %lf expand %lf %% label recall %lf %%",
-                              &d3, &e3, &r3, &d4, &e4, &r4),
-                  6)
-            << c.out.substr(next, 200);
+        const auto group = numbers(next, "  with the KV group union:");
         if (rate < 0.5) { // (at 0.75 the unions cover nearly every span)
-            EXPECT_NE(d3, d4) << "the trained column scores with W";
+            EXPECT_NE(group[0], group[3]) << "the trained column scores with W";
         }
-        EXPECT_GE(e3, e1);
-        EXPECT_GE(r3, r1);
-        EXPECT_GE(e4, e2);
-        EXPECT_GE(r4, r2);
-        // Then the union with τ calibrated on each query's own spans.
-        const char* per_query = "  union, tau per query:";
-        const auto third = c.out.find('\n', next) + 1;
-        ASSERT_EQ(c.out.compare(third, std::strlen(per_query), per_query), 0) << c.out;
-        double d5, e5, r5, d6, e6, r6;
-        ASSERT_EQ(std::sscanf(c.out.c_str() + third + std::strlen(per_query),
-                              " trained distill %lf expand %lf %% label recall %lf %% "
-                              "training-free distill %lf expand %lf %% label recall %lf %%",
-                              &d5, &e5, &r5, &d6, &e6, &r6),
-                  6)
-            << c.out.substr(third, 200);
-        EXPECT_GE(e5, e1 - 1.5); // the union of shares of about the rate per query
-        EXPECT_GE(e6, e2 - 1.5);
+        EXPECT_GE(group[1], each[1]);
+        EXPECT_GE(group[2], each[2]);
+        EXPECT_GE(group[4], each[4]);
+        EXPECT_GE(group[5], each[5]);
+        // Then the union with τ calibrated on each query's own spans: the union of shares of
+        // about the rate per query.
+        const auto per_query = numbers(c.out.find('\n', next) + 1, "  union, tau per query:");
+        EXPECT_GE(per_query[1], each[1] - 1.5);
+        EXPECT_GE(per_query[4], each[4] - 1.5);
         // (After 6 steps W barely moves each query's own order, so the two columns may agree
         // to the digits printed; ZoomReference.TauPerQueryExpandsEachQuerysShare checks that
         // the trained column scores with W.)
