@@ -473,3 +473,46 @@ TEST(ZoomModel, ExpandingEverySpanAtFullRankIsFullAttention) {
     EXPECT_NEAR(l.recon_hard, lost / static_cast<double>(n), 1e-9);
     EXPECT_GT(l.recon_hard, 0.0);
 }
+
+// The ranking loss's value, computed here from the forward's logits and the recording's span
+// masses: KL(P ‖ softmax(z)) over the visible spans, P the masses over their sum; its weight
+// changes the total and nothing else. (The gradient is checked in
+// GradientsMatchFiniteDifferences.)
+TEST(ZoomModel, RankingLossIsTheKlOfTheTeachersSpanMassesToTheSoftmaxOfTheLogits) {
+    const auto p = tiny_params(13);
+    auto f = make_fixture(p, {61, 62});
+    ThreadPool pool(1);
+    ZoomLossOptions o;
+    double expected = 0;
+    int with_target = 0;
+    for (const auto& item : f->items) {
+        const auto& [si, ex] = item;
+        const auto& set = f->sets[static_cast<size_t>(si)];
+        const auto& L = set.layers[static_cast<size_t>(ex.layer)];
+        const auto z = zoom_forward(p, set, ex, o).z;
+        const size_t n_spans = set.record->spans.size();
+        const float* m = L.rec->span_mass.data() + (ex.query * kHeads + ex.head) * n_spans;
+        double mass = 0, norm = 0;
+        for (size_t s = 0; s < z.size(); ++s) {
+            mass += m[s];
+            norm += std::exp(z[s]);
+        }
+        double kl = 0;
+        for (size_t s = 0; s < z.size() && mass > 0; ++s)
+            if (m[s] > 0)
+                kl += m[s] / mass * std::log((m[s] / mass) / (std::exp(z[s]) / norm));
+        with_target += mass > 0;
+        const auto one = zoom_loss(p, f->sets, {item}, o, nullptr, pool);
+        EXPECT_NEAR(one.ranking, kl, 1e-9 + 1e-6 * kl);
+        expected += kl;
+    }
+    ASSERT_GT(with_target, 0);
+    const auto all = zoom_loss(p, f->sets, f->items, o, nullptr, pool);
+    EXPECT_NEAR(all.ranking, expected / static_cast<double>(f->items.size()), 1e-9);
+    EXPECT_GT(all.ranking, 0.0);
+    o.w_ranking = 2.0;
+    const auto weighted = zoom_loss(p, f->sets, f->items, o, nullptr, pool);
+    EXPECT_NEAR(weighted.total, all.total + 2.0 * all.ranking, 1e-9 * std::fabs(all.total) + 1e-12);
+    EXPECT_EQ(weighted.distill, all.distill);
+    EXPECT_EQ(weighted.expansion_rate, all.expansion_rate);
+}
