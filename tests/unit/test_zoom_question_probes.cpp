@@ -129,7 +129,13 @@ TEST_P(ZoomQuestionProbesTest, CuesCutInsideACharacterStillMakeQuestions) {
     for (int i = 0; i < 400; ++i)
         text += "日本語 é ";
     const auto p = zoom_question_probes(tok(), GetParam(), "u.txt", text, settings());
-    EXPECT_EQ(p.answer_starts.size(), 3u);
+    ASSERT_EQ(p.answer_starts.size(), 3u);
+    ASSERT_EQ(p.run_starts.size(), 3u);
+    // At least one raw cue (the 12 tokens before a run) is cut inside a character.
+    int cut = 0;
+    for (const int32_t run : p.run_starts)
+        cut += !is_valid_utf8(tok().decode(slice(p.tokens, run - kZoomQuestionCueTokens, run)));
+    EXPECT_GT(cut, 0);
     for (size_t i = 0; i < 3; ++i) {
         const int64_t begin = i == 0 ? p.document_end : p.answer_starts[i - 1] + 16;
         const std::string turn = tok().decode(slice(p.tokens, begin, p.answer_starts[i]));
