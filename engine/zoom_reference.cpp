@@ -60,9 +60,12 @@ ZoomReference router_reference(const std::vector<ZoomExampleSet>& sets,
         return o.trained ? o.trained->find(L.layer) : nullptr;
     };
 
-    // τ per (model layer, head): the (1 − rate) quantile of the examples' relevances.
+    // τ per (model layer, head): the (1 − rate) quantile of the examples' relevances (not
+    // needed when each query calibrates its own).
     std::map<std::pair<int, int>, std::vector<double>> records;
     for (const auto& [si, ex] : examples) {
+        if (o.tau_per_query)
+            break;
         const auto& set = sets[static_cast<size_t>(si)];
         const auto& L = set.layers[static_cast<size_t>(ex.layer)];
         auto& r = records[{L.layer, ex.head}];
