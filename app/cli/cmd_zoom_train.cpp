@@ -185,9 +185,9 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
     ZoomLossOptions lo = o.train.loss;
     const auto gated = zoom_loss(p, sets, held, lo, nullptr, pool);
     std::printf("trained: held-out losses                      zoom %.4f  distill %.4f  recon %.4f "
-                "(hard %.4f)  budget %.4f (soft %.4f)\n",
+                "(hard %.4f)  budget %.4f (soft %.4f)  ranking %.4f\n",
                 gated.zoom, gated.distill, gated.recon, gated.recon_hard, gated.budget,
-                gated.budget_soft);
+                gated.budget_soft, gated.ranking);
     line("trained router, trained rank gate", gated.distill, gated.expansion_rate,
          gated.label_recall, gated.mean_rank);
     lo.full_rank = true;

@@ -4,12 +4,14 @@
 #include "report_data.h"
 #include "report_line_reader.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace spanscope::report {
@@ -77,8 +79,12 @@ CurvePoint parse_curve_point(const LineReader& r) {
         r.fail("\"loss\" is not an object");
     for (const CurveComponent& c : curve_components()) {
         const auto it = loss->find(c.key);
-        if (it == loss->end() || it->is_null())
-            r.fail(std::string("\"loss\" has no \"") + c.key + "\"");
+        if (it == loss->end() || it->is_null()) {
+            if (!c.optional)
+                r.fail(std::string("\"loss\" has no \"") + c.key + "\"");
+            point.values.push_back(std::numeric_limits<double>::quiet_NaN());
+            continue;
+        }
         point.values.push_back(r.number_of(*it, std::string("loss.") + c.key));
     }
     point.label_rate = r.optional_number(loss, "label_rate", "loss.label_rate");
@@ -103,6 +109,7 @@ const std::vector<CurveComponent>& curve_components() {
         {"mean_rank", "mean rank", false},
         {"recon_hard", "reconstruction error of the hard ranks", false},
         {"budget_soft", "budget's soft surrogate", false},
+        {"ranking", "ranking loss (KL of span masses)", false, true},
     };
     return components;
 }
@@ -155,6 +162,13 @@ Curves CurvesLoader::finish() const {
         c.held_out.push_back(point);
     c.lines = lines_;
     c.duplicates = duplicates_;
+    const auto& all = curve_components();
+    for (size_t k = 0; k < all.size(); ++k) {
+        auto has = [k](const CurvePoint& p) { return !std::isnan(p.values.at(k)); };
+        if (!all[k].optional || (std::all_of(c.train.begin(), c.train.end(), has) &&
+                                 std::all_of(c.held_out.begin(), c.held_out.end(), has)))
+            c.components.push_back(k);
+    }
     return c;
 }
 
@@ -200,7 +214,7 @@ std::vector<HeldOutChange> held_out_changes(const Curves& curves) {
         return changes;
     const CurvePoint& first = curves.held_out.front();
     const CurvePoint& last = curves.held_out.back();
-    for (size_t c = 0; c < curve_components().size(); ++c) {
+    for (const size_t c : curves.components) {
         HeldOutChange h;
         h.component = c;
         h.first_step = first.step;
@@ -280,7 +294,7 @@ std::string render_curves_markdown(const Curves& curves) {
 
     md << "Plots (training: light, moving average; held-out: dark, with a point per "
           "evaluation):\n\n";
-    for (size_t c = 0; c < components.size(); ++c)
+    for (const size_t c : curves.components)
         md << "- [" << curve_file(c) << "](" << curve_file(c) << "): held-out and training "
            << components[c].key << "\n";
     return md.str();

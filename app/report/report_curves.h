@@ -26,17 +26,24 @@ struct CurveComponent {
     const char* key;   ///< "zoom", …, "mean_rank"
     const char* label; ///< the y axis' label, e.g. "zoom loss"
     bool loss;         ///< a loss term (issue 8 asks each to fall), not a diagnostic
+    /// Not in every curve file (files written before zoom-train reported it lack it): shown
+    /// only when every line read has it (Curves::components).
+    bool optional = false;
 };
 
 /// The components in the order of the report: the loss terms zoom, distill, recon, budget and
 /// total, then the diagnostics expansion_rate, mean_rank, recon_hard (what the hard ranks lose)
-/// and budget_soft (the budget's soft surrogate; zoom_model.h). Each line must have all of them.
+/// and budget_soft (the budget's soft surrogate; zoom_model.h), each required in every line; then
+/// the optional ranking (the ranking loss, KL of the teacher's span masses to the softmax of the
+/// relevances; a loss term only in runs trained with --w-ranking, so listed as a diagnostic).
 const std::vector<CurveComponent>& curve_components();
 
 /// One line that was kept.
 struct CurvePoint {
-    long long step = 0;         ///< ≥ 0
-    std::vector<double> values; ///< one per curve_components(), in that order; finite
+    long long step = 0; ///< ≥ 0
+    /// One per curve_components(), in that order; finite, or NaN for an optional component the
+    /// line does not have.
+    std::vector<double> values;
     std::optional<double> label_rate;
     std::optional<long long> examples; ///< ≥ 0
     std::optional<double> lr;          ///< train lines
@@ -51,6 +58,9 @@ struct Curves {
     std::vector<CurvePoint> held_out; ///< one per step, ascending
     int lines = 0;                    ///< curve lines read, duplicates included
     int duplicates = 0; ///< lines that replaced an earlier one of the same split and step
+    /// The components shown (indices into curve_components(), ascending): every required one,
+    /// and each optional one that every kept line has.
+    std::vector<size_t> components;
 };
 
 /// Reads curve lines, de-duplicating as it goes (across files too). Blank lines are skipped;
@@ -101,7 +111,7 @@ struct HeldOutChange {
     bool lower() const { return last < first; }
 };
 
-/// One entry per component, in order; empty without held-out lines.
+/// One entry per component shown (Curves::components), in order; empty without held-out lines.
 std::vector<HeldOutChange> held_out_changes(const Curves& curves);
 
 /// The PNG of a component: "zoom-train-<key>.png".
@@ -111,7 +121,8 @@ std::string curve_file(size_t component);
 /// values at the first and the last evaluation with the change (absolute and %), a line naming
 /// the components whose last held-out value is lower than the first and those that are not
 /// (with how many of the five loss components are lower), and the links to the PNGs
-/// (curve_file). Without held-out lines, or with one, it says so instead of comparing.
+/// (curve_file); components not shown (Curves::components) are left out of all of it. Without
+/// held-out lines, or with one, it says so instead of comparing.
 std::string render_curves_markdown(const Curves& curves);
 
 } // namespace spanscope::report

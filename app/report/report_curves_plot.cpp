@@ -146,7 +146,7 @@ QImage render_curve(const Curves& curves, size_t component) {
 std::vector<std::string> write_curve_plots(const Curves& curves, const QString& dir) {
     const QDir out(dir);
     std::vector<std::string> files;
-    for (size_t c = 0; c < curve_components().size(); ++c) {
+    for (const size_t c : curves.components) {
         const std::string file = curve_file(c);
         const QString path = out.filePath(QString::fromStdString(file));
         if (!render_curve(curves, c).save(path, "PNG"))

@@ -29,8 +29,9 @@ inline constexpr int kCurveLegendWidth = 200;
 /// is left out (with a note in the plot when there is no held-out evaluation).
 QImage render_curve(const Curves& curves, size_t component);
 
-/// Renders every component and saves it as DIR/curve_file(component); returns the file names
-/// in component order. Throws std::runtime_error naming the file that could not be written.
+/// Renders every component shown (Curves::components) and saves it as DIR/curve_file(component);
+/// returns the file names in component order. Throws std::runtime_error naming the file that could
+/// not be written.
 std::vector<std::string> write_curve_plots(const Curves& curves, const QString& dir);
 
 } // namespace spanscope::report

@@ -105,12 +105,14 @@ std::string load_error(const std::string& text) {
 } // namespace
 
 TEST(ReportCurves, ComponentsAndFileNames) {
-    ASSERT_EQ(curve_components().size(), 9u);
-    const char* const keys[] = {"zoom",           "distill",   "recon",      "budget",     "total",
-                                "expansion_rate", "mean_rank", "recon_hard", "budget_soft"};
-    for (size_t c = 0; c < 9; ++c) {
+    ASSERT_EQ(curve_components().size(), 10u);
+    const char* const keys[] = {"zoom",        "distill",        "recon",     "budget",
+                                "total",       "expansion_rate", "mean_rank", "recon_hard",
+                                "budget_soft", "ranking"};
+    for (size_t c = 0; c < 10; ++c) {
         EXPECT_STREQ(curve_components()[c].key, keys[c]);
         EXPECT_EQ(curve_components()[c].loss, c < 5);
+        EXPECT_EQ(curve_components()[c].optional, c == 9);
     }
     EXPECT_EQ(curve_file(0), "zoom-train-zoom.png");
     EXPECT_EQ(curve_file(5), "zoom-train-expansion_rate.png");
@@ -301,6 +303,46 @@ TEST(ReportCurves, MarkdownTableHasTheHandComputedChanges) {
               std::string::npos);
 }
 
+TEST(ReportCurves, TheRankingLossIsShownOnlyWhenEveryLineHasIt) {
+    // Lines written before zoom-train reported the ranking loss lack it: the other components
+    // are shown as before, and the ranking is left out of the table and the plots.
+    const Curves old =
+        load_text(curve_line(0, "held_out", kHeldStart) + curve_line(100, "held_out", kHeldEnd));
+    EXPECT_EQ(old.components.size(), 9u);
+    EXPECT_EQ(held_out_changes(old).size(), 9u);
+    const std::string md_old = render_curves_markdown(old);
+    EXPECT_EQ(md_old.find("ranking"), std::string::npos) << md_old;
+
+    // Every line has it: its held-out change is in the table (1.0862 → 1.0513, shown to 4 digits:
+    // −0.0349, −3.2 %), among the diagnostics, and in the plots' list.
+    const Curves with = load_text(curve_line(0, "held_out", kHeldStart, R"(,"ranking":1.0862)") +
+                                  curve_line(7, "train", kHeldMiddle, R"(,"ranking":1.07)") +
+                                  curve_line(100, "held_out", kHeldEnd, R"(,"ranking":1.0513)"));
+    ASSERT_EQ(with.components.size(), 10u);
+    EXPECT_EQ(with.components.back(), 9u);
+    const auto changes = held_out_changes(with);
+    ASSERT_EQ(changes.size(), 10u);
+    EXPECT_EQ(changes[9].component, 9u);
+    EXPECT_NEAR(changes[9].change, -0.0349, 1e-12);
+    const std::string md = render_curves_markdown(with);
+    EXPECT_NE(md.find("| ranking | 1.086 | 1.051 | \u22120.0349 | \u22123.2 % |"),
+              std::string::npos)
+        << md;
+    EXPECT_NE(md.find("recon_hard, budget_soft and ranking are diagnostics"), std::string::npos)
+        << md;
+    EXPECT_NE(md.find("- [zoom-train-ranking.png](zoom-train-ranking.png)"), std::string::npos)
+        << md;
+
+    // One line without it (a run resumed by an older build): not shown, nothing else lost.
+    const Curves mixed = load_text(curve_line(0, "held_out", kHeldStart, R"(,"ranking":1.0862)") +
+                                   curve_line(100, "held_out", kHeldEnd));
+    EXPECT_EQ(mixed.components.size(), 9u);
+    // A value that is not a number is still an error naming the line.
+    EXPECT_NE(load_error(curve_line(0, "held_out", kHeldStart, R"(,"ranking":"high")"))
+                  .find("bad.jsonl:1"),
+              std::string::npos);
+}
+
 // ---- The built program with --curves ----
 
 namespace {
@@ -363,6 +405,27 @@ TEST_F(ReportCurvesProgram, WritesTheSectionAndOnePngPerComponent) {
         held.begin(), held.end(), [](const QPoint& a, const QPoint& b) { return a.x() < b.x(); });
     EXPECT_LT(leftmost->y(), rightmost->y() - 100);
     EXPECT_GT(rightmost->x() - leftmost->x(), 400);
+}
+
+TEST_F(ReportCurvesProgram, DrawsTheRankingLossWhenTheRunReportedIt) {
+    std::string text;
+    for (int step = 1; step <= 20; ++step)
+        text += curve_line(step, "train", train_values(step),
+                           ",\"ranking\":" + std::to_string(1.2 - 0.01 * step));
+    text += curve_line(0, "held_out", kHeldStart, R"(,"ranking":1.1)") +
+            curve_line(20, "held_out", kHeldEnd, R"(,"ranking":1.0)");
+    const fs::path curves = write("ranked.jsonl", text);
+    const fs::path out = dir_ / "out";
+    const ProgramRun r = run({"--out-dir", out.string(), "--curves", curves.string()});
+    ASSERT_EQ(r.status, 0) << r.err;
+    int written = 0;
+    for (const auto& e : fs::directory_iterator(out))
+        written += e.path().extension() == ".png";
+    EXPECT_EQ(written, 10);
+    const QImage img(QString::fromStdString((out / "zoom-train-ranking.png").string()));
+    ASSERT_FALSE(img.isNull());
+    EXPECT_GT(pixels_of(img, kHeldOutCurve).size(), 50u);
+    EXPECT_GT(pixels_of(img, kTrainCurve).size(), 50u);
 }
 
 TEST_F(ReportCurvesProgram, CurvesFollowTheResultSections) {

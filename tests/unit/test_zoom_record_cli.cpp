@@ -280,7 +280,20 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
     compare.insert(compare.end(), {"--compare", "--compare-rates", "0.25,0.75"});
     const auto c = run(compare);
     ASSERT_EQ(c.status, 0) << c.err;
-    EXPECT_NE(c.out.find("trained: held-out losses"), std::string::npos) << c.out;
+    {
+        // The held-out losses of the parameter file, every component (the ranking loss too,
+        // reported whatever its weight in training).
+        const size_t at = c.out.find("trained: held-out losses");
+        ASSERT_NE(at, std::string::npos) << c.out;
+        double v[7];
+        ASSERT_EQ(std::sscanf(c.out.c_str() + at,
+                              "trained: held-out losses zoom %lf distill %lf recon %lf (hard %lf) "
+                              "budget %lf (soft %lf) ranking %lf",
+                              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]),
+                  7)
+            << c.out.substr(at, 200);
+        EXPECT_GT(v[6], 0.0); // a KL of the teacher's masses to a softmax that is not theirs
+    }
     std::vector<double> recall_trained, recall_free;
     // The six numbers of the line that starts with `label` at `at`: trained distill, expand,
     // recall, training-free distill, expand, recall.
