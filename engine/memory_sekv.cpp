@@ -76,7 +76,7 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
         throw std::logic_error("sekv memory: a query at position " + std::to_string(qpos[0]) +
                                " precedes the end of a span held at two resolutions");
     const bool all = options_.router.expand_all && !options_.summaries_only;
-    if (tau_.empty() && !all && !options_.summaries_only)
+    if (tau_.empty() && !all && !options_.summaries_only && !options_.router.tau_per_query)
         tau_ = calibrate_router(shape_, options_.router, spans_, q, n_q);
     const auto routing =
         route_queries(shape_, options_.router, options_.summaries_only, spans_, tau_, q, n_q, pool);

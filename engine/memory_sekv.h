@@ -115,7 +115,8 @@ public:
     void hold_spans(std::vector<SekvSpan> spans, int32_t delta);
     const std::vector<SekvSpan>& spans() const { return spans_; }
     const SekvOptions& options() const { return options_; }
-    /// τ per query head ([n_head]); empty until calibrated.
+    /// τ per query head ([n_head]); empty until calibrated, and always with tau_per_query (each
+    /// query head calibrates its own).
     const std::vector<double>& tau() const { return tau_; }
 
 private:

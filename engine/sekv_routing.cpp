@@ -11,6 +11,10 @@ void check_router_options(const SekvRouterOptions& r, const AttentionShape& shap
     if (!(r.expand_rate >= 0.0 && r.expand_rate <= 1.0) || r.budget_rows < 0)
         throw std::invalid_argument("sekv router: expand rate must lie in [0, 1] and the row "
                                     "budget must not be negative");
+    if (r.tau_per_query && (r.learned_tau || r.budget_rows > 0))
+        throw std::invalid_argument("sekv router: τ per query calibrates each query's own "
+                                    "threshold; it cannot be combined with the learned "
+                                    "thresholds or a row budget");
     if (r.trained && (r.trained->d_out < 1 ||
                       r.trained->w.size() != static_cast<size_t>(shape.n_head) * r.trained->d_out *
                                                  static_cast<size_t>(shape.head_dim) ||
@@ -58,7 +62,7 @@ SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& 
                           ThreadPool& pool) {
     const int H = shape.n_head, d = shape.head_dim;
     const bool all = options.expand_all && !summaries_only;
-    if (!all && !summaries_only && tau.size() != static_cast<size_t>(H))
+    if (!all && !summaries_only && !options.tau_per_query && tau.size() != static_cast<size_t>(H))
         throw std::invalid_argument("route_queries: τ must have one entry per query head");
     std::vector<int64_t> sizes(spans.size());
     for (size_t s = 0; s < spans.size(); ++s)
@@ -78,6 +82,11 @@ SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& 
                 routed[t].resize(spans.size());
                 for (size_t s = 0; s < spans.size(); ++s)
                     routed[t][s] = static_cast<int>(s);
+            } else if (options.tau_per_query) {
+                routed[t] = spans.empty()
+                                ? std::vector<int>{}
+                                : route_spans(r.relevance[t], sizes,
+                                              calibrate_tau(r.relevance[t], options.expand_rate));
             } else {
                 routed[t] = route_spans(r.relevance[t], sizes, tau[static_cast<size_t>(h)],
                                         options.budget_rows);

@@ -41,10 +41,16 @@ struct SekvRouterOptions {
     /// come from queries inside documents and under-expand for a question after them
     /// (docs/sekv.md "The relevance's form").
     bool learned_tau = false;
+    /// τ of each (query, head) calibrated on that query's own relevances, so that every query
+    /// head asks for round(expand_rate · spans) of them (the (1 − rate) quantile of its own
+    /// relevances, router.h calibrate_tau), rather than once on the question's queries. Off by
+    /// default. Not with learned_tau (fixed thresholds) or a row budget.
+    bool tau_per_query = false;
 };
 
 /// Throws std::invalid_argument when the options are out of range (expand rate outside [0, 1],
-/// a negative row budget) or the trained router does not match the shape (n_head, head_dim).
+/// a negative row budget), tau_per_query is combined with learned_tau or a row budget, or the
+/// trained router does not match the shape (n_head, head_dim).
 void check_router_options(const SekvRouterOptions& options, const AttentionShape& shape);
 
 /// Relevance of every span for query head `head`'s query qh [head_dim] (router.h
@@ -71,7 +77,8 @@ struct SpanRouting {
 
 /// Route queries q [n_q][n_head][head_dim] over `spans` with τ [n_head] (calibrate_router):
 /// expand_all expands every span, summaries_only none (chunk_summary); otherwise the spans with
-/// relevance above τ (route_spans with the row budget), united over each KV group with
+/// relevance above τ (route_spans with the row budget; with tau_per_query above the τ of that
+/// query head's own relevances, and `tau` is not read), united over each KV group with
 /// share_group (and no row budget).
 SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& options,
                           bool summaries_only, const std::vector<SekvSpan>& spans,

@@ -69,6 +69,9 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
     cmd.add_flag("--learned-tau", o.learned_tau,
                  "sekv, trained router: decide with the thresholds learned in training instead "
                  "of calibrating τ to --expand-rate on the question");
+    cmd.add_flag("--tau-per-query", o.tau_per_query,
+                 "sekv: calibrate τ on each query's own relevances (every query head asks for "
+                 "--expand-rate of the spans at each token) instead of once on the question");
 }
 
 void apply_policy(const PolicyOptions& o, SessionOptions& so) {
@@ -76,6 +79,7 @@ void apply_policy(const PolicyOptions& o, SessionOptions& so) {
     so.sekv.budget = o.budget;
     so.sekv.router.expand_rate = o.expand_rate;
     so.sekv.router.budget_rows = o.expand_rows;
+    so.sekv.router.tau_per_query = o.tau_per_query;
     so.sekv.segmentation.alpha = o.alpha;
     so.sekv.segmentation.max_span = o.max_span;
     so.sekv.layers = o.layers;
@@ -86,9 +90,9 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
                           SessionOptions& so) {
     so.sekv.zoom.reset();
     if (!routes) {
-        if (!o.router.empty() || !o.zoom_params.empty() || o.learned_tau)
-            throw std::invalid_argument(
-                "--router, --zoom-params and --learned-tau apply to the sekv policy");
+        if (!o.router.empty() || !o.zoom_params.empty() || o.learned_tau || o.tau_per_query)
+            throw std::invalid_argument("--router, --zoom-params, --learned-tau and "
+                                        "--tau-per-query apply to the sekv policy");
         return {};
     }
     auto c = choose_router(o.router, o.zoom_params, model.path(),
@@ -106,6 +110,10 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
         throw std::invalid_argument("--expand-rate calibrates τ; with --learned-tau the trained "
                                     "router (" +
                                     c.path + ") decides with its learned thresholds");
+    if (o.learned_tau && o.tau_per_query)
+        throw std::invalid_argument("--tau-per-query calibrates τ at each query; with "
+                                    "--learned-tau the trained router decides with its learned "
+                                    "thresholds");
     c.learned_tau = o.learned_tau;
     use_router(c, so);
     return c;

@@ -284,7 +284,7 @@ void DeviceSekvMemory::attend_device(const float* dq, const int32_t* dqpos, cons
                "queries to the router");
     ctx_->sync();
     const bool all = options_.router.expand_all && !options_.summaries_only;
-    if (tau_.empty() && !all && !options_.summaries_only)
+    if (tau_.empty() && !all && !options_.summaries_only && !options_.router.tau_per_query)
         tau_ = calibrate_router(shape_, options_.router, spans_, q_host_.data(), n_q);
     const auto routing = route_queries(shape_, options_.router, options_.summaries_only, spans_,
                                        tau_, q_host_.data(), n_q, pool);

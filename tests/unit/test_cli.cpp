@@ -247,9 +247,18 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     EXPECT_EQ(router_of(r), "training-free");
     expect_clean_error(ask({"--router", "training-free", "--learned-tau"}), "--learned-tau");
     expect_clean_error(ask({"--learned-tau"}), "no parameter file for the model was found");
+    // τ per query: with either router's calibration, not with the learned thresholds or
+    // without a sekv policy.
+    r = ask({"--router", "training-free", "--tau-per-query"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    expect_clean_error(ask({"--router", "trained", "--zoom-params", dir_ + "/mine.zoom.gguf",
+                            "--learned-tau", "--tau-per-query"}),
+                       "--tau-per-query");
     expect_clean_error(
         run({"ask", "--model", big, "--doc", long_doc, "--router", "trained", "What?"}),
         "sekv policy");
+    expect_clean_error(run({"ask", "--model", big, "--doc", long_doc, "--tau-per-query", "What?"}),
+                       "sekv policy");
 }
 
 // CLI11's ranges compare with < and >, which NaN passes: every floating-point option refuses a

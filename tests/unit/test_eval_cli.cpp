@@ -311,6 +311,26 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     EXPECT_EQ(lines(), 1 + 2 + 1 + 2 + 1 + 2);
     EXPECT_EQ(line_of(again, "sekv")["router"], "training-free");
     EXPECT_EQ(line_of(again, "sekv")["answer"], line_of(free, "sekv")["answer"]);
+    // τ per query is another configuration: measured, not resumed from the question-calibrated
+    // line, and named in the settings; with the learned thresholds it is refused in one line.
+    auto per_query = args;
+    per_query.push_back("--tau-per-query");
+    const auto before = lines();
+    const auto pq = run_eval(per_query);
+    ASSERT_EQ(pq.status, 0) << pq.err;
+    EXPECT_GT(lines(), before) << "not taken from the question-calibrated line";
+    EXPECT_NE(line_of(pq, "sekv")["settings"].get<std::string>().find(" tau=per_query"),
+              std::string::npos)
+        << line_of(pq, "sekv").dump();
+    EXPECT_EQ(line_of(again, "sekv")["settings"].get<std::string>().find("tau="),
+              std::string::npos);
+    auto pq_learned = learned_args;
+    pq_learned.resize(pq_learned.size() - 2); // without --expand-rate
+    pq_learned.push_back("--tau-per-query");
+    const auto pq_refused = run_eval(pq_learned);
+    EXPECT_EQ(pq_refused.status, 1);
+    EXPECT_NE(pq_refused.err.find("--tau-per-query"), std::string::npos) << pq_refused.err;
+    EXPECT_EQ(std::count(pq_refused.err.begin(), pq_refused.err.end(), '\n'), 1) << pq_refused.err;
     // Trained asked for without a file for the model: one line, nothing measured.
     auto no_file = args;
     no_file.push_back("--router");

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -172,6 +173,74 @@ TEST(SekvMemory, RowBudgetIsNeverExceededAndCalibrationHitsItsRate) {
             EXPECT_EQ(h.relevance.size(), h.spans.size());
         }
     }
+}
+
+TEST(SekvMemory, TauPerQueryExpandsEachQueryHeadsOwnShare) {
+    ThreadPool pool(2);
+    const auto doc = make_doc(400, 7);
+    for (const bool group : {false, true}) {
+        SCOPED_TRACE(group ? "KV group union" : "each head alone");
+        auto o = options(false, 0.25);
+        o.router.tau_per_query = true;
+        o.router.share_group = group;
+        SekvMemory sekv(kShape, 1024, 1e6, o);
+        const auto pos = iota_pos(0, doc.n);
+        sekv.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
+        sekv.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+        const auto& spans = sekv.spans();
+        const auto n_spans = static_cast<int64_t>(spans.size());
+        ASSERT_GT(n_spans, 8);
+        // A question of 8 queries, then two single answer tokens: each is routed on its own
+        // relevances, whatever the question's were.
+        int32_t at = static_cast<int32_t>(doc.n);
+        for (const int64_t nq : {int64_t{8}, int64_t{1}, int64_t{1}}) {
+            const auto tk = randn(nq * kRow, 31 + at), tv = randn(nq * kRow, 32 + at);
+            const auto q = randn(nq * 4 * 16, 33 + at);
+            const auto qpos = iota_pos(at, nq);
+            at += static_cast<int32_t>(nq);
+            sekv.store(tk.data(), tv.data(), qpos.data(), nq);
+            std::vector<float> out(q.size());
+            sekv.attend(q.data(), qpos.data(), nq, out.data(), pool);
+            EXPECT_TRUE(sekv.tau().empty()); // no threshold shared across queries
+            // Independently: each head of the last query wants its round(0.25 · n) most
+            // relevant spans (random keys: no ties).
+            const int64_t want = std::llround(0.25 * static_cast<double>(n_spans));
+            std::vector<std::vector<int>> top(4);
+            for (int h = 0; h < 4; ++h) {
+                std::vector<std::pair<double, int>> r;
+                for (int64_t s = 0; s < n_spans; ++s)
+                    r.emplace_back(span_relevance(q.data() + ((nq - 1) * 4 + h) * 16,
+                                                  spans[static_cast<size_t>(s)].summary_k.data() +
+                                                      (h / 2) * 16,
+                                                  16, spans[static_cast<size_t>(s)].size),
+                                   static_cast<int>(s));
+                std::sort(r.rbegin(), r.rend());
+                for (int64_t i = 0; i < want; ++i)
+                    top[static_cast<size_t>(h)].push_back(r[static_cast<size_t>(i)].second);
+                std::sort(top[static_cast<size_t>(h)].begin(), top[static_cast<size_t>(h)].end());
+            }
+            const auto& zoom = *sekv.last_zoom();
+            ASSERT_EQ(zoom.size(), 4u);
+            for (int h = 0; h < 4; ++h) {
+                std::vector<int> expect = top[static_cast<size_t>(h)];
+                if (group) { // heads 2g and 2g + 1 share KV head g
+                    const auto& other = top[static_cast<size_t>(h ^ 1)];
+                    expect.insert(expect.end(), other.begin(), other.end());
+                    std::sort(expect.begin(), expect.end());
+                    expect.erase(std::unique(expect.begin(), expect.end()), expect.end());
+                }
+                EXPECT_EQ(zoom[static_cast<size_t>(h)].spans, expect) << "head " << h;
+            }
+        }
+    }
+    // Per-query thresholds with fixed ones or a row budget are refused.
+    auto learned = options(false, 0.25);
+    learned.router.tau_per_query = true;
+    learned.router.learned_tau = true;
+    EXPECT_THROW(SekvMemory(kShape, 1024, 1e6, learned), std::invalid_argument);
+    auto budget = options(false, 0.25, 10);
+    budget.router.tau_per_query = true;
+    EXPECT_THROW(SekvMemory(kShape, 1024, 1e6, budget), std::invalid_argument);
 }
 
 namespace {
