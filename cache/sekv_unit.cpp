@@ -24,7 +24,7 @@ std::string sekv_options_key(const SekvOptions& o, const std::vector<int>& layer
     }
     // The trained rank gates keep other ranks than the energy gate: spans they built are kept
     // under their own key (the training-free key is unchanged, so stored states stay valid).
-    if (o.zoom)
+    if (o.zoom && o.trained_rank_gate)
         key += "-g" + o.zoom->rank_gate_digest();
     else if (o.rank.predictor)
         throw std::invalid_argument("SEKV: spans built by a rank gate that is not from a zoom "

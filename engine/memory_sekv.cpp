@@ -30,6 +30,8 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
                                     " dimensions, the layer has " + std::to_string(shape.n_head) +
                                     " of " + std::to_string(shape.head_dim));
     o.router.trained = trained_router(*l);
+    if (!options.trained_rank_gate)
+        return o; // the energy gate of options.rank, as without zoom
     o.rank.predictor = trained_rank_gate(*l);
     // The gate was trained on factors of at most gate.n_rank components and decides among
     // them: a lower max_rank would cut its choices, a higher one is never used.

@@ -42,13 +42,17 @@ struct SekvOptions {
     /// (rank.predictor) from it (sekv_layer_options). nullptr: training-free (W = 0, τ
     /// calibrated, the energy gate).
     std::shared_ptr<const ZoomParams> zoom;
+    /// With zoom: build the spans' factors with its trained rank gate (true), or with the
+    /// energy gate of `rank` as the training-free router does (false: the trained router alone,
+    /// an ablation of the rank gate).
+    bool trained_rank_gate = true;
 };
 
 /// The options SEKV layer `layer` of shape `shape` runs with: `options`, and with options.zoom
-/// the layer's trained router and rank gate in router.trained and rank.predictor, rank.max_rank
-/// the gate's n_rank (not with summaries_only: chunk_summary neither routes nor keeps factors, zoom
-/// is dropped). Throws std::invalid_argument naming the layer when the parameters have no entry for
-/// it, or one trained for another shape (n_head, head_dim).
+/// the layer's trained router in router.trained and (with trained_rank_gate) its rank gate in
+/// rank.predictor, rank.max_rank the gate's n_rank (not with summaries_only: chunk_summary neither
+/// routes nor keeps factors, zoom is dropped). Throws std::invalid_argument naming the layer when
+/// the parameters have no entry for it, or one trained for another shape (n_head, head_dim).
 SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const AttentionShape& shape);
 
 /// The spans of a sealed context built from the rows held at full resolution (build_span per

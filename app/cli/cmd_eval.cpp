@@ -67,7 +67,7 @@ std::string settings_of(const EvalOptions& o, const std::string& model_path) {
            " expand_rate=" + std::to_string(p.expand_rate) +
            " expand_rows=" + std::to_string(p.expand_rows) + " alpha=" + std::to_string(p.alpha) +
            " max_span=" + std::to_string(p.max_span) + " layers=" + layers +
-           (p.tau_per_query ? " tau=per_query" : "") +
+           (p.tau_per_query ? " tau=per_query" : "") + (p.full_rank ? " rank=full" : "") +
            // Another backend gives other roundings: its lines are another configuration.
            (o.backend == "cpu" ? std::string() : " backend=" + o.backend);
 }

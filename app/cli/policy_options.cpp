@@ -72,6 +72,10 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
     cmd.add_flag("--tau-per-query", o.tau_per_query,
                  "sekv: calibrate τ on each query's own relevances (every query head asks for "
                  "--expand-rate of the spans at each token) instead of once on the question");
+    cmd.add_flag("--full-rank", o.full_rank,
+                 "sekv, trained router: keep every span's factors at full rank, as the "
+                 "training-free router does, instead of the rank the trained gate chooses (the "
+                 "router alone)");
 }
 
 void apply_policy(const PolicyOptions& o, SessionOptions& so) {
@@ -80,6 +84,7 @@ void apply_policy(const PolicyOptions& o, SessionOptions& so) {
     so.sekv.router.expand_rate = o.expand_rate;
     so.sekv.router.budget_rows = o.expand_rows;
     so.sekv.router.tau_per_query = o.tau_per_query;
+    so.sekv.trained_rank_gate = !o.full_rank;
     so.sekv.segmentation.alpha = o.alpha;
     so.sekv.segmentation.max_span = o.max_span;
     so.sekv.layers = o.layers;
@@ -90,9 +95,11 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
                           SessionOptions& so) {
     so.sekv.zoom.reset();
     if (!routes) {
-        if (!o.router.empty() || !o.zoom_params.empty() || o.learned_tau || o.tau_per_query)
-            throw std::invalid_argument("--router, --zoom-params, --learned-tau and "
-                                        "--tau-per-query apply to the sekv policy");
+        if (!o.router.empty() || !o.zoom_params.empty() || o.learned_tau || o.tau_per_query ||
+            o.full_rank)
+            throw std::invalid_argument("--router, --zoom-params, --learned-tau, "
+                                        "--tau-per-query and --full-rank apply to the sekv "
+                                        "policy");
         return {};
     }
     auto c = choose_router(o.router, o.zoom_params, model.path(),
@@ -110,6 +117,10 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
         throw std::invalid_argument("--expand-rate calibrates τ; with --learned-tau the trained "
                                     "router (" +
                                     c.path + ") decides with its learned thresholds");
+    if (o.full_rank && !c.params)
+        throw std::invalid_argument("--full-rank: the training-free router keeps every span's "
+                                    "factors at full rank already; it applies to the trained "
+                                    "router");
     if (o.learned_tau && o.tau_per_query)
         throw std::invalid_argument("--tau-per-query calibrates τ at each query; with "
                                     "--learned-tau the trained router decides with its learned "

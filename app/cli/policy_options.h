@@ -34,10 +34,12 @@ struct PolicyOptions {
     bool learned_tau = false; ///< sekv, trained router: its learned thresholds, not calibrated
     /// sekv: τ calibrated on each query's own relevances (SekvRouterOptions::tau_per_query).
     bool tau_per_query = false;
+    /// sekv, trained router: factors at full rank (the energy gate), not the trained rank gate.
+    bool full_rank = false;
 };
 
 /// --policy, --budget, --expand-rate, --expand-rows, --alpha, --max-span, --sekv-layers,
-/// --router, --zoom-params, --learned-tau, --tau-per-query.
+/// --router, --zoom-params, --learned-tau, --tau-per-query, --full-rank.
 void add_policy_options(CLI::App& cmd, PolicyOptions& o);
 
 /// --backend: where the forward pass runs, cpu or cuda (backend.h).
@@ -49,9 +51,9 @@ void apply_policy(const PolicyOptions& o, SessionOptions& so);
 /// The router of the sekv policy for `model` (zoom_locator.h choose_router), put into `so`
 /// (use_router). Returns the choice; its mode is "" when `routes` is false. Throws
 /// std::invalid_argument for --router, --zoom-params, --learned-tau or --tau-per-query without a
-/// sekv run, --learned-tau with the training-free router, and --expand-rate or --tau-per-query
-/// with --learned-tau (the learned thresholds do not read them); otherwise as choose_router. Files
-/// passed over are reported on stderr as notes.
+/// sekv run, --learned-tau or --full-rank with the training-free router, and --expand-rate or
+/// --tau-per-query with --learned-tau (the learned thresholds do not read them); otherwise as
+/// choose_router. Files passed over are reported on stderr as notes.
 RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool routes,
                           SessionOptions& so);
 

@@ -254,6 +254,11 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     expect_clean_error(ask({"--router", "trained", "--zoom-params", dir_ + "/mine.zoom.gguf",
                             "--learned-tau", "--tau-per-query"}),
                        "--tau-per-query");
+    // --full-rank sets the trained rank gate aside; the training-free router has none.
+    r = ask({"--router", "trained", "--zoom-params", dir_ + "/mine.zoom.gguf", "--full-rank"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(router_of(r), "trained");
+    expect_clean_error(ask({"--router", "training-free", "--full-rank"}), "--full-rank");
     expect_clean_error(
         run({"ask", "--model", big, "--doc", long_doc, "--router", "trained", "What?"}),
         "sekv policy");

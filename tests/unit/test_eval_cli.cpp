@@ -331,6 +331,16 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     EXPECT_EQ(pq_refused.status, 1);
     EXPECT_NE(pq_refused.err.find("--tau-per-query"), std::string::npos) << pq_refused.err;
     EXPECT_EQ(std::count(pq_refused.err.begin(), pq_refused.err.end(), '\n'), 1) << pq_refused.err;
+    // The trained router without its rank gate: another configuration, named in the settings.
+    auto full_rank = trained_args;
+    full_rank.push_back("--full-rank");
+    const auto before_fr = lines();
+    const auto fr = run_eval(full_rank);
+    ASSERT_EQ(fr.status, 0) << fr.err;
+    EXPECT_GT(lines(), before_fr) << "not taken from the trained router's line";
+    EXPECT_NE(line_of(fr, "sekv")["settings"].get<std::string>().find(" rank=full"),
+              std::string::npos)
+        << line_of(fr, "sekv").dump();
     // Trained asked for without a file for the model: one line, nothing measured.
     auto no_file = args;
     no_file.push_back("--router");

@@ -410,6 +410,20 @@ TEST_F(SekvProjectTest, SpansOfTheTrainedRankGateAreKeptApartFromTheTrainingFree
     same_gate.zoom = std::make_shared<const ZoomParams>(theta);
     EXPECT_EQ(max_rank(state(same_gate, &built)), 1);
     EXPECT_FALSE(built);
+    // The trained router without its rank gate (--full-rank): the training-free spans, served
+    // from the store as they are.
+    auto router_only = trained;
+    router_only.trained_rank_gate = false;
+    EXPECT_EQ(max_rank(state(router_only, &built)), max_rank(free));
+    EXPECT_FALSE(built);
+    EXPECT_EQ(sekv_options_key(router_only, sekv_layers(model_->info(), router_only)),
+              free.options_key);
+    const auto layer = sekv_layers(model_->info(), router_only).front();
+    const auto lo = sekv_layer_options(router_only, layer,
+                                       model_->info().layers[static_cast<size_t>(layer)].attn);
+    EXPECT_TRUE(lo.router.trained) << "the trained router still routes";
+    EXPECT_FALSE(lo.rank.predictor);
+    EXPECT_EQ(lo.rank.max_rank, sekv_.sekv.rank.max_rank);
     // A rank gate that nothing identifies cannot be keyed for the store.
     auto anonymous = sekv_.sekv;
     anonymous.rank.predictor = trained_rank_gate(zp.layers.front());
