@@ -96,6 +96,14 @@ std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_
     return tok.encode(text_ends_in_newline ? "\n" : "\n\n");
 }
 
+std::vector<int32_t> turn_break(const Tokenizer& tok, const std::string& next) {
+    std::vector<int32_t> out{special(tok, "<end_of_turn>")};
+    append(out, tok.encode("\n"));
+    out.push_back(special(tok, "<start_of_turn>"));
+    append(out, tok.encode(next));
+    return out;
+}
+
 std::vector<int32_t>
 question_tokens(const Tokenizer& tok, bool instruction_tuned, const std::string& question,
                 const std::vector<std::pair<std::string, std::string>>& history) {
@@ -105,20 +113,11 @@ question_tokens(const Tokenizer& tok, bool instruction_tuned, const std::string&
         for (const auto& [q, a] : history) {
             append(out, tok.encode(first + q));
             first.clear();
-            out.push_back(special(tok, "<end_of_turn>"));
-            append(out, tok.encode("\n"));
-            out.push_back(special(tok, "<start_of_turn>"));
-            append(out, tok.encode("model\n" + a));
-            out.push_back(special(tok, "<end_of_turn>"));
-            append(out, tok.encode("\n"));
-            out.push_back(special(tok, "<start_of_turn>"));
-            append(out, tok.encode("user\n"));
+            append(out, turn_break(tok, "model\n" + a));
+            append(out, turn_break(tok, "user\n"));
         }
         append(out, tok.encode(first + question));
-        out.push_back(special(tok, "<end_of_turn>"));
-        append(out, tok.encode("\n"));
-        out.push_back(special(tok, "<start_of_turn>"));
-        append(out, tok.encode("model\n"));
+        append(out, turn_break(tok, "model\n"));
     } else {
         std::string text;
         for (const auto& [q, a] : history)

@@ -46,6 +46,11 @@ std::vector<int32_t> document_unit_header(const Tokenizer& tok, bool instruction
                                           const std::string& name, int part, int parts);
 /// Tokens that close a unit's text: "\n\n", or "\n" when the text already ends in a newline.
 std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_in_newline);
+/// The turn format's change of turn: <end_of_turn>, "\n", <start_of_turn>, then `next` encoded
+/// (the next turn's role line and whatever follows it in the same encoding, e.g. "user\n" or
+/// "model\n" + an answer). Throws std::invalid_argument when the vocabulary lacks the turn
+/// tokens.
+std::vector<int32_t> turn_break(const Tokenizer& tok, const std::string& next);
 /// The prompt's part after the document units: the question and the answer cue.
 /// Completion: "Question: Q\nAnswer:"; turn format: "Answer the question using the documents
 /// above.\nQ<end_of_turn>\n<start_of_turn>model\n". Throws std::invalid_argument on invalid

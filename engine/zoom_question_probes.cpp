@@ -58,22 +58,9 @@ ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_t
         throw std::invalid_argument("the document's name is not valid UTF-8");
     const auto header = document_unit_header(tok, instruction_tuned, name, 1, 1);
     const auto body = tok.encode(text);
-    std::vector<int32_t> close;
-    if (instruction_tuned) {
-        for (const char* piece : {"<end_of_turn>", "\n", "<start_of_turn>", "user\n"}) {
-            if (piece[0] == '<') {
-                const int32_t id = tok.find(piece);
-                if (id < 0)
-                    throw std::invalid_argument(std::string("the vocabulary lacks ") + piece);
-                close.push_back(id);
-            } else {
-                const auto ids = tok.encode(piece);
-                close.insert(close.end(), ids.begin(), ids.end());
-            }
-        }
-    } else {
-        close = tok.encode("\n");
-    }
+    // The document's turn closes and a user turn opens, as between two turns of a chat.
+    const std::vector<int32_t> close =
+        instruction_tuned ? turn_break(tok, "user\n") : tok.encode("\n");
     const int64_t N = s.recall_probes, L = s.probe_tokens, c = kZoomQuestionCueTokens;
 
     auto build = [&](int64_t n) {
