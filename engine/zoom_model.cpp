@@ -97,26 +97,64 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
     const auto& P = *v.P;
     const int64_t d = L.head_dim, dp = P.d_out;
     const int h = static_cast<int>((v.q - L.rec->q.data()) / d % L.n_head);
-    const float* W = P.w.data() + static_cast<size_t>(h) * dp * d;
-    const double theta = P.theta[static_cast<size_t>(h)];
+    const int64_t query = (v.q - L.rec->q.data()) / d / L.n_head;
     const double rs = 1.0 / std::sqrt(static_cast<double>(dp));
     const int64_t nv = v.n_vis;
     const int64_t n_kv = L.n_kv_head;
 
-    // Routing: router.h's score, the one inference uses.
-    const RelevanceScore score(v.q, d, W, dp);
-    const std::vector<double>& a = score.projected_query();          // W q
-    std::vector<std::vector<double>> bproj(static_cast<size_t>(nv)); // W k̄ per span
-    std::vector<double> z(static_cast<size_t>(nv)), soft(static_cast<size_t>(nv)),
-        ev(static_cast<size_t>(nv));
+    // Routing: router.h's score, the one inference uses, for this head and, with share_group,
+    // every head of its KV group (their decisions are united).
+    const int group = L.n_head / L.n_kv_head;
+    const bool unite = o.share_group && group > 1;
+    const int h_first = unite ? v.g * group : h, h_count = unite ? group : 1;
+    struct HeadRoute {
+        int head = 0;
+        const float* q = nullptr;
+        std::vector<double> a;                  // W q
+        std::vector<std::vector<double>> bproj; // W k̄ per span
+        std::vector<double> z, soft;            // logits and soft gates σ((z − θ)/T)
+        std::vector<char> hard;                 // z > θ
+        double theta = 0;
+    };
+    std::vector<HeadRoute> routes(static_cast<size_t>(h_count));
+    for (int i = 0; i < h_count; ++i) {
+        auto& rt = routes[static_cast<size_t>(i)];
+        rt.head = h_first + i;
+        rt.q = L.rec->q.data() + static_cast<size_t>((query * L.n_head + rt.head) * d);
+        rt.theta = P.theta[static_cast<size_t>(rt.head)];
+        const RelevanceScore score(rt.q, d, P.w.data() + static_cast<size_t>(rt.head) * dp * d, dp);
+        rt.a = score.projected_query();
+        rt.bproj.resize(static_cast<size_t>(nv));
+        rt.z.resize(static_cast<size_t>(nv));
+        rt.soft.resize(static_cast<size_t>(nv));
+        rt.hard.resize(static_cast<size_t>(nv));
+        for (int64_t s = 0; s < nv; ++s) {
+            const auto& sp = L.spans[static_cast<size_t>(s)];
+            auto& b = rt.bproj[static_cast<size_t>(s)];
+            b.resize(static_cast<size_t>(dp));
+            const double zs = score.logit(sp.summary_k.data() + v.g * d, sp.size, b.data());
+            rt.z[static_cast<size_t>(s)] = zs;
+            rt.soft[static_cast<size_t>(s)] = sigmoid((zs - rt.theta) / o.temperature);
+            rt.hard[static_cast<size_t>(s)] = zs > rt.theta;
+        }
+    }
+    const HeadRoute& own = routes[static_cast<size_t>(h - h_first)];
+    const std::vector<double>& z = own.z;
+    const double theta = own.theta;
+    // The forward's expansion of each span: this head's decision, or with share_group the union
+    // of its group's, 1 − Π(1 − s) relaxed and their OR hard.
+    std::vector<double> soft(static_cast<size_t>(nv)), ev(static_cast<size_t>(nv));
     std::vector<char> hard(static_cast<size_t>(nv));
     for (int64_t s = 0; s < nv; ++s) {
-        const auto& sp = L.spans[static_cast<size_t>(s)];
-        auto& b = bproj[static_cast<size_t>(s)];
-        b.resize(static_cast<size_t>(dp));
-        z[static_cast<size_t>(s)] = score.logit(sp.summary_k.data() + v.g * d, sp.size, b.data());
-        soft[static_cast<size_t>(s)] = sigmoid((z[static_cast<size_t>(s)] - theta) / o.temperature);
-        hard[static_cast<size_t>(s)] = z[static_cast<size_t>(s)] > theta;
+        double none = 1.0;
+        bool any = false;
+        for (const auto& rt : routes) {
+            none *= 1.0 - rt.soft[static_cast<size_t>(s)];
+            any = any || rt.hard[static_cast<size_t>(s)];
+        }
+        soft[static_cast<size_t>(s)] =
+            routes.size() == 1 ? own.soft[static_cast<size_t>(s)] : 1.0 - none;
+        hard[static_cast<size_t>(s)] = any;
         ev[static_cast<size_t>(s)] =
             o.relax ? soft[static_cast<size_t>(s)] : (hard[static_cast<size_t>(s)] ? 1.0 : 0.0);
     }
@@ -359,8 +397,11 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
             weight * o.w_distill * 2.0 * (out[static_cast<size_t>(x)] - v.target[x]) / tden;
         Gout += G[static_cast<size_t>(x)] * out[static_cast<size_t>(x)];
     }
-    std::vector<double> dz(static_cast<size_t>(nv), 0.0), dsoft(static_cast<size_t>(nv), 0.0);
-    double dtheta = 0;
+    // dL/dz and dL/dθ of each routed head (this one alone, or its KV group with share_group).
+    std::vector<std::vector<double>> dz(routes.size(),
+                                        std::vector<double>(static_cast<size_t>(nv)));
+    std::vector<double> dtheta(routes.size(), 0.0);
+    const size_t io = static_cast<size_t>(h - h_first); // this head among them
     auto& gg = grad->gate;
     for (int64_t s = 0; s < nv; ++s) {
         const auto& sp = L.spans[static_cast<size_t>(s)];
@@ -410,20 +451,29 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
                                               cv[static_cast<size_t>(s)][static_cast<size_t>(r)] /
                                               Z;
         (void)hks;
-        // The soft gate (straight through without relax), the budget on expansions.
-        dsoft[static_cast<size_t>(s)] =
+        // The expansion (straight through without relax) and the budget on it, to each routed
+        // head's soft gate: with the union u = 1 − Π_j(1 − s_j), du/ds_i = Π_{j≠i}(1 − s_j).
+        const double du =
             de + weight * o.w_budget * o.expansion_weight * static_cast<double>(sp.size) / all_rows;
-        const double sg = soft[static_cast<size_t>(s)];
-        const double dzs = dsoft[static_cast<size_t>(s)] * sg * (1.0 - sg) / o.temperature;
-        // The cross-entropy on σ(z − θ).
+        for (size_t i = 0; i < routes.size(); ++i) {
+            double others = 1.0;
+            for (size_t j = 0; j < routes.size(); ++j)
+                if (j != i)
+                    others *= 1.0 - routes[j].soft[static_cast<size_t>(s)];
+            const double sg = routes[i].soft[static_cast<size_t>(s)];
+            const double dzs = du * others * sg * (1.0 - sg) / o.temperature;
+            dz[i][static_cast<size_t>(s)] += dzs;
+            dtheta[i] -= dzs;
+        }
+        // The cross-entropy on σ(z − θ), this head's own decision.
         const double p = sigmoid(z[static_cast<size_t>(s)] - theta);
         const double dce = weight * o.w_zoom * inv_nv *
                            (labels[static_cast<size_t>(s)] ? o.pos_weight * (p - 1.0) : p);
-        dz[static_cast<size_t>(s)] = dzs + dce;
-        dtheta -= dzs + dce;
+        dz[io][static_cast<size_t>(s)] += dce;
+        dtheta[io] -= dce;
         // The ranking loss: d/dz_S KL(P ‖ softmax(z)) = softmax(z)_S − P_S (θ-free).
         if (rank_target)
-            dz[static_cast<size_t>(s)] +=
+            dz[io][static_cast<size_t>(s)] +=
                 weight * o.w_ranking *
                 (rank_q[static_cast<size_t>(s)] - rank_p[static_cast<size_t>(s)]);
         // Rank gates: distillation (straight through), reconstruction, budget.
@@ -445,29 +495,33 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
             gate_backward(P.gate, run, dm, gg);
         }
     }
-    grad->theta[static_cast<size_t>(h)] += static_cast<float>(dtheta);
-    // z → W: z = q·k̄/√d + ⟨a, b⟩/√d′ + log|S| with a = W q, b = W k̄ (the first and last
-    // terms do not depend on W): dz/da = b/√d′, dz/db = a/√d′; dW = da qᵀ + Σ db k̄ᵀ.
-    std::vector<double> da(static_cast<size_t>(dp), 0.0);
-    float* gW = grad->w.data() + static_cast<size_t>(h) * dp * d;
-    for (int64_t s = 0; s < nv; ++s) {
-        const double dzs = dz[static_cast<size_t>(s)];
-        if (dzs == 0.0)
-            continue;
-        const auto& b = bproj[static_cast<size_t>(s)];
-        const float* kbar = L.spans[static_cast<size_t>(s)].summary_k.data() + v.g * d;
+    // z → W of each routed head: z = q·k̄/√d + ⟨a, b⟩/√d′ + log|S| with a = W q, b = W k̄ (the
+    // first and last terms do not depend on W): dz/da = b/√d′, dz/db = a/√d′; dW = da qᵀ + Σ db
+    // k̄ᵀ.
+    for (size_t i = 0; i < routes.size(); ++i) {
+        const auto& rt = routes[i];
+        grad->theta[static_cast<size_t>(rt.head)] += static_cast<float>(dtheta[i]);
+        std::vector<double> da(static_cast<size_t>(dp), 0.0);
+        float* gW = grad->w.data() + static_cast<size_t>(rt.head) * dp * d;
+        for (int64_t s = 0; s < nv; ++s) {
+            const double dzs = dz[i][static_cast<size_t>(s)];
+            if (dzs == 0.0)
+                continue;
+            const auto& b = rt.bproj[static_cast<size_t>(s)];
+            const float* kbar = L.spans[static_cast<size_t>(s)].summary_k.data() + v.g * d;
+            for (int64_t r = 0; r < dp; ++r) {
+                da[static_cast<size_t>(r)] += dzs * b[static_cast<size_t>(r)] * rs;
+                const double db = dzs * rt.a[static_cast<size_t>(r)] * rs;
+                float* gr = gW + r * d;
+                for (int64_t x = 0; x < d; ++x)
+                    gr[x] += static_cast<float>(db * kbar[x]);
+            }
+        }
         for (int64_t r = 0; r < dp; ++r) {
-            da[static_cast<size_t>(r)] += dzs * b[static_cast<size_t>(r)] * rs;
-            const double db = dzs * a[static_cast<size_t>(r)] * rs;
             float* gr = gW + r * d;
             for (int64_t x = 0; x < d; ++x)
-                gr[x] += static_cast<float>(db * kbar[x]);
+                gr[x] += static_cast<float>(da[static_cast<size_t>(r)] * rt.q[x]);
         }
-    }
-    for (int64_t r = 0; r < dp; ++r) {
-        float* gr = gW + r * d;
-        for (int64_t x = 0; x < d; ++x)
-            gr[x] += static_cast<float>(da[static_cast<size_t>(r)] * v.q[x]);
     }
 }
 

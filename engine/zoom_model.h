@@ -16,7 +16,8 @@
 //   gated factors, k̂_i = Σ_r L_ir h_r R_r (R = diag(σ) Vᵀ, span_factors.h).
 // With `relax`, e_S = s_S and h = m in that forward (a smooth function of every parameter, which
 // the finite-difference checks use); without, the forward is exactly inference with the learned
-// thresholds, each query head alone (SekvRouterOptions::learned_tau, share_group off) and the hard
+// thresholds, each query head alone (SekvRouterOptions::learned_tau, share_group off; with
+// ZoomLossOptions::share_group, the union of its KV group's decisions, share_group on) and the hard
 // decisions pass gradients straight through (dL/ds_S := dL/de_S, dL/dm := dL/dh; Bengio et al.
 // 2013, "Estimating or Propagating Gradients Through Stochastic Neurons", §4).
 //
@@ -62,6 +63,12 @@ struct ZoomLossOptions {
     /// order inference's τ, calibrated on the question, decides by. 0: not trained on.
     double w_ranking = 0.0;
     bool relax = false; ///< soft decisions in the forward (finite-difference checks)
+    /// Decide as inference does with SekvRouterOptions::share_group: a span is expanded for a
+    /// query head when any head of its KV group asks for it (hard: the OR of their decisions;
+    /// relaxed: 1 − Π(1 − s) of their soft gates), so the distillation and the budget see the
+    /// group's union and their gradients reach every head of the group (the zoom and ranking
+    /// losses stay each head's own). Off: each query head alone.
+    bool share_group = false;
     /// Hard forward with every factor at its full rank (the rank gate ignored): what the router
     /// alone loses, for evaluation (no effect with relax).
     bool full_rank = false;
@@ -109,7 +116,8 @@ ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& 
 struct ZoomForward {
     std::vector<float> out;          ///< [head_dim] the mixed attention's output
     std::vector<double> z;           ///< [visible spans] relevance logits
-    std::vector<char> expanded;      ///< [visible spans] hard decisions z > θ
+    std::vector<char> expanded;      ///< [visible spans] hard decisions z > θ (with share_group:
+                                     ///< any head of the KV group's)
     std::vector<int> rank_k, rank_v; ///< [visible spans] kept ranks (hard)
     std::vector<int64_t> full_rows;  ///< token positions attended at full resolution
 };

@@ -96,6 +96,8 @@ std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& 
       << "," << t.loss.rank_weight;
     if (t.loss.w_ranking != 0) // only then, so that earlier checkpoints resume
         s << ";w_ranking=" << t.loss.w_ranking;
+    if (t.loss.share_group) // likewise
+        s << ";share_group=1";
     return s.str();
 }
 
@@ -489,6 +491,10 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
         ->check(finite_number())
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
+    c->add_flag("--share-group", o.train.loss.share_group,
+                "Train with the KV group's union, as inference decides: a span any query head "
+                "of a group asks for is expanded for every head of it (distillation and budget "
+                "see the union)");
     c->add_option("--rank-weight", o.train.loss.rank_weight,
                   "Weight of the kept rank inside the budget penalty (the expansions' is 1)")
         ->check(finite_number())

@@ -44,12 +44,17 @@ TEST(ZoomModel, GradientsMatchFiniteDifferences) {
     struct Mix {
         const char* name;
         double z, d, r, b, k;
+        bool share_group = false; // the KV group's union (distill and budget reach every head)
     };
-    for (const Mix mix : {Mix{"all", 1, 1, 0.3, 0.2, 0.5}, Mix{"zoom", 1, 0, 0, 0, 0},
-                          Mix{"distill", 0, 1, 0, 0, 0}, Mix{"recon", 0, 0, 1, 0, 0},
-                          Mix{"budget", 0, 0, 0, 1, 0}, Mix{"ranking", 0, 0, 0, 0, 1}}) {
+    for (const Mix mix :
+         {Mix{"all", 1, 1, 0.3, 0.2, 0.5}, Mix{"zoom", 1, 0, 0, 0, 0},
+          Mix{"distill", 0, 1, 0, 0, 0}, Mix{"recon", 0, 0, 1, 0, 0}, Mix{"budget", 0, 0, 0, 1, 0},
+          Mix{"ranking", 0, 0, 0, 0, 1}, Mix{"all, KV group union", 1, 1, 0.3, 0.2, 0.5, true},
+          Mix{"distill, KV group union", 0, 1, 0, 0, 0, true},
+          Mix{"budget, KV group union", 0, 0, 0, 1, 0, true}}) {
         SCOPED_TRACE(mix.name);
         ZoomLossOptions o = base;
+        o.share_group = mix.share_group;
         o.w_zoom = mix.z;
         o.w_distill = mix.d;
         o.w_recon = mix.r;
@@ -226,16 +231,20 @@ namespace {
 // rank gate, its max rank) holding each query's visible spans at two resolutions, against the
 // training's hard forward of every head; counts the expanded and summarised (span, head) pairs.
 void expect_sekv_memory_is_the_hard_forward(const ZoomParams& p, const Fixture& fx, int& expanded,
-                                            int& summarised) {
+                                            int& summarised, bool share_group = false,
+                                            int* united = nullptr) {
     const AttentionShape shape{kHeads, kKv, kDim, 0.5f, 0};
     SekvOptions base;
     base.zoom = std::make_shared<ZoomParams>(p);
     auto options = sekv_layer_options(base, 3, shape);
-    // As the training: each query head decides alone, with its learned threshold.
+    // As the training: each query head decides with its learned threshold, alone or (with
+    // share_group) expanding what any head of its KV group asks for.
     options.router.learned_tau = true;
-    options.router.share_group = false;
+    options.router.share_group = share_group;
     ThreadPool pool(1);
     ZoomLossOptions o;
+    o.share_group = share_group;
+    ZoomLossOptions alone;
     for (const auto& set : fx.sets) {
         const auto& R = *set.record;
         const auto& L = set.layers[0];
@@ -262,6 +271,11 @@ void expect_sekv_memory_is_the_hard_forward(const ZoomParams& p, const Fixture& 
                         << "query " << i << " head " << h;
                 for (const char e : fw.expanded)
                     (e ? expanded : summarised) += 1;
+                if (united) { // spans expanded for this head only because another asked
+                    const auto own = zoom_forward(p, set, {0, i, h}, alone).expanded;
+                    for (size_t s = 0; s < own.size(); ++s)
+                        *united += fw.expanded[s] && !own[s];
+                }
             }
         }
     }
@@ -276,6 +290,17 @@ TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
     expect_sekv_memory_is_the_hard_forward(p, *f, expanded, summarised);
     EXPECT_GT(expanded, 0);
     EXPECT_GT(summarised, 0);
+}
+
+// With share_group, training's forward expands what any head of the KV group asks for, as
+// SekvMemory does with SekvRouterOptions::share_group.
+TEST(ZoomModel, HardForwardWithTheGroupsUnionIsSekvMemoryWithSharedGroups) {
+    const auto p = tiny_params(9);
+    auto f = make_fixture(p, {21, 22});
+    int expanded = 0, summarised = 0, united = 0;
+    expect_sekv_memory_is_the_hard_forward(p, *f, expanded, summarised, true, &united);
+    EXPECT_GT(summarised, 0);
+    EXPECT_GT(united, 0) << "no span was expanded for a head that did not ask for it";
 }
 
 // The components a span's factors have are min(gate outputs, rows, key dimension), counted by

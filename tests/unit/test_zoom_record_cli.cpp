@@ -372,6 +372,17 @@ TEST_F(ZoomRecordCli, TrainingRefusesOtherRecordingsThreadsAndTrainedOnHeldOutTe
     const auto bias = run(closed);
     EXPECT_NE(bias.status, 0);
     EXPECT_NE(bias.err.find("gate_bias=0"), std::string::npos) << bias.err;
+    // Trained with the KV group's union or the ranking loss: other runs, not this one resumed.
+    for (const std::vector<std::string> extra : {std::vector<std::string>{"--share-group"},
+                                                 std::vector<std::string>{"--w-ranking", "2"}}) {
+        auto other = train_args();
+        other.insert(other.end(), extra.begin(), extra.end());
+        const auto r = run(other);
+        EXPECT_NE(r.status, 0) << extra[0];
+        EXPECT_NE(r.err.find(extra[0] == "--share-group" ? "share_group=1" : "w_ranking=2"),
+                  std::string::npos)
+            << r.err;
+    }
     // Other recordings (one removed): refused, not resumed on different data.
     const std::string doc1 = dir_ + "/rec/doc1.txt.zoom-record.gguf";
     const std::string kept = dir_ + "/doc1.kept";
