@@ -106,7 +106,8 @@ SekvUnitState build_sekv_unit(const DocumentUnit& unit, const UnitStates& states
                                         std::to_string(n) + " tokens");
         SekvLayerState ls;
         ls.layer = il;
-        // This layer's rank gate: the trained one when options.zoom holds it.
+        // This layer's rank gate: the trained one when options.zoom holds it and
+        // options.trained_rank_gate is on, else the energy gate.
         const auto rank = sekv_layer_options(options, il, shape).rank;
         for (const auto& t : seg.spans)
             ls.spans.push_back(build_span(k.data() + t.begin * row, v.data() + t.begin * row,

@@ -45,10 +45,8 @@ Prompt build_question_prompt(const Tokenizer& tok, bool instruction_tuned,
         append_text(user);
         p.prefix_len = static_cast<int64_t>(p.tokens.size());
         append_text("Answer the question using the documents above.\n" + question);
-        append_special("<end_of_turn>");
-        append_text("\n");
-        append_special("<start_of_turn>");
-        append_text("model\n");
+        const auto cue = turn_break(tok, "model\n");
+        p.tokens.insert(p.tokens.end(), cue.begin(), cue.end());
     } else {
         p.style = PromptStyle::Completion;
         std::string text;

@@ -30,6 +30,10 @@ inline constexpr const char* kRouterTrainingFree = "training-free";
 /// query head alone, as in training).
 inline constexpr const char* kTauCalibrated = "calibrated";
 inline constexpr const char* kTauLearned = "learned";
+/// τ calibrated on each query's own relevances (--tau-per-query), either router.
+inline constexpr const char* kTauPerQuery = "per_query";
+/// "rank_gate" of a trained router's line run with the energy gate (--full-rank).
+inline constexpr const char* kRankGateEnergy = "energy";
 /// The τ of a trained-router line without "tau": it was measured before the choice existed,
 /// with the learned thresholds.
 inline constexpr const char* kTauUnrecorded = kTauLearned;
@@ -49,6 +53,9 @@ struct RouterChoice {
     /// learned_tau, share_group off), rather than calibrated to the expand rate on the
     /// question. choose_router leaves it false; the caller's option sets it.
     bool learned_tau = false;
+    /// τ calibrated per query (--tau-per-query) and, trained, the rank gate set aside
+    /// (--full-rank); the caller's options set them, for the result lines.
+    bool tau_per_query = false, full_rank = false;
     /// Files passed over and why (another model, unreadable), for the user: the reason a
     /// default is training-free.
     std::vector<std::string> notes;

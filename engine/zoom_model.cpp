@@ -455,6 +455,10 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
         // head's soft gate: with the union u = 1 − Π_j(1 − s_j), du/ds_i = Π_{j≠i}(1 − s_j).
         const double du =
             de + weight * o.w_budget * o.expansion_weight * static_cast<double>(sp.size) / all_rows;
+        // The cross-entropy on σ(z − θ), this head's own decision.
+        const double p = sigmoid(z[static_cast<size_t>(s)] - theta);
+        const double dce = weight * o.w_zoom * inv_nv *
+                           (labels[static_cast<size_t>(s)] ? o.pos_weight * (p - 1.0) : p);
         for (size_t i = 0; i < routes.size(); ++i) {
             double others = 1.0;
             for (size_t j = 0; j < routes.size(); ++j)
@@ -462,15 +466,11 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
                     others *= 1.0 - routes[j].soft[static_cast<size_t>(s)];
             const double sg = routes[i].soft[static_cast<size_t>(s)];
             const double dzs = du * others * sg * (1.0 - sg) / o.temperature;
-            dz[i][static_cast<size_t>(s)] += dzs;
-            dtheta[i] -= dzs;
+            // Summed before θ takes it, as for a head alone.
+            const double g = i == io ? dzs + dce : dzs;
+            dz[i][static_cast<size_t>(s)] += g;
+            dtheta[i] -= g;
         }
-        // The cross-entropy on σ(z − θ), this head's own decision.
-        const double p = sigmoid(z[static_cast<size_t>(s)] - theta);
-        const double dce = weight * o.w_zoom * inv_nv *
-                           (labels[static_cast<size_t>(s)] ? o.pos_weight * (p - 1.0) : p);
-        dz[io][static_cast<size_t>(s)] += dce;
-        dtheta[io] -= dce;
         // The ranking loss: d/dz_S KL(P ‖ softmax(z)) = softmax(z)_S − P_S (θ-free).
         if (rank_target)
             dz[io][static_cast<size_t>(s)] +=

@@ -19,7 +19,8 @@
 // thresholds, each query head alone (SekvRouterOptions::learned_tau, share_group off; with
 // ZoomLossOptions::share_group, the union of its KV group's decisions, share_group on) and the hard
 // decisions pass gradients straight through (dL/ds_S := dL/de_S, dL/dm := dL/dh; Bengio et al.
-// 2013, "Estimating or Propagating Gradients Through Stochastic Neurons", §4).
+// 2013, "Estimating or Propagating Gradients Through Stochastic Neurons", §4). With share_group the
+// hard union's gradient goes through the relaxed union: dL/ds_i := dL/de · Π_{j≠i}(1 − s_j).
 //
 // Losses (each a mean over the examples given):
 //   zoom:     weighted binary cross-entropy of σ(z_S − θ) against the label y_S = 1 for the
@@ -69,8 +70,11 @@ struct ZoomLossOptions {
     /// group's union and their gradients reach every head of the group (the zoom and ranking
     /// losses stay each head's own). Off: each query head alone.
     bool share_group = false;
-    /// Hard forward with every factor at its full rank (the rank gate ignored): what the router
-    /// alone loses, for evaluation (no effect with relax).
+    /// Hard forward with every factor at its full rank (the rank gate ignored, every
+    /// component it reads kept): what the router alone loses, for evaluation (no effect with
+    /// relax).
+    /// Inference's --full-rank (SekvOptions::trained_rank_gate off) differs: it keeps the
+    /// training-free energy gate's rank, capped at rank.max_rank.
     bool full_rank = false;
 };
 

@@ -191,6 +191,8 @@ std::string ZoomParams::digest() const {
     ContentHash f;
     f.i64(kVersion); // the relevance's form: the same W means another score in another version
     f.bytes(model_fingerprint.data(), model_fingerprint.size());
+    if (share_group) // only then, so that the digests of earlier files stay
+        f.i64(-1);
     for (const auto& l : layers) {
         f.i64(l.layer);
         f.i64(l.n_head);
@@ -227,6 +229,8 @@ void save_zoom_params(const ZoomParams& p, const std::string& path) {
     w.set_string(k + "provenance.command", p.provenance.command);
     w.set_string(k + "provenance.commit", p.provenance.commit);
     w.set_string(k + "provenance.created", p.provenance.created);
+    if (p.share_group)
+        w.set_bool(k + "share_group", true);
     std::vector<int32_t> ids;
     for (const auto& l : p.layers)
         ids.push_back(l.layer);
@@ -282,6 +286,13 @@ ZoomParams load_zoom_params(const std::string& path, const std::string& expected
     p.provenance.command = r.text(k + "provenance.command", false);
     p.provenance.commit = r.text(k + "provenance.commit", false);
     p.provenance.created = r.text(k + "provenance.created", false);
+    if (file->has(k + "share_group")) {
+        try {
+            p.share_group = file->get_bool(k + "share_group");
+        } catch (const GgufError& e) {
+            r.fail(e.what());
+        }
+    }
     if (!file->has(k + "layers"))
         r.fail("missing key " + k + "layers");
     std::vector<int64_t> ids;

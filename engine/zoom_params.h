@@ -71,6 +71,10 @@ struct ZoomParams {
     std::string model_fingerprint; ///< fingerprint_hex of the model trained for (32 hex chars)
     std::string model_name;        ///< e.g. "gemma-3-270m-q4_k_m.gguf", for messages
     ZoomProvenance provenance;
+    /// The thresholds θ were trained deciding with the KV group's union (zoom-train
+    /// --share-group), so the learned τ decide with it (SekvRouterOptions::share_group on);
+    /// false: each query head alone. Key spanscope.zoom.share_group, written only when true.
+    bool share_group = false;
     std::vector<ZoomLayerParams> layers; ///< ascending layer index
     /// The layer's parameters, or nullptr when the file has none for layer il.
     const ZoomLayerParams* find(int il) const;
@@ -82,8 +86,8 @@ struct ZoomParams {
     /// sekv_options_key).
     std::string rank_gate_digest() const;
     /// 16 hex characters: the same hash over the format version (the relevance's form),
-    /// everything trained (W, θ and the rank gates) and the model fingerprint: two files with
-    /// the same digest route alike.
+    /// everything trained (W, θ and the rank gates), share_group (when true) and the model
+    /// fingerprint: two files with the same digest route alike.
     std::string digest() const;
 };
 

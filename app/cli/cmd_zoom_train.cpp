@@ -184,18 +184,23 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
             std::printf("  rank %.1f", rank);
         std::printf("\n");
     };
+    // The learned thresholds decide as the training did: each head alone, or with --share-group
+    // the KV group's union; the lines say which.
     ZoomLossOptions lo = o.train.loss;
+    const bool united = lo.share_group;
     const auto gated = zoom_loss(p, sets, held, lo, nullptr, pool);
-    std::printf("trained: held-out losses                      zoom %.4f  distill %.4f  recon %.4f "
+    std::printf("trained: held-out losses%s zoom %.4f  distill %.4f  recon %.4f "
                 "(hard %.4f)  budget %.4f (soft %.4f)  ranking %.4f\n",
-                gated.zoom, gated.distill, gated.recon, gated.recon_hard, gated.budget,
-                gated.budget_soft, gated.ranking);
-    line("trained router, trained rank gate", gated.distill, gated.expansion_rate,
-         gated.label_recall, gated.mean_rank);
+                united ? " (KV group union)    " : "                     ", gated.zoom,
+                gated.distill, gated.recon, gated.recon_hard, gated.budget, gated.budget_soft,
+                gated.ranking);
+    line(united ? "trained router, rank gate (union)" : "trained router, trained rank gate",
+         gated.distill, gated.expansion_rate, gated.label_recall, gated.mean_rank);
     lo.full_rank = true;
     const auto full = zoom_loss(p, sets, held, lo, nullptr, pool);
-    line("trained router, full-rank factors", full.distill, full.expansion_rate, full.label_recall,
-         full.mean_rank);
+    line(united ? "trained router, full-rank factors (union)" : "trained router, full-rank factors",
+         full.distill, full.expansion_rate, full.label_recall, full.mean_rank);
+    lo.share_group = false; // the lines at equal rates compare each head alone
     for (const bool share : {true, false}) {
         ZoomReferenceOptions ro;
         ro.expand_rate = o.train.init_expand_rate;
@@ -384,6 +389,7 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
     out.provenance.data = o.records + " (" + std::to_string(train_records.size()) +
                           " recordings; held out: " + std::to_string(held_records.size()) + ")";
     out.provenance.command = o.command_line;
+    out.share_group = o.train.loss.share_group; // how its θ decide (use_router)
     out.provenance.commit = SPANSCOPE_GIT_COMMIT;
     out.provenance.created = now_iso();
     save_zoom_params(out, o.out);

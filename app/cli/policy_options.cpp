@@ -68,7 +68,8 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
         ->check(CLI::ExistingFile);
     cmd.add_flag("--learned-tau", o.learned_tau,
                  "sekv, trained router: decide with the thresholds learned in training instead "
-                 "of calibrating τ to --expand-rate on the question");
+                 "of calibrating τ to --expand-rate on the question (each query head alone, or "
+                 "the KV group's union when trained with zoom-train --share-group)");
     cmd.add_flag("--tau-per-query", o.tau_per_query,
                  "sekv: calibrate τ on each query's own relevances (every query head asks for "
                  "--expand-rate of the spans at each token) instead of once on the question");
@@ -118,14 +119,23 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
                                     "router (" +
                                     c.path + ") decides with its learned thresholds");
     if (o.full_rank && !c.params)
-        throw std::invalid_argument("--full-rank: the training-free router keeps every span's "
-                                    "factors at full rank already; it applies to the trained "
-                                    "router");
+        throw std::invalid_argument(
+            o.router.empty()
+                ? "--full-rank: no parameter file for the model was found, so the router is "
+                  "training-free and keeps every span's factors at full rank already; give "
+                  "--zoom-params FILE"
+                : "--full-rank: the training-free router keeps every span's factors at full rank "
+                  "already; it applies to the trained router");
+    if (o.tau_per_query && o.expand_rows > 0)
+        throw std::invalid_argument("--tau-per-query calibrates τ at each query; --expand-rows "
+                                    "caps the rows of each query head instead: give one of them");
     if (o.learned_tau && o.tau_per_query)
         throw std::invalid_argument("--tau-per-query calibrates τ at each query; with "
                                     "--learned-tau the trained router decides with its learned "
                                     "thresholds");
     c.learned_tau = o.learned_tau;
+    c.tau_per_query = o.tau_per_query;
+    c.full_rank = o.full_rank;
     use_router(c, so);
     return c;
 }
@@ -133,8 +143,8 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
 void use_router(const RouterChoice& router, SessionOptions& so) {
     so.sekv.zoom = router.params;
     so.sekv.router.learned_tau = router.params && router.learned_tau;
-    if (so.sekv.router.learned_tau)
-        so.sekv.router.share_group = false; // as trained: each query head alone
+    if (so.sekv.router.learned_tau) // as trained: each query head alone or the group's union
+        so.sekv.router.share_group = router.params->share_group;
 }
 
 void put_router_fields(nlohmann::json& j, const RouterChoice& router) {
@@ -143,7 +153,11 @@ void put_router_fields(nlohmann::json& j, const RouterChoice& router) {
     if (router.params) {
         j["zoom_digest"] = router.params->digest();
         j["tau"] = router.learned_tau ? kTauLearned : kTauCalibrated;
+        if (router.full_rank)
+            j["rank_gate"] = kRankGateEnergy;
     }
+    if (!router.mode.empty() && router.tau_per_query)
+        j["tau"] = kTauPerQuery;
 }
 
 } // namespace spanscope::cli

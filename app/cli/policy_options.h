@@ -50,21 +50,25 @@ void apply_policy(const PolicyOptions& o, SessionOptions& so);
 
 /// The router of the sekv policy for `model` (zoom_locator.h choose_router), put into `so`
 /// (use_router). Returns the choice; its mode is "" when `routes` is false. Throws
-/// std::invalid_argument for --router, --zoom-params, --learned-tau or --tau-per-query without a
-/// sekv run, --learned-tau or --full-rank with the training-free router, and --expand-rate or
-/// --tau-per-query with --learned-tau (the learned thresholds do not read them); otherwise as
-/// choose_router. Files passed over are reported on stderr as notes.
+/// std::invalid_argument for --router, --zoom-params, --learned-tau, --tau-per-query or
+/// --full-rank without a sekv run, --learned-tau or --full-rank with the training-free router,
+/// --tau-per-query with --expand-rows, and --expand-rate or --tau-per-query with --learned-tau (the
+/// learned thresholds do not read them); otherwise as choose_router. Files passed over are reported
+/// on stderr as notes.
 RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool routes,
                           SessionOptions& so);
 
 /// Put a router choice into session options: so.sekv.zoom its parameters (or none), and with
-/// learned_tau the learned thresholds decided per query head, as in training
-/// (so.sekv.router.learned_tau, share_group off).
+/// learned_tau the learned thresholds decide as in training (so.sekv.router.learned_tau;
+/// share_group as the file's ZoomParams::share_group: each query head alone or the KV group's
+/// union).
 void use_router(const RouterChoice& router, SessionOptions& so);
 
 /// The router fields of a result line: "router" (its mode, when it has one) and, with the
-/// trained router, "zoom_digest" (ZoomParams::digest) and "tau" (kTauLearned or
-/// kTauCalibrated: how its τ was set; the training-free router's is always calibrated).
+/// trained router, "zoom_digest" (ZoomParams::digest), "tau" (kTauLearned or kTauCalibrated:
+/// how its τ was set) and with --full-rank "rank_gate" (kRankGateEnergy); with --tau-per-query
+/// "tau" is kTauPerQuery for either router (without it the training-free router's τ is
+/// calibrated on the question and no "tau" is written).
 void put_router_fields(nlohmann::json& j, const RouterChoice& router);
 
 } // namespace spanscope::cli

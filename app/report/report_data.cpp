@@ -39,15 +39,28 @@ ResultRow parse_result(const LineReader& r) {
         r.fail("\"policy\" is empty");
     // SEKV's trained router is its own configuration (issue 8); lines without "router" were
     // measured with the training-free one.
-    if (r.find("router") && r.string("router") == "trained") {
-        // τ calibrated on the question (the default) or the learned thresholds (--learned-tau).
-        const std::string tau = r.find("tau") ? r.string("tau") : kTauUnrecorded;
-        if (tau != kTauLearned && tau != kTauCalibrated)
-            r.fail("\"tau\" \"" + tau + "\" is neither " + kTauLearned + " nor " + kTauCalibrated);
+    const bool trained = r.find("router") && r.string("router") == "trained";
+    const std::string tau = r.find("tau") ? r.string("tau") : trained ? kTauUnrecorded : "";
+    if (trained) {
+        // τ calibrated on the question (the default), the learned thresholds (--learned-tau) or
+        // τ per query (--tau-per-query, below).
+        if (tau != kTauLearned && tau != kTauCalibrated && tau != kTauPerQuery)
+            r.fail("\"tau\" \"" + tau + "\" is not " + kTauLearned + ", " + kTauCalibrated +
+                   " or " + kTauPerQuery);
         row.policy += tau == kTauLearned ? "-trained-learned-tau" : "-trained";
         if (r.find("zoom_digest"))
             row.zoom_digest = r.string("zoom_digest");
+        if (r.find("rank_gate")) { // the trained router with the energy gate (--full-rank)
+            const std::string gate = r.string("rank_gate");
+            if (gate != kRankGateEnergy)
+                r.fail("\"rank_gate\" \"" + gate + "\" is not " + kRankGateEnergy);
+            row.policy += "-full-rank";
+        }
+    } else if (!tau.empty() && tau != kTauPerQuery) {
+        r.fail("\"tau\" \"" + tau + "\" of the training-free router is not " + kTauPerQuery);
     }
+    if (tau == kTauPerQuery) // either router: another rule, not averaged into the default's
+        row.policy += "-tau-per-query";
     if (r.find("budget") || row.policy != "full")
         row.budget = r.number("budget");
     if (!(row.budget > 0 && row.budget <= 1))

@@ -102,7 +102,8 @@ public:
     /// std::invalid_argument for no chain or a negative index, std::logic_error when another
     /// memory holds the index.
     void join(std::shared_ptr<SekvPrefetchChain> chain, int index);
-    /// τ per query head; empty until calibrated.
+    /// τ per query head; empty until calibrated, and stays empty with router.tau_per_query
+    /// (τ is then calibrated at each query and not kept).
     const std::vector<double>& tau() const { return tau_; }
     const std::vector<SekvSpan>& spans() const { return spans_; }
 

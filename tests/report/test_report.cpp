@@ -455,6 +455,19 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
     EXPECT_EQ(policies, (std::set<std::string>{"sekv-trained", "sekv-trained-learned-tau"}));
     EXPECT_EQ(load_text(line("")).rows.at(0).policy, "sekv-trained-learned-tau");
     EXPECT_THROW(load_text(line(R"(,"tau":"guessed")")), InputError);
+    // τ per query (either router) and the trained router without its rank gate: their own
+    // configurations too.
+    policies.clear();
+    const std::string free_pq =
+        result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+               fast(0.3) + R"(,"router":"training-free","tau":"per_query")");
+    for (const auto& r : load_text(line(R"(,"tau":"per_query")") +
+                                   line(R"(,"tau":"calibrated","rank_gate":"energy")") + free_pq)
+                             .rows)
+        policies.insert(r.policy);
+    EXPECT_EQ(policies, (std::set<std::string>{"sekv-trained-tau-per-query",
+                                               "sekv-trained-full-rank", "sekv-tau-per-query"}));
+    EXPECT_THROW(load_text(line(R"(,"tau":"calibrated","rank_gate":"trained")")), InputError);
 }
 
 TEST(ReportData, PlotFileNamesAreSanitizedAndDistinct) {

@@ -242,6 +242,24 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     r = ask({"--router", "trained", "--zoom-params", dir_ + "/mine.zoom.gguf", "--learned-tau"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(router_of(r), "trained");
+    // The learned thresholds decide as they were trained: a file trained with --share-group
+    // expands the KV group's union. One head of each group expands every span, the other none:
+    // alone, half the heads expand; with the union, every head.
+    auto halves = mine;
+    for (auto& l : halves.layers)
+        for (size_t h = 0; h < l.theta.size(); ++h)
+            l.theta[h] = h % 2 == 0 ? -30.0f : 30.0f;
+    auto expansions_of = [&](bool share_group) {
+        halves.share_group = share_group;
+        spanscope::save_zoom_params(halves, dir_ + "/halves.zoom.gguf");
+        const auto h = ask({"--zoom-params", dir_ + "/halves.zoom.gguf", "--learned-tau"});
+        EXPECT_EQ(h.status, 0) << h.err;
+        const auto j = nlohmann::json::parse(h.out, nullptr, false);
+        return j.is_object() ? j["stats"].value("expansions", -1.0) : -1.0;
+    };
+    const double alone = expansions_of(false), united = expansions_of(true);
+    EXPECT_GT(alone, 0.0);
+    EXPECT_NEAR(united, 2 * alone, 1e-9) << "alone " << alone;
     r = ask({"--router", "training-free", "--expand-rate", "0.5"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(router_of(r), "training-free");
@@ -259,6 +277,9 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(router_of(r), "trained");
     expect_clean_error(ask({"--router", "training-free", "--full-rank"}), "--full-rank");
+    expect_clean_error(ask({"--full-rank"}), "no parameter file for the model was found");
+    expect_clean_error(ask({"--router", "training-free", "--tau-per-query", "--expand-rows", "64"}),
+                       "--expand-rows");
     expect_clean_error(
         run({"ask", "--model", big, "--doc", long_doc, "--router", "trained", "What?"}),
         "sekv policy");

@@ -324,6 +324,8 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
         << line_of(pq, "sekv").dump();
     EXPECT_EQ(line_of(again, "sekv")["settings"].get<std::string>().find("tau="),
               std::string::npos);
+    EXPECT_EQ(line_of(pq, "sekv")["tau"], "per_query"); // the report's own configuration
+    EXPECT_FALSE(line_of(again, "sekv").contains("tau"));
     auto pq_learned = learned_args;
     pq_learned.resize(pq_learned.size() - 2); // without --expand-rate
     pq_learned.push_back("--tau-per-query");
@@ -341,6 +343,8 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     EXPECT_NE(line_of(fr, "sekv")["settings"].get<std::string>().find(" rank=full"),
               std::string::npos)
         << line_of(fr, "sekv").dump();
+    EXPECT_EQ(line_of(fr, "sekv")["rank_gate"], "energy");
+    EXPECT_FALSE(line_of(trained, "sekv").contains("rank_gate"));
     // Trained asked for without a file for the model: one line, nothing measured.
     auto no_file = args;
     no_file.push_back("--router");

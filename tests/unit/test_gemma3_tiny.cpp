@@ -366,6 +366,29 @@ TEST_F(TinyGemma3, WarmAskReusesTheDocumentAndAnswersLikeACold) {
     EXPECT_FALSE(a2.tokens.empty());
 }
 
+TEST_F(TinyGemma3, TurnBreakIsTheTurnFormatsChangeOfTurnInEveryPrompt) {
+    // turn_break spelled out token by token, and the question part of a whole prompt
+    // (build_question_prompt, used by ask) is the one a project appends (question_tokens).
+    TinyGemma3Config c;
+    auto m = Model::load(write(c));
+    const auto& tok = m->tokenizer();
+    const int32_t eot = tok.find("<end_of_turn>"), sot = tok.find("<start_of_turn>");
+    ASSERT_GE(eot, 0);
+    ASSERT_GE(sot, 0);
+    std::vector<int32_t> expected{eot};
+    for (const int32_t t : tok.encode("\n"))
+        expected.push_back(t);
+    expected.push_back(sot);
+    for (const int32_t t : tok.encode("user\n"))
+        expected.push_back(t);
+    EXPECT_EQ(turn_break(tok, "user\n"), expected);
+    for (const bool it : {true, false}) {
+        const auto p = build_question_prompt(tok, it, {{"d", "the cat"}}, "cat?");
+        const std::vector<int32_t> tail(p.tokens.begin() + p.prefix_len, p.tokens.end());
+        EXPECT_EQ(tail, question_tokens(tok, it, "cat?")) << "instruction_tuned " << it;
+    }
+}
+
 TEST_F(TinyGemma3, MaxTokensGuardEndsGeneration) {
     TinyGemma3Config c;
     auto m = Model::load(write(c));

@@ -74,6 +74,7 @@ struct Spoil {
     std::string nan_tensor;     ///< its first value NaN
     int declared_n_head = 0;    ///< > 0: layer 3 declares this many heads
     bool reverse_layers = false;
+    bool share_group_as_text = false; ///< spanscope.zoom.share_group a string, not a bool
 };
 void write_by_hand(const ZoomParams& p, const std::string& path, const Spoil& s = {}) {
     GgufWriter w;
@@ -84,6 +85,10 @@ void write_by_hand(const ZoomParams& p, const std::string& path, const Spoil& s 
     w.set_string("spanscope.zoom.provenance.command", p.provenance.command);
     w.set_string("spanscope.zoom.provenance.commit", p.provenance.commit);
     w.set_string("spanscope.zoom.provenance.created", p.provenance.created);
+    if (s.share_group_as_text)
+        w.set_string("spanscope.zoom.share_group", "yes");
+    else if (p.share_group)
+        w.set_bool("spanscope.zoom.share_group", true);
     std::vector<int32_t> ids;
     for (const auto& l : p.layers)
         ids.push_back(l.layer);
@@ -133,6 +138,7 @@ void expect_equal(const ZoomParams& a, const ZoomParams& b) {
     EXPECT_EQ(a.provenance.command, b.provenance.command);
     EXPECT_EQ(a.provenance.commit, b.provenance.commit);
     EXPECT_EQ(a.provenance.created, b.provenance.created);
+    EXPECT_EQ(a.share_group, b.share_group);
     ASSERT_EQ(a.layers.size(), b.layers.size());
     for (size_t i = 0; i < a.layers.size(); ++i) {
         const auto &x = a.layers[i], &y = b.layers[i];
@@ -196,6 +202,17 @@ TEST(ZoomParams, SaveAndLoadRoundTripExactly) {
     other.layers[1].gate.b2[0] += 1;
     EXPECT_NE(other.rank_gate_digest(), p.rank_gate_digest());
     EXPECT_EQ(p.digest().size(), 16u);
+    // Trained with the KV group's union (zoom-train --share-group): kept, and its thresholds
+    // route otherwise, so the digest differs; the rank gates are the same.
+    auto united = p;
+    united.share_group = true;
+    save_zoom_params(united, dir + "/u.zoom.gguf");
+    expect_equal(load_zoom_params(dir + "/u.zoom.gguf"), united);
+    write_by_hand(united, dir + "/hand-u.zoom.gguf");
+    EXPECT_TRUE(load_zoom_params(dir + "/hand-u.zoom.gguf").share_group);
+    EXPECT_FALSE(back.share_group);
+    EXPECT_NE(united.digest(), p.digest());
+    EXPECT_EQ(united.rank_gate_digest(), p.rank_gate_digest());
     fs::remove_all(dir);
 }
 
@@ -274,6 +291,9 @@ TEST(ZoomParams, EveryMalformedFileIsRefusedWithAMessageNamingIt) {
     s = {};
     s.reverse_layers = true;
     refused(s, {"ascend"});
+    s = {};
+    s.share_group_as_text = true;
+    refused(s, {"spanscope.zoom.share_group"});
 
     // Another model: both fingerprints and the model named.
     expect_refused([&] { load_zoom_params(good, "ffffffffffffffffffffffffffffffff", "mine.gguf"); },

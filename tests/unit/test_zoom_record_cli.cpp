@@ -242,6 +242,7 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
     EXPECT_NE(p.provenance.command.find("zoom-train"), std::string::npos);
     EXPECT_NE(p.provenance.data.find("2 recordings"), std::string::npos) << p.provenance.data;
     EXPECT_FALSE(p.provenance.commit.empty());
+    EXPECT_FALSE(p.share_group); // each query head decided alone
 
     // The curves: held-out at steps 0, 3, 6 and a train line per step, in order.
     const auto curves = slurp(dir_ + "/curves.jsonl");
@@ -373,8 +374,8 @@ TEST_F(ZoomRecordCli, TrainingRefusesOtherRecordingsThreadsAndTrainedOnHeldOutTe
     EXPECT_NE(bias.status, 0);
     EXPECT_NE(bias.err.find("gate_bias=0"), std::string::npos) << bias.err;
     // Trained with the KV group's union or the ranking loss: other runs, not this one resumed.
-    for (const std::vector<std::string> extra : {std::vector<std::string>{"--share-group"},
-                                                 std::vector<std::string>{"--w-ranking", "2"}}) {
+    for (const std::vector<std::string>& extra : {std::vector<std::string>{"--share-group"},
+                                                  std::vector<std::string>{"--w-ranking", "2"}}) {
         auto other = train_args();
         other.insert(other.end(), extra.begin(), extra.end());
         const auto r = run(other);
@@ -383,6 +384,13 @@ TEST_F(ZoomRecordCli, TrainingRefusesOtherRecordingsThreadsAndTrainedOnHeldOutTe
                   std::string::npos)
             << r.err;
     }
+    // Trained with the union into another file: the file says so (its learned τ decide so).
+    auto united = train_args();
+    united[6] = dir_ + "/united.zoom.gguf";
+    united.push_back("--share-group");
+    const auto u = run(united);
+    ASSERT_EQ(u.status, 0) << u.err;
+    EXPECT_TRUE(load_zoom_params(dir_ + "/united.zoom.gguf").share_group);
     // Other recordings (one removed): refused, not resumed on different data.
     const std::string doc1 = dir_ + "/rec/doc1.txt.zoom-record.gguf";
     const std::string kept = dir_ + "/doc1.kept";
