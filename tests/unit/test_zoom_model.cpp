@@ -225,6 +225,54 @@ TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
     EXPECT_GT(checked, 6) << "differences that are not all zero";
 }
 
+TEST(ZoomModel, HardBudgetWithTheGroupsUnionIsWhatTheUnionSpends) {
+    // With share_group the budget counts the rows of every span any head of the query head's KV
+    // group expands: here the union is taken from each head's own forward (share_group off).
+    const auto p = tiny_params(9);
+    auto f = make_fixture(p, {21, 22});
+    ZoomLossOptions alone;
+    alone.expansion_weight = 0.7;
+    alone.rank_weight = 0.3;
+    auto united = alone;
+    united.share_group = true;
+    ThreadPool pool(1);
+    const auto l = zoom_loss(p, f->sets, f->items, united, nullptr, pool);
+    const auto l_alone = zoom_loss(p, f->sets, f->items, alone, nullptr, pool);
+    double expected = 0;
+    int widened = 0; // spans a head leaves that its group expands
+    for (const auto& [si, ex] : f->items) {
+        const auto& set = f->sets[static_cast<size_t>(si)];
+        const auto& L = set.layers[static_cast<size_t>(ex.layer)];
+        const int g = ex.head / kGroup;
+        const auto own = zoom_forward(p, set, ex, alone);
+        std::vector<char> any(own.expanded.size(), 0);
+        for (int h = g * kGroup; h < (g + 1) * kGroup; ++h) {
+            const auto fw = zoom_forward(p, set, ZoomExample{ex.layer, ex.query, h}, alone);
+            for (size_t s = 0; s < any.size(); ++s)
+                any[s] = any[s] || fw.expanded[s];
+        }
+        double rows = 0, rows_expanded = 0, kept = 0, avail = 0;
+        for (size_t s = 0; s < any.size(); ++s) {
+            const auto& sp = L.spans[s];
+            rows += static_cast<double>(sp.size);
+            rows_expanded += any[s] ? static_cast<double>(sp.size) : 0.0;
+            widened += any[s] && !own.expanded[s];
+            for (const auto& [fs, rank] :
+                 {std::pair{&sp.k, own.rank_k[s]}, {&sp.v, own.rank_v[s]}}) {
+                const int n = std::min((*fs)[static_cast<size_t>(g)].rank, p.layers[0].gate.n_rank);
+                avail += n;
+                kept += std::min(rank, n);
+            }
+        }
+        expected += 0.7 * rows_expanded / rows + 0.3 * kept / avail;
+    }
+    expected /= static_cast<double>(f->items.size());
+    EXPECT_GT(widened, 0) << "heads of a group that decide differently";
+    EXPECT_NEAR(l.budget, expected, 1e-12);
+    EXPECT_GT(l.budget, l_alone.budget);
+    EXPECT_GT(l.expansion_rate, l_alone.expansion_rate);
+}
+
 namespace {
 
 // SekvMemory with the parameters p (sekv_layer_options: trained router per query head, trained
