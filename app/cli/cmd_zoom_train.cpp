@@ -184,9 +184,10 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
             std::printf("  rank %.1f", rank);
         std::printf("\n");
     };
-    // The learned thresholds decide as the training did: each head alone, or with --share-group
-    // the KV group's union; the lines say which.
+    // The learned thresholds decide as the training did: each head alone, or the KV group's
+    // union when the file was trained with --share-group (or it is given); the lines say which.
     ZoomLossOptions lo = o.train.loss;
+    lo.share_group = lo.share_group || p.share_group;
     const bool united = lo.share_group;
     const auto gated = zoom_loss(p, sets, held, lo, nullptr, pool);
     std::printf("trained: held-out losses%s zoom %.4f  distill %.4f  recon %.4f "

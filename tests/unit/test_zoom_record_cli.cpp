@@ -391,6 +391,19 @@ TEST_F(ZoomRecordCli, TrainingRefusesOtherRecordingsThreadsAndTrainedOnHeldOutTe
     const auto u = run(united);
     ASSERT_EQ(u.status, 0) << u.err;
     EXPECT_TRUE(load_zoom_params(dir_ + "/united.zoom.gguf").share_group);
+    // --compare reads it from the file: its learned thresholds decide with the union.
+    auto compare = train_args();
+    compare[6] = dir_ + "/united.zoom.gguf";
+    compare.push_back("--compare");
+    const auto c = run(compare);
+    ASSERT_EQ(c.status, 0) << c.err;
+    EXPECT_NE(c.out.find("trained: held-out losses (KV group union)"), std::string::npos) << c.out;
+    compare[6] = dir_ + "/p.zoom.gguf";
+    const auto c_alone = run(compare);
+    ASSERT_EQ(c_alone.status, 0) << c_alone.err;
+    EXPECT_EQ(c_alone.out.find("held-out losses (KV group union)"), std::string::npos)
+        << c_alone.out;
+    EXPECT_NE(c_alone.out.find("trained router, trained rank gate"), std::string::npos);
     // Other recordings (one removed): refused, not resumed on different data.
     const std::string doc1 = dir_ + "/rec/doc1.txt.zoom-record.gguf";
     const std::string kept = dir_ + "/doc1.kept";
