@@ -313,15 +313,20 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     EXPECT_EQ(line_of(again, "sekv")["answer"], line_of(free, "sekv")["answer"]);
     // τ per query is another configuration: measured, not resumed from the question-calibrated
     // line, and named in the settings; with the learned thresholds it is refused in one line.
-    auto per_query = args;
-    per_query.push_back("--tau-per-query");
-    const auto before = lines();
-    const auto pq = run_eval(per_query);
-    ASSERT_EQ(pq.status, 0) << pq.err;
-    EXPECT_GT(lines(), before) << "not taken from the question-calibrated line";
-    EXPECT_NE(line_of(pq, "sekv")["settings"].get<std::string>().find(" tau=per_query"),
-              std::string::npos)
-        << line_of(pq, "sekv").dump();
+    // `base` with `flag`: measured anew (more lines), its settings naming `setting`.
+    auto another_configuration = [&](std::vector<std::string> base, const char* flag,
+                                     const char* setting) {
+        base.push_back(flag);
+        const auto before = lines();
+        const auto r = run_eval(base);
+        EXPECT_EQ(r.status, 0) << r.err;
+        EXPECT_GT(lines(), before) << flag << ": not taken from an earlier line";
+        EXPECT_NE(line_of(r, "sekv")["settings"].get<std::string>().find(setting),
+                  std::string::npos)
+            << line_of(r, "sekv").dump();
+        return r;
+    };
+    const auto pq = another_configuration(args, "--tau-per-query", " tau=per_query");
     EXPECT_EQ(line_of(again, "sekv")["settings"].get<std::string>().find("tau="),
               std::string::npos);
     EXPECT_EQ(line_of(pq, "sekv")["tau"], "per_query"); // the report's own configuration
@@ -334,15 +339,7 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     EXPECT_NE(pq_refused.err.find("--tau-per-query"), std::string::npos) << pq_refused.err;
     EXPECT_EQ(std::count(pq_refused.err.begin(), pq_refused.err.end(), '\n'), 1) << pq_refused.err;
     // The trained router without its rank gate: another configuration, named in the settings.
-    auto full_rank = trained_args;
-    full_rank.push_back("--full-rank");
-    const auto before_fr = lines();
-    const auto fr = run_eval(full_rank);
-    ASSERT_EQ(fr.status, 0) << fr.err;
-    EXPECT_GT(lines(), before_fr) << "not taken from the trained router's line";
-    EXPECT_NE(line_of(fr, "sekv")["settings"].get<std::string>().find(" rank=full"),
-              std::string::npos)
-        << line_of(fr, "sekv").dump();
+    const auto fr = another_configuration(trained_args, "--full-rank", " rank=full");
     EXPECT_EQ(line_of(fr, "sekv")["rank_gate"], "energy");
     EXPECT_FALSE(line_of(trained, "sekv").contains("rank_gate"));
     // Trained asked for without a file for the model: one line, nothing measured.

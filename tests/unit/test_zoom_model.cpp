@@ -153,6 +153,60 @@ TEST(ZoomModel, HardForwardIsTheEngineInference) {
         EXPECT_GT(n, 0);
 }
 
+namespace {
+
+// The hard budget 0.7 · expanded rows / visible rows + 0.3 · kept / available components, summed
+// by hand from each example's own hard forward (each head alone); with `union_of_group`, a span
+// counts as expanded when any head of the example's KV group expands it in its own forward.
+struct BudgetTally {
+    double budget = 0; ///< mean over the examples
+    int expanded = 0, summarised = 0, truncated = 0;
+    int widened = 0; ///< spans a head leaves that its group expands
+};
+// The loss options the tally's weights stand for.
+ZoomLossOptions budget_options() {
+    ZoomLossOptions o;
+    o.expansion_weight = 0.7;
+    o.rank_weight = 0.3;
+    return o;
+}
+BudgetTally tally_hard_budget(const ZoomParams& p, const Fixture& f, bool union_of_group) {
+    ZoomLossOptions alone;
+    BudgetTally t;
+    for (const auto& [si, ex] : f.items) {
+        const auto& set = f.sets[static_cast<size_t>(si)];
+        const auto& L = set.layers[static_cast<size_t>(ex.layer)];
+        const int g = ex.head / kGroup;
+        const auto own = zoom_forward(p, set, ex, alone);
+        std::vector<char> decided(own.expanded.begin(), own.expanded.end());
+        for (int h = g * kGroup; union_of_group && h < (g + 1) * kGroup; ++h) {
+            const auto fw = zoom_forward(p, set, ZoomExample{ex.layer, ex.query, h}, alone);
+            for (size_t s = 0; s < decided.size(); ++s)
+                decided[s] = decided[s] || fw.expanded[s];
+        }
+        double rows = 0, rows_expanded = 0, kept = 0, avail = 0;
+        for (size_t s = 0; s < decided.size(); ++s) {
+            const auto& sp = L.spans[s];
+            rows += static_cast<double>(sp.size);
+            rows_expanded += decided[s] ? static_cast<double>(sp.size) : 0.0;
+            (decided[s] ? t.expanded : t.summarised) += 1;
+            t.widened += decided[s] && !own.expanded[s];
+            for (const auto& [fs, rank] :
+                 {std::pair{&sp.k, own.rank_k[s]}, {&sp.v, own.rank_v[s]}}) {
+                const int n = std::min((*fs)[static_cast<size_t>(g)].rank, p.layers[0].gate.n_rank);
+                avail += n;
+                kept += std::min(rank, n);
+                t.truncated += rank < n;
+            }
+        }
+        t.budget += 0.7 * rows_expanded / rows + 0.3 * kept / avail;
+    }
+    t.budget /= static_cast<double>(f.items.size());
+    return t;
+}
+
+} // namespace
+
 // The budget loss is the penalty of what the hard forward did, summed by hand from each
 // example's decisions: expanded rows over visible rows, kept over available components. Its
 // straight-through gradient (dL/ds_S := dL/de_S, dL/dm_r := dL/dh_r) is the gradient of the soft
@@ -160,37 +214,14 @@ TEST(ZoomModel, HardForwardIsTheEngineInference) {
 TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
     const auto p = tiny_params(9);
     auto f = make_fixture(p, {21, 22});
-    ZoomLossOptions o;
-    o.expansion_weight = 0.7;
-    o.rank_weight = 0.3;
+    auto o = budget_options();
     ThreadPool pool(1);
     const auto l = zoom_loss(p, f->sets, f->items, o, nullptr, pool);
-    double expected = 0;
-    int expanded = 0, summarised = 0, truncated = 0;
-    for (const auto& [si, ex] : f->items) {
-        const auto& set = f->sets[static_cast<size_t>(si)];
-        const auto& L = set.layers[static_cast<size_t>(ex.layer)];
-        const int g = ex.head / kGroup;
-        const auto fw = zoom_forward(p, set, ex, o);
-        double rows = 0, rows_expanded = 0, kept = 0, avail = 0;
-        for (size_t s = 0; s < fw.z.size(); ++s) {
-            const auto& sp = L.spans[s];
-            rows += static_cast<double>(sp.size);
-            rows_expanded += fw.expanded[s] ? static_cast<double>(sp.size) : 0.0;
-            (fw.expanded[s] ? expanded : summarised) += 1;
-            for (const auto& [fs, rank] : {std::pair{&sp.k, fw.rank_k[s]}, {&sp.v, fw.rank_v[s]}}) {
-                const int n = std::min((*fs)[static_cast<size_t>(g)].rank, p.layers[0].gate.n_rank);
-                avail += n;
-                kept += std::min(rank, n);
-                truncated += rank < n;
-            }
-        }
-        expected += 0.7 * rows_expanded / rows + 0.3 * kept / avail;
-    }
-    expected /= static_cast<double>(f->items.size());
-    EXPECT_GT(expanded, 0);
-    EXPECT_GT(summarised, 0) << "decisions of both kinds, so the row share is not 0 or 1";
-    EXPECT_GT(truncated, 0) << "some factors cut below their available rank";
+    const auto t = tally_hard_budget(p, *f, false);
+    const double expected = t.budget;
+    EXPECT_GT(t.expanded, 0);
+    EXPECT_GT(t.summarised, 0) << "decisions of both kinds, so the row share is not 0 or 1";
+    EXPECT_GT(t.truncated, 0) << "some factors cut below their available rank";
     EXPECT_NEAR(l.budget, expected, 1e-12);
     EXPECT_GT(std::fabs(l.budget - l.budget_soft), 0.01) << "the surrogate is another value";
 
@@ -230,45 +261,15 @@ TEST(ZoomModel, HardBudgetWithTheGroupsUnionIsWhatTheUnionSpends) {
     // group expands: here the union is taken from each head's own forward (share_group off).
     const auto p = tiny_params(9);
     auto f = make_fixture(p, {21, 22});
-    ZoomLossOptions alone;
-    alone.expansion_weight = 0.7;
-    alone.rank_weight = 0.3;
+    const auto alone = budget_options();
     auto united = alone;
     united.share_group = true;
     ThreadPool pool(1);
     const auto l = zoom_loss(p, f->sets, f->items, united, nullptr, pool);
     const auto l_alone = zoom_loss(p, f->sets, f->items, alone, nullptr, pool);
-    double expected = 0;
-    int widened = 0; // spans a head leaves that its group expands
-    for (const auto& [si, ex] : f->items) {
-        const auto& set = f->sets[static_cast<size_t>(si)];
-        const auto& L = set.layers[static_cast<size_t>(ex.layer)];
-        const int g = ex.head / kGroup;
-        const auto own = zoom_forward(p, set, ex, alone);
-        std::vector<char> any(own.expanded.size(), 0);
-        for (int h = g * kGroup; h < (g + 1) * kGroup; ++h) {
-            const auto fw = zoom_forward(p, set, ZoomExample{ex.layer, ex.query, h}, alone);
-            for (size_t s = 0; s < any.size(); ++s)
-                any[s] = any[s] || fw.expanded[s];
-        }
-        double rows = 0, rows_expanded = 0, kept = 0, avail = 0;
-        for (size_t s = 0; s < any.size(); ++s) {
-            const auto& sp = L.spans[s];
-            rows += static_cast<double>(sp.size);
-            rows_expanded += any[s] ? static_cast<double>(sp.size) : 0.0;
-            widened += any[s] && !own.expanded[s];
-            for (const auto& [fs, rank] :
-                 {std::pair{&sp.k, own.rank_k[s]}, {&sp.v, own.rank_v[s]}}) {
-                const int n = std::min((*fs)[static_cast<size_t>(g)].rank, p.layers[0].gate.n_rank);
-                avail += n;
-                kept += std::min(rank, n);
-            }
-        }
-        expected += 0.7 * rows_expanded / rows + 0.3 * kept / avail;
-    }
-    expected /= static_cast<double>(f->items.size());
-    EXPECT_GT(widened, 0) << "heads of a group that decide differently";
-    EXPECT_NEAR(l.budget, expected, 1e-12);
+    const auto t = tally_hard_budget(p, *f, true);
+    EXPECT_GT(t.widened, 0) << "heads of a group that decide differently";
+    EXPECT_NEAR(l.budget, t.budget, 1e-12);
     EXPECT_GT(l.budget, l_alone.budget);
     EXPECT_GT(l.expansion_rate, l_alone.expansion_rate);
 }
