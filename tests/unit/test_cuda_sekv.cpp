@@ -96,7 +96,7 @@ TEST_F(CudaSekv, MatchesSekvOnTheHostUnderEveryRouterSetting) {
         SekvOptions o;
     };
     std::vector<Case> cases;
-    for (int c = 0; c < 5; ++c) {
+    for (int c = 0; c < 6; ++c) {
         SekvOptions o;
         o.rank = {16, 1.0, nullptr};
         o.router.expand_rate = 0.2;
@@ -113,6 +113,9 @@ TEST_F(CudaSekv, MatchesSekvOnTheHostUnderEveryRouterSetting) {
         } else if (c == 4) {
             o.router.share_group = false;
             name = "per query head";
+        } else if (c == 5) {
+            o.router.tau_per_query = true;
+            name = "tau calibrated per query";
         }
         cases.push_back({name, o});
     }
