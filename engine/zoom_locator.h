@@ -26,8 +26,8 @@ inline constexpr const char* kRouterTrained = "trained";
 inline constexpr const char* kRouterTrainingFree = "training-free";
 
 /// How the trained router's τ is set, as result lines name it ("tau"): calibrated to the
-/// expand rate on the question (the default), or the thresholds learned in training (each
-/// query head alone, as in training).
+/// expand rate on the question (the default), or the thresholds learned in training (deciding
+/// as in training: each query head alone, or the KV group's union when ZoomParams::share_group).
 inline constexpr const char* kTauCalibrated = "calibrated";
 inline constexpr const char* kTauLearned = "learned";
 /// τ calibrated on each query's own relevances (--tau-per-query), either router.
@@ -37,6 +37,19 @@ inline constexpr const char* kRankGateEnergy = "energy";
 /// The τ of a trained-router line without "tau": it was measured before the choice existed,
 /// with the learned thresholds.
 inline constexpr const char* kTauUnrecorded = kTauLearned;
+/// The settings of an eval line (cmd_eval settings_of) with --tau-per-query and --full-rank.
+inline constexpr const char* kSettingsTauPerQuery = " tau=per_query";
+inline constexpr const char* kSettingsFullRank = " rank=full";
+
+/// The τ rule of a sekv result line: kTauPerQuery when its settings hold kSettingsTauPerQuery
+/// (lines measured before "tau" said so recorded kTauCalibrated or nothing), else its "tau"
+/// (`tau`, nullptr when absent), else kTauUnrecorded for the trained router and "" for the
+/// training-free one.
+std::string result_line_tau(bool trained, const std::string* tau, const std::string& settings);
+/// Whether a trained-router result line ran with the energy gate (--full-rank): its settings
+/// hold kSettingsFullRank or its "rank_gate" is kRankGateEnergy (`rank_gate`, nullptr when
+/// absent; the caller refuses other values).
+bool result_line_full_rank(const std::string* rank_gate, const std::string& settings);
 
 /// "<model file name without .gguf>.zoom.gguf" for a model path.
 std::string zoom_file_name(const std::string& model_path);
@@ -50,8 +63,8 @@ struct RouterChoice {
     std::shared_ptr<const ZoomParams> params; ///< trained: the parameters; else nullptr
     std::string path;                         ///< trained: the file they came from
     /// trained: τ is the learned threshold, each query head alone (SekvRouterOptions::
-    /// learned_tau, share_group off), rather than calibrated to the expand rate on the
-    /// question. choose_router leaves it false; the caller's option sets it.
+    /// learned_tau, share_group as ZoomParams::share_group), rather than calibrated to the expand
+    /// rate on the question. choose_router leaves it false; the caller's option sets it.
     bool learned_tau = false;
     /// τ calibrated per query (--tau-per-query) and, trained, the rank gate set aside
     /// (--full-rank); the caller's options set them, for the result lines.

@@ -31,12 +31,16 @@ namespace {
 
 // The router that answered a sekv line: "" for training-free (the lines measured before the
 // trained router existed have no "router" and were training-free), "trained:<digest>:<tau>"
-// for the trained one (zoom_params.h ZoomParams::digest; a line without "tau" is
-// kTauUnrecorded), so that a file resumes with the same router only.
+// for the trained one (zoom_params.h ZoomParams::digest; τ as result_line_tau, so that a line
+// measured before "tau" said per_query resumes), so that a file resumes with the same router
+// only.
 std::string router_key(const nlohmann::json& j) {
-    return j.value("router", "") == kRouterTrained
-               ? "trained:" + j.value("zoom_digest", "") + ":" + j.value("tau", kTauUnrecorded)
-               : "";
+    if (j.value("router", "") != kRouterTrained)
+        return "";
+    const bool has_tau = j.contains("tau") && j["tau"].is_string();
+    const std::string tau = has_tau ? j["tau"].get<std::string>() : "";
+    return "trained:" + j.value("zoom_digest", "") + ":" +
+           result_line_tau(true, has_tau ? &tau : nullptr, j.value("settings", ""));
 }
 
 std::string result_key(const nlohmann::json& j) {
@@ -67,7 +71,7 @@ std::string settings_of(const EvalOptions& o, const std::string& model_path) {
            " expand_rate=" + std::to_string(p.expand_rate) +
            " expand_rows=" + std::to_string(p.expand_rows) + " alpha=" + std::to_string(p.alpha) +
            " max_span=" + std::to_string(p.max_span) + " layers=" + layers +
-           (p.tau_per_query ? " tau=per_query" : "") + (p.full_rank ? " rank=full" : "") +
+           (p.tau_per_query ? kSettingsTauPerQuery : "") + (p.full_rank ? kSettingsFullRank : "") +
            // Another backend gives other roundings: its lines are another configuration.
            (o.backend == "cpu" ? std::string() : " backend=" + o.backend);
 }

@@ -74,9 +74,9 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
                  "sekv: calibrate τ on each query's own relevances (every query head asks for "
                  "--expand-rate of the spans at each token) instead of once on the question");
     cmd.add_flag("--full-rank", o.full_rank,
-                 "sekv, trained router: keep every span's factors at full rank, as the "
-                 "training-free router does, instead of the rank the trained gate chooses (the "
-                 "router alone)");
+                 "sekv, trained router: keep each span's factors at the energy gate's rank, as "
+                 "the training-free router does (every stored component at the default "
+                 "energy), instead of the rank the trained gate chooses (the router alone)");
 }
 
 void apply_policy(const PolicyOptions& o, SessionOptions& so) {
@@ -122,9 +122,11 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
         throw std::invalid_argument(
             o.router.empty()
                 ? "--full-rank: no parameter file for the model was found, so the router is "
-                  "training-free and keeps every span's factors at full rank already; give "
+                  "training-free and keeps every span's factors at the energy gate's rank already; "
+                  "give "
                   "--zoom-params FILE"
-                : "--full-rank: the training-free router keeps every span's factors at full rank "
+                : "--full-rank: the training-free router keeps every span's factors at the energy "
+                  "gate's rank "
                   "already; it applies to the trained router");
     if (o.tau_per_query && o.expand_rows > 0)
         throw std::invalid_argument("--tau-per-query calibrates τ at each query; --expand-rows "
@@ -133,6 +135,11 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
         throw std::invalid_argument("--tau-per-query calibrates τ at each query; with "
                                     "--learned-tau the trained router decides with its learned "
                                     "thresholds");
+    if (o.learned_tau && o.expand_rows > 0 && c.params && c.params->share_group)
+        throw std::invalid_argument("--learned-tau: " + c.path +
+                                    " was trained with the KV group's union (zoom-train "
+                                    "--share-group), and a row budget (--expand-rows) decides "
+                                    "each query head alone: give one of them");
     c.learned_tau = o.learned_tau;
     c.tau_per_query = o.tau_per_query;
     c.full_rank = o.full_rank;

@@ -52,9 +52,10 @@ void apply_policy(const PolicyOptions& o, SessionOptions& so);
 /// (use_router). Returns the choice; its mode is "" when `routes` is false. Throws
 /// std::invalid_argument for --router, --zoom-params, --learned-tau, --tau-per-query or
 /// --full-rank without a sekv run, --learned-tau or --full-rank with the training-free router,
-/// --tau-per-query with --expand-rows, and --expand-rate or --tau-per-query with --learned-tau (the
-/// learned thresholds do not read them); otherwise as choose_router. Files passed over are reported
-/// on stderr as notes.
+/// --tau-per-query with --expand-rows, --expand-rate or --tau-per-query with --learned-tau (the
+/// learned thresholds do not read them), and --learned-tau with --expand-rows for a file trained
+/// with the KV group's union (a row budget decides per head); otherwise as choose_router. Files
+/// passed over are reported on stderr as notes.
 RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool routes,
                           SessionOptions& so);
 

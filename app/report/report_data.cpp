@@ -40,7 +40,12 @@ ResultRow parse_result(const LineReader& r) {
     // SEKV's trained router is its own configuration (issue 8); lines without "router" were
     // measured with the training-free one.
     const bool trained = r.find("router") && r.string("router") == "trained";
-    const std::string tau = r.find("tau") ? r.string("tau") : trained ? kTauUnrecorded : "";
+    const std::string tau_field = r.find("tau") ? r.string("tau") : "";
+    // The settings are shared by every policy of a run: only a sekv line's name its τ rule.
+    const std::string tau =
+        row.policy == "sekv"
+            ? result_line_tau(trained, r.find("tau") ? &tau_field : nullptr, row.settings)
+            : "";
     if (trained) {
         // τ calibrated on the question (the default), the learned thresholds (--learned-tau) or
         // τ per query (--tau-per-query, below).
@@ -50,12 +55,13 @@ ResultRow parse_result(const LineReader& r) {
         row.policy += tau == kTauLearned ? "-trained-learned-tau" : "-trained";
         if (r.find("zoom_digest"))
             row.zoom_digest = r.string("zoom_digest");
-        if (r.find("rank_gate")) { // the trained router with the energy gate (--full-rank)
-            const std::string gate = r.string("rank_gate");
-            if (gate != kRankGateEnergy)
-                r.fail("\"rank_gate\" \"" + gate + "\" is not " + kRankGateEnergy);
+        // The trained router with the energy gate (--full-rank); lines measured before
+        // "rank_gate" existed say so in their settings only.
+        const std::string gate = r.find("rank_gate") ? r.string("rank_gate") : "";
+        if (r.find("rank_gate") && gate != kRankGateEnergy)
+            r.fail("\"rank_gate\" \"" + gate + "\" is not " + kRankGateEnergy);
+        if (result_line_full_rank(r.find("rank_gate") ? &gate : nullptr, row.settings))
             row.policy += "-full-rank";
-        }
     } else if (!tau.empty() && tau != kTauPerQuery) {
         r.fail("\"tau\" \"" + tau + "\" of the training-free router is not " + kTauPerQuery);
     }

@@ -468,6 +468,21 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
     EXPECT_EQ(policies, (std::set<std::string>{"sekv-trained-tau-per-query",
                                                "sekv-trained-full-rank", "sekv-tau-per-query"}));
     EXPECT_THROW(load_text(line(R"(,"tau":"calibrated","rank_gate":"trained")")), InputError);
+    // Lines measured before "tau" and "rank_gate" said so: their settings do. A full line of
+    // the same run (the settings are shared) stays full.
+    policies.clear();
+    const std::string pq_settings = R"(,"settings":"m.gguf max_tokens=0 tau=per_query")";
+    for (const auto& r :
+         load_text(line(R"(,"tau":"calibrated")" + pq_settings) +
+                   line(R"(,"tau":"calibrated","settings":"m.gguf max_tokens=0 rank=full")") +
+                   result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+                          fast(0.3) + R"(,"router":"training-free")" + pq_settings) +
+                   result("A", "full", 1.0, 4096, 0.5, 0, 1.0, pq_settings))
+             .rows)
+        policies.insert(r.policy);
+    EXPECT_EQ(policies,
+              (std::set<std::string>{"sekv-trained-tau-per-query", "sekv-trained-full-rank",
+                                     "sekv-tau-per-query", "full"}));
 }
 
 TEST(ReportData, PlotFileNamesAreSanitizedAndDistinct) {

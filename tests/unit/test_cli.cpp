@@ -260,6 +260,10 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     const double alone = expansions_of(false), united = expansions_of(true);
     EXPECT_GT(alone, 0.0);
     EXPECT_NEAR(united, 2 * alone, 1e-9) << "alone " << alone;
+    // A row budget decides each head alone: not with thresholds trained for the union.
+    expect_clean_error(
+        ask({"--zoom-params", dir_ + "/halves.zoom.gguf", "--learned-tau", "--expand-rows", "64"}),
+        "--share-group");
     r = ask({"--router", "training-free", "--expand-rate", "0.5"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(router_of(r), "training-free");

@@ -342,6 +342,28 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     const auto fr = another_configuration(trained_args, "--full-rank", " rank=full");
     EXPECT_EQ(line_of(fr, "sekv")["rank_gate"], "energy");
     EXPECT_FALSE(line_of(trained, "sekv").contains("rank_gate"));
+    // The trained router with τ per query; its lines as measured before "tau" said per_query
+    // ("calibrated", the settings naming the rule) still resume: nothing is measured again.
+    const auto tpq = another_configuration(trained_args, "--tau-per-query", " tau=per_query");
+    EXPECT_EQ(line_of(tpq, "sekv")["tau"], "per_query");
+    {
+        std::string f = test::read_file(dir + "/r.jsonl");
+        const std::string now = R"("tau":"per_query")", before = R"("tau":"calibrated")";
+        size_t replaced = 0;
+        for (size_t at = f.find(now); at != std::string::npos; at = f.find(now, at)) {
+            f.replace(at, now.size(), before);
+            ++replaced;
+        }
+        EXPECT_GT(replaced, 0u);
+        std::ofstream(dir + "/r.jsonl", std::ios::trunc) << f;
+    }
+    auto tpq_args = trained_args;
+    tpq_args.push_back("--tau-per-query");
+    const auto before_old = lines();
+    const auto resumed = run_eval(tpq_args);
+    ASSERT_EQ(resumed.status, 0) << resumed.err;
+    EXPECT_EQ(lines(), before_old) << "an earlier line of the same router measured again";
+    EXPECT_EQ(line_of(resumed, "sekv")["answer"], line_of(tpq, "sekv")["answer"]);
     // Trained asked for without a file for the model: one line, nothing measured.
     auto no_file = args;
     no_file.push_back("--router");

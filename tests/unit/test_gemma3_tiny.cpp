@@ -382,6 +382,20 @@ TEST_F(TinyGemma3, TurnBreakIsTheTurnFormatsChangeOfTurnInEveryPrompt) {
     for (const int32_t t : tok.encode("user\n"))
         expected.push_back(t);
     EXPECT_EQ(turn_break(tok, "user\n"), expected);
+    // The whole turn-format prompt, assembled by hand as the format reads: BOS, <start_of_turn>,
+    // "user\n" and the documents, the question, <end_of_turn>, "\n", <start_of_turn>, "model\n".
+    std::vector<int32_t> whole{tok.bos(), sot};
+    auto add = [&](const std::string& text) {
+        for (const int32_t t : tok.encode(text))
+            whole.push_back(t);
+    };
+    add("user\nDocument: d\n\nthe cat\n\n");
+    add("Answer the question using the documents above.\ncat?");
+    whole.push_back(eot);
+    add("\n");
+    whole.push_back(sot);
+    add("model\n");
+    EXPECT_EQ(build_question_prompt(tok, true, {{"d", "the cat"}}, "cat?").tokens, whole);
     for (const bool it : {true, false}) {
         const auto p = build_question_prompt(tok, it, {{"d", "the cat"}}, "cat?");
         const std::vector<int32_t> tail(p.tokens.begin() + p.prefix_len, p.tokens.end());

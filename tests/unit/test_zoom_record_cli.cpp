@@ -404,6 +404,21 @@ TEST_F(ZoomRecordCli, TrainingRefusesOtherRecordingsThreadsAndTrainedOnHeldOutTe
     EXPECT_EQ(c_alone.out.find("held-out losses (KV group union)"), std::string::npos)
         << c_alone.out;
     EXPECT_NE(c_alone.out.find("trained router, trained rank gate"), std::string::npos);
+    // The same parameters with the union (--share-group given) expand more than each head alone.
+    auto expand_of = [](const std::string& out, const char* label) {
+        const size_t at = out.find(label);
+        double distill = -1, expand = -1;
+        if (at == std::string::npos ||
+            std::sscanf(out.c_str() + at + std::strlen(label), " distill %lf expand %lf", &distill,
+                        &expand) != 2)
+            ADD_FAILURE() << "no line \"" << label << "\" in\n" << out;
+        return expand;
+    };
+    compare.push_back("--share-group");
+    const auto c_union = run(compare);
+    ASSERT_EQ(c_union.status, 0) << c_union.err;
+    EXPECT_GT(expand_of(c_union.out, "trained router, rank gate (union)"),
+              expand_of(c_alone.out, "trained router, trained rank gate"));
     // Other recordings (one removed): refused, not resumed on different data.
     const std::string doc1 = dir_ + "/rec/doc1.txt.zoom-record.gguf";
     const std::string kept = dir_ + "/doc1.kept";
