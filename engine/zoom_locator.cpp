@@ -92,17 +92,16 @@ RouterChoice choose_router(const std::string& requested, const std::string& zoom
     return c;
 }
 
-std::string result_line_tau(bool trained, const std::string* tau, const std::string& settings) {
+std::string result_line_tau(bool trained, const std::string& tau, const std::string& settings) {
     if (settings.find(kSettingsTauPerQuery) != std::string::npos)
         return kTauPerQuery;
-    if (tau)
-        return *tau;
+    if (!tau.empty())
+        return tau;
     return trained ? kTauUnrecorded : "";
 }
 
-bool result_line_full_rank(const std::string* rank_gate, const std::string& settings) {
-    return settings.find(kSettingsFullRank) != std::string::npos ||
-           (rank_gate && *rank_gate == kRankGateEnergy);
+bool result_line_full_rank(const std::string& rank_gate, const std::string& settings) {
+    return settings.find(kSettingsFullRank) != std::string::npos || rank_gate == kRankGateEnergy;
 }
 
 } // namespace spanscope

@@ -43,13 +43,13 @@ inline constexpr const char* kSettingsFullRank = " rank=full";
 
 /// The τ rule of a sekv result line: kTauPerQuery when its settings hold kSettingsTauPerQuery
 /// (lines measured before "tau" said so recorded kTauCalibrated or nothing), else its "tau"
-/// (`tau`, nullptr when absent), else kTauUnrecorded for the trained router and "" for the
+/// (`tau`, "" when absent), else kTauUnrecorded for the trained router and "" for the
 /// training-free one.
-std::string result_line_tau(bool trained, const std::string* tau, const std::string& settings);
+std::string result_line_tau(bool trained, const std::string& tau, const std::string& settings);
 /// Whether a trained-router result line ran with the energy gate (--full-rank): its settings
-/// hold kSettingsFullRank or its "rank_gate" is kRankGateEnergy (`rank_gate`, nullptr when
-/// absent; the caller refuses other values).
-bool result_line_full_rank(const std::string* rank_gate, const std::string& settings);
+/// hold kSettingsFullRank or its "rank_gate" is kRankGateEnergy (`rank_gate`, "" when absent;
+/// the caller refuses other values).
+bool result_line_full_rank(const std::string& rank_gate, const std::string& settings);
 
 /// "<model file name without .gguf>.zoom.gguf" for a model path.
 std::string zoom_file_name(const std::string& model_path);

@@ -37,10 +37,8 @@ namespace {
 std::string router_key(const nlohmann::json& j) {
     if (j.value("router", "") != kRouterTrained)
         return "";
-    const bool has_tau = j.contains("tau") && j["tau"].is_string();
-    const std::string tau = has_tau ? j["tau"].get<std::string>() : "";
     return "trained:" + j.value("zoom_digest", "") + ":" +
-           result_line_tau(true, has_tau ? &tau : nullptr, j.value("settings", ""));
+           result_line_tau(true, j.value("tau", ""), j.value("settings", ""));
 }
 
 std::string result_key(const nlohmann::json& j) {

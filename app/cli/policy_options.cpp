@@ -122,12 +122,10 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
         throw std::invalid_argument(
             o.router.empty()
                 ? "--full-rank: no parameter file for the model was found, so the router is "
-                  "training-free and keeps every span's factors at the energy gate's rank already; "
-                  "give "
-                  "--zoom-params FILE"
-                : "--full-rank: the training-free router keeps every span's factors at the energy "
-                  "gate's rank "
-                  "already; it applies to the trained router");
+                  "training-free and keeps every span's factors at the energy gate's rank "
+                  "already; give --zoom-params FILE"
+                : "--full-rank: the training-free router keeps every span's factors at the "
+                  "energy gate's rank already; it applies to the trained router");
     if (o.tau_per_query && o.expand_rows > 0)
         throw std::invalid_argument("--tau-per-query calibrates τ at each query; --expand-rows "
                                     "caps the rows of each query head instead: give one of them");
@@ -157,14 +155,15 @@ void use_router(const RouterChoice& router, SessionOptions& so) {
 void put_router_fields(nlohmann::json& j, const RouterChoice& router) {
     if (!router.mode.empty())
         j["router"] = router.mode;
+    if (!router.mode.empty() && router.tau_per_query)
+        j["tau"] = kTauPerQuery;
+    else if (router.params)
+        j["tau"] = router.learned_tau ? kTauLearned : kTauCalibrated;
     if (router.params) {
         j["zoom_digest"] = router.params->digest();
-        j["tau"] = router.learned_tau ? kTauLearned : kTauCalibrated;
         if (router.full_rank)
             j["rank_gate"] = kRankGateEnergy;
     }
-    if (!router.mode.empty() && router.tau_per_query)
-        j["tau"] = kTauPerQuery;
 }
 
 } // namespace spanscope::cli

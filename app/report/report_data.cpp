@@ -40,11 +40,10 @@ ResultRow parse_result(const LineReader& r) {
     // SEKV's trained router is its own configuration (issue 8); lines without "router" were
     // measured with the training-free one.
     const bool trained = r.find("router") && r.string("router") == "trained";
-    const std::string tau_field = r.find("tau") ? r.string("tau") : "";
     // The settings are shared by every policy of a run: only a sekv line's name its τ rule.
     const std::string tau =
         row.policy == "sekv"
-            ? result_line_tau(trained, r.find("tau") ? &tau_field : nullptr, row.settings)
+            ? result_line_tau(trained, r.find("tau") ? r.string("tau") : "", row.settings)
             : "";
     if (trained) {
         // τ calibrated on the question (the default), the learned thresholds (--learned-tau) or
@@ -60,7 +59,7 @@ ResultRow parse_result(const LineReader& r) {
         const std::string gate = r.find("rank_gate") ? r.string("rank_gate") : "";
         if (r.find("rank_gate") && gate != kRankGateEnergy)
             r.fail("\"rank_gate\" \"" + gate + "\" is not " + kRankGateEnergy);
-        if (result_line_full_rank(r.find("rank_gate") ? &gate : nullptr, row.settings))
+        if (result_line_full_rank(gate, row.settings))
             row.policy += "-full-rank";
     } else if (!tau.empty() && tau != kTauPerQuery) {
         r.fail("\"tau\" \"" + tau + "\" of the training-free router is not " + kTauPerQuery);

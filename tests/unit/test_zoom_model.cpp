@@ -155,9 +155,6 @@ TEST(ZoomModel, HardForwardIsTheEngineInference) {
 
 namespace {
 
-// The hard budget 0.7 · expanded rows / visible rows + 0.3 · kept / available components, summed
-// by hand from each example's own hard forward (each head alone); with `union_of_group`, a span
-// counts as expanded when any head of the example's KV group expands it in its own forward.
 struct BudgetTally {
     double budget = 0; ///< mean over the examples
     int expanded = 0, summarised = 0, truncated = 0;
@@ -170,6 +167,9 @@ ZoomLossOptions budget_options() {
     o.rank_weight = 0.3;
     return o;
 }
+// The hard budget 0.7 · expanded rows / visible rows + 0.3 · kept / available components, summed
+// by hand from each example's own hard forward (each head alone); with `union_of_group`, a span
+// counts as expanded when any head of the example's KV group expands it in its own forward.
 BudgetTally tally_hard_budget(const ZoomParams& p, const Fixture& f, bool union_of_group) {
     ZoomLossOptions alone;
     BudgetTally t;
@@ -218,11 +218,10 @@ TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
     ThreadPool pool(1);
     const auto l = zoom_loss(p, f->sets, f->items, o, nullptr, pool);
     const auto t = tally_hard_budget(p, *f, false);
-    const double expected = t.budget;
     EXPECT_GT(t.expanded, 0);
     EXPECT_GT(t.summarised, 0) << "decisions of both kinds, so the row share is not 0 or 1";
     EXPECT_GT(t.truncated, 0) << "some factors cut below their available rank";
-    EXPECT_NEAR(l.budget, expected, 1e-12);
+    EXPECT_NEAR(l.budget, t.budget, 1e-12);
     EXPECT_GT(std::fabs(l.budget - l.budget_soft), 0.01) << "the surrogate is another value";
 
     // The gradient of the budget alone, straight through the hard decisions, is the gradient of
