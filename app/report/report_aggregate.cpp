@@ -88,6 +88,42 @@ std::optional<Difference> difference(const Report& report, const Config& a, cons
     return d;
 }
 
+/// The router comparison of trained against training_free (report_data.h RouterComparison);
+/// nullopt when they share no sample.
+std::optional<RouterComparison> router_comparison(const Report& report, const Config& trained,
+                                                  const Config& training_free) {
+    const auto d = difference(report, trained, training_free);
+    if (!d)
+        return std::nullopt;
+    RouterComparison c;
+    c.trained = trained;
+    c.training_free = training_free;
+    c.accuracy = *d;
+    // Pooled over the samples both configurations report the value for.
+    auto pair_means = [&](std::map<SampleKey, double> ConfigRow::*values, int& n, double& a,
+                          double& b) {
+        double sa = 0, sb = 0;
+        for (const auto& t : report.tasks) {
+            const ConfigRow* ra = t.row(trained);
+            const ConfigRow* rb = t.row(training_free);
+            if (!ra || !rb)
+                continue;
+            for (const auto& [key, x] : ra->*values) {
+                const auto it = (rb->*values).find(key);
+                if (it == (rb->*values).end())
+                    continue;
+                sa += x, sb += it->second, ++n;
+            }
+        }
+        if (n > 0)
+            a = sa / n, b = sb / n;
+    };
+    pair_means(&ConfigRow::expansions, c.paired_expansions, c.trained_expansions,
+               c.training_free_expansions);
+    pair_means(&ConfigRow::kl, c.paired_kl, c.trained_kl, c.training_free_kl);
+    return c;
+}
+
 SummaryEntry summary_entry(const Report& report, const Config& c) {
     SummaryEntry e;
     e.config = c;
@@ -112,7 +148,7 @@ BudgetSummary budget_summary(const Report& report, double budget,
                              const std::vector<Config>& configs) {
     BudgetSummary s;
     s.budget = budget;
-    std::optional<Config> full, sekv, trained;
+    std::optional<Config> full, sekv;
     for (const auto& c : configs) {
         const bool is_full_reference = c.is_full() && c.budget == 1.0;
         if (!is_full_reference && c.budget != budget)
@@ -122,15 +158,15 @@ BudgetSummary budget_summary(const Report& report, double budget,
             full = c;
         else if (c.policy == "sekv")
             sekv = c;
-        else if (c.policy == "sekv-trained")
-            trained = c;
     }
+    for (const auto& e : s.entries)
+        if (const auto partner = training_free_partner(e.config.policy))
+            if (const auto cmp = router_comparison(report, e.config, {*partner, budget}))
+                s.router_comparisons.push_back(*cmp);
     if (!sekv)
         return s;
     if (full)
         s.sekv_minus_full = difference(report, *sekv, *full);
-    if (trained)
-        s.trained_minus_sekv = difference(report, *trained, *sekv);
     // The best baseline: the compressed policy (neither full nor a form of sekv) at this budget
     // with the smallest paired difference sekv − baseline, among those measured on every task
     // sekv was (all of them when none was).
@@ -152,6 +188,17 @@ BudgetSummary budget_summary(const Report& report, double budget,
 }
 
 } // namespace
+
+std::optional<std::string> training_free_partner(const std::string& policy) {
+    static const std::string trained = "sekv-trained";
+    static const std::string per_query = "-tau-per-query";
+    if (policy.rfind(trained, 0) != 0)
+        return std::nullopt;
+    const bool tau_per_query =
+        policy.size() >= per_query.size() &&
+        policy.compare(policy.size() - per_query.size(), per_query.size(), per_query) == 0;
+    return tau_per_query ? "sekv" + per_query : std::string("sekv");
+}
 
 std::string Config::label() const {
     if (is_full() && budget == 1.0)
@@ -225,7 +272,12 @@ Report aggregate(const LoadedResults& loaded) {
             std::map<std::pair<int, int>, std::vector<double>> by_cell;
             std::vector<double> all, fast;
             for (const ResultRow* r : crows) {
-                row.scores[{r->target_length, r->depth, r->index, r->seed}] = r->score;
+                const SampleKey key{r->target_length, r->depth, r->index, r->seed};
+                row.scores[key] = r->score;
+                if (r->expansions)
+                    row.expansions[key] = *r->expansions;
+                if (r->fidelity.kl)
+                    row.kl[key] = *r->fidelity.kl;
                 by_length[r->target_length].push_back(r->score);
                 by_cell[{r->target_length, r->depth_percent()}].push_back(r->score);
                 all.push_back(r->score);

@@ -155,7 +155,10 @@ using SampleKey = std::tuple<int, double, long long, long long>;
 struct ConfigRow {
     Config config;
     std::map<SampleKey, double> scores; ///< each sample's score, for paired differences
-    std::map<int, Accuracy> by_length;  ///< target length → accuracy
+    /// sekv: each sample's spans expanded per generated token and KL (nats), where its line
+    /// has them: the router comparison pairs them (RouterComparison).
+    std::map<SampleKey, double> expansions, kl;
+    std::map<int, Accuracy> by_length;               ///< target length → accuracy
     std::map<std::pair<int, int>, Accuracy> by_cell; ///< (target length, depth %) → accuracy
     Accuracy all;                                    ///< every length pooled
     std::optional<double> mean_fast_tier;            ///< mean fast_tier_fraction (fraction)
@@ -201,14 +204,32 @@ struct Difference {
     bool partial = false;        ///< tasks or samples of a or b are not in the difference
 };
 
+/// A trained router's configuration against the training-free one with the same τ rule, at one
+/// budget (issue 8's comparison): "sekv-trained…-tau-per-query" against "sekv-tau-per-query",
+/// every other "sekv-trained…" against "sekv". Expansions and KL are compared on the samples
+/// both answered and both report them for, pooled over the tasks: mean(trained) / mean(other).
+struct RouterComparison {
+    Config trained;
+    Config training_free;
+    Difference accuracy;       ///< trained − training-free (Difference's rules)
+    int paired_expansions = 0; ///< samples in the expansions means
+    double trained_expansions = 0, training_free_expansions = 0; ///< per token, means
+    int paired_kl = 0;                                           ///< samples in the KL means
+    double trained_kl = 0, training_free_kl = 0;                 ///< nats, means
+};
+
+/// The training-free configuration a trained one is compared with (RouterComparison), or
+/// nullopt when policy is not a form of "sekv-trained".
+std::optional<std::string> training_free_partner(const std::string& policy);
+
 /// The summary of one budget: full (the reference) and every policy run at that budget.
 struct BudgetSummary {
     double budget = 1;
     std::vector<SummaryEntry> entries;                  ///< full first, then policy order
     std::optional<Difference> sekv_minus_best_baseline; ///< best compressed policy other than sekv
     std::optional<Difference> sekv_minus_full;
-    /// sekv with the trained router ("sekv-trained") against the training-free sekv.
-    std::optional<Difference> trained_minus_sekv;
+    /// Each trained router's configuration against its training-free partner, in config order.
+    std::vector<RouterComparison> router_comparisons;
 };
 
 /// Mean fidelity of one configuration over the rows that report it.

@@ -413,8 +413,13 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
     ASSERT_EQ(report.budgets.size(), 1u);
     const BudgetSummary& b = report.budgets[0];
     // Macro accuracy: sekv (0.6 + 0.5) / 2 = 0.55, sekv-trained (0.9 + 0.6) / 2 = 0.75.
-    ASSERT_TRUE(b.trained_minus_sekv);
-    EXPECT_EQ(points(b.trained_minus_sekv->value), "+20.0 points");
+    ASSERT_EQ(b.router_comparisons.size(), 1u);
+    EXPECT_EQ(b.router_comparisons[0].training_free.label(), "sekv@35%");
+    EXPECT_EQ(points(b.router_comparisons[0].accuracy.value), "+20.0 points");
+    // Paired expansions: (2 + 3) / 2 = 2.5 against (4 + 6) / 2 = 5.
+    EXPECT_EQ(b.router_comparisons[0].paired_expansions, 2);
+    EXPECT_DOUBLE_EQ(b.router_comparisons[0].trained_expansions, 2.5);
+    EXPECT_DOUBLE_EQ(b.router_comparisons[0].training_free_expansions, 5.0);
     ASSERT_TRUE(b.sekv_minus_best_baseline);
     EXPECT_EQ(b.sekv_minus_best_baseline->other, "snapkv@35%");
     // Expansions per token: sekv (4 + 6) / 2 = 5, sekv-trained (2 + 3) / 2 = 2.5.
@@ -426,7 +431,12 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
               (std::map<std::string, double>{{"sekv@35%", 5.0}, {"sekv-trained@35%", 2.5}}));
     const std::string md = render_markdown(load_text(s), report, "t", {});
     EXPECT_NE(md.find("- sekv-trained \u2212 training-free sekv (sekv@35%): **+20.0 points**"),
-              std::string::npos);
+              std::string::npos)
+        << md;
+    EXPECT_NE(
+        md.find("; expansions per token 2.50 against 5.00 (\u221250.0 %) on 2 paired samples"),
+        std::string::npos)
+        << md;
     EXPECT_NE(md.find("| 2.50 |"), std::string::npos);
 
     // Lines of a second parameter file would be averaged into the same configuration: refused,
@@ -483,6 +493,72 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
     EXPECT_EQ(policies,
               (std::set<std::string>{"sekv-trained-tau-per-query", "sekv-trained-full-rank",
                                      "sekv-tau-per-query", "full"}));
+}
+
+// Each trained configuration is compared with the training-free one of its τ rule, on the
+// samples both answered; expansions and KL are paired too (a sample only one of them answered
+// is left out of both means).
+TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) {
+    const std::string pq = R"(,"tau":"per_query")";
+    const std::string trained = R"(,"router":"trained","zoom_digest":"0123456789abcdef")";
+    auto line = [&](int index, double score, const std::string& router, double exp, double kl) {
+        std::ostringstream extra;
+        extra << fast(0.3) << router << R"(,"expansions":)" << exp << R"(,"fidelity":{"kl":)" << kl
+              << "}";
+        return result("A", "sekv", 0.35, 4096, 0.5, index, score, extra.str());
+    };
+    std::string s;
+    // τ per query: trained 1, 1, 0 on samples 0–2 (sample 2 unpaired); training-free 0, 1 and 1
+    // on sample 3 (unpaired).
+    s += line(0, 1.0, trained + R"(,"tau":"per_query")", 3.0, 0.2);
+    s += line(1, 1.0, trained + R"(,"tau":"per_query")", 5.0, 0.4);
+    s += line(2, 0.0, trained + R"(,"tau":"per_query")", 100.0, 9.0);
+    s += line(0, 0.0, R"(,"router":"training-free")" + pq, 2.0, 0.1);
+    s += line(1, 1.0, R"(,"router":"training-free")" + pq, 2.0, 0.3);
+    s += line(3, 1.0, R"(,"router":"training-free")" + pq, 50.0, 5.0);
+    // τ on the question: trained 0 and training-free 1 on sample 0.
+    s += line(0, 0.0, trained + R"(,"tau":"calibrated")", 8.0, 0.5);
+    s += line(0, 1.0, R"(,"router":"training-free")", 4.0, 0.25);
+    const Report report = aggregate(load_text(s));
+    ASSERT_EQ(report.budgets.size(), 1u);
+    const auto& cmp = report.budgets[0].router_comparisons;
+    ASSERT_EQ(cmp.size(), 2u);
+    std::map<std::string, const RouterComparison*> by;
+    for (const auto& c : cmp)
+        by[c.trained.policy] = &c;
+    ASSERT_TRUE(by.count("sekv-trained") && by.count("sekv-trained-tau-per-query"));
+    const RouterComparison& q = *by["sekv-trained-tau-per-query"];
+    EXPECT_EQ(q.training_free.policy, "sekv-tau-per-query");
+    EXPECT_EQ(q.accuracy.paired_samples, 2);
+    EXPECT_EQ(q.accuracy.unpaired_samples, 2);
+    EXPECT_EQ(points(q.accuracy.value), "+50.0 points"); // (1 − 0 + 1 − 1) / 2
+    EXPECT_EQ(q.paired_expansions, 2);
+    EXPECT_DOUBLE_EQ(q.trained_expansions, 4.0);       // (3 + 5) / 2
+    EXPECT_DOUBLE_EQ(q.training_free_expansions, 2.0); // (2 + 2) / 2
+    EXPECT_EQ(q.paired_kl, 2);
+    EXPECT_DOUBLE_EQ(q.trained_kl, 0.3);
+    EXPECT_DOUBLE_EQ(q.training_free_kl, 0.2);
+    const RouterComparison& c = *by["sekv-trained"];
+    EXPECT_EQ(c.training_free.policy, "sekv");
+    EXPECT_EQ(points(c.accuracy.value), "\u2212100.0 points");
+    EXPECT_DOUBLE_EQ(c.trained_expansions, 8.0);
+    EXPECT_DOUBLE_EQ(c.training_free_expansions, 4.0);
+
+    const std::string md = render_markdown(load_text(s), report, "t", {});
+    EXPECT_NE(md.find("- sekv-trained-tau-per-query \u2212 training-free sekv "
+                      "(sekv-tau-per-query@35%): **+50.0 points**"),
+              std::string::npos)
+        << md;
+    EXPECT_NE(md.find("; expansions per token 4.00 against 2.00 (+100.0 %) on 2 paired samples; "
+                      "KL 0.3000 against 0.2000 nats (+50.0 %) on 2 paired samples"),
+              std::string::npos)
+        << md;
+
+    EXPECT_EQ(training_free_partner("sekv-trained-learned-tau"), "sekv");
+    EXPECT_EQ(training_free_partner("sekv-trained-full-rank"), "sekv");
+    EXPECT_EQ(training_free_partner("sekv-trained-full-rank-tau-per-query"), "sekv-tau-per-query");
+    EXPECT_EQ(training_free_partner("sekv-tau-per-query"), std::nullopt);
+    EXPECT_EQ(training_free_partner("snapkv"), std::nullopt);
 }
 
 TEST(ReportData, PlotFileNamesAreSanitizedAndDistinct) {
