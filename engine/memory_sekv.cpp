@@ -1,5 +1,7 @@
 #include "memory_sekv.h"
 
+#include "span_sketch.h"
+
 #include "mixed_attention.h"
 #include "zoom_params.h"
 
@@ -29,6 +31,10 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
                                     " query heads of " + std::to_string(l->head_dim) +
                                     " dimensions, the layer has " + std::to_string(shape.n_head) +
                                     " of " + std::to_string(shape.head_dim));
+    if (l->sketch_dim > 0 && l->n_kv_head != shape.n_kv_head)
+        throw std::invalid_argument("SEKV layer " + std::to_string(layer) + ": " + file +
+                                    " hold a sketch basis for " + std::to_string(l->n_kv_head) +
+                                    " KV heads, the layer has " + std::to_string(shape.n_kv_head));
     o.router.trained = trained_router(*l);
     if (!options.trained_rank_gate)
         return o; // the energy gate of options.rank, as without zoom
@@ -121,6 +127,7 @@ std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& r,
     rank.rope_base = rope_base;
     if (options.summaries_only)
         rank.max_rank = 1; // the caller drops the factors: build the smallest
+    const auto* tr = options.router.trained.get();
     std::vector<SekvSpan> spans;
     spans.reserve(r.segmentation->spans.size());
     for (const auto& ts : r.segmentation->spans) {
@@ -138,6 +145,12 @@ std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& r,
         spans.push_back(build_span(rows.k() + idx * row, rows.v() + idx * row,
                                    r.token_surprisal + ts.begin, ts.size(), shape.n_kv_head,
                                    shape.head_dim, p0, rank));
+        // A trained router's key sketch, from the exact rows as training computes it
+        // (prepare_examples), before the rank gate's cut factors are all that is left.
+        if (tr && tr->sketch_dim > 0 && !options.summaries_only)
+            spans.back().sketch = span_key_sketch_rows(
+                rows.k() + idx * row, ts.size(), shape.n_kv_head, spans.back().summary_k.data(),
+                tr->sketch_basis, tr->sketch_dim, shape.head_dim);
     }
     return spans;
 }
@@ -195,8 +208,14 @@ void drop_span_rows(RowStore& rows, const std::vector<SekvSpan>& spans) {
 
 void SekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {
     check_spans(spans, shape_);
-    for (auto& s : spans)
+    const auto* tr = options_.router.trained.get();
+    for (auto& s : spans) {
         move_span(s, delta, rope_base_);
+        // Sealed spans carry theirs (seal_spans); a moved one (move_span dropped it) or one
+        // restored without it is sketched from its factors at its position.
+        if (tr && tr->sketch_dim > 0 && s.sketch.empty())
+            s.sketch = span_key_sketch(s, tr->sketch_basis, tr->sketch_dim, shape_.head_dim);
+    }
     drop_span_rows(rows_, spans); // held at two resolutions from now on
     spans_.insert(spans_.end(), std::make_move_iterator(spans.begin()),
                   std::make_move_iterator(spans.end()));

@@ -58,8 +58,10 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
 /// The spans of a sealed context built from the rows held at full resolution (build_span per
 /// span of request.segmentation, positions request.pos_begin + its offsets), with the rank
 /// options of `options` and the layer's RoPE base; with options.summaries_only at rank 1 (the
-/// caller drops the factors). Throws std::invalid_argument for a request without segmentation
-/// or surprisal or a span outside it, std::logic_error when a span's rows are not all in `rows`.
+/// caller drops the factors). With a trained router that has a sketch basis, each span carries
+/// its key sketch from the rows (span_key_sketch_rows). Throws std::invalid_argument for a request
+/// without segmentation or surprisal or a span outside it, std::logic_error when a span's rows are
+/// not all in `rows`.
 std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& request,
                                  const AttentionShape& shape, double rope_base,
                                  const SekvOptions& options);
@@ -113,7 +115,9 @@ public:
     const std::vector<ZoomHead>* last_zoom() const override { return &last_zoom_; }
 
     /// Hold `spans` (built elsewhere, e.g. restored from the project) at two resolutions,
-    /// moved by delta positions: their full-resolution rows are dropped. Spans must be sorted,
+    /// moved by delta positions: their full-resolution rows are dropped. With a trained router
+    /// that has a sketch basis, a span without its key sketch (moved, or restored without it)
+    /// is sketched from its factors (span_key_sketch). Spans must be sorted,
     /// disjoint, inside what was stored and not already held; each must match the shape.
     /// Throws std::invalid_argument otherwise. τ is calibrated again at the next attend().
     void hold_spans(std::vector<SekvSpan> spans, int32_t delta);

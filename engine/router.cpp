@@ -1,5 +1,7 @@
 #include "router.h"
 
+#include "span_sketch.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,10 +10,21 @@
 
 namespace spanscope {
 
-RelevanceScore::RelevanceScore(const float* q, int64_t d, const float* w, int64_t d_out)
+RelevanceScore::RelevanceScore(const float* q, int64_t d, const float* w, int64_t d_out,
+                               const float* sketch_basis, int sketch_dim)
     : q_(q), d_(d), w_(w), d_out_(d_out) {
-    if (d < 1 || (w && d_out < 1))
-        throw std::invalid_argument("relevance: empty query or projection");
+    if (d < 1 || (w && d_out < 1) || (sketch_basis && sketch_dim < 1))
+        throw std::invalid_argument("relevance: empty query, projection or sketch basis");
+    if (sketch_basis) {
+        sketch_dim_ = sketch_dim;
+        uq_.resize(static_cast<size_t>(sketch_dim));
+        for (int a = 0; a < sketch_dim; ++a) {
+            double t = 0;
+            for (int64_t j = 0; j < d; ++j)
+                t += static_cast<double>(sketch_basis[a * d + j]) * q[j];
+            uq_[static_cast<size_t>(a)] = t;
+        }
+    }
     if (!w)
         return;
     wq_.resize(static_cast<size_t>(d_out));
@@ -23,13 +36,21 @@ RelevanceScore::RelevanceScore(const float* q, int64_t d, const float* w, int64_
     }
 }
 
-double RelevanceScore::logit(const float* summary_k, int64_t size, double* wk) const {
+double RelevanceScore::logit(const float* summary_k, int64_t size, double* wk,
+                             const float* sketch) const {
     if (size < 1)
         throw std::invalid_argument("relevance: a span of no token");
     double qk = 0;
     for (int64_t j = 0; j < d_; ++j)
         qk += static_cast<double>(q_[j]) * summary_k[j];
-    double z = qk / std::sqrt(static_cast<double>(d_)) + std::log(static_cast<double>(size));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d_));
+    double z = qk * scale + std::log(static_cast<double>(size));
+    if (sketch_dim_ > 0) {
+        if (!sketch)
+            throw std::invalid_argument("relevance: a router with a sketch basis scores a span "
+                                        "that has no sketch");
+        z += sketch_logit_term(uq_.data(), sketch_dim_, sketch, scale);
+    }
     if (!w_)
         return z;
     // The learned correction ⟨W q, W k̄⟩/√d′ (docs/sekv.md "The relevance's form"). W k̄ is
@@ -46,8 +67,8 @@ double RelevanceScore::logit(const float* summary_k, int64_t size, double* wk) c
     return z + ab / std::sqrt(static_cast<double>(d_out_));
 }
 
-double RelevanceScore::relevance(const float* summary_k, int64_t size) const {
-    return 1.0 / (1.0 + std::exp(-logit(summary_k, size)));
+double RelevanceScore::relevance(const float* summary_k, int64_t size, const float* sketch) const {
+    return 1.0 / (1.0 + std::exp(-logit(summary_k, size, nullptr, sketch)));
 }
 
 double span_relevance(const float* q, const float* summary_k, int64_t d, int64_t size,

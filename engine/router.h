@@ -5,7 +5,9 @@
 // router (issue 8, zoom_params.h) adds a learned correction through the same calls (residual
 // form, docs/sekv.md "The relevance's form"):
 //   relevance(S) = σ(q·k̄_S / √d + ⟨W q, W k̄_S⟩ / √d′ + log|S|),  W [d′][d] per layer and head,
-// so that W = 0 is the training-free router exactly. DESIGN.md §3.4.5 writes
+// so that W = 0 is the training-free router exactly. A trained router may also carry a sketch
+// basis (span_sketch.h): the logit then gains the second-order term of the span's attention
+// mass estimated from the span's sketch. DESIGN.md §3.4.5 writes
 // σ(⟨W q, normalise(W k̄_S)⟩/√d′ + log|S|); docs/sekv.md gives the measurements that led here.
 #pragma once
 
@@ -19,15 +21,21 @@ namespace spanscope {
 /// z(S) = q·k̄/√d + [⟨W q, W k̄⟩/√d_out] + log|S|, the bracket only with a trained W.
 class RelevanceScore {
 public:
-    /// q: [d]; w: [d_out][d] row-major, or nullptr for the training-free form. The pointers
-    /// must outlive the object. Throws std::invalid_argument for d < 1 or w with d_out < 1.
-    RelevanceScore(const float* q, int64_t d, const float* w = nullptr, int64_t d_out = 0);
+    /// q: [d]; w: [d_out][d] row-major, or nullptr for the training-free form; sketch_basis:
+    /// [sketch_dim][d], the trained router's basis U of the query's KV head (span_sketch.h), or
+    /// nullptr for none. The pointers must outlive the object. Throws std::invalid_argument for
+    /// d < 1, w with d_out < 1 or a sketch basis with sketch_dim < 1.
+    RelevanceScore(const float* q, int64_t d, const float* w = nullptr, int64_t d_out = 0,
+                   const float* sketch_basis = nullptr, int sketch_dim = 0);
     /// z(S) for summary key summary_k [d] of a span of `size` tokens (>= 1; throws
     /// std::invalid_argument otherwise). With a trained W and wk non-null, wk [d_out] receives
-    /// W k̄ (the training's backward needs it).
-    double logit(const float* summary_k, int64_t size, double* wk = nullptr) const;
-    /// σ(logit(summary_k, size)), in (0, 1).
-    double relevance(const float* summary_k, int64_t size) const;
+    /// W k̄ (the training's backward needs it). With a sketch basis, sketch is the span's
+    /// sketch of the query's KV head [sketch_length(sketch_dim)] and z gains
+    /// sketch_logit_term (span_sketch.h); a span without one throws std::invalid_argument.
+    double logit(const float* summary_k, int64_t size, double* wk = nullptr,
+                 const float* sketch = nullptr) const;
+    /// σ(logit(summary_k, size, nullptr, sketch)), in (0, 1).
+    double relevance(const float* summary_k, int64_t size, const float* sketch = nullptr) const;
     /// W q [d_out] (empty without W).
     const std::vector<double>& projected_query() const { return wq_; }
 
@@ -37,6 +45,8 @@ private:
     const float* w_;
     int64_t d_out_;
     std::vector<double> wq_;
+    int sketch_dim_ = 0;
+    std::vector<double> uq_; ///< U q [sketch_dim]
 };
 
 /// Relevance of a span for a query, in (0, 1): σ(RelevanceScore(q, d, w, d_out).logit(k̄, size)).

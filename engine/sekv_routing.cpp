@@ -1,6 +1,7 @@
 #include "sekv_routing.h"
 
 #include "router.h"
+#include "span_sketch.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -15,10 +16,14 @@ void check_router_options(const SekvRouterOptions& r, const AttentionShape& shap
         throw std::invalid_argument("sekv router: τ per query calibrates each query's own "
                                     "threshold; it cannot be combined with the learned "
                                     "thresholds or a row budget");
-    if (r.trained && (r.trained->d_out < 1 ||
-                      r.trained->w.size() != static_cast<size_t>(shape.n_head) * r.trained->d_out *
-                                                 static_cast<size_t>(shape.head_dim) ||
-                      r.trained->tau.size() != static_cast<size_t>(shape.n_head)))
+    if (r.trained &&
+        (r.trained->d_out < 1 ||
+         r.trained->w.size() != static_cast<size_t>(shape.n_head) * r.trained->d_out *
+                                    static_cast<size_t>(shape.head_dim) ||
+         r.trained->tau.size() != static_cast<size_t>(shape.n_head) || r.trained->sketch_dim < 0 ||
+         r.trained->sketch_basis.size() != static_cast<size_t>(shape.n_kv_head) *
+                                               r.trained->sketch_dim *
+                                               static_cast<size_t>(shape.head_dim)))
         throw std::invalid_argument("sekv router: trained parameters do not match the layer");
 }
 
@@ -27,12 +32,17 @@ std::vector<double> span_relevances(const AttentionShape& shape, const SekvRoute
     const int d = shape.head_dim;
     const int g = head / (shape.n_head / shape.n_kv_head);
     const auto* tr = options.trained.get();
+    const int m = tr ? tr->sketch_dim : 0;
     const RelevanceScore score(
         qh, d, tr ? tr->w.data() + static_cast<size_t>(head) * tr->d_out * d : nullptr,
-        tr ? tr->d_out : 0);
+        tr ? tr->d_out : 0,
+        m > 0 ? tr->sketch_basis.data() + static_cast<size_t>(g) * m * d : nullptr, m);
+    const int64_t len = m > 0 ? sketch_length(m) : 0;
     std::vector<double> rel(spans.size());
     for (size_t s = 0; s < spans.size(); ++s)
-        rel[s] = score.relevance(spans[s].summary_k.data() + g * d, spans[s].size);
+        rel[s] =
+            score.relevance(spans[s].summary_k.data() + g * d, spans[s].size,
+                            spans[s].sketch.empty() ? nullptr : spans[s].sketch.data() + g * len);
     return rel;
 }
 

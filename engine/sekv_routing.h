@@ -17,11 +17,14 @@
 namespace spanscope {
 
 /// A trained router for one layer (zoom_params.h trained_router makes it from a parameter
-/// file): per query head a projection W [d_out][head_dim] and a threshold τ.
+/// file): per query head a projection W [d_out][head_dim] and a threshold τ, and optionally per
+/// KV head a sketch basis U (span_sketch.h: the spans then carry key sketches).
 struct TrainedRouterLayer {
     int d_out = 0;
-    std::vector<float> w;    ///< [n_head][d_out][head_dim]
-    std::vector<double> tau; ///< [n_head]
+    std::vector<float> w;            ///< [n_head][d_out][head_dim]
+    std::vector<double> tau;         ///< [n_head]
+    int sketch_dim = 0;              ///< m; 0: no sketch
+    std::vector<float> sketch_basis; ///< [n_kv_head][sketch_dim][head_dim]
 };
 
 struct SekvRouterOptions {
@@ -55,7 +58,8 @@ void check_router_options(const SekvRouterOptions& options, const AttentionShape
 
 /// Relevance of every span for query head `head`'s query qh [head_dim] (router.h
 /// span_relevance with the span's summary key of the head's KV group; the trained W of the
-/// head when there is one). Returns [spans.size()].
+/// head when there is one, with its sketch basis the spans' sketches, which they must then
+/// carry). Returns [spans.size()].
 std::vector<double> span_relevances(const AttentionShape& shape, const SekvRouterOptions& options,
                                     const std::vector<SekvSpan>& spans, const float* qh, int head);
 

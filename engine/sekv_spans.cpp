@@ -102,10 +102,12 @@ void move_span(SekvSpan& s, int32_t delta, double rope_base) {
     for (size_t g = 0; g < n_kv; ++g)
         move_key_span(s.k[g], s.summary_k.data() + g * d, delta, rope_base);
     s.begin += delta;
+    s.sketch.clear();
 }
 
 int64_t span_fast_bytes(const SekvSpan& s) {
-    return static_cast<int64_t>((s.summary_k.size() + s.summary_v.size()) * sizeof(float) +
+    return static_cast<int64_t>((s.summary_k.size() + s.summary_v.size() + s.sketch.size()) *
+                                    sizeof(float) +
                                 sizeof(int32_t) + sizeof(int64_t));
 }
 

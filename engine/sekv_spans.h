@@ -43,6 +43,10 @@ struct SekvSpan {
     std::vector<float> summary_k, summary_v; ///< [n_kv_head][head_dim]; keys rotated at the rows'
                                              ///< positions like the keys they summarise
     std::vector<SpanFactors> k, v;           ///< [n_kv_head], each [size][head_dim]
+    /// [n_kv_head][sketch_length(m)]: the key sketch a trained router with a sketch basis reads
+    /// (span_sketch.h), kept in the fast tier; empty otherwise. The memory holding the span
+    /// computes it (SekvMemory::hold_spans); move_span drops it, as the rotation changes it.
+    std::vector<float> sketch;
     int32_t end() const { return begin + static_cast<int32_t>(size); }
 };
 
@@ -68,11 +72,12 @@ SekvSpan build_span(const float* k, const float* v, const float* token_surprisal
                     int n_kv_head, int head_dim, int32_t begin, const SpanRankOptions& options);
 
 /// Move a span by delta positions: rotate its summary keys and the right factors of its keys by
-/// delta with the layer's RoPE base (move_key_span); values and left factors do not change.
+/// delta with the layer's RoPE base (move_key_span); values and left factors do not change. A
+/// key sketch is dropped (delta != 0): its holder computes it again from the moved factors.
 void move_span(SekvSpan& span, int32_t delta, double rope_base);
 
-/// Bytes a span holds in the fast tier (its summary rows, fp32, and begin/size) and in the host
-/// tier (its factors, fp32).
+/// Bytes a span holds in the fast tier (its summary rows and key sketch, fp32, and begin/size) and
+/// in the host tier (its factors, fp32).
 int64_t span_fast_bytes(const SekvSpan& span);
 int64_t span_host_bytes(const SekvSpan& span);
 

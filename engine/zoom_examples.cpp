@@ -1,5 +1,7 @@
 #include "zoom_examples.h"
 
+#include "span_sketch.h"
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -31,6 +33,18 @@ ZoomExampleSet prepare_examples(const ZoomRecord& record, const ZoomParams& para
                                          record.token_surprisal.data() + ts.begin, ts.size(),
                                          rl.n_kv_head, rl.head_dim, static_cast<int32_t>(ts.begin),
                                          rank));
+        if (P->sketch_dim > 0) {
+            if (P->n_kv_head != rl.n_kv_head)
+                throw std::invalid_argument(record.source + ": layer " + std::to_string(rl.layer) +
+                                            " has another number of KV heads than the "
+                                            "parameters' sketch basis");
+            for (size_t s = 0; s < L.spans.size(); ++s) { // from the rows, as seal_spans
+                auto& sp = L.spans[s];
+                sp.sketch = span_key_sketch_rows(rl.k.data() + record.spans[s].begin * row, sp.size,
+                                                 rl.n_kv_head, sp.summary_k.data(), P->sketch,
+                                                 P->sketch_dim, rl.head_dim);
+            }
+        }
         set.layers.push_back(std::move(L));
     }
     return set;

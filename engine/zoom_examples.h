@@ -27,7 +27,8 @@ struct ZoomExampleSet {
 };
 
 /// Build the training view of a record (kept by pointer: it must outlive the set). Spans are
-/// built with build_span at max_rank and the energy gate off, as SekvMemory::seal builds them.
+/// built with build_span at max_rank and the energy gate off, as SekvMemory::seal builds them;
+/// with a sketch basis in `params`, each carries its key sketch (span_sketch.h).
 /// Throws std::invalid_argument when the record's layers do not match `params` (a layer missing,
 /// another n_head or head_dim).
 ZoomExampleSet prepare_examples(const ZoomRecord& record, const ZoomParams& params, int max_rank);

@@ -2,6 +2,7 @@
 
 #include "router.h"
 #include "span_factors.h"
+#include "span_sketch.h"
 #include "zoom_gate_train.h"
 
 #include <algorithm>
@@ -122,7 +123,11 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
         rt.head = h_first + i;
         rt.q = L.rec->q.data() + static_cast<size_t>((query * L.n_head + rt.head) * d);
         rt.theta = P.theta[static_cast<size_t>(rt.head)];
-        const RelevanceScore score(rt.q, d, P.w.data() + static_cast<size_t>(rt.head) * dp * d, dp);
+        const int m = P.sketch_dim;
+        const RelevanceScore score(
+            rt.q, d, P.w.data() + static_cast<size_t>(rt.head) * dp * d, dp,
+            m > 0 ? P.sketch.data() + static_cast<size_t>(v.g) * m * d : nullptr, m);
+        const int64_t len = m > 0 ? sketch_length(m) : 0;
         rt.a = score.projected_query();
         rt.bproj.resize(static_cast<size_t>(nv));
         rt.z.resize(static_cast<size_t>(nv));
@@ -132,7 +137,8 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
             const auto& sp = L.spans[static_cast<size_t>(s)];
             auto& b = rt.bproj[static_cast<size_t>(s)];
             b.resize(static_cast<size_t>(dp));
-            const double zs = score.logit(sp.summary_k.data() + v.g * d, sp.size, b.data());
+            const double zs = score.logit(sp.summary_k.data() + v.g * d, sp.size, b.data(),
+                                          m > 0 ? sp.sketch.data() + v.g * len : nullptr);
             rt.z[static_cast<size_t>(s)] = zs;
             rt.soft[static_cast<size_t>(s)] = sigmoid((zs - rt.theta) / o.temperature);
             rt.hard[static_cast<size_t>(s)] = zs > rt.theta;

@@ -65,7 +65,23 @@ void check_layer(const ZoomLayerParams& l) {
                                     std::to_string(l.gate.head_dim) + " differs from the layer's " +
                                     std::to_string(l.head_dim));
     check_gate(l.gate, where);
+    if (l.sketch_dim == 0) {
+        if (l.n_kv_head != 0 || !l.sketch.empty())
+            throw std::invalid_argument(where + ": a sketch without its dimension");
+        return;
+    }
+    if (l.sketch_dim < 0 || l.sketch_dim > l.head_dim || l.n_kv_head < 1 ||
+        l.n_kv_head > l.n_head || l.n_head % l.n_kv_head != 0)
+        throw std::invalid_argument(where + ": sketch sizes out of range (sketch_dim " +
+                                    std::to_string(l.sketch_dim) + ", 1..head_dim; n_kv_head " +
+                                    std::to_string(l.n_kv_head) + ", a divisor of n_head)");
+    check_size(where, "sketch", l.sketch.size(), int64_t{l.n_kv_head} * l.sketch_dim * l.head_dim);
 }
+
+// The format version the digests hash: version 6 only adds the optional sketch, which they
+// cover when present, so files without one keep their version-5 digests (and the project's
+// spans keyed by rank_gate_digest stay valid).
+constexpr int64_t kDigestVersion = 5;
 
 void hash_gate(ContentHash& f, const RankGateMlp& g) {
     f.i64(g.n_rank);
@@ -179,7 +195,7 @@ int64_t ZoomParams::n_parameters() const {
 
 std::string ZoomParams::rank_gate_digest() const {
     ContentHash f;
-    f.i64(kVersion); // the gate's input is part of what the spans were built with
+    f.i64(kDigestVersion); // the gate's input is part of what the spans were built with
     for (const auto& l : layers) {
         f.i64(l.layer);
         hash_gate(f, l.gate);
@@ -189,7 +205,8 @@ std::string ZoomParams::rank_gate_digest() const {
 
 std::string ZoomParams::digest() const {
     ContentHash f;
-    f.i64(kVersion); // the relevance's form: the same W means another score in another version
+    f.i64(kDigestVersion); // the relevance's form: the same W means another score in another
+                           // version
     f.bytes(model_fingerprint.data(), model_fingerprint.size());
     if (share_group) // only then, so that the digests of earlier files stay
         f.i64(-1);
@@ -201,6 +218,11 @@ std::string ZoomParams::digest() const {
         f.floats(l.w);
         f.floats(l.theta);
         hash_gate(f, l.gate);
+        if (l.sketch_dim > 0) {
+            f.i64(l.sketch_dim);
+            f.i64(l.n_kv_head);
+            f.floats(l.sketch);
+        }
     }
     return f.hex();
 }
@@ -252,6 +274,12 @@ void save_zoom_params(const ZoomParams& p, const std::string& path) {
         w.add_tensor_f32(tensor_name(il, "gate.w2"), TensorType::F32,
                          {l.gate.n_hidden, l.gate.n_rank}, l.gate.w2);
         w.add_tensor_f32(tensor_name(il, "gate.b2"), TensorType::F32, {l.gate.n_rank}, l.gate.b2);
+        if (l.sketch_dim > 0) {
+            w.set_uint32(layer_key(il, "sketch_dim"), static_cast<uint32_t>(l.sketch_dim));
+            w.set_uint32(layer_key(il, "n_kv_head"), static_cast<uint32_t>(l.n_kv_head));
+            w.add_tensor_f32(tensor_name(il, "sketch"), TensorType::F32,
+                             {l.head_dim, l.sketch_dim, l.n_kv_head}, l.sketch);
+        }
     }
     w.write(path);
 }
@@ -271,9 +299,9 @@ ZoomParams load_zoom_params(const std::string& path, const std::string& expected
     if (!file->has(k + "version"))
         r.fail("not a zoom parameter file (no key " + k + "version)");
     const int64_t version = r.integer(k + "version", 0, INT32_MAX);
-    if (version != ZoomParams::kVersion)
+    if (version != ZoomParams::kVersion && version != 5)
         r.fail("zoom parameter file version " + std::to_string(version) +
-               "; this build reads version " + std::to_string(ZoomParams::kVersion));
+               "; this build reads versions 5 and " + std::to_string(ZoomParams::kVersion));
     ZoomParams p;
     p.model_fingerprint = r.text(k + "model_fingerprint", true);
     p.model_name = r.text(k + "model_name", false);
@@ -323,6 +351,14 @@ ZoomParams load_zoom_params(const std::string& path, const std::string& expected
         l.gate.b1 = r.tensor(tensor_name(il, "gate.b1"), {l.gate.n_hidden});
         l.gate.w2 = r.tensor(tensor_name(il, "gate.w2"), {l.gate.n_hidden, l.gate.n_rank});
         l.gate.b2 = r.tensor(tensor_name(il, "gate.b2"), {l.gate.n_rank});
+        if (file->has(layer_key(il, "sketch_dim"))) {
+            if (version < 6)
+                r.fail("a version-" + std::to_string(version) +
+                       " file with a sketch basis (sketches came with version 6)");
+            l.sketch_dim = static_cast<int>(r.integer(layer_key(il, "sketch_dim"), 1, l.head_dim));
+            l.n_kv_head = static_cast<int>(r.integer(layer_key(il, "n_kv_head"), 1, l.n_head));
+            l.sketch = r.tensor(tensor_name(il, "sketch"), {l.head_dim, l.sketch_dim, l.n_kv_head});
+        }
         p.layers.push_back(std::move(l));
     }
     try {
@@ -393,6 +429,8 @@ std::shared_ptr<const TrainedRouterLayer> trained_router(const ZoomLayerParams& 
     auto r = std::make_shared<TrainedRouterLayer>();
     r->d_out = layer.d_out;
     r->w = layer.w;
+    r->sketch_dim = layer.sketch_dim;
+    r->sketch_basis = layer.sketch;
     r->tau.resize(layer.theta.size());
     for (size_t h = 0; h < layer.theta.size(); ++h)
         r->tau[h] = 1.0 / (1.0 + std::exp(-static_cast<double>(layer.theta[h])));

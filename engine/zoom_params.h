@@ -46,6 +46,12 @@ struct ZoomLayerParams {
     std::vector<float> w;
     std::vector<float> theta; ///< [n_head]: the threshold as a logit, τ = σ(θ)
     RankGateMlp gate;
+    /// The sketch basis (span_sketch.h; zoom-train --sketch-dim), fitted on the recorded queries
+    /// rather than trained by gradient: sketch_dim m vectors per KV head; 0 (and n_kv_head 0,
+    /// sketch empty): none, the relevance of version 5.
+    int sketch_dim = 0;
+    int n_kv_head = 0;         ///< with a sketch: the layer's KV heads
+    std::vector<float> sketch; ///< [n_kv_head][sketch_dim][head_dim]
 };
 
 /// Where the parameters came from.
@@ -67,7 +73,9 @@ struct ZoomParams {
     /// 5: the kept rank counts the gates of the span's available components only (rank_gate_rank);
     /// a version-4 gate also counted the outputs past them, which training never reached, and
     /// is refused.
-    static constexpr uint32_t kVersion = 5;
+    /// 6: a layer may hold a sketch basis (ZoomLayerParams::sketch); a version-5 file, which
+    /// has none, is read as one without it.
+    static constexpr uint32_t kVersion = 6;
     std::string model_fingerprint; ///< fingerprint_hex of the model trained for (32 hex chars)
     std::string model_name;        ///< e.g. "gemma-3-270m-q4_k_m.gguf", for messages
     ZoomProvenance provenance;
@@ -78,7 +86,8 @@ struct ZoomParams {
     std::vector<ZoomLayerParams> layers; ///< ascending layer index
     /// The layer's parameters, or nullptr when the file has none for layer il.
     const ZoomLayerParams* find(int il) const;
-    /// Number of trained parameters (every W, θ and gate weight).
+    /// Number of trained parameters (every W, θ and gate weight; the sketch bases, fitted
+    /// rather than trained, are not counted).
     int64_t n_parameters() const;
     /// 16 hex characters: a 64-bit FNV-1a hash of the format version (it fixes the gate's input)
     /// and every layer's index and rank gate (sizes and weights). The spans a rank gate builds
@@ -86,8 +95,10 @@ struct ZoomParams {
     /// sekv_options_key).
     std::string rank_gate_digest() const;
     /// 16 hex characters: the same hash over the format version (the relevance's form),
-    /// everything trained (W, θ and the rank gates), share_group (when true) and the model
-    /// fingerprint: two files with the same digest route alike.
+    /// everything trained (W, θ and the rank gates), the sketch bases (when there are), share_group
+    /// (when true) and the model fingerprint: two files with the same digest route alike. Both
+    /// digests hash the format version as 5, so that a file without a sketch keeps the digests
+    /// it had in version 5.
     std::string digest() const;
 };
 
@@ -113,8 +124,9 @@ ZoomParams load_zoom_params(const std::string& path, const std::string& expected
                             const std::string& expected_model = {});
 
 /// Check that every array of `p` has the size its shape gives (w: n_head·d_out·head_dim, theta:
-/// n_head, the gate's as RankGateMlp says with gate.head_dim = head_dim), every size is
-/// positive, layers ascend and are distinct, and there is at least one layer. Throws
+/// n_head, the gate's as RankGateMlp says with gate.head_dim = head_dim, the sketch
+/// n_kv_head·sketch_dim·head_dim with sketch_dim <= head_dim and n_kv_head dividing n_head), every
+/// size is positive, layers ascend and are distinct, and there is at least one layer. Throws
 /// std::invalid_argument naming the layer.
 void check_zoom_params(const ZoomParams& p);
 
@@ -137,8 +149,8 @@ std::vector<float> rank_gate_forward(const RankGateMlp& g, const float* x,
 /// components are not counted: no loss reaches them in training.
 int rank_gate_rank(const std::vector<float>& m, int n_available);
 
-/// The router of one layer in the form SekvMemory uses (memory_sekv.h): d_out, W as stored and
-/// τ = σ(θ) per head (in double: θ ≥ 37 gives τ = 1, no span expands). Throws
+/// The router of one layer in the form SekvMemory uses (memory_sekv.h): d_out, W as stored,
+/// the sketch basis and τ = σ(θ) per head (in double: θ ≥ 37 gives τ = 1, no span expands). Throws
 /// std::invalid_argument when the layer's arrays do not match its sizes.
 std::shared_ptr<const TrainedRouterLayer> trained_router(const ZoomLayerParams& layer);
 

@@ -2,6 +2,7 @@
 
 #include "mixed_attention.h"
 #include "router.h"
+#include "span_sketch.h"
 
 #include <algorithm>
 #include <map>
@@ -20,13 +21,17 @@ std::vector<double> relevances(const ZoomExampleSet::Layer& L, const ZoomLayerPa
                                int64_t i, int h, size_t nv) {
     const int64_t d = L.head_dim;
     const int g = h / (L.n_head / L.n_kv_head);
+    const int m = trained ? trained->sketch_dim : 0;
     const RelevanceScore score(
         L.rec->q.data() + (i * L.n_head + h) * d, d,
         trained ? trained->w.data() + static_cast<size_t>(h) * trained->d_out * d : nullptr,
-        trained ? trained->d_out : 0);
+        trained ? trained->d_out : 0,
+        m > 0 ? trained->sketch.data() + static_cast<size_t>(g) * m * d : nullptr, m);
+    const int64_t len = m > 0 ? sketch_length(m) : 0;
     std::vector<double> r(nv);
     for (size_t s = 0; s < nv; ++s)
-        r[s] = score.relevance(L.spans[s].summary_k.data() + g * d, L.spans[s].size);
+        r[s] = score.relevance(L.spans[s].summary_k.data() + g * d, L.spans[s].size,
+                               m > 0 ? L.spans[s].sketch.data() + g * len : nullptr);
     return r;
 }
 

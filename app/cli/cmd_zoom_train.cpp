@@ -12,7 +12,8 @@
 #include "model.h"
 #include "model_fingerprint.h"
 #include "model_locator.h"
-#include "project_clock.h"        // now_iso
+#include "project_clock.h" // now_iso
+#include "span_sketch.h"
 #include "spanscope_git_commit.h" // SPANSCOPE_GIT_COMMIT, generated at build time
 #include "zoom_params.h"
 #include "zoom_record.h"
@@ -98,6 +99,8 @@ std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& 
         s << ";w_ranking=" << t.loss.w_ranking;
     if (t.loss.share_group) // likewise
         s << ";share_group=1";
+    if (o.sketch_dim > 0)
+        s << ";sketch_dim=" << o.sketch_dim;
     return s.str();
 }
 
@@ -285,6 +288,44 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
         s.gate.n_hidden = o.hidden;
         shapes.push_back(s);
     }
+    // The sketch basis: fitted once on the training recordings' queries (not trained by
+    // gradient), before the spans are prepared, as their sketches depend on it. --compare
+    // takes the basis of the file it compares.
+    if (o.compare) {
+        const auto file = load_zoom_params(o.out, fingerprint, model_name);
+        for (auto& s : shapes)
+            if (const auto* l = file.find(s.layer)) {
+                s.sketch_dim = l->sketch_dim;
+                s.n_kv_head = l->n_kv_head;
+                s.sketch = l->sketch;
+            }
+    } else if (o.sketch_dim > 0)
+        for (size_t li = 0; li < shapes.size(); ++li) {
+            auto& s = shapes[li];
+            const auto& first = train_records.front().layers[li];
+            if (o.sketch_dim > s.head_dim)
+                throw std::runtime_error("--sketch-dim " + std::to_string(o.sketch_dim) +
+                                         " exceeds the head dimension " +
+                                         std::to_string(s.head_dim));
+            std::vector<float> q;
+            int64_t n_q = 0;
+            for (const auto& r : train_records) {
+                if (r.layers.size() != shapes.size())
+                    throw std::runtime_error(r.source + ": its layers differ from " +
+                                             train_records.front().source + "'s");
+                const auto& rl = r.layers[li];
+                if (rl.layer != s.layer || rl.n_head != s.n_head || rl.head_dim != s.head_dim ||
+                    rl.n_kv_head != first.n_kv_head)
+                    throw std::runtime_error(r.source + ": its layers differ from " +
+                                             train_records.front().source + "'s");
+                q.insert(q.end(), rl.q.begin(), rl.q.end());
+                n_q += r.n_queries();
+            }
+            s.sketch_dim = o.sketch_dim;
+            s.n_kv_head = first.n_kv_head;
+            s.sketch =
+                fit_sketch_basis(q.data(), n_q, s.n_head, s.n_kv_head, s.head_dim, o.sketch_dim);
+        }
     ZoomParams init =
         init_zoom_params(shapes, o.train.seed, kZoomInitWScale, o.train.init_gate_bias);
     init.model_fingerprint = fingerprint;
@@ -448,6 +489,14 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
         ->capture_default_str();
     c->add_option("--d-out", o.d_out, "Router projection width d′")
         ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    c->add_option("--sketch-dim", o.sketch_dim,
+                  "Give the router a key sketch of this many dimensions: each span keeps, in the "
+                  "fast tier, its keys' mean and covariance within a basis of the query space "
+                  "fitted on the training recordings' queries, and the relevance gains their "
+                  "second-order term (docs/sekv.md \"A second-order relevance\"); 0: none. "
+                  "With --compare, the file's own basis is used")
+        ->check(CLI::Range(0, 64))
         ->capture_default_str();
     c->add_option("--hidden", o.hidden, "Rank-gate hidden units")
         ->check(CLI::Range(1, 4096))

@@ -181,6 +181,8 @@ struct ZoomTrainCliOptions {
     std::string checkpoint;
     std::string curves;
     int d_out = 32;
+    /// m of the router's key sketch (span_sketch.h; fitted on the training queries); 0: none.
+    int sketch_dim = 0;
     int hidden = 16;
     int max_rank = 32;
     int threads = 0;

@@ -1,5 +1,7 @@
 #include "cuda/cuda_sekv_memory.h"
 
+#include "span_sketch.h"
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -116,8 +118,12 @@ void DeviceSekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {
 void DeviceSekvMemory::hold(std::vector<SekvSpan> spans, int32_t delta, RowStore rows,
                             bool drop_factors) {
     check_spans(spans, shape_);
-    for (auto& s : spans)
+    const auto* tr = options_.router.trained.get();
+    for (auto& s : spans) {
         move_span(s, delta, rope_base_);
+        if (tr && tr->sketch_dim > 0 && !drop_factors && s.sketch.empty()) // as SekvMemory
+            s.sketch = span_key_sketch(s, tr->sketch_basis, tr->sketch_dim, shape_.head_dim);
+    }
     drop_span_rows(rows, spans); // they leave the fast tier
     // No copy may read the pinned factors while they move (grow), nor the rows.
     cuda_check(cudaStreamSynchronize(ctx_->copy_stream()), "sekv hold: copies");
@@ -425,6 +431,8 @@ MemoryStats DeviceSekvMemory::stats() const {
     s.rows_resident = rows.rows_resident + n_spans;
     // Per span: summary key and value (fp32) and log|S| on the device, begin and size.
     s.fast_tier_bytes = rows.fast_tier_bytes + n_spans * (2 * width * 4 + 4 + 4 + 8);
+    for (const auto& sp : spans_) // a trained router's key sketches (fp32, read by the router)
+        s.fast_tier_bytes += static_cast<int64_t>(sp.sketch.size() * sizeof(float));
     s.host_tier_bytes = host_used_ * static_cast<int64_t>(sizeof(float));
     s.full_kv_bytes = n_stored_ * (2 * width * 2 + 4);
     s.spans = n_spans;

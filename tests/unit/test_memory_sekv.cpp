@@ -8,6 +8,7 @@
 #include "ops.h"
 #include "router.h"
 #include "session.h"
+#include "span_sketch.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -306,6 +307,86 @@ TEST(SekvMemory, SpansMovedByDeltaEqualSpansBuiltThere) {
     }
     EXPECT_LT(worst, 8e-3); // f16 rounding of values of magnitude up to ~4
     EXPECT_EQ(moved.stats().fast_tier_bytes, built.stats().fast_tier_bytes);
+}
+
+// A trained router with a sketch basis (span_sketch.h): every span the memory holds carries its
+// key sketch, sealed in place (from the rows) or moved there (computed again from the moved
+// factors, so equal to the sketch of the span built there); the fast tier counts it, and the
+// relevances the router computes are the training-free score plus the sketch's term.
+TEST(SekvMemory, ARouterWithASketchBasisSketchesEverySpanItHolds) {
+    const auto doc = make_doc(120, 51);
+    const int32_t delta = 333;
+    const double base = 1e4;
+    const int m = 3;
+    auto tr = std::make_shared<TrainedRouterLayer>();
+    tr->d_out = 1;
+    tr->w.assign(static_cast<size_t>(kShape.n_head * kShape.head_dim), 0.0f); // W = 0
+    tr->tau.assign(static_cast<size_t>(kShape.n_head), 0.5);
+    tr->sketch_dim = m;
+    tr->sketch_basis = randn(static_cast<size_t>(kShape.n_kv_head * m * kShape.head_dim), 52);
+    for (auto& x : tr->sketch_basis)
+        x *= 0.1f; // terms of order 1, where the relevance's sigmoid does not saturate
+    auto o = options(false, 0.2);
+    o.router.trained = tr;
+    const auto k0 = keys_rotated_from(doc, 0, base), k1 = keys_rotated_from(doc, delta, base);
+    SekvMemory at0(kShape, 512, base, o), built(kShape, 1024, base, o),
+        moved(kShape, 1024, base, o), plain(kShape, 512, base, options(false, 0.2));
+    const auto p0 = iota_pos(0, doc.n), p1 = iota_pos(delta, doc.n);
+    at0.store(k0.data(), doc.v.data(), p0.data(), doc.n);
+    at0.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+    plain.store(k0.data(), doc.v.data(), p0.data(), doc.n);
+    plain.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+    built.store(k1.data(), doc.v.data(), p1.data(), doc.n);
+    built.seal({&doc.seg, doc.surprisal.data(), delta, doc.n});
+    moved.store(k1.data(), doc.v.data(), p1.data(), doc.n);
+    moved.hold_spans(at0.spans(), delta);
+    const auto len = static_cast<size_t>(kShape.n_kv_head * sketch_length(m));
+    ASSERT_FALSE(at0.spans().empty());
+    ASSERT_EQ(moved.spans().size(), built.spans().size());
+    for (size_t s = 0; s < at0.spans().size(); ++s) {
+        const auto& sp = at0.spans()[s];
+        ASSERT_EQ(sp.sketch.size(), len);
+        // Sealed from the rows; the factors keep every row here (rank 32 > 12 tokens), so the
+        // sketch from the factors is the same.
+        EXPECT_LT(
+            max_abs_diff(sp.sketch, span_key_sketch(sp, tr->sketch_basis, m, kShape.head_dim)),
+            1e-4);
+        EXPECT_TRUE(plain.spans()[s].sketch.empty());
+        ASSERT_EQ(moved.spans()[s].sketch.size(), len);
+        EXPECT_LT(max_abs_diff(moved.spans()[s].sketch, built.spans()[s].sketch), 0.05)
+            << "span " << s; // f16 rows rotated at two places round differently
+        EXPECT_GT(max_abs_diff(moved.spans()[s].sketch, sp.sketch), 1e-3); // the move changed it
+    }
+    EXPECT_EQ(at0.stats().fast_tier_bytes - plain.stats().fast_tier_bytes,
+              static_cast<int64_t>(at0.spans().size() * len * sizeof(float)));
+    // The relevances: q·k̄/√d + log|S| + the sketch's term (W = 0 adds nothing).
+    const auto q = randn(static_cast<size_t>(kShape.head_dim), 53);
+    const int head = 3, g = 1;
+    const auto rel = span_relevances(kShape, at0.options().router, at0.spans(), q.data(), head);
+    const auto rel_plain =
+        span_relevances(kShape, plain.options().router, plain.spans(), q.data(), head);
+    const double sc = 1.0 / std::sqrt(static_cast<double>(kShape.head_dim));
+    std::vector<double> uq(static_cast<size_t>(m), 0.0);
+    for (int a = 0; a < m; ++a)
+        for (int j = 0; j < kShape.head_dim; ++j)
+            uq[static_cast<size_t>(a)] +=
+                static_cast<double>(
+                    tr->sketch_basis[static_cast<size_t>((g * m + a) * kShape.head_dim + j)]) *
+                q[static_cast<size_t>(j)];
+    for (size_t s = 0; s < rel.size(); ++s) {
+        const double z0 = std::log(rel_plain[s] / (1 - rel_plain[s]));
+        const double z = std::log(rel[s] / (1 - rel[s]));
+        EXPECT_NEAR(z - z0,
+                    sketch_logit_term(uq.data(), m,
+                                      at0.spans()[s].sketch.data() + g * sketch_length(m), sc),
+                    1e-6);
+    }
+    // A basis for another number of KV heads is refused.
+    auto wrong = std::make_shared<TrainedRouterLayer>(*tr);
+    wrong->sketch_basis.pop_back();
+    auto ow = o;
+    ow.router.trained = wrong;
+    EXPECT_THROW(SekvMemory(kShape, 512, base, ow), std::invalid_argument);
 }
 
 // The room left for a learned rank gate: a predictor decides the kept rank (clamped).

@@ -6,6 +6,7 @@
 #include "mixed_attention.h"
 #include "router.h"
 #include "sekv_spans.h"
+#include "span_sketch.h"
 #include "zoom_model.h"
 #include "zoom_model_fixture.h"
 #include "zoom_params.h"
@@ -80,6 +81,65 @@ TEST(ZoomModel, GradientsMatchFiniteDifferences) {
                 EXPECT_NEAR(an, fd, 2e-3 * std::max(1e-3, gmax) + 1e-7)
                     << "element " << j << " analytic " << an << " numeric " << fd;
             }
+        }
+    }
+}
+
+namespace {
+// tiny_params with a sketch basis of m vectors per KV head fitted on the queries of the
+// synthetic record of `seed` (as zoom-train --sketch-dim fits it on the training recordings).
+ZoomParams with_sketch(ZoomParams p, uint32_t seed, int m) {
+    const auto r = synthetic_record(seed, 64, kSpans);
+    auto& l = p.layers[0];
+    l.sketch_dim = m;
+    l.n_kv_head = kKv;
+    l.sketch = fit_sketch_basis(r.layers[0].q.data(), r.n_queries(), kHeads, kKv, kDim, m);
+    return p;
+}
+} // namespace
+
+// The sketch's term is a constant of the parameters that are trained (the basis is fitted, not
+// trained): the gradients still match finite differences with it in the logits, and it changes
+// the logits (so the check is not the one above again).
+TEST(ZoomModel, GradientsMatchFiniteDifferencesWithASketchBasis) {
+    const auto plain = tiny_params(7);
+    const auto p0 = with_sketch(plain, 11, 3);
+    auto f = make_fixture(p0, {11, 12});
+    auto fp = make_fixture(plain, {11, 12});
+    const auto& ex = f->items.front();
+    const auto zs = zoom_forward(p0, f->sets[0], ex.second, {}).z;
+    const auto zp = zoom_forward(plain, fp->sets[0], ex.second, {}).z;
+    ASSERT_EQ(zs.size(), zp.size());
+    double moved = 0;
+    for (size_t s = 0; s < zs.size(); ++s)
+        moved = std::max(moved, std::fabs(zs[s] - zp[s]));
+    EXPECT_GT(moved, 1e-3);
+    ThreadPool pool(2);
+    ZoomLossOptions o;
+    o.relax = true;
+    o.temperature = 0.7;
+    o.w_recon = 0.3;
+    o.w_budget = 0.2;
+    o.w_ranking = 0.5;
+    ZoomParams grad;
+    zoom_loss(p0, f->sets, f->items, o, &grad, pool);
+    auto p = p0;
+    auto pt = zoom_tensors(p);
+    auto gt = zoom_tensors(grad);
+    std::mt19937 rng(5);
+    for (size_t t = 0; t < pt.size(); ++t) {
+        SCOPED_TRACE(pt[t].name);
+        auto& vals = *pt[t].values;
+        double gmax = 0;
+        for (const float g : *gt[t].values)
+            gmax = std::max(gmax, std::fabs(static_cast<double>(g)));
+        for (int k = 0; k < 6; ++k) {
+            const size_t j = std::uniform_int_distribution<size_t>(0, vals.size() - 1)(rng);
+            const double fd =
+                central_difference(vals, j, 2e-3f, [&] { return total_loss(p, *f, o, pool); });
+            const double an = (*gt[t].values)[j];
+            EXPECT_NEAR(an, fd, 2e-3 * std::max(1e-3, gmax) + 1e-7)
+                << "element " << j << " analytic " << an << " numeric " << fd;
         }
     }
 }
@@ -333,6 +393,17 @@ void expect_sekv_memory_is_the_hard_forward(const ZoomParams& p, const Fixture& 
 
 TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
     const auto p = tiny_params(9);
+    auto f = make_fixture(p, {21, 22});
+    int expanded = 0, summarised = 0;
+    expect_sekv_memory_is_the_hard_forward(p, *f, expanded, summarised);
+    EXPECT_GT(expanded, 0);
+    EXPECT_GT(summarised, 0);
+}
+
+// With a sketch basis, training's forward routes as SekvMemory does with the file's router: both
+// compute each span's sketch (prepare_examples, SekvMemory::hold_spans) and add its term.
+TEST(ZoomModel, HardForwardWithASketchBasisIsSekvMemory) {
+    const auto p = with_sketch(tiny_params(9), 21, 3);
     auto f = make_fixture(p, {21, 22});
     int expanded = 0, summarised = 0;
     expect_sekv_memory_is_the_hard_forward(p, *f, expanded, summarised);

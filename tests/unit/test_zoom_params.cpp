@@ -126,6 +126,11 @@ void write_by_hand(const ZoomParams& p, const std::string& path, const Spoil& s 
         add(t + "gate.b1", {l.gate.n_hidden}, l.gate.b1);
         add(t + "gate.w2", {l.gate.n_hidden, l.gate.n_rank}, l.gate.w2);
         add(t + "gate.b2", {l.gate.n_rank}, l.gate.b2);
+        if (l.sketch_dim > 0) {
+            w.set_uint32(k + "sketch_dim", static_cast<uint32_t>(l.sketch_dim));
+            w.set_uint32(k + "n_kv_head", static_cast<uint32_t>(l.n_kv_head));
+            add(t + "sketch", {l.head_dim, l.sketch_dim, l.n_kv_head}, l.sketch);
+        }
         w.add_tensor_f32("zoom.extra." + std::to_string(l.layer), TensorType::F32, {2}, {1, 2});
     }
     w.write(path);
@@ -155,6 +160,9 @@ void expect_equal(const ZoomParams& a, const ZoomParams& b) {
         EXPECT_EQ(x.gate.b1, y.gate.b1);
         EXPECT_EQ(x.gate.w2, y.gate.w2);
         EXPECT_EQ(x.gate.b2, y.gate.b2);
+        EXPECT_EQ(x.sketch_dim, y.sketch_dim);
+        EXPECT_EQ(x.n_kv_head, y.n_kv_head);
+        EXPECT_EQ(x.sketch, y.sketch);
     }
 }
 
@@ -216,6 +224,56 @@ TEST(ZoomParams, SaveAndLoadRoundTripExactly) {
     fs::remove_all(dir);
 }
 
+// Version 6: a layer may carry a sketch basis (span_sketch.h). It round-trips, changes the
+// digest (it changes the relevance) but not the rank gates' digest, and a version-5 file, which
+// has none, still loads; a version-5 file that declares one, or a sketch of the wrong shape, is
+// refused.
+TEST(ZoomParams, TheSketchBasisRoundTripsAndVersion5FilesStillLoad) {
+    const std::string dir = temp_dir();
+    const auto plain = sample_params();
+    auto p = plain;
+    auto& l = p.layers[0]; // layer 3: 4 heads of dimension 8
+    l.sketch_dim = 3;
+    l.n_kv_head = 2;
+    for (int i = 0; i < 2 * 3 * 8; ++i)
+        l.sketch.push_back(0.125f * static_cast<float>(i % 7) - 0.25f);
+    save_zoom_params(p, dir + "/s.zoom.gguf");
+    expect_equal(load_zoom_params(dir + "/s.zoom.gguf"), p);
+    write_by_hand(p, dir + "/hand-s.zoom.gguf");
+    expect_equal(load_zoom_params(dir + "/hand-s.zoom.gguf"), p);
+    EXPECT_NE(p.digest(), plain.digest());
+    EXPECT_EQ(p.rank_gate_digest(), plain.rank_gate_digest());
+    EXPECT_EQ(p.n_parameters(), plain.n_parameters()); // fitted, not trained
+
+    Spoil v5;
+    v5.version = 5;
+    write_by_hand(plain, dir + "/v5.zoom.gguf", v5);
+    expect_equal(load_zoom_params(dir + "/v5.zoom.gguf"), plain);
+    write_by_hand(p, dir + "/v5-s.zoom.gguf", v5);
+    expect_refused([&] { load_zoom_params(dir + "/v5-s.zoom.gguf"); },
+                   {"v5-s.zoom.gguf", "version-5", "sketch"});
+    Spoil bad;
+    bad.reshape_tensor = "zoom.3.sketch";
+    write_by_hand(p, dir + "/bad-s.zoom.gguf", bad);
+    expect_refused([&] { load_zoom_params(dir + "/bad-s.zoom.gguf"); },
+                   {"bad-s.zoom.gguf", "zoom.3.sketch"});
+    // In memory: a sketch whose size does not match, or a KV head count that does not divide
+    // the heads, is refused before anything is written.
+    auto q = p;
+    q.layers[0].sketch.pop_back();
+    EXPECT_THROW(save_zoom_params(q, dir + "/q.zoom.gguf"), std::invalid_argument);
+    q = p;
+    q.layers[0].n_kv_head = 3;
+    q.layers[0].sketch.resize(3 * 3 * 8);
+    EXPECT_THROW(save_zoom_params(q, dir + "/q.zoom.gguf"), std::invalid_argument);
+    EXPECT_FALSE(fs::exists(dir + "/q.zoom.gguf"));
+    // The router takes the basis as stored.
+    const auto r = trained_router(p.layers[0]);
+    EXPECT_EQ(r->sketch_dim, 3);
+    EXPECT_EQ(r->sketch_basis, p.layers[0].sketch);
+    fs::remove_all(dir);
+}
+
 TEST(ZoomParams, SavingArraysThatDoNotMatchTheirShapeIsRefused) {
     const std::string dir = temp_dir();
     auto p = sample_params();
@@ -263,13 +321,13 @@ TEST(ZoomParams, EveryMalformedFileIsRefusedWithAMessageNamingIt) {
     };
     Spoil s;
     s.version = 1; // the rank gate of version 1 read the rotated summary key
-    refused(s, {"version 1", "version 5"});
+    refused(s, {"version 1", "versions 5 and 6"});
     s.version = 2; // version 2 normalised W k̄ in the relevance
-    refused(s, {"version 2", "version 5"});
+    refused(s, {"version 2", "versions 5 and 6"});
     s.version = 3; // version 3's W stood for the whole score, not a correction to q·k̄
-    refused(s, {"version 3", "version 5"});
+    refused(s, {"version 3", "versions 5 and 6"});
     s.version = 4; // version 4's gate counted outputs past the span's components
-    refused(s, {"version 4", "version 5"});
+    refused(s, {"version 4", "versions 5 and 6"});
     s = {};
     s.reshape_tensor = "zoom.3.w";
     refused(s, {"zoom.3.w", "shape"});
