@@ -156,7 +156,7 @@ std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& r,
 }
 
 void SekvMemory::seal(const SealRequest& r) {
-    hold_spans(seal_spans(rows_, r, shape_, rope_base_, options_), 0);
+    hold(seal_spans(rows_, r, shape_, rope_base_, options_), 0, true);
     if (options_.summaries_only)
         for (auto& sp : spans_) {
             sp.k.clear();
@@ -207,15 +207,32 @@ void drop_span_rows(RowStore& rows, const std::vector<SekvSpan>& spans) {
 }
 
 void SekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {
-    check_spans(spans, shape_);
-    const auto* tr = options_.router.trained.get();
+    hold(std::move(spans), delta, false);
+}
+
+void set_span_sketches(std::vector<SekvSpan>& spans, const SekvRouterOptions& router, int head_dim,
+                       bool sketched) {
+    const auto* tr = router.trained.get();
     for (auto& s : spans) {
-        move_span(s, delta, rope_base_);
-        // Sealed spans carry theirs (seal_spans); a moved one (move_span dropped it) or one
-        // restored without it is sketched from its factors at its position.
-        if (tr && tr->sketch_dim > 0 && s.sketch.empty())
-            s.sketch = span_key_sketch(s, tr->sketch_basis, tr->sketch_dim, shape_.head_dim);
+        if (!tr || tr->sketch_dim < 1) {
+            s.sketch.clear(); // no router reads one: it would only count in the fast tier
+            continue;
+        }
+        const auto len =
+            static_cast<size_t>(s.k.size()) * static_cast<size_t>(sketch_length(tr->sketch_dim));
+        if (!sketched)
+            s.sketch = span_key_sketch(s, tr->sketch_basis, tr->sketch_dim, head_dim);
+        else if (s.sketch.size() != len)
+            throw std::logic_error("sekv: a sealed span at position " + std::to_string(s.begin) +
+                                   " lacks the key sketch of the router's basis");
     }
+}
+
+void SekvMemory::hold(std::vector<SekvSpan> spans, int32_t delta, bool sketched) {
+    check_spans(spans, shape_);
+    for (auto& s : spans)
+        move_span(s, delta, rope_base_);
+    set_span_sketches(spans, options_.router, shape_.head_dim, sketched);
     drop_span_rows(rows_, spans); // held at two resolutions from now on
     spans_.insert(spans_.end(), std::make_move_iterator(spans.begin()),
                   std::make_move_iterator(spans.end()));

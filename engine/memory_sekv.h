@@ -66,6 +66,13 @@ std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& reques
                                  const AttentionShape& shape, double rope_base,
                                  const SekvOptions& options);
 
+/// The key sketches of spans about to be held (SekvMemory, DeviceSekvMemory): with a router
+/// that has a sketch basis, computed from each span's factors, or, with `sketched` (spans from
+/// seal_spans, sketched from their rows), checked (std::logic_error when one lacks it);
+/// without a basis, dropped.
+void set_span_sketches(std::vector<SekvSpan>& spans, const SekvRouterOptions& router, int head_dim,
+                       bool sketched);
+
 /// Throws std::invalid_argument naming the first span of `spans` that does not match the
 /// shape (a summary and factors per KV head, of the span's rows and head_dim) or is not after
 /// the previous one.
@@ -116,8 +123,9 @@ public:
 
     /// Hold `spans` (built elsewhere, e.g. restored from the project) at two resolutions,
     /// moved by delta positions: their full-resolution rows are dropped. With a trained router
-    /// that has a sketch basis, a span without its key sketch (moved, or restored without it)
-    /// is sketched from its factors (span_key_sketch). Spans must be sorted,
+    /// that has a sketch basis, each span is sketched from its factors at its new position
+    /// (span_key_sketch: its rows are gone; a sketch it carried, of whatever basis, is
+    /// replaced); without one, any sketch it carried is dropped. Spans must be sorted,
     /// disjoint, inside what was stored and not already held; each must match the shape.
     /// Throws std::invalid_argument otherwise. τ is calibrated again at the next attend().
     void hold_spans(std::vector<SekvSpan> spans, int32_t delta);
@@ -128,6 +136,8 @@ public:
     const std::vector<double>& tau() const { return tau_; }
 
 private:
+    /// hold_spans; `sketched`: the spans come from seal_spans with their sketches from the rows.
+    void hold(std::vector<SekvSpan> spans, int32_t delta, bool sketched);
     AttentionShape shape_;
     int64_t capacity_;
     double rope_base_;

@@ -18,7 +18,8 @@ namespace spanscope {
 
 /// The relevance logit of every span for one query, shared by inference (sekv_routing.h) and
 /// training (zoom_model.h) so that both score spans with one formula.
-/// z(S) = q·k̄/√d + [⟨W q, W k̄⟩/√d_out] + log|S|, the bracket only with a trained W.
+/// z(S) = q·k̄/√d + [⟨W q, W k̄⟩/√d_out] + log|S| + {s (U q)·δ_S + ½ s² (U q)ᵀ Σ_S (U q)}, the
+/// bracket only with a trained W, the brace only with a sketch basis U (span_sketch.h; s = 1/√d).
 class RelevanceScore {
 public:
     /// q: [d]; w: [d_out][d] row-major, or nullptr for the training-free form; sketch_basis:

@@ -53,13 +53,15 @@ struct SekvRouterOptions {
 
 /// Throws std::invalid_argument when the options are out of range (expand rate outside [0, 1],
 /// a negative row budget), tau_per_query is combined with learned_tau or a row budget, or the
-/// trained router does not match the shape (n_head, head_dim).
+/// trained router does not match the shape (n_head, head_dim; a sketch basis of
+/// n_kv_head · sketch_dim · head_dim values).
 void check_router_options(const SekvRouterOptions& options, const AttentionShape& shape);
 
 /// Relevance of every span for query head `head`'s query qh [head_dim] (router.h
 /// span_relevance with the span's summary key of the head's KV group; the trained W of the
 /// head when there is one, with its sketch basis the spans' sketches, which they must then
-/// carry). Returns [spans.size()].
+/// carry). Returns [spans.size()]. Throws std::invalid_argument for a span without a sketch of
+/// the router's basis ([n_kv_head][sketch_length(m)]) when the router has one.
 std::vector<double> span_relevances(const AttentionShape& shape, const SekvRouterOptions& options,
                                     const std::vector<SekvSpan>& spans, const float* qh, int head);
 

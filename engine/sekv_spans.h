@@ -44,8 +44,9 @@ struct SekvSpan {
                                              ///< positions like the keys they summarise
     std::vector<SpanFactors> k, v;           ///< [n_kv_head], each [size][head_dim]
     /// [n_kv_head][sketch_length(m)]: the key sketch a trained router with a sketch basis reads
-    /// (span_sketch.h), kept in the fast tier; empty otherwise. The memory holding the span
-    /// computes it (SekvMemory::hold_spans); move_span drops it, as the rotation changes it.
+    /// (span_sketch.h), kept in the fast tier; empty otherwise. seal_spans computes it from the
+    /// rows, SekvMemory::hold_spans from the factors; move_span drops it, as the rotation
+    /// changes it.
     std::vector<float> sketch;
     int32_t end() const { return begin + static_cast<int32_t>(size); }
 };

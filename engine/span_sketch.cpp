@@ -22,7 +22,8 @@ void check_basis(size_t basis_size, size_t n_kv, int m, int head_dim) {
     if (m < 1 || head_dim < 1)
         throw std::invalid_argument("span sketch: a basis of no vector or no dimension");
     if (n_kv == 0)
-        throw std::invalid_argument("span sketch: a span without key factors (chunk_summary)");
+        throw std::invalid_argument("span sketch: no KV head (a span without key factors, as "
+                                    "chunk_summary keeps, cannot be sketched)");
     if (basis_size != n_kv * static_cast<size_t>(m) * static_cast<size_t>(head_dim))
         throw std::invalid_argument("span sketch: the basis holds " + std::to_string(basis_size) +
                                     " values, the span's " + std::to_string(n_kv) +

@@ -128,6 +128,13 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
             rt.q, d, P.w.data() + static_cast<size_t>(rt.head) * dp * d, dp,
             m > 0 ? P.sketch.data() + static_cast<size_t>(v.g) * m * d : nullptr, m);
         const int64_t len = m > 0 ? sketch_length(m) : 0;
+        if (m > 0)
+            for (int64_t s = 0; s < nv; ++s)
+                if (L.spans[static_cast<size_t>(s)].sketch.size() !=
+                    static_cast<size_t>(n_kv * len))
+                    throw std::invalid_argument("zoom model: a span without the key sketch of "
+                                                "the parameters' basis (prepare the examples "
+                                                "with these parameters)");
         rt.a = score.projected_query();
         rt.bproj.resize(static_cast<size_t>(nv));
         rt.z.resize(static_cast<size_t>(nv));

@@ -351,6 +351,10 @@ ZoomParams load_zoom_params(const std::string& path, const std::string& expected
         l.gate.b1 = r.tensor(tensor_name(il, "gate.b1"), {l.gate.n_hidden});
         l.gate.w2 = r.tensor(tensor_name(il, "gate.w2"), {l.gate.n_hidden, l.gate.n_rank});
         l.gate.b2 = r.tensor(tensor_name(il, "gate.b2"), {l.gate.n_rank});
+        if (!file->has(layer_key(il, "sketch_dim")) &&
+            (file->has(layer_key(il, "n_kv_head")) || file->find_tensor(tensor_name(il, "sketch"))))
+            r.fail("layer " + std::to_string(il) + " holds a sketch basis without its key " +
+                   layer_key(il, "sketch_dim"));
         if (file->has(layer_key(il, "sketch_dim"))) {
             if (version < 6)
                 r.fail("a version-" + std::to_string(version) +

@@ -30,6 +30,10 @@ std::vector<double> relevances(const ZoomExampleSet::Layer& L, const ZoomLayerPa
     const int64_t len = m > 0 ? sketch_length(m) : 0;
     std::vector<double> r(nv);
     for (size_t s = 0; s < nv; ++s)
+        if (m > 0 && L.spans[s].sketch.size() != static_cast<size_t>(L.n_kv_head * len))
+            throw std::invalid_argument("router reference: a span without the key sketch of the "
+                                        "trained router's basis");
+    for (size_t s = 0; s < nv; ++s)
         r[s] = score.relevance(L.spans[s].summary_k.data() + g * d, L.spans[s].size,
                                m > 0 ? L.spans[s].sketch.data() + g * len : nullptr);
     return r;

@@ -365,7 +365,13 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
                  static_cast<long long>(init.n_parameters()),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 
-    const auto config = config_string(o, o.train, data, fingerprint, pool.size());
+    auto config = config_string(o, o.train, data, fingerprint, pool.size());
+    if (o.sketch_dim > 0) { // the fitted basis itself: a checkpoint of another one is refused
+        ContentHash h;
+        for (const auto& l : init.layers)
+            h.floats(l.sketch);
+        config += ";sketch=" + h.hex();
+    }
     const auto ckpt = o.checkpoint.empty() ? o.out + ".ckpt" : o.checkpoint;
     ZoomTrainState state = start_training(init);
     if (fs::exists(ckpt)) {

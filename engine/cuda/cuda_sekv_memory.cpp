@@ -108,22 +108,20 @@ RowStore DeviceSekvMemory::download_rows() const {
 void DeviceSekvMemory::seal(const SealRequest& request) {
     RowStore rows = download_rows();
     auto spans = seal_spans(rows, request, shape_, rope_base_, options_);
-    hold(std::move(spans), 0, std::move(rows), options_.summaries_only);
+    hold(std::move(spans), 0, std::move(rows), options_.summaries_only, true);
 }
 
 void DeviceSekvMemory::hold_spans(std::vector<SekvSpan> spans, int32_t delta) {
-    hold(std::move(spans), delta, download_rows(), false);
+    hold(std::move(spans), delta, download_rows(), false, false);
 }
 
 void DeviceSekvMemory::hold(std::vector<SekvSpan> spans, int32_t delta, RowStore rows,
-                            bool drop_factors) {
+                            bool drop_factors, bool sketched) {
     check_spans(spans, shape_);
-    const auto* tr = options_.router.trained.get();
-    for (auto& s : spans) {
+    for (auto& s : spans)
         move_span(s, delta, rope_base_);
-        if (tr && tr->sketch_dim > 0 && !drop_factors && s.sketch.empty()) // as SekvMemory
-            s.sketch = span_key_sketch(s, tr->sketch_basis, tr->sketch_dim, shape_.head_dim);
-    }
+    // As SekvMemory (chunk_summary, which drops the factors, has no trained router).
+    set_span_sketches(spans, options_.router, shape_.head_dim, sketched);
     drop_span_rows(rows, spans); // they leave the fast tier
     // No copy may read the pinned factors while they move (grow), nor the rows.
     cuda_check(cudaStreamSynchronize(ctx_->copy_stream()), "sekv hold: copies");

@@ -119,7 +119,8 @@ private:
     };
     /// Hold `spans` moved by delta (rows: the rows held at full resolution, from the device);
     /// drop_factors: keep no host tier (chunk_summary's seal).
-    void hold(std::vector<SekvSpan> spans, int32_t delta, RowStore rows, bool drop_factors);
+    void hold(std::vector<SekvSpan> spans, int32_t delta, RowStore rows, bool drop_factors,
+              bool sketched);
     RowStore download_rows() const;
     /// Throws std::length_error past the capacity, std::invalid_argument for positions not
     /// after the last span (store and store_device).

@@ -381,6 +381,24 @@ TEST(SekvMemory, ARouterWithASketchBasisSketchesEverySpanItHolds) {
                                       at0.spans()[s].sketch.data() + g * sketch_length(m), sc),
                     1e-6);
     }
+    // Spans handed in carrying a sketch of another basis (here: another memory's, or a damaged
+    // one) are sketched again for this router; a memory whose router reads no sketch drops it.
+    auto foreign = at0.spans();
+    for (auto& sp : foreign)
+        sp.sketch.assign(3, 7.0f);
+    SekvMemory again(kShape, 512, base, o), none(kShape, 512, base, options(false, 0.2));
+    again.store(k0.data(), doc.v.data(), p0.data(), doc.n);
+    again.hold_spans(foreign, 0);
+    none.store(k0.data(), doc.v.data(), p0.data(), doc.n);
+    none.hold_spans(at0.spans(), 0);
+    for (size_t s = 0; s < at0.spans().size(); ++s) {
+        EXPECT_LT(max_abs_diff(again.spans()[s].sketch, at0.spans()[s].sketch), 1e-4);
+        EXPECT_TRUE(none.spans()[s].sketch.empty());
+    }
+    EXPECT_EQ(none.stats().fast_tier_bytes, plain.stats().fast_tier_bytes);
+    // The router refuses spans without the sketch of its basis rather than score them without.
+    EXPECT_THROW(span_relevances(kShape, at0.options().router, plain.spans(), q.data(), head),
+                 std::invalid_argument);
     // A basis for another number of KV heads is refused.
     auto wrong = std::make_shared<TrainedRouterLayer>(*tr);
     wrong->sketch_basis.pop_back();

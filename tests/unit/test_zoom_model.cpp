@@ -87,13 +87,16 @@ TEST(ZoomModel, GradientsMatchFiniteDifferences) {
 
 namespace {
 // tiny_params with a sketch basis of m vectors per KV head fitted on the queries of the
-// synthetic record of `seed` (as zoom-train --sketch-dim fits it on the training recordings).
-ZoomParams with_sketch(ZoomParams p, uint32_t seed, int m) {
+// synthetic record of `seed` (as zoom-train --sketch-dim fits it on the training recordings),
+// scaled by `gain` (> 1: a larger term, so that it changes more decisions in a small test).
+ZoomParams with_sketch(ZoomParams p, uint32_t seed, int m, float gain = 1.0f) {
     const auto r = synthetic_record(seed, 64, kSpans);
     auto& l = p.layers[0];
     l.sketch_dim = m;
     l.n_kv_head = kKv;
     l.sketch = fit_sketch_basis(r.layers[0].q.data(), r.n_queries(), kHeads, kKv, kDim, m);
+    for (auto& x : l.sketch)
+        x *= gain;
     return p;
 }
 } // namespace
@@ -114,6 +117,8 @@ TEST(ZoomModel, GradientsMatchFiniteDifferencesWithASketchBasis) {
     for (size_t s = 0; s < zs.size(); ++s)
         moved = std::max(moved, std::fabs(zs[s] - zp[s]));
     EXPECT_GT(moved, 1e-3);
+    // Examples prepared without the basis are refused, not read past their sketches' end.
+    EXPECT_THROW(zoom_forward(p0, fp->sets[0], ex.second, {}), std::invalid_argument);
     ThreadPool pool(2);
     ZoomLossOptions o;
     o.relax = true;
@@ -403,12 +408,24 @@ TEST(ZoomModel, HardForwardIsSekvMemoryWithTheTrainedParameters) {
 // With a sketch basis, training's forward routes as SekvMemory does with the file's router: both
 // compute each span's sketch (prepare_examples, SekvMemory::hold_spans) and add its term.
 TEST(ZoomModel, HardForwardWithASketchBasisIsSekvMemory) {
-    const auto p = with_sketch(tiny_params(9), 21, 3);
+    const auto plain = tiny_params(9);
+    const auto p = with_sketch(plain, 21, 3, 4.0f);
     auto f = make_fixture(p, {21, 22});
     int expanded = 0, summarised = 0;
     expect_sekv_memory_is_the_hard_forward(p, *f, expanded, summarised);
     EXPECT_GT(expanded, 0);
     EXPECT_GT(summarised, 0);
+    // The sketch decides: a good share of the decisions differ from the plain parameters'.
+    auto fp = make_fixture(plain, {21, 22});
+    int differ = 0, total = 0;
+    for (const auto& [si, ex] : f->items) {
+        const auto a = zoom_forward(p, f->sets[static_cast<size_t>(si)], ex, {}).expanded;
+        const auto b = zoom_forward(plain, fp->sets[static_cast<size_t>(si)], ex, {}).expanded;
+        for (size_t s = 0; s < a.size(); ++s)
+            differ += a[s] != b[s];
+        total += static_cast<int>(a.size());
+    }
+    EXPECT_GE(differ * 10, total) << differ << " of " << total;
 }
 
 // With share_group, training's forward expands what any head of the KV group asks for, as

@@ -75,6 +75,7 @@ struct Spoil {
     int declared_n_head = 0;    ///< > 0: layer 3 declares this many heads
     bool reverse_layers = false;
     bool share_group_as_text = false; ///< spanscope.zoom.share_group a string, not a bool
+    bool sketch_without_dim = false;  ///< the sketch written without its key sketch_dim
 };
 void write_by_hand(const ZoomParams& p, const std::string& path, const Spoil& s = {}) {
     GgufWriter w;
@@ -127,7 +128,8 @@ void write_by_hand(const ZoomParams& p, const std::string& path, const Spoil& s 
         add(t + "gate.w2", {l.gate.n_hidden, l.gate.n_rank}, l.gate.w2);
         add(t + "gate.b2", {l.gate.n_rank}, l.gate.b2);
         if (l.sketch_dim > 0) {
-            w.set_uint32(k + "sketch_dim", static_cast<uint32_t>(l.sketch_dim));
+            if (!s.sketch_without_dim)
+                w.set_uint32(k + "sketch_dim", static_cast<uint32_t>(l.sketch_dim));
             w.set_uint32(k + "n_kv_head", static_cast<uint32_t>(l.n_kv_head));
             add(t + "sketch", {l.head_dim, l.sketch_dim, l.n_kv_head}, l.sketch);
         }
@@ -257,6 +259,11 @@ TEST(ZoomParams, TheSketchBasisRoundTripsAndVersion5FilesStillLoad) {
     write_by_hand(p, dir + "/bad-s.zoom.gguf", bad);
     expect_refused([&] { load_zoom_params(dir + "/bad-s.zoom.gguf"); },
                    {"bad-s.zoom.gguf", "zoom.3.sketch"});
+    Spoil no_dim;
+    no_dim.sketch_without_dim = true;
+    write_by_hand(p, dir + "/nodim-s.zoom.gguf", no_dim);
+    expect_refused([&] { load_zoom_params(dir + "/nodim-s.zoom.gguf"); },
+                   {"nodim-s.zoom.gguf", "sketch_dim"});
     // In memory: a sketch whose size does not match, or a KV head count that does not divide
     // the heads, is refused before anything is written.
     auto q = p;
