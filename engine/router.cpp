@@ -10,6 +10,22 @@
 
 namespace spanscope {
 
+namespace {
+
+// M x [rows] for M [rows][d] row-major and x [d], in double.
+std::vector<double> project(const float* m, int64_t rows, int64_t d, const float* x) {
+    std::vector<double> out(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+        double a = 0;
+        for (int64_t j = 0; j < d; ++j)
+            a += static_cast<double>(m[r * d + j]) * x[j];
+        out[static_cast<size_t>(r)] = a;
+    }
+    return out;
+}
+
+} // namespace
+
 RelevanceScore::RelevanceScore(const float* q, int64_t d, const float* w, int64_t d_out,
                                const float* sketch_basis, int sketch_dim)
     : q_(q), d_(d), w_(w), d_out_(d_out) {
@@ -17,23 +33,10 @@ RelevanceScore::RelevanceScore(const float* q, int64_t d, const float* w, int64_
         throw std::invalid_argument("relevance: empty query, projection or sketch basis");
     if (sketch_basis) {
         sketch_dim_ = sketch_dim;
-        uq_.resize(static_cast<size_t>(sketch_dim));
-        for (int a = 0; a < sketch_dim; ++a) {
-            double t = 0;
-            for (int64_t j = 0; j < d; ++j)
-                t += static_cast<double>(sketch_basis[a * d + j]) * q[j];
-            uq_[static_cast<size_t>(a)] = t;
-        }
+        uq_ = project(sketch_basis, sketch_dim, d, q);
     }
-    if (!w)
-        return;
-    wq_.resize(static_cast<size_t>(d_out));
-    for (int64_t r = 0; r < d_out; ++r) {
-        double a = 0;
-        for (int64_t j = 0; j < d; ++j)
-            a += static_cast<double>(w[r * d + j]) * q[j];
-        wq_[static_cast<size_t>(r)] = a;
-    }
+    if (w)
+        wq_ = project(w, d_out, d, q);
 }
 
 double RelevanceScore::logit(const float* summary_k, int64_t size, double* wk,

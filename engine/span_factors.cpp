@@ -45,6 +45,24 @@ double SpanFactors::discarded() const {
     return e;
 }
 
+void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w) {
+    if (n < 1 || a.size() != static_cast<size_t>(n) * static_cast<size_t>(n))
+        throw std::invalid_argument("symmetric_eigen: not an n×n matrix");
+    w.assign(static_cast<size_t>(n), 0.0);
+    int info = 0, lwork = -1, liwork = -1, iwork_query = 0;
+    double work_query = 0;
+    dsyevd_("V", "U", &n, a.data(), &n, w.data(), &work_query, &lwork, &iwork_query, &liwork,
+            &info);
+    lwork = static_cast<int>(work_query);
+    liwork = iwork_query;
+    std::vector<double> work(static_cast<size_t>(std::max(1, lwork)));
+    std::vector<int> iwork(static_cast<size_t>(std::max(1, liwork)));
+    dsyevd_("V", "U", &n, a.data(), &n, w.data(), work.data(), &lwork, iwork.data(), &liwork,
+            &info);
+    if (info != 0)
+        throw std::runtime_error("LAPACK dsyevd failed (info " + std::to_string(info) + ")");
+}
+
 SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_rank) {
     if (n < 1 || d < 1 || max_rank < 1)
         throw std::invalid_argument("low_rank_factors: empty span or rank < 1");
@@ -64,20 +82,8 @@ SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_ra
                 acc += static_cast<double>(rows[a * d + j]) * rows[b * d + j];
             g[a * n + b] = g[b * n + a] = acc;
         }
-    const int N = static_cast<int>(n);
-    std::vector<double> w(static_cast<size_t>(n));
-    int info = 0, lwork = -1, liwork = -1, iwork_query = 0;
-    double work_query = 0;
-    dsyevd_("V", "U", &N, g.data(), &N, w.data(), &work_query, &lwork, &iwork_query, &liwork,
-            &info);
-    lwork = static_cast<int>(work_query);
-    liwork = iwork_query;
-    std::vector<double> work(static_cast<size_t>(std::max(1, lwork)));
-    std::vector<int> iwork(static_cast<size_t>(std::max(1, liwork)));
-    dsyevd_("V", "U", &N, g.data(), &N, w.data(), work.data(), &lwork, iwork.data(), &liwork,
-            &info);
-    if (info != 0)
-        throw std::runtime_error("LAPACK dsyevd failed (info " + std::to_string(info) + ")");
+    std::vector<double> w;
+    symmetric_eigen(g, static_cast<int>(n), w);
     // Eigenvalues come ascending; eigenvector k is column k (column-major: g[k * n + i]).
     f.sigma2.resize(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k)

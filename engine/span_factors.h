@@ -30,6 +30,12 @@ struct SpanFactors {
     double discarded() const;
 };
 
+/// The eigen-decomposition of a symmetric matrix a [n][n] (column-major; its upper triangle is
+/// read), in place (LAPACK dsyevd, in double): w [n] receives the eigenvalues ascending, and
+/// column k of a (a[k·n + i]) the eigenvector of w[k]. Throws std::invalid_argument for n < 1 or
+/// a of another size, std::runtime_error when LAPACK fails.
+void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w);
+
 /// Factors of rows [n][d] at rank min(max_rank, n, d). Throws std::invalid_argument for n < 1,
 /// d < 1 or max_rank < 1, std::runtime_error when LAPACK fails.
 SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_rank);

@@ -1,14 +1,11 @@
 #include "span_sketch.h"
 
+#include "span_factors.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
-
-extern "C" {
-void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
-             double* work, const int* lwork, int* iwork, const int* liwork, int* info);
-}
 
 namespace spanscope {
 
@@ -152,19 +149,8 @@ std::vector<float> fit_sketch_basis(const float* q, int64_t n_q, int n_head, int
                         M[static_cast<size_t>(b) * N + a] += static_cast<double>(x[a]) * x[b];
             }
         // Column-major with the upper triangle filled (row a, column b >= a at b·N + a).
-        std::vector<double> w(static_cast<size_t>(N));
-        int lwork = -1, liwork = -1, info = 0, iwork_query = 0;
-        double work_query = 0;
-        dsyevd_("V", "U", &N, M.data(), &N, w.data(), &work_query, &lwork, &iwork_query, &liwork,
-                &info);
-        lwork = static_cast<int>(work_query);
-        liwork = iwork_query;
-        std::vector<double> work(static_cast<size_t>(std::max(lwork, 1)));
-        std::vector<int> iwork(static_cast<size_t>(std::max(liwork, 1)));
-        dsyevd_("V", "U", &N, M.data(), &N, w.data(), work.data(), &lwork, iwork.data(), &liwork,
-                &info);
-        if (info != 0)
-            throw std::runtime_error("LAPACK dsyevd failed (info " + std::to_string(info) + ")");
+        std::vector<double> w;
+        symmetric_eigen(M, N, w);
         for (int a = 0; a < m; ++a) {
             const double* v = M.data() + static_cast<size_t>(N - 1 - a) * N; // descending
             int big = 0;

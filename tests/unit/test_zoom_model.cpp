@@ -34,6 +34,36 @@ TEST(ZoomModel, LabelsAreTheFewestSpansCoveringTheMass) {
 
 // Every parameter group's gradient against central differences of the relaxed total loss, and
 // of each loss component alone.
+namespace {
+// zoom_loss's gradient of every parameter group against central differences of its total, at
+// 6 elements of each group drawn with `seed`.
+void expect_gradients_match_finite_differences(const ZoomParams& p0, const Fixture& f,
+                                               const ZoomLossOptions& o, ThreadPool& pool,
+                                               uint32_t seed) {
+    ZoomParams grad;
+    zoom_loss(p0, f.sets, f.items, o, &grad, pool);
+    auto p = p0;
+    auto pt = zoom_tensors(p);
+    auto gt = zoom_tensors(grad);
+    std::mt19937 rng(seed);
+    for (size_t t = 0; t < pt.size(); ++t) {
+        SCOPED_TRACE(pt[t].name);
+        auto& vals = *pt[t].values;
+        double gmax = 0;
+        for (const float g : *gt[t].values)
+            gmax = std::max(gmax, std::fabs(static_cast<double>(g)));
+        for (int k = 0; k < 6; ++k) {
+            const size_t j = std::uniform_int_distribution<size_t>(0, vals.size() - 1)(rng);
+            const double fd =
+                central_difference(vals, j, 2e-3f, [&] { return total_loss(p, f, o, pool); });
+            const double an = (*gt[t].values)[j];
+            EXPECT_NEAR(an, fd, 2e-3 * std::max(1e-3, gmax) + 1e-7)
+                << "element " << j << " analytic " << an << " numeric " << fd;
+        }
+    }
+}
+} // namespace
+
 TEST(ZoomModel, GradientsMatchFiniteDifferences) {
     const auto p0 = tiny_params(7);
     auto f = make_fixture(p0, {11, 12});
@@ -61,27 +91,7 @@ TEST(ZoomModel, GradientsMatchFiniteDifferences) {
         o.w_recon = mix.r;
         o.w_budget = mix.b;
         o.w_ranking = mix.k;
-        ZoomParams grad;
-        zoom_loss(p0, f->sets, f->items, o, &grad, pool);
-        auto p = p0;
-        auto pt = zoom_tensors(p);
-        auto gt = zoom_tensors(grad);
-        std::mt19937 rng(3);
-        for (size_t t = 0; t < pt.size(); ++t) {
-            SCOPED_TRACE(pt[t].name);
-            auto& vals = *pt[t].values;
-            double gmax = 0;
-            for (const float g : *gt[t].values)
-                gmax = std::max(gmax, std::fabs(static_cast<double>(g)));
-            for (int k = 0; k < 6; ++k) {
-                const size_t j = std::uniform_int_distribution<size_t>(0, vals.size() - 1)(rng);
-                const double fd =
-                    central_difference(vals, j, 2e-3f, [&] { return total_loss(p, *f, o, pool); });
-                const double an = (*gt[t].values)[j];
-                EXPECT_NEAR(an, fd, 2e-3 * std::max(1e-3, gmax) + 1e-7)
-                    << "element " << j << " analytic " << an << " numeric " << fd;
-            }
-        }
+        expect_gradients_match_finite_differences(p0, *f, o, pool, 3);
     }
 }
 
@@ -126,27 +136,7 @@ TEST(ZoomModel, GradientsMatchFiniteDifferencesWithASketchBasis) {
     o.w_recon = 0.3;
     o.w_budget = 0.2;
     o.w_ranking = 0.5;
-    ZoomParams grad;
-    zoom_loss(p0, f->sets, f->items, o, &grad, pool);
-    auto p = p0;
-    auto pt = zoom_tensors(p);
-    auto gt = zoom_tensors(grad);
-    std::mt19937 rng(5);
-    for (size_t t = 0; t < pt.size(); ++t) {
-        SCOPED_TRACE(pt[t].name);
-        auto& vals = *pt[t].values;
-        double gmax = 0;
-        for (const float g : *gt[t].values)
-            gmax = std::max(gmax, std::fabs(static_cast<double>(g)));
-        for (int k = 0; k < 6; ++k) {
-            const size_t j = std::uniform_int_distribution<size_t>(0, vals.size() - 1)(rng);
-            const double fd =
-                central_difference(vals, j, 2e-3f, [&] { return total_loss(p, *f, o, pool); });
-            const double an = (*gt[t].values)[j];
-            EXPECT_NEAR(an, fd, 2e-3 * std::max(1e-3, gmax) + 1e-7)
-                << "element " << j << " analytic " << an << " numeric " << fd;
-        }
-    }
+    expect_gradients_match_finite_differences(p0, *f, o, pool, 5);
 }
 
 // Without relax the forward is inference: mixed attention over the full-resolution rows, the
