@@ -218,11 +218,9 @@ void set_span_sketches(std::vector<SekvSpan>& spans, const SekvRouterOptions& ro
             s.sketch.clear(); // no router reads one: it would only count in the fast tier
             continue;
         }
-        const auto len =
-            static_cast<size_t>(s.k.size()) * static_cast<size_t>(sketch_length(tr->sketch_dim));
         if (!sketched)
             s.sketch = span_key_sketch(s, tr->sketch_basis, tr->sketch_dim, head_dim);
-        else if (s.sketch.size() != len)
+        else if (s.sketch.size() != s.k.size() * static_cast<size_t>(sketch_length(tr->sketch_dim)))
             throw std::logic_error("sekv: a sealed span at position " + std::to_string(s.begin) +
                                    " lacks the key sketch of the router's basis");
     }

@@ -10,10 +10,7 @@
 
 namespace spanscope {
 
-namespace {
-
-// M x [rows] for M [rows][d] row-major and x [d], in double.
-std::vector<double> project(const float* m, int64_t rows, int64_t d, const float* x) {
+std::vector<double> project_rows(const float* m, int64_t rows, int64_t d, const float* x) {
     std::vector<double> out(static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) {
         double a = 0;
@@ -24,8 +21,6 @@ std::vector<double> project(const float* m, int64_t rows, int64_t d, const float
     return out;
 }
 
-} // namespace
-
 RelevanceScore::RelevanceScore(const float* q, int64_t d, const float* w, int64_t d_out,
                                const float* sketch_basis, int sketch_dim)
     : q_(q), d_(d), w_(w), d_out_(d_out) {
@@ -33,10 +28,10 @@ RelevanceScore::RelevanceScore(const float* q, int64_t d, const float* w, int64_
         throw std::invalid_argument("relevance: empty query, projection or sketch basis");
     if (sketch_basis) {
         sketch_dim_ = sketch_dim;
-        uq_ = project(sketch_basis, sketch_dim, d, q);
+        uq_ = project_rows(sketch_basis, sketch_dim, d, q);
     }
     if (w)
-        wq_ = project(w, d_out, d, q);
+        wq_ = project_rows(w, d_out, d, q);
 }
 
 double RelevanceScore::logit(const float* summary_k, int64_t size, double* wk,

@@ -16,6 +16,10 @@
 
 namespace spanscope {
 
+/// M x [rows] for M [rows][d] row-major and x [d], summed in double: the router's projections
+/// (W q, W k̄, U q, U k).
+std::vector<double> project_rows(const float* m, int64_t rows, int64_t d, const float* x);
+
 /// The relevance logit of every span for one query, shared by inference (sekv_routing.h) and
 /// training (zoom_model.h) so that both score spans with one formula.
 /// z(S) = q·k̄/√d + [⟨W q, W k̄⟩/√d_out] + log|S| + {s (U q)·δ_S + ½ s² (U q)ᵀ Σ_S (U q)}, the

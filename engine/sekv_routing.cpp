@@ -38,16 +38,10 @@ std::vector<double> span_relevances(const AttentionShape& shape, const SekvRoute
         qh, d, tr ? tr->w.data() + static_cast<size_t>(head) * tr->d_out * d : nullptr,
         tr ? tr->d_out : 0,
         m > 0 ? tr->sketch_basis.data() + static_cast<size_t>(g) * m * d : nullptr, m);
-    const int64_t len = m > 0 ? sketch_length(m) : 0;
     std::vector<double> rel(spans.size());
-    for (size_t s = 0; s < spans.size(); ++s) {
-        if (m > 0 && spans[s].sketch.size() != static_cast<size_t>(shape.n_kv_head * len))
-            throw std::invalid_argument("sekv router: the span at position " +
-                                        std::to_string(spans[s].begin) +
-                                        " has no key sketch of the router's basis");
+    for (size_t s = 0; s < spans.size(); ++s)
         rel[s] = score.relevance(spans[s].summary_k.data() + g * d, spans[s].size,
-                                 m > 0 ? spans[s].sketch.data() + g * len : nullptr);
-    }
+                                 head_sketch(spans[s].sketch, shape.n_kv_head, m, g));
     return rel;
 }
 

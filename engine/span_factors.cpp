@@ -61,6 +61,18 @@ void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w) {
             &info);
     if (info != 0)
         throw std::runtime_error("LAPACK dsyevd failed (info " + std::to_string(info) + ")");
+    // Deterministic signs: each eigenvector's largest-magnitude entry (the first of equals)
+    // positive.
+    for (int k = 0; k < n; ++k) {
+        double* u = a.data() + static_cast<size_t>(k) * n;
+        int big = 0;
+        for (int i = 1; i < n; ++i)
+            if (std::fabs(u[i]) > std::fabs(u[big]))
+                big = i;
+        if (u[big] < 0)
+            for (int i = 0; i < n; ++i)
+                u[i] = -u[i];
+    }
 }
 
 SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_rank) {
@@ -92,17 +104,12 @@ SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_ra
     f.right.assign(static_cast<size_t>(f.rank) * static_cast<size_t>(d), 0.0f);
     for (int r = 0; r < f.rank; ++r) {
         const double* u = g.data() + (n - 1 - r) * n;
-        int64_t big = 0;
-        for (int64_t i = 1; i < n; ++i)
-            if (std::fabs(u[i]) > std::fabs(u[big]))
-                big = i;
-        const double sign = u[big] < 0 ? -1.0 : 1.0;
         for (int64_t i = 0; i < n; ++i)
-            f.left[i * f.rank + r] = static_cast<float>(sign * u[i]);
+            f.left[i * f.rank + r] = static_cast<float>(u[i]);
         for (int64_t j = 0; j < d; ++j) {
             double acc = 0;
             for (int64_t i = 0; i < n; ++i)
-                acc += sign * u[i] * rows[i * d + j];
+                acc += u[i] * rows[i * d + j];
             f.right[r * d + j] = static_cast<float>(acc);
         }
     }

@@ -32,8 +32,8 @@ struct SpanFactors {
 
 /// The eigen-decomposition of a symmetric matrix a [n][n] (column-major; its upper triangle is
 /// read), in place (LAPACK dsyevd, in double): w [n] receives the eigenvalues ascending, and
-/// column k of a (a[k·n + i]) the eigenvector of w[k]. Throws std::invalid_argument for n < 1 or
-/// a of another size, std::runtime_error when LAPACK fails.
+/// column k of a (a[k·n + i]) the eigenvector of w[k], its largest-magnitude entry positive. Throws
+/// std::invalid_argument for n < 1 or a of another size, std::runtime_error when LAPACK fails.
 void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w);
 
 /// Factors of rows [n][d] at rank min(max_rank, n, d). Throws std::invalid_argument for n < 1,

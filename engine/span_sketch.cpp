@@ -1,5 +1,6 @@
 #include "span_sketch.h"
 
+#include "router.h"
 #include "span_factors.h"
 
 #include <algorithm>
@@ -49,18 +50,6 @@ void sketch_of(const std::vector<double>& u, int64_t n, int m, const std::vector
         }
 }
 
-// U x [m] for x [d].
-std::vector<double> project(const float* U, int m, size_t d, const float* x) {
-    std::vector<double> out(static_cast<size_t>(m));
-    for (int a = 0; a < m; ++a) {
-        double t = 0;
-        for (size_t j = 0; j < d; ++j)
-            t += static_cast<double>(U[a * d + j]) * x[j];
-        out[static_cast<size_t>(a)] = t;
-    }
-    return out;
-}
-
 } // namespace
 
 std::vector<float> span_key_sketch(const SekvSpan& span, const std::vector<float>& basis, int m,
@@ -81,7 +70,8 @@ std::vector<float> span_key_sketch(const SekvSpan& span, const std::vector<float
         const int R = f.rank;
         std::vector<std::vector<double>> ur(static_cast<size_t>(R));
         for (int r = 0; r < R; ++r)
-            ur[static_cast<size_t>(r)] = project(U, m, d, f.right.data() + r * d);
+            ur[static_cast<size_t>(r)] =
+                project_rows(U, m, static_cast<int64_t>(d), f.right.data() + r * d);
         const int64_t n = f.rows;
         std::vector<double> u(static_cast<size_t>(n) * m, 0.0);
         for (int64_t i = 0; i < n; ++i)
@@ -90,7 +80,8 @@ std::vector<float> span_key_sketch(const SekvSpan& span, const std::vector<float
                 for (int a = 0; a < m; ++a)
                     u[static_cast<size_t>(i) * m + a] += l * ur[static_cast<size_t>(r)][a];
             }
-        sketch_of(u, n, m, project(U, m, d, span.summary_k.data() + g * d),
+        sketch_of(u, n, m,
+                  project_rows(U, m, static_cast<int64_t>(d), span.summary_k.data() + g * d),
                   out.data() + g * static_cast<size_t>(len));
     }
     return out;
@@ -109,13 +100,26 @@ std::vector<float> span_key_sketch_rows(const float* k, int64_t n, int n_kv_head
         const float* U = basis.data() + g * static_cast<size_t>(m) * d;
         std::vector<double> u(static_cast<size_t>(n) * m);
         for (int64_t i = 0; i < n; ++i) {
-            const auto ui = project(U, m, d, k + (static_cast<size_t>(i) * n_kv + g) * d);
+            const auto ui = project_rows(U, m, static_cast<int64_t>(d),
+                                         k + (static_cast<size_t>(i) * n_kv + g) * d);
             std::copy(ui.begin(), ui.end(), u.begin() + i * m);
         }
-        sketch_of(u, n, m, project(U, m, d, summary_k + g * d),
+        sketch_of(u, n, m, project_rows(U, m, static_cast<int64_t>(d), summary_k + g * d),
                   out.data() + g * static_cast<size_t>(len));
     }
     return out;
+}
+
+const float* head_sketch(const std::vector<float>& sketch, int n_kv_head, int m, int g) {
+    if (m < 1)
+        return nullptr;
+    const int64_t len = sketch_length(m);
+    if (sketch.size() != static_cast<size_t>(n_kv_head * len) || g < 0 || g >= n_kv_head)
+        throw std::invalid_argument("span sketch: a span without the key sketch of the router's "
+                                    "basis (" +
+                                    std::to_string(sketch.size()) + " values, " +
+                                    std::to_string(n_kv_head * len) + " expected)");
+    return sketch.data() + static_cast<size_t>(g) * len;
 }
 
 double sketch_logit_term(const double* uq, int m, const float* sketch, double scale) {
@@ -153,13 +157,8 @@ std::vector<float> fit_sketch_basis(const float* q, int64_t n_q, int n_head, int
         symmetric_eigen(M, N, w);
         for (int a = 0; a < m; ++a) {
             const double* v = M.data() + static_cast<size_t>(N - 1 - a) * N; // descending
-            int big = 0;
-            for (int j = 1; j < N; ++j)
-                if (std::abs(v[j]) > std::abs(v[big]))
-                    big = j;
-            const double sign = v[big] < 0 ? -1.0 : 1.0;
             for (int j = 0; j < N; ++j)
-                out[(static_cast<size_t>(g) * m + a) * N + j] = static_cast<float>(sign * v[j]);
+                out[(static_cast<size_t>(g) * m + a) * N + j] = static_cast<float>(v[j]);
         }
     }
     return out;

@@ -42,6 +42,12 @@ std::vector<float> span_key_sketch_rows(const float* k, int64_t n, int n_kv_head
 std::vector<float> span_key_sketch(const SekvSpan& span, const std::vector<float>& basis, int m,
                                    int head_dim);
 
+/// KV head g's part of a span's sketch [n_kv_head][sketch_length(m)], for a router with a basis
+/// of m vectors; nullptr when m is 0 (no basis: the sketch is not read). Throws
+/// std::invalid_argument when the sketch is not of that size (a span sketched for another
+/// basis, or not at all).
+const float* head_sketch(const std::vector<float>& sketch, int n_kv_head, int m, int g);
+
 /// The sketch's term of the relevance logit for one KV head: s (U q)·δ + ½ s² (U q)ᵀ Σ (U q),
 /// uq = U q [m], sketch [sketch_length(m)] (δ then Σ's upper triangle), s the layer's scale
 /// 1/√d (as router.h's q·k̄/√d).

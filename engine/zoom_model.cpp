@@ -127,14 +127,6 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
         const RelevanceScore score(
             rt.q, d, P.w.data() + static_cast<size_t>(rt.head) * dp * d, dp,
             m > 0 ? P.sketch.data() + static_cast<size_t>(v.g) * m * d : nullptr, m);
-        const int64_t len = m > 0 ? sketch_length(m) : 0;
-        if (m > 0)
-            for (int64_t s = 0; s < nv; ++s)
-                if (L.spans[static_cast<size_t>(s)].sketch.size() !=
-                    static_cast<size_t>(n_kv * len))
-                    throw std::invalid_argument("zoom model: a span without the key sketch of "
-                                                "the parameters' basis (prepare the examples "
-                                                "with these parameters)");
         rt.a = score.projected_query();
         rt.bproj.resize(static_cast<size_t>(nv));
         rt.z.resize(static_cast<size_t>(nv));
@@ -145,7 +137,7 @@ void example_pass(const ExampleView& v, const ZoomRecord& R, const ZoomLossOptio
             auto& b = rt.bproj[static_cast<size_t>(s)];
             b.resize(static_cast<size_t>(dp));
             const double zs = score.logit(sp.summary_k.data() + v.g * d, sp.size, b.data(),
-                                          m > 0 ? sp.sketch.data() + v.g * len : nullptr);
+                                          head_sketch(sp.sketch, static_cast<int>(n_kv), m, v.g));
             rt.z[static_cast<size_t>(s)] = zs;
             rt.soft[static_cast<size_t>(s)] = sigmoid((zs - rt.theta) / o.temperature);
             rt.hard[static_cast<size_t>(s)] = zs > rt.theta;

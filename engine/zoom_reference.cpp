@@ -27,15 +27,10 @@ std::vector<double> relevances(const ZoomExampleSet::Layer& L, const ZoomLayerPa
         trained ? trained->w.data() + static_cast<size_t>(h) * trained->d_out * d : nullptr,
         trained ? trained->d_out : 0,
         m > 0 ? trained->sketch.data() + static_cast<size_t>(g) * m * d : nullptr, m);
-    const int64_t len = m > 0 ? sketch_length(m) : 0;
     std::vector<double> r(nv);
     for (size_t s = 0; s < nv; ++s)
-        if (m > 0 && L.spans[s].sketch.size() != static_cast<size_t>(L.n_kv_head * len))
-            throw std::invalid_argument("router reference: a span without the key sketch of the "
-                                        "trained router's basis");
-    for (size_t s = 0; s < nv; ++s)
         r[s] = score.relevance(L.spans[s].summary_k.data() + g * d, L.spans[s].size,
-                               m > 0 ? L.spans[s].sketch.data() + g * len : nullptr);
+                               head_sketch(L.spans[s].sketch, L.n_kv_head, m, g));
     return r;
 }
 

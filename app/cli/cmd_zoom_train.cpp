@@ -99,8 +99,6 @@ std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& 
         s << ";w_ranking=" << t.loss.w_ranking;
     if (t.loss.share_group) // likewise
         s << ";share_group=1";
-    if (o.sketch_dim > 0)
-        s << ";sketch_dim=" << o.sketch_dim;
     return s.str();
 }
 
@@ -370,7 +368,7 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
         ContentHash h;
         for (const auto& l : init.layers)
             h.floats(l.sketch);
-        config += ";sketch=" + h.hex();
+        config += ";sketch_dim=" + std::to_string(o.sketch_dim) + ";sketch=" + h.hex();
     }
     const auto ckpt = o.checkpoint.empty() ? o.out + ".ckpt" : o.checkpoint;
     ZoomTrainState state = start_training(init);
