@@ -46,6 +46,10 @@ std::string zoom_probe_question(const std::string& cue) {
     return "Which words follow \"" + flat + "\" in the document?";
 }
 
+std::vector<int32_t> zoom_probe_turn_close(const Tokenizer& tok, bool instruction_tuned) {
+    return instruction_tuned ? turn_break(tok, "user\n") : tok.encode("\n");
+}
+
 ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_tuned,
                                         const std::string& name, const std::string& text,
                                         const ZoomRecordSettings& s) {
@@ -58,9 +62,7 @@ ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_t
         throw std::invalid_argument("the document's name is not valid UTF-8");
     const auto header = document_unit_header(tok, instruction_tuned, name, 1, 1);
     const auto body = tok.encode(text);
-    // The document's turn closes and a user turn opens, as between two turns of a chat.
-    const std::vector<int32_t> close =
-        instruction_tuned ? turn_break(tok, "user\n") : tok.encode("\n");
+    const std::vector<int32_t> close = zoom_probe_turn_close(tok, instruction_tuned);
     const int64_t N = s.recall_probes, L = s.probe_tokens, c = kZoomQuestionCueTokens;
 
     auto build = [&](int64_t n) {

@@ -24,6 +24,11 @@ constexpr int32_t kZoomQuestionCueTokens = 12;
 /// left as they are; a cue of white space only gives two quotes with nothing between).
 std::string zoom_probe_question(const std::string& cue);
 
+/// What ends an answer's turn before the next question: the model's turn closes and a user turn
+/// opens ("<end_of_turn>\n<start_of_turn>user\n", turn_break) in the turn format, "\n" in
+/// completion. Throws std::invalid_argument for a vocabulary without the turn tokens.
+std::vector<int32_t> zoom_probe_turn_close(const Tokenizer& tok, bool instruction_tuned);
+
 /// A document with its question probes, as recorded.
 struct ZoomQuestionProbes {
     std::vector<int32_t> tokens;        ///< [≤ max_tokens]: the unit, then the question turns

@@ -67,7 +67,9 @@ std::string zoom_record_settings_key(const ZoomRecordSettings& s) {
       << " max_span=" << sekv.segmentation.max_span << " reserve_rows=" << sekv.reserve_rows;
     if (s.recall_probes > 0)
         o << " recall_probes=" << s.recall_probes << " probe_tokens=" << s.probe_tokens
-          << (s.probe_form == ZoomProbeForm::Question ? " probe_form=question" : "");
+          << (s.probe_form == ZoomProbeForm::Question ? " probe_form=question"
+              : s.probe_form == ZoomProbeForm::Fact   ? " probe_form=fact"
+                                                      : "");
     return o.str();
 }
 
@@ -99,7 +101,8 @@ std::vector<int32_t> zoom_recall_probes(std::vector<int32_t> doc, const ZoomReco
                                         std::vector<int32_t>* probe_starts) {
     check_zoom_record_settings(s);
     if (s.recall_probes > 0 && s.probe_form != ZoomProbeForm::Copy)
-        throw std::invalid_argument("question probes are made by zoom_question_probes");
+        throw std::invalid_argument(
+            "question and fact probes are made by zoom_question_probes and zoom_fact_probes");
     const int64_t room = s.max_tokens - static_cast<int64_t>(s.recall_probes) * s.probe_tokens;
     if (static_cast<int64_t>(doc.size()) > room)
         doc.resize(static_cast<size_t>(room));

@@ -25,6 +25,7 @@ namespace spanscope {
 enum class ZoomProbeForm {
     Copy,     ///< the runs copied after the document (zoom_recall_probes)
     Question, ///< question turns answered with the runs (zoom_question_probes.h)
+    Fact,     ///< made-up facts in the text, question turns asking for them (zoom_fact_probes.h)
 };
 
 /// What decides a recording besides the model and the document.
@@ -39,16 +40,18 @@ struct ZoomRecordSettings {
     /// Recall probes (zoom_recall_probes): copies of this many runs of the document appended
     /// after it, so that some candidates are queries that must find one span far back, as a
     /// question about a document does; 0: none (the document alone). With probe_form Question,
-    /// the number of question turns after the document instead (zoom_question_probes.h).
+    /// the number of question turns after the document instead (zoom_question_probes.h); with
+    /// Fact, the number of facts inserted and asked for (zoom_fact_probes.h).
     int recall_probes = 0;
-    int32_t probe_tokens = 24;                      ///< tokens per probe (>= 8)
+    int32_t probe_tokens = 24; ///< tokens per probe (>= 8; Fact: the most an answer may take)
     ZoomProbeForm probe_form = ZoomProbeForm::Copy; ///< copies or question turns
 };
 
 /// The settings as one line, with SEKV's segmentation options that shape the spans, e.g.
 /// "max_tokens=4096 queries=32 tail=64 budget=0.35 first_query=512 query_stride=8
 /// min_separation=32 alpha=1 min_span=4 max_span=32 reserve_rows=128", with " recall_probes=N
-/// probe_tokens=L" when there are probes (and " probe_form=question" for question probes).
+/// probe_tokens=L" when there are probes (and " probe_form=question" or " probe_form=fact" for
+/// question or fact probes).
 /// Two recordings with the same line, model and tokens hold the same data. Stored in
 /// ZoomRecord::settings.
 std::string zoom_record_settings_key(const ZoomRecordSettings& s);

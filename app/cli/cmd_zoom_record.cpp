@@ -12,6 +12,7 @@
 #include "model_fingerprint.h"
 #include "project_support.h"
 #include "spanscope_git_commit.h" // SPANSCOPE_GIT_COMMIT, generated at build time
+#include "zoom_fact_probes.h"
 #include "zoom_question_probes.h"
 #include "zoom_recorder.h"
 
@@ -98,8 +99,13 @@ int run_zoom_record(const ZoomRecordOptions& o) {
         if (o.recall_probes < 1)
             throw std::invalid_argument("--probe-form question needs --recall-probes N >= 1");
         settings.probe_form = ZoomProbeForm::Question;
+    } else if (o.probe_form == "fact") {
+        if (o.recall_probes < 1)
+            throw std::invalid_argument("--probe-form fact needs --recall-probes N >= 1");
+        settings.probe_form = ZoomProbeForm::Fact;
     } else if (o.probe_form != "copy")
-        throw std::invalid_argument("--probe-form must be copy or question, not " + o.probe_form);
+        throw std::invalid_argument("--probe-form must be copy, question or fact, not " +
+                                    o.probe_form);
     check_zoom_record_settings(settings);
     if (o.out.empty())
         throw std::invalid_argument("--out DIR is required");
@@ -156,9 +162,13 @@ int run_zoom_record(const ZoomRecordOptions& o) {
             // The tokens, and where the document ends and the probes begin.
             std::vector<int32_t> tokens;
             int64_t document_end = 0;
-            if (settings.probe_form == ZoomProbeForm::Question && settings.recall_probes > 0) {
-                auto p = zoom_question_probes(model->tokenizer(), model->info().instruction_tuned,
-                                              name, doc.text, settings);
+            if (settings.probe_form != ZoomProbeForm::Copy && settings.recall_probes > 0) {
+                auto p =
+                    settings.probe_form == ZoomProbeForm::Fact
+                        ? zoom_fact_probes(model->tokenizer(), model->info().instruction_tuned,
+                                           name, doc.text, settings)
+                        : zoom_question_probes(model->tokenizer(), model->info().instruction_tuned,
+                                               name, doc.text, settings);
                 tokens = std::move(p.tokens);
                 document_end = p.document_end;
             } else {

@@ -166,7 +166,7 @@ struct ZoomRecordOptions {
     int first_query = 512;           ///< candidates every 8 tokens from here
     int recall_probes = 0;           ///< runs of the document copied after it (zoom_recorder.h)
     int probe_tokens = 24;           ///< tokens per recall probe
-    std::string probe_form = "copy"; ///< copy | question (zoom_question_probes.h)
+    std::string probe_form = "copy"; ///< copy | question | fact (zoom_*_probes.h)
     int threads = 0;
     int held_out = 4; ///< the last N documents go to DIR/held-out
     std::string command_line;

@@ -365,8 +365,10 @@ int main(int argc, char** argv) {
     zr_cmd
         ->add_option("--probe-form", zr.probe_form,
                      "copy: the runs copied after the document; question: the document as a "
-                     "question prompt holds it, then question turns answered with the runs")
-        ->check(CLI::IsMember({"copy", "question"}))
+                     "question prompt holds it, then question turns answered with the runs; "
+                     "fact: made-up facts (a person's locker, badge, ... number) inserted "
+                     "between the document's lines, then question turns asking for them")
+        ->check(CLI::IsMember({"copy", "question", "fact"}))
         ->capture_default_str();
     zr_cmd->add_option("--threads", zr.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
