@@ -6,6 +6,7 @@
 #include "model.h"
 #include "test_support.h"
 #include "tiny_model.h"
+#include "zoom_fact_probes.h"
 #include "zoom_params.h"
 #include "zoom_question_probes.h"
 #include "zoom_record.h"
@@ -198,6 +199,38 @@ TEST_F(ZoomRecordCli, QuestionProbesAreRecordedInThePromptForm) {
     // Question probes need probes.
     args[2] = "0";
     args[6] = "question";
+    const auto zero = run(args);
+    EXPECT_NE(zero.status, 0);
+    EXPECT_NE(zero.err.find("--recall-probes N >= 1"), std::string::npos) << zero.err;
+}
+
+TEST_F(ZoomRecordCli, FactProbesAreRecordedInThePromptForm) {
+    auto args = record_args();
+    args.insert(args.begin() + 1,
+                {"--recall-probes", "2", "--probe-tokens", "64", "--probe-form", "fact"});
+    const auto r = run(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find(" after the document ("), std::string::npos) << r.err;
+    const ZoomRecord z = load_zoom_record(dir_ + "/rec/doc0.txt.zoom-record.gguf");
+    EXPECT_NE(z.settings.find("recall_probes=2 probe_tokens=64 probe_form=fact"), std::string::npos)
+        << z.settings;
+    ZoomRecordSettings s;
+    s.max_tokens = 400;
+    s.recall_probes = 2;
+    s.probe_tokens = 64;
+    s.probe_form = ZoomProbeForm::Fact;
+    const auto model = Model::load(model_);
+    const auto p = zoom_fact_probes(model->tokenizer(), model->info().instruction_tuned, "doc0.txt",
+                                    slurp(docs_[0]), s);
+    EXPECT_EQ(p.tokens, z.tokens);
+    // Recorded with copy probes into the same directory: other settings, refused.
+    args[6] = "copy";
+    const auto other = run(args);
+    EXPECT_NE(other.status, 0);
+    EXPECT_NE(other.err.find("other settings"), std::string::npos) << other.err;
+    // Fact probes need probes.
+    args[2] = "0";
+    args[6] = "fact";
     const auto zero = run(args);
     EXPECT_NE(zero.status, 0);
     EXPECT_NE(zero.err.find("--recall-probes N >= 1"), std::string::npos) << zero.err;
