@@ -4,7 +4,7 @@
 #include "model.h"
 #include "prompt.h"
 #include "test_support.h"
-#include "tiny_model.h"
+#include "tiny_model_suite.h"
 #include "zoom_fact_probes.h"
 
 #include <gtest/gtest.h>
@@ -18,20 +18,8 @@ using namespace spanscope;
 
 namespace {
 
-class ZoomFactProbesTest : public ::testing::TestWithParam<bool> {
+class ZoomFactProbesTest : public test::TinyGemma3Suite<::testing::TestWithParam<bool>> {
 protected:
-    static void SetUpTestSuite() {
-        dir_ = new std::string(test::temp_dir());
-        test::TinyGemma3Config cfg;
-        test::write_tiny_gemma3(*dir_ + "/tiny.gguf", cfg);
-        model_ = Model::load(*dir_ + "/tiny.gguf").release();
-    }
-    static void TearDownTestSuite() {
-        std::filesystem::remove_all(*dir_);
-        delete model_;
-        delete dir_;
-    }
-    static const Tokenizer& tok() { return model_->tokenizer(); }
     static ZoomRecordSettings settings() {
         ZoomRecordSettings s;
         s.max_tokens = 1500;
@@ -40,11 +28,7 @@ protected:
         s.probe_form = ZoomProbeForm::Fact;
         return s;
     }
-    static std::string* dir_;
-    static Model* model_;
 };
-std::string* ZoomFactProbesTest::dir_ = nullptr;
-Model* ZoomFactProbesTest::model_ = nullptr;
 
 // Prose in lines of five words (the tiny vocabulary spends a token per byte, so a line fits the
 // 64 tokens searched for a line end).

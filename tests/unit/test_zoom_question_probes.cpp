@@ -4,7 +4,7 @@
 #include "model.h"
 #include "prompt.h"
 #include "test_support.h"
-#include "tiny_model.h"
+#include "tiny_model_suite.h"
 #include "zoom_question_probes.h"
 
 #include <gtest/gtest.h>
@@ -15,20 +15,8 @@ using namespace spanscope;
 
 namespace {
 
-class ZoomQuestionProbesTest : public ::testing::TestWithParam<bool> {
+class ZoomQuestionProbesTest : public test::TinyGemma3Suite<::testing::TestWithParam<bool>> {
 protected:
-    static void SetUpTestSuite() {
-        dir_ = new std::string(test::temp_dir());
-        test::TinyGemma3Config cfg;
-        test::write_tiny_gemma3(*dir_ + "/tiny.gguf", cfg);
-        model_ = Model::load(*dir_ + "/tiny.gguf").release();
-    }
-    static void TearDownTestSuite() {
-        std::filesystem::remove_all(*dir_);
-        delete model_;
-        delete dir_;
-    }
-    static const Tokenizer& tok() { return model_->tokenizer(); }
     static ZoomRecordSettings settings() {
         ZoomRecordSettings s;
         s.max_tokens = 600;
@@ -37,11 +25,7 @@ protected:
         s.probe_form = ZoomProbeForm::Question;
         return s;
     }
-    static std::string* dir_;
-    static Model* model_;
 };
-std::string* ZoomQuestionProbesTest::dir_ = nullptr;
-Model* ZoomQuestionProbesTest::model_ = nullptr;
 
 std::vector<int32_t> slice(const std::vector<int32_t>& v, int64_t a, int64_t b) {
     return {v.begin() + a, v.begin() + b};
