@@ -43,14 +43,18 @@ std::vector<ZoomFact> zoom_facts(std::mt19937_64& rng, int n);
 ///   then the N questions in an order drawn from the generator, each: [the end of the previous
 ///   answer's turn, as zoom_question_probes puts it] · question_tokens(question) ·
 ///   tokenize(answer).
-/// The facts and the order come from std::mt19937_64 seeded with the FNV-1a hash of `name`.
+/// The facts and the order come from std::mt19937_64 seeded with the FNV-1a hash of `name`
+/// (the order by std::shuffle, whose algorithm is the standard library's: the recordings of
+/// run 24 are libstdc++'s, Debian's). A fact's depth is never before the end of the previous
+/// fact's insertion point; an inline fact's position is that of its leading "\n".
 /// The result's run_starts[i] is the first position of the tokens inserted for the fact asked
 /// i-th, answer_starts[i]
 /// the first position of its answer. The text is cut (its end) until the whole fits max_tokens.
 /// Throws std::invalid_argument for settings out of range, settings without fact probes,
 /// invalid UTF-8 in the text or the name, a vocabulary without the turn tokens
-/// (instruction_tuned), an answer longer than probe_tokens, a text of fewer than 2 · N tokens
-/// kept, or facts that do not fit max_tokens however the text is cut.
+/// (instruction_tuned), an answer longer than probe_tokens, or a text of fewer than 2 · N tokens
+/// kept (also what cutting the text to fit max_tokens ends in when the facts, questions and
+/// answers alone do not fit).
 ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, bool instruction_tuned,
                                     const std::string& name, const std::string& text,
                                     const ZoomRecordSettings& settings);

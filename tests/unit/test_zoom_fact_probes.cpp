@@ -122,6 +122,7 @@ TEST_P(ZoomFactProbesTest, FactsAtLineEndsThenQuestionsAnsweredWithThem) {
         ASSERT_LE(f + static_cast<int64_t>(fact.size()), p.document_end);
         EXPECT_EQ(slice(p.tokens, f, f + static_cast<int64_t>(fact.size())), fact) << what;
         const std::string before = tok().decode(slice(p.tokens, f - 1, f));
+        ASSERT_FALSE(before.empty());
         EXPECT_EQ(before.back(), '\n') << "a fact follows a line end";
         inserted.emplace_back(f, f + static_cast<int64_t>(fact.size()));
     }
@@ -158,7 +159,11 @@ TEST_P(ZoomFactProbesTest, FactsAtLineEndsThenQuestionsAnsweredWithThem) {
 
     // The same name gives the same probes; another name other facts.
     EXPECT_EQ(zoom_fact_probes(tok(), it, "notes.txt", text, s).tokens, p.tokens);
-    EXPECT_NE(zoom_fact_probes(tok(), it, "other.txt", text, s).tokens, p.tokens);
+    const auto other = zoom_fact_probes(tok(), it, "other.txt", text, s);
+    const auto other_header = document_unit_header(tok(), it, "other.txt", 1, 1);
+    EXPECT_NE(slice(other.tokens, static_cast<int64_t>(other_header.size()), other.document_end),
+              slice(p.tokens, h, p.document_end))
+        << "another name draws other facts";
 }
 
 TEST_P(ZoomFactProbesTest, ATextWithoutLineEndsGetsItsFactsOnLinesOfTheirOwn) {
@@ -173,32 +178,52 @@ TEST_P(ZoomFactProbesTest, ATextWithoutLineEndsGetsItsFactsOnLinesOfTheirOwn) {
     }
 }
 
+// The message of the std::invalid_argument `f` throws ("" when it throws none).
+template <class F> std::string refusal(F f) {
+    try {
+        f();
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return "";
+}
+
 TEST_P(ZoomFactProbesTest, RefusesWhatCannotBeAsked) {
     const bool it = GetParam();
     auto s = settings();
-    const std::string text = test::sample_prose(3, 8000);
-    EXPECT_THROW(zoom_fact_probes(tok(), it, "a", "few", s), std::invalid_argument);
-    EXPECT_THROW(zoom_fact_probes(tok(), it, "a", text + "\xff", s), std::invalid_argument);
-    EXPECT_THROW(zoom_fact_probes(tok(), it, "a\xff", text, s), std::invalid_argument);
+    const std::string text = short_lines(3, 8000);
+    auto probes = [&](const std::string& name, const std::string& t) {
+        return refusal([&] { zoom_fact_probes(tok(), it, name, t, s); });
+    };
+    EXPECT_NE(probes("a", "few").find("too short for 4 facts"), std::string::npos);
+    EXPECT_NE(probes("a", text + "\xff").find("document is not valid UTF-8"), std::string::npos);
+    EXPECT_NE(probes("a\xff", text).find("name is not valid UTF-8"), std::string::npos);
     s.probe_form = ZoomProbeForm::Question;
-    EXPECT_THROW(zoom_fact_probes(tok(), it, "a", text, s), std::invalid_argument);
+    EXPECT_NE(probes("a", text).find("no fact probe"), std::string::npos);
     s = settings();
     s.recall_probes = 0;
-    EXPECT_THROW(zoom_fact_probes(tok(), it, "a", text, s), std::invalid_argument);
+    EXPECT_NE(probes("a", text).find("no fact probe"), std::string::npos);
+    s = settings();
+    s.recall_probes = -1;
+    EXPECT_NE(probes("a", text).find("recall_probes"), std::string::npos);
     // An answer longer than probe_tokens.
     s = settings();
     s.probe_tokens = 8;
-    EXPECT_THROW(zoom_fact_probes(tok(), it, "a", text, s), std::invalid_argument);
-    // Facts that cannot fit.
+    EXPECT_NE(probes("a", text).find("more than probe_tokens = 8"), std::string::npos);
+    // Facts, questions and answers that cannot fit 400 tokens however the text is cut.
     s = settings();
     s.max_tokens = 400;
-    s.recall_probes = 4;
-    s.probe_tokens = 50;
-    EXPECT_THROW(zoom_fact_probes(tok(), it, "a", text, s), std::invalid_argument);
+    s.recall_probes = 3;
+    s.probe_tokens = 64;
+    const std::string fit = probes("a", text);
+    EXPECT_TRUE(fit.find("too short for 3 facts") != std::string::npos ||
+                fit.find("do not fit") != std::string::npos)
+        << fit;
     // The settings' key tells the forms apart; the copy probes do not make fact probes.
     s = settings();
     EXPECT_NE(zoom_record_settings_key(s).find(" probe_form=fact"), std::string::npos);
-    EXPECT_THROW(zoom_recall_probes(tok().encode(text), s), std::invalid_argument);
+    EXPECT_NE(refusal([&] { zoom_recall_probes(tok().encode(text), s); }).find("fact probes"),
+              std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Styles, ZoomFactProbesTest, ::testing::Bool(),
