@@ -137,21 +137,16 @@ ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, bool instruction_tuned
         return p;
     };
 
-    int64_t n = std::min(static_cast<int64_t>(body.size()),
-                         s.max_tokens - static_cast<int64_t>(header.size()));
-    for (int pass = 0; pass < 32; ++pass) {
-        if (n < 2 * N)
-            throw std::invalid_argument("a document of " + std::to_string(n) + " tokens (kept of " +
-                                        std::to_string(body.size()) + ") is too short for " +
-                                        std::to_string(N) + " facts");
-        auto p = build(n);
-        const auto over = static_cast<int64_t>(p.tokens.size()) - s.max_tokens;
-        if (over <= 0)
-            return p;
-        n -= over;
-    }
-    throw std::invalid_argument("the fact probes do not fit max_tokens = " +
-                                std::to_string(s.max_tokens));
+    return fit_zoom_probes(
+        std::min(static_cast<int64_t>(body.size()),
+                 s.max_tokens - static_cast<int64_t>(header.size())),
+        2 * N, s.max_tokens, build,
+        [&](int64_t n) {
+            return "a document of " + std::to_string(n) + " tokens (kept of " +
+                   std::to_string(body.size()) + ") is too short for " + std::to_string(N) +
+                   " facts";
+        },
+        "the fact probes");
 }
 
 } // namespace spanscope

@@ -50,6 +50,23 @@ std::vector<int32_t> zoom_probe_turn_close(const Tokenizer& tok, bool instructio
     return instruction_tuned ? turn_break(tok, "user\n") : tok.encode("\n");
 }
 
+ZoomQuestionProbes fit_zoom_probes(int64_t n0, int64_t min_n, int64_t max_tokens,
+                                   const std::function<ZoomQuestionProbes(int64_t)>& build,
+                                   const std::function<std::string(int64_t)>& too_short,
+                                   const std::string& what) {
+    int64_t n = n0;
+    for (int pass = 0; pass < 32; ++pass) {
+        if (n < min_n)
+            throw std::invalid_argument(too_short(n));
+        auto p = build(n);
+        const auto over = static_cast<int64_t>(p.tokens.size()) - max_tokens;
+        if (over <= 0)
+            return p;
+        n -= over;
+    }
+    throw std::invalid_argument(what + " do not fit max_tokens = " + std::to_string(max_tokens));
+}
+
 ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_tuned,
                                         const std::string& name, const std::string& text,
                                         const ZoomRecordSettings& s) {
@@ -91,24 +108,16 @@ ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_t
         return p;
     };
 
-    int64_t n = std::min(static_cast<int64_t>(body.size()),
-                         s.max_tokens - static_cast<int64_t>(header.size()));
-    // Each pass cuts the text by what the whole is over max_tokens; the questions' lengths move
-    // with their cues, so a few passes may be needed.
-    for (int pass = 0; pass < 32; ++pass) {
-        if (n < c + 2 * L)
-            throw std::invalid_argument("a document of " + std::to_string(n) + " tokens (kept of " +
-                                        std::to_string(body.size()) + ") is too short for " +
-                                        std::to_string(N) + " questions answered with " +
-                                        std::to_string(L) + " tokens each");
-        auto p = build(n);
-        const auto over = static_cast<int64_t>(p.tokens.size()) - s.max_tokens;
-        if (over <= 0)
-            return p;
-        n -= over;
-    }
-    throw std::invalid_argument("the question probes do not fit max_tokens = " +
-                                std::to_string(s.max_tokens));
+    return fit_zoom_probes(
+        std::min(static_cast<int64_t>(body.size()),
+                 s.max_tokens - static_cast<int64_t>(header.size())),
+        c + 2 * L, s.max_tokens, build,
+        [&](int64_t n) {
+            return "a document of " + std::to_string(n) + " tokens (kept of " +
+                   std::to_string(body.size()) + ") is too short for " + std::to_string(N) +
+                   " questions answered with " + std::to_string(L) + " tokens each";
+        },
+        "the question probes");
 }
 
 } // namespace spanscope

@@ -11,6 +11,7 @@
 #include "zoom_recorder.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,18 @@ std::vector<int32_t> zoom_probe_turn_close(const Tokenizer& tok, bool instructio
 struct ZoomQuestionProbes {
     std::vector<int32_t> tokens;        ///< [≤ max_tokens]: the unit, then the question turns
     int64_t document_end = 0;           ///< tokens[0, document_end): the document's unit
-    std::vector<int32_t> run_starts;    ///< [recall_probes]: first position of each answered run
+    std::vector<int32_t> run_starts;    ///< [recall_probes]: each answered run (or fact) begins
     std::vector<int32_t> answer_starts; ///< [recall_probes]: first position of each answer
 };
+
+/// The probes of the longest beginning of a text that fit max_tokens: build(n) for n = `n0`
+/// tokens of the text, then n cut by what the whole is over max_tokens (the probes' lengths may
+/// move with n, so a few passes, at most 32). Throws std::invalid_argument with too_short(n)
+/// when n falls below min_n, or saying that `what` do not fit after 32 passes.
+ZoomQuestionProbes fit_zoom_probes(int64_t n0, int64_t min_n, int64_t max_tokens,
+                                   const std::function<ZoomQuestionProbes(int64_t)>& build,
+                                   const std::function<std::string(int64_t)>& too_short,
+                                   const std::string& what);
 
 /// The tokens recorded for a document with question probes (settings.probe_form = Question,
 /// recall_probes = N ≥ 1 questions, probe_tokens = L tokens per answer):
