@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Run 24 at 0.625 % per head, more seeds (docs/results/zoom/run24-extension/PREREGISTRATION.md).
+#
+#   bash scripts/run24-extension.sh PARAMS OUT_DIR SEED…
+#
+# For each seed, one row of 20 needle samples (4K, 35 % budget, τ per query, one thread) with the
+# training-free router and one with the trained router read from PARAMS (a zoom parameter file).
+# Rows already in OUT_DIR are kept, so a stopped run resumes. JOBS rows run at once (default 2,
+# one thread each), about 7 minutes per row on a 2-core machine. ROUTERS (default
+# "training-free trained") picks the routers; the training-free rows do not need PARAMS yet.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CLI="${SPANSCOPE_CLI:-$ROOT/build/app/cli/spanscope-cli}"
+[[ $# -ge 3 ]] || { echo "usage: $0 PARAMS OUT_DIR SEED..." >&2; exit 2; }
+PARAMS=$1 OUT=$2; shift 2
+[[ -s "$PARAMS" || ${ROUTERS:-} == training-free ]] || { echo "no parameter file at $PARAMS" >&2; exit 2; }
+mkdir -p "$OUT"
+
+row() { # ROUTER SEED
+    local name router
+    if [[ $1 == training-free ]]; then
+        name="tf00625_pq_s$2"; router=(--router training-free)
+    else
+        name="r24_00625_pq_s$2"; router=(--router trained --zoom-params "$PARAMS")
+    fi
+    [[ -s "$OUT/$name-niah.jsonl" ]] && return 0
+    "$CLI" eval niah --haystack prose --lengths 4096 --samples 20 \
+        --depths 0,10,20,30,40,50,60,70,80,90,100 --policy sekv --expand-rate 0.00625 \
+        --tau-per-query --budget 0.35 --threads 1 --seed "$2" --quiet "${router[@]}" \
+        --out "$OUT/$name.part-niah.jsonl"
+    mv "$OUT/$name.part-niah.jsonl" "$OUT/$name-niah.jsonl"
+}
+
+export -f row
+export CLI PARAMS OUT
+for seed in "$@"; do
+    for router in ${ROUTERS:-training-free trained}; do echo "$router $seed"; done
+done | xargs -P "${JOBS:-2}" -L 1 bash -c 'row "$0" "$1"'
