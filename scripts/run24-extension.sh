@@ -5,9 +5,10 @@
 #
 # For each seed, one row of 20 needle samples (4K, 35 % budget, τ per query, one thread) with the
 # training-free router and one with the trained router read from PARAMS (a zoom parameter file).
-# Rows already in OUT_DIR are kept, so a stopped run resumes. JOBS rows run at once (default 2,
-# one thread each), about 7 minutes per row on a 2-core machine. ROUTERS (default
-# "training-free trained") picks the routers; the training-free rows do not need PARAMS yet.
+# Rows already in OUT_DIR are kept, so a stopped run resumes; a row another instance is running
+# (its lock file held) is left to it, so several instances can share one OUT_DIR. JOBS rows run
+# at once (default 2, one thread each), about 7 minutes per row on a 2-core machine. ROUTERS
+# (default "training-free trained") picks the routers; the training-free rows do not need PARAMS.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CLI="${SPANSCOPE_CLI:-$ROOT/build/app/cli/spanscope-cli}"
@@ -23,6 +24,9 @@ row() { # ROUTER SEED
     else
         name="r24_00625_pq_s$2"; router=(--router trained --zoom-params "$PARAMS")
     fi
+    [[ -s "$OUT/$name-niah.jsonl" ]] && return 0
+    exec {lock}>"$OUT/$name.lock"
+    flock -n "$lock" || return 0 # another instance runs this row
     [[ -s "$OUT/$name-niah.jsonl" ]] && return 0
     "$CLI" eval niah --haystack prose --lengths 4096 --samples 20 \
         --depths 0,10,20,30,40,50,60,70,80,90,100 --policy sekv --expand-rate 0.00625 \
