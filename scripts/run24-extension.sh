@@ -7,7 +7,7 @@
 # training-free router and one with the trained router read from PARAMS (a zoom parameter file).
 # Rows already in OUT_DIR are kept, so a stopped run resumes; a row another instance is running
 # (its lock file held) is left to it, so several instances can share one OUT_DIR. JOBS rows run
-# at once (default 2, one thread each), about 7 minutes per row on a 2-core machine. ROUTERS
+# at once (default 2, one thread each), 7-12 minutes per row on a 2-core machine. ROUTERS
 # (default "training-free trained") picks the routers; the training-free rows do not need PARAMS.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -6,7 +6,9 @@ training-free one, from `spanscope-cli eval niah` rows (issue 8's second form of
     python3 scripts/zoom-interp.py --training-free ROWS... --trained ROWS...
 
 ROWS are .jsonl files (a header line, then one line per sample). Rows are grouped by the
-expand rate in their `settings`; within a rate every sample of every file is pooled. For each
+expand rate in their `settings`; within a rate every sample of every file is pooled. Every row
+must be of one context length (`target_length`, tokens) and of the router its option names
+(`router`); anything else is refused, since pooling it would be a silently wrong figure. For each
 rate it prints the samples, accuracy (%, mean of `score`), mean expansions (spans per head and
 query) and mean KL (nats, `fidelity.kl`) of both routers. Then, for each trained rate:
 
@@ -30,7 +32,7 @@ import re
 import sys
 
 
-def load(paths):
+def load(paths, router, lengths):
     groups = {}
     for path in paths:
         with open(path) as f:
@@ -38,6 +40,11 @@ def load(paths):
         if not lines or "command" not in lines[0]:
             sys.exit(f"{path}: no header line")
         for row in lines[1:]:
+            if row.get("router") != router:
+                sys.exit(f"{path}: a row of router {row.get('router')!r}, not {router!r}")
+            lengths.add(row.get("target_length"))
+            if len(lengths) > 1:
+                sys.exit(f"{path}: rows of context lengths {sorted(lengths, key=str)}: one at a time")
             m = re.search(r"expand_rate=([0-9.]+)", row.get("settings", ""))
             if not m:
                 sys.exit(f"{path}: a row without expand_rate in its settings")
@@ -59,8 +66,7 @@ def load(paths):
 def expansions_at_accuracy(points, acc):
     points = [{"acc": 0.0, "exp": 0.0}] + points
     for a, b in zip(points, points[1:]):
-        lo, hi = sorted((a["acc"], b["acc"]))
-        if lo <= acc <= hi and b["acc"] > a["acc"]:
+        if a["acc"] <= acc <= b["acc"] and b["acc"] > a["acc"]:
             t = (acc - a["acc"]) / (b["acc"] - a["acc"])
             return a["exp"] + t * (b["exp"] - a["exp"])
     return None
@@ -83,8 +89,9 @@ def main():
     ap.add_argument("--training-free", nargs="+", required=True, metavar="ROWS")
     ap.add_argument("--trained", nargs="+", required=True, metavar="ROWS")
     args = ap.parse_args()
-    tf = load(args.training_free)
-    tr = load(args.trained)
+    lengths = set()
+    tf = load(args.training_free, "training-free", lengths)
+    tr = load(args.trained, "trained", lengths)
     points = sorted(tf.values(), key=lambda p: p["exp"])
     print("rate      router         samples  accuracy  expansions  KL")
     for rate in sorted(set(tf) | set(tr)):
