@@ -495,11 +495,19 @@ TEST(SekvMemory, RefusesSlidingLayersAndMismatchedSpans) {
     EXPECT_THROW(a.read_rows(0, 40, k, v, p), std::logic_error);
 }
 
-// The whole forward pass: a model whose global layers are SEKV with every span expanded at full
-// rank gives the logits of the model with full global layers, on real text.
+// The whole forward pass: a model whose global layers are SEKV with every span expanded gives the
+// logits of the model with full global layers, on real text.
 namespace {
-void expect_forward_matches(const Model& model, const std::string& text, int64_t max_tokens,
-                            double tol) {
+struct LogitDifference {
+    double worst = 0; ///< largest |full − sekv| over the question's last logits
+    double scale = 0; ///< largest |full| there
+};
+
+/// Prefills text (cut to max_tokens, the last 8 as the question) through a full model and a model
+/// whose global layers are SEKV with every span expanded at up to max_rank components (0: the
+/// head dimension, i.e. full rank), and compares the question's logits.
+LogitDifference forward_difference(const Model& model, const std::string& text, int64_t max_tokens,
+                                   int max_rank = 0) {
     auto toks = model.tokenizer().encode(text);
     toks.insert(toks.begin(), model.tokenizer().bos());
     if (static_cast<int64_t>(toks.size()) > max_tokens)
@@ -512,7 +520,8 @@ void expect_forward_matches(const Model& model, const std::string& text, int64_t
     fo.ubatch = 64;
     SessionOptions so = fo;
     so.global_policy = "sekv";
-    so.sekv.rank = {model.info().head_dim, 1.0, nullptr};
+    so.sekv.rank = {max_rank > 0 ? max_rank : static_cast<int>(model.info().head_dim), 1.0,
+                    nullptr};
     so.sekv.segmentation.max_span = std::min<int64_t>(32, model.info().head_dim);
     so.sekv.router.expand_all = true;
     so.sekv.budget = 0;
@@ -521,18 +530,18 @@ void expect_forward_matches(const Model& model, const std::string& text, int64_t
     std::vector<float> surprisal(doc.size());
     sekv.prefill(doc, nullptr, {}, surprisal.data(), question[0]);
     const auto info = sekv.seal_context(surprisal.data(), 0, static_cast<int64_t>(doc.size()));
-    ASSERT_GT(info.segmentation.spans.size(), 3u);
+    EXPECT_GT(info.segmentation.spans.size(), 3u);
     const auto a = full.prefill(question);
     const auto b = sekv.prefill(question);
-    double worst = 0, scale = 0;
+    LogitDifference d;
     for (size_t i = 0; i < a.size(); ++i) {
-        worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
-        scale = std::max(scale, static_cast<double>(std::fabs(a[i])));
+        d.worst = std::max(d.worst, static_cast<double>(std::fabs(a[i] - b[i])));
+        d.scale = std::max(d.scale, static_cast<double>(std::fabs(a[i])));
     }
-    EXPECT_LT(worst, tol * scale) << "largest logit difference " << worst << " of " << scale;
     const auto st = sekv.memory().total("sekv");
     EXPECT_GT(st.spans, 0);
     EXPECT_LT(st.fast_tier_bytes, st.full_kv_bytes);
+    return d;
 }
 } // namespace
 
@@ -542,7 +551,9 @@ TEST(SekvMemory, ForwardPassOfATinyModelMatchesFullWhenEverySpanExpands) {
     cfg.n_ctx = 1024;
     test::write_tiny_gemma3(path, cfg);
     auto model = Model::load(path);
-    expect_forward_matches(*model, test::sample_prose(5, 1200), 600, 1e-4);
+    const auto d = forward_difference(*model, test::sample_prose(5, 1200), 600);
+    EXPECT_LT(d.worst, 1e-4 * d.scale)
+        << "largest logit difference " << d.worst << " of " << d.scale;
 }
 
 TEST(SekvMemory, ABudgetCoveringTheWholeContextIsAnExactNoOp) {
@@ -583,5 +594,17 @@ TEST(SekvMemory, ForwardPassOfTheRealModelMatchesFullWhenEverySpanExpands) {
     if (text.empty())
         GTEST_SKIP() << "/usr/share/common-licenses/GPL-3 is missing (package base-files)";
     auto model = Model::load(*path);
-    expect_forward_matches(*model, text, 700, 1e-3);
+    // The bound follows the reference's own float noise, measured (docs/sekv.md, "Tests"): the full
+    // model alone, on this text, gives logits that differ by up to 0.0405 of 24.4 (0.17 %)
+    // between OpenBLAS's kernels (OPENBLAS_CORETYPE Haswell, SkylakeX, Cooperlake, Sandybridge,
+    // Prescott), and SEKV at full rank differs from full by 0.003-0.031 depending on the kernel.
+    // 0.25 % sits 2x above that; a real loss, spans of up to 32 rows cut to 24 components, gives
+    // 0.14, 2.3x above the bound.
+    const double tol = 2.5e-3;
+    const auto d = forward_difference(*model, text, 700);
+    EXPECT_LT(d.worst, tol * d.scale)
+        << "largest logit difference " << d.worst << " of " << d.scale;
+    const auto cut = forward_difference(*model, text, 700, 24);
+    EXPECT_GT(cut.worst, tol * cut.scale)
+        << "with 24 of 32 components the bound must fail, or it cannot detect a lost component";
 }
