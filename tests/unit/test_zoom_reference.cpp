@@ -41,7 +41,8 @@ TEST(ZoomReference, TrainingFreeAtItsExtremes) {
 }
 
 // The reference with a trained W, each head alone, decides as the training's forward after
-// calibrate_theta at the same rate (two implementations of one rule: zoom_model.cpp's logits
+// calibrate_theta at the same rate (two implementations of one rule: zoom_forward's logits
+// (zoom_example_pass.cpp)
 // against θ, zoom_reference.cpp's relevances against their quantile); with the KV group's union
 // it expands at least as much and recalls at least as many labels; a W of zeros is the
 // training-free router.
