@@ -1,10 +1,11 @@
 // The tiny fixture of the trained zoom-in's tests (issue 8: test_zoom_model.cpp,
-// test_zoom_reference.cpp, test_zoom_train.cpp): synthetic recordings whose teacher outputs and
-// span masses are softmax attention written out in double (not the engine's), a small parameter
-// set, and the helpers of the finite-difference checks.
+// test_zoom_hard_forward.cpp, test_zoom_reference.cpp, test_zoom_train.cpp): synthetic recordings
+// whose teacher outputs and span masses are softmax attention written out in double (not the
+// engine's), a small parameter set, and the helpers of the finite-difference checks.
 #pragma once
 
 #include "fp16.h"
+#include "span_sketch.h"
 #include "thread_pool.h"
 #include "zoom_model.h"
 #include "zoom_params.h"
@@ -148,6 +149,20 @@ inline std::unique_ptr<Fixture> make_fixture(const ZoomParams& p, std::vector<ui
             f->items.push_back({static_cast<int>(i), ex});
     }
     return f;
+}
+
+/// tiny_params with a sketch basis of m vectors per KV head fitted on the queries of the
+/// synthetic record of `seed` (as zoom-train --sketch-dim fits it on the training recordings),
+/// scaled by `gain` (> 1: a larger term, so that it changes more decisions in a small test).
+inline ZoomParams with_sketch(ZoomParams p, uint32_t seed, int m, float gain = 1.0f) {
+    const auto r = synthetic_record(seed, 64, kSpans);
+    auto& l = p.layers[0];
+    l.sketch_dim = m;
+    l.n_kv_head = kKv;
+    l.sketch = fit_sketch_basis(r.layers[0].q.data(), r.n_queries(), kHeads, kKv, kDim, m);
+    for (auto& x : l.sketch)
+        x *= gain;
+    return p;
 }
 
 inline double total_loss(const ZoomParams& p, const Fixture& f, const ZoomLossOptions& o,

@@ -1,5 +1,7 @@
 // Zoom parameter files for the tiny test models (tests of the trained router, issue 8): every
-// SEKV layer's W drawn at random, θ and the rank a gate keeps chosen by the test.
+// SEKV layer's W drawn at random, θ and the rank a gate keeps chosen by the test; and an
+// environment variable set for a scope (ScopedEnv). No test framework: the Qt Test GUI tests
+// include it too. The GoogleTest check of refusals: zoom_params_refusal.h.
 #pragma once
 
 #include "memory_sekv.h"
