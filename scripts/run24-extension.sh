@@ -31,7 +31,7 @@ row() { # ROUTER SEED
     "$CLI" eval niah --haystack prose --lengths 4096 --samples 20 \
         --depths 0,10,20,30,40,50,60,70,80,90,100 --policy sekv --expand-rate 0.00625 \
         --tau-per-query --budget 0.35 --threads 1 --seed "$2" --quiet "${router[@]}" \
-        --out "$OUT/$name.part-niah.jsonl"
+        --out "$OUT/$name.part-niah.jsonl" || return 1 # a stopped row stays .part and resumes
     mv "$OUT/$name.part-niah.jsonl" "$OUT/$name-niah.jsonl"
 }
 
