@@ -5,7 +5,8 @@ training-free one, from `spanscope-cli eval niah` rows (issue 8's second form of
 
     python3 scripts/zoom-interp.py --training-free ROWS... --trained ROWS...
 
-ROWS are .jsonl files (a header line, then one line per sample). Rows are grouped by the
+ROWS are .jsonl files (a header line, then one line per sample; a resumed run appends another
+header line, which is skipped like the first). Rows are grouped by the
 expand rate in their `settings`; within a rate every sample of every file is pooled. Every row
 must be of one context length (`target_length`, tokens) and of the router its option names
 (`router`); anything else is refused, since pooling it would be a silently wrong figure. For each
@@ -40,6 +41,8 @@ def load(paths, router, lengths):
         if not lines or "command" not in lines[0]:
             sys.exit(f"{path}: no header line")
         for row in lines[1:]:
+            if "command" in row:  # the header of a resumed run
+                continue
             if row.get("router") != router:
                 sys.exit(f"{path}: a row of router {row.get('router')!r}, not {router!r}")
             lengths.add(row.get("target_length"))
