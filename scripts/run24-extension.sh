@@ -9,6 +9,8 @@
 # (its lock file held) is left to it, so several instances can share one OUT_DIR. JOBS rows run
 # at once (default 2, one thread each), 7-12 minutes per row on a 2-core machine. ROUTERS
 # (default "training-free trained") picks the routers; the training-free rows do not need PARAMS.
+# LENGTH (tokens, default 4096) sets the context length; rows of another length than 4096 are
+# named with it (…_pq_8k_sS-niah.jsonl for 8192); an 8K row takes about three times as long.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CLI="${SPANSCOPE_CLI:-$ROOT/build/app/cli/spanscope-cli}"
@@ -18,17 +20,18 @@ PARAMS=$1 OUT=$2; shift 2
 mkdir -p "$OUT"
 
 row() { # ROUTER SEED
-    local name router
+    local name router len=""
+    [[ $LENGTH == 4096 ]] || len="_$((LENGTH / 1024))k"
     if [[ $1 == training-free ]]; then
-        name="tf00625_pq_s$2"; router=(--router training-free)
+        name="tf00625_pq${len}_s$2"; router=(--router training-free)
     else
-        name="r24_00625_pq_s$2"; router=(--router trained --zoom-params "$PARAMS")
+        name="r24_00625_pq${len}_s$2"; router=(--router trained --zoom-params "$PARAMS")
     fi
     [[ -s "$OUT/$name-niah.jsonl" ]] && return 0
     exec {lock}>"$OUT/$name.lock"
     flock -n "$lock" || return 0 # another instance runs this row
     [[ -s "$OUT/$name-niah.jsonl" ]] && return 0
-    "$CLI" eval niah --haystack prose --lengths 4096 --samples 20 \
+    "$CLI" eval niah --haystack prose --lengths "$LENGTH" --samples 20 \
         --depths 0,10,20,30,40,50,60,70,80,90,100 --policy sekv --expand-rate 0.00625 \
         --tau-per-query --budget 0.35 --threads 1 --seed "$2" --quiet "${router[@]}" \
         --out "$OUT/$name.part-niah.jsonl" || return 1 # a stopped row stays .part and resumes
@@ -36,7 +39,9 @@ row() { # ROUTER SEED
 }
 
 export -f row
-export CLI PARAMS OUT
+LENGTH=${LENGTH:-4096}
+[[ $LENGTH =~ ^[1-9][0-9]*$ ]] || { echo "LENGTH must be a number of tokens, not '$LENGTH'" >&2; exit 2; }
+export CLI PARAMS OUT LENGTH
 for seed in "$@"; do
     for router in ${ROUTERS:-training-free trained}; do echo "$router $seed"; done
 done | xargs -P "${JOBS:-2}" -L 1 bash -c 'row "$0" "$1"'
