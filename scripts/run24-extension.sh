@@ -3,14 +3,17 @@
 #
 #   bash scripts/run24-extension.sh PARAMS OUT_DIR SEED…
 #
-# For each seed, one row of 20 needle samples (4K, 35 % budget, τ per query, one thread) with the
-# training-free router and one with the trained router read from PARAMS (a zoom parameter file).
+# For each seed, one row of 20 needle samples (4K unless LENGTH, 35 % budget, τ per query, one
+# thread) with the training-free router and one with the trained router read from PARAMS (a zoom
+# parameter file).
 # Rows already in OUT_DIR are kept, so a stopped run resumes; a row another instance is running
 # (its lock file held) is left to it, so several instances can share one OUT_DIR. JOBS rows run
 # at once (default 2, one thread each), 7-12 minutes per row on a 2-core machine. ROUTERS
 # (default "training-free trained") picks the routers; the training-free rows do not need PARAMS.
 # LENGTH (tokens, default 4096) sets the context length; rows of another length than 4096 are
-# named with it (…_pq_8k_sS-niah.jsonl for 8192); an 8K row takes about three times as long.
+# named with it (…_pq_8k_sS-niah.jsonl for 8192; a multiple of 1024); an 8K row takes about three
+# times as long. A trained row already in OUT_DIR (finished or stopped) from another PARAMS path is
+# refused, never kept or resumed as if it were this file's.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CLI="${SPANSCOPE_CLI:-$ROOT/build/app/cli/spanscope-cli}"
@@ -27,6 +30,13 @@ row() { # ROUTER SEED
     else
         name="r24_00625_pq${len}_s$2"; router=(--router trained --zoom-params "$PARAMS")
     fi
+    local f
+    for f in "$OUT/$name-niah.jsonl" "$OUT/$name.part-niah.jsonl"; do
+        if [[ $1 != training-free && -s $f ]] && ! head -1 "$f" | grep -qF -- "--zoom-params $PARAMS "; then
+            echo "$f was measured with another parameter file than $PARAMS: move it away" >&2
+            return 1
+        fi
+    done
     [[ -s "$OUT/$name-niah.jsonl" ]] && return 0
     exec {lock}>"$OUT/$name.lock"
     flock -n "$lock" || return 0 # another instance runs this row
@@ -34,13 +44,14 @@ row() { # ROUTER SEED
     "$CLI" eval niah --haystack prose --lengths "$LENGTH" --samples 20 \
         --depths 0,10,20,30,40,50,60,70,80,90,100 --policy sekv --expand-rate 0.00625 \
         --tau-per-query --budget 0.35 --threads 1 --seed "$2" --quiet "${router[@]}" \
-        --out "$OUT/$name.part-niah.jsonl" || return 1 # a stopped row stays .part and resumes
+        --out "$OUT/$name.part-niah.jsonl" || { echo "row $name failed" >&2; return 1; } # stays .part, resumes
     mv "$OUT/$name.part-niah.jsonl" "$OUT/$name-niah.jsonl"
 }
 
 export -f row
 LENGTH=${LENGTH:-4096}
-[[ $LENGTH =~ ^[1-9][0-9]*$ ]] || { echo "LENGTH must be a number of tokens, not '$LENGTH'" >&2; exit 2; }
+[[ $LENGTH =~ ^[1-9][0-9]*$ ]] && ((LENGTH % 1024 == 0)) ||
+    { echo "LENGTH must be a multiple of 1024 tokens, not '$LENGTH'" >&2; exit 2; }
 export CLI PARAMS OUT LENGTH
 for seed in "$@"; do
     for router in ${ROUTERS:-training-free trained}; do echo "$router $seed"; done

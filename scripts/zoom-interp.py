@@ -6,10 +6,12 @@ training-free one, from `spanscope-cli eval niah` rows (issue 8's second form of
     python3 scripts/zoom-interp.py --training-free ROWS... --trained ROWS...
 
 ROWS are .jsonl files (a header line, then one line per sample; a resumed run appends another
-header line, which is skipped like the first). Rows are grouped by the
-expand rate in their `settings`; within a rate every sample of every file is pooled. Every row
-must be of one context length (`target_length`, tokens) and of the router its option names
-(`router`); anything else is refused, since pooling it would be a silently wrong figure. For each
+header line, which must repeat the first's options and commit). Rows are grouped by the expand
+rate in their `settings`; within a rate every sample of every file is pooled. Anything whose
+pooling would be a silently wrong figure is refused: rows of another router than the option
+names (`router`), of more than one task, haystack, budget, τ rule or context length
+(`target_length`, tokens), the same sample twice (router, rate, seed, index, length, depth), and
+trained rows of more than one parameter file (`zoom_digest`) unless --pool-digests is given. For each
 rate it prints the samples, accuracy (%, mean of `score`), mean expansions (spans per head and
 query) and mean KL (nats, `fidelity.kl`) of both routers. Then, for each trained rate:
 
@@ -33,25 +35,48 @@ import re
 import sys
 
 
-def load(paths, router, lengths):
+def header_key(header):
+    """A header's command without the program and --out, and its commit."""
+    words = header["command"].split()[1:]
+    if "--out" in words:
+        i = words.index("--out")
+        del words[i:i + 2]
+    return " ".join(words), header.get("commit")
+
+
+def load(paths, router, common, seen, digests):
     groups = {}
     for path in paths:
         with open(path) as f:
             lines = [json.loads(l) for l in f if l.strip()]
         if not lines or "command" not in lines[0]:
             sys.exit(f"{path}: no header line")
+        first = header_key(lines[0])
         for row in lines[1:]:
             if "command" in row:  # the header of a resumed run
+                if header_key(row) != first:
+                    sys.exit(f"{path}: a resumed run's header differs from the first "
+                             f"(options or commit): not one row")
                 continue
             if row.get("router") != router:
                 sys.exit(f"{path}: a row of router {row.get('router')!r}, not {router!r}")
-            lengths.add(row.get("target_length"))
-            if len(lengths) > 1:
-                sys.exit(f"{path}: rows of context lengths {sorted(lengths, key=str)}: one at a time")
+            for field in ("task", "haystack", "budget", "tau", "target_length"):
+                common.setdefault(field, (row.get(field), path))
+                if row.get(field) != common[field][0]:
+                    sys.exit(f"{path}: {field} {row.get(field)!r}, but {common[field][1]} has "
+                             f"{common[field][0]!r}: one at a time")
             m = re.search(r"expand_rate=([0-9.]+)", row.get("settings", ""))
             if not m:
                 sys.exit(f"{path}: a row without expand_rate in its settings")
-            g = groups.setdefault(float(m.group(1)), {"score": [], "exp": [], "kl": []})
+            rate = float(m.group(1))
+            key = (router, rate, row.get("seed"), row.get("index"), row.get("target_length"),
+                   row.get("depth"))
+            if key in seen:
+                sys.exit(f"{path}: sample {key} is already in {seen[key]}: counted twice")
+            seen[key] = path
+            if router == "trained":
+                digests.add(row.get("zoom_digest"))
+            g = groups.setdefault(rate, {"score": [], "exp": [], "kl": []})
             g["score"].append(float(row["score"]))
             g["exp"].append(float(row["expansions"]))
             g["kl"].append(float(row["fidelity"]["kl"]))
@@ -91,11 +116,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--training-free", nargs="+", required=True, metavar="ROWS")
     ap.add_argument("--trained", nargs="+", required=True, metavar="ROWS")
+    ap.add_argument("--pool-digests", action="store_true",
+                    help="pool trained rows of several parameter files (say so with the figure)")
     args = ap.parse_args()
-    lengths = set()
-    tf = load(args.training_free, "training-free", lengths)
-    tr = load(args.trained, "trained", lengths)
+    common, seen, digests = {}, {}, set()
+    tf = load(args.training_free, "training-free", common, seen, digests)
+    tr = load(args.trained, "trained", common, seen, digests)
+    if len(digests) > 1 and not args.pool_digests:
+        sys.exit(f"trained rows of {len(digests)} parameter files {sorted(digests, key=str)}: "
+                 "one at a time, or --pool-digests")
     points = sorted(tf.values(), key=lambda p: p["exp"])
+    if len(digests) > 1:
+        print(f"trained rows of {len(digests)} parameter files pooled: {sorted(digests, key=str)}")
     print("rate      router         samples  accuracy  expansions  KL")
     for rate in sorted(set(tf) | set(tr)):
         for name, g in (("training-free", tf), ("trained", tr)):
