@@ -541,9 +541,9 @@ LogitDifference forward_difference(const Model& model, const std::string& text, 
     if (dump) {
         std::ofstream out(dump, std::ios::binary);
         out.write(reinterpret_cast<const char*>(a.data()),
-                  static_cast<std::streamsize>(a.size() * 4));
+                  static_cast<std::streamsize>(a.size() * sizeof(float)));
         out.write(reinterpret_cast<const char*>(b.data()),
-                  static_cast<std::streamsize>(b.size() * 4));
+                  static_cast<std::streamsize>(b.size() * sizeof(float)));
         EXPECT_TRUE(out.good()) << "cannot write " << dump;
     }
     LogitDifference d;
