@@ -3,6 +3,7 @@
 #pragma once
 
 #include "backend.h"
+#include "random_fill.h"
 
 #include <gtest/gtest.h>
 
@@ -26,16 +27,6 @@ inline double nmse(const std::vector<float>& got, const std::vector<float>& want
         den += double(want[i]) * want[i];
     }
     return den > 0 ? num / den : num;
-}
-
-/// n normal samples of standard deviation `scale`, seeded.
-inline std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto& x : v)
-        x = d(rng);
-    return v;
 }
 
 #ifdef SPANSCOPE_HAVE_CUDA

@@ -5,6 +5,7 @@
 #include "memory_full.h"
 #include "memory_recurrent.h"
 #include "memory_sliding.h"
+#include "random_fill.h"
 
 #include <gtest/gtest.h>
 
@@ -12,16 +13,9 @@
 #include <random>
 
 using namespace spanscope;
+using spanscope::test::randn;
 
 namespace {
-
-std::vector<float> randn(size_t n, std::mt19937_64& rng) {
-    std::normal_distribution<float> d(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (auto& x : v)
-        x = d(rng);
-    return v;
-}
 
 // out[i][h] by the definition, in double, with the window rule written out.
 std::vector<float> naive(const AttentionShape& s, const std::vector<float>& q,

@@ -6,6 +6,7 @@
 #include "memory_sekv.h"
 #include "model.h"
 #include "ops.h"
+#include "random_fill.h"
 #include "router.h"
 #include "session.h"
 #include "span_sketch.h"
@@ -22,19 +23,11 @@
 #include <random>
 
 using namespace spanscope;
+using spanscope::test::randn;
 
 namespace {
 const AttentionShape kShape{4, 2, 16, 0.25f, 0};
 constexpr int64_t kRow = 2 * 16;
-
-std::vector<float> randn(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> g(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (auto& v : x)
-        v = g(rng);
-    return x;
-}
 
 std::vector<int32_t> iota_pos(int32_t begin, int64_t n) {
     std::vector<int32_t> p(static_cast<size_t>(n));

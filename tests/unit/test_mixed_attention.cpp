@@ -2,6 +2,7 @@
 // expanded at full rank gives full attention; a span of equal rows gives it from its summary
 // row alone (the +log|S| size correction).
 #include "mixed_attention.h"
+#include "random_fill.h"
 #include "segmentation.h"
 
 #include <gtest/gtest.h>
@@ -10,17 +11,9 @@
 #include <random>
 
 using namespace spanscope;
+using spanscope::test::randn;
 
 namespace {
-std::vector<float> randn(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> g(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (auto& v : x)
-        v = g(rng);
-    return x;
-}
-
 // softmax(scale · K q) · V over all rows, in double.
 std::vector<double> full_attention(const float* q, const std::vector<float>& k,
                                    const std::vector<float>& v, int64_t n, int64_t d,

@@ -1,6 +1,7 @@
 // The device cache's bookkeeping (span_factor_cache.h) and the packed host tier
 // (span_factor_pack.h) of SEKV on the GPU: both are plain C++ and run on every machine; the
 // copies and kernels that use them are tested against the CPU engine in test_cuda_sekv.
+#include "random_fill.h"
 #include "span_factor_cache.h"
 #include "span_factor_pack.h"
 
@@ -10,19 +11,9 @@
 #include <random>
 
 using namespace spanscope;
+using spanscope::test::randn;
 
-namespace {
-
-std::vector<float> randn(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> g(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (auto& v : x)
-        v = g(rng);
-    return x;
-}
-
-} // namespace
+namespace {} // namespace
 
 TEST(SpanFactorPack, UnpackedRowsAreTheFactorsProducts) {
     const int n_kv = 2, d = 16;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "fp16.h"
+#include "random_fill.h"
 #include "span_sketch.h"
 #include "thread_pool.h"
 #include "zoom_model.h"
@@ -24,14 +25,6 @@ namespace spanscope::test {
 inline constexpr int kHeads = 4, kKv = 2, kGroup = kHeads / kKv, kDim = 8, kRank = 4, kDout = 4,
                      kHidden = 3;
 inline constexpr double kRopeBase = 10000; // the rank gate reads summary keys rotated back by it
-
-inline std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.0f) {
-    std::normal_distribution<float> g(0.0f, sd);
-    std::vector<float> x(n);
-    for (auto& v : x)
-        v = g(rng);
-    return x;
-}
 
 // A synthetic recording: random rows, fixed spans, queries whose teacher output and span masses
 // come from softmax attention written out here in double (not the engine's).
