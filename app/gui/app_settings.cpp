@@ -26,6 +26,7 @@ AppSettings AppSettings::load() {
     a.memory.budget = qBound(0.01, s.value("memory/sekv_budget", a.memory.budget).toDouble(), 1.0);
     a.memory.expand_rate =
         qBound(0.0, s.value("memory/sekv_expand_rate", a.memory.expand_rate).toDouble(), 1.0);
+    a.memory.tau_per_query = s.value("memory/sekv_tau_per_query", false).toBool();
     const QString router = s.value("memory/sekv_router").toString();
     if (router == QLatin1String(kRouterTrained) || router == QLatin1String(kRouterTrainingFree))
         a.memory.router = router;
@@ -60,6 +61,7 @@ void AppSettings::save() const {
     s.setValue("memory/policy", memory.policy);
     s.setValue("memory/sekv_budget", memory.budget);
     s.setValue("memory/sekv_expand_rate", memory.expand_rate);
+    s.setValue("memory/sekv_tau_per_query", memory.tau_per_query);
     s.setValue("memory/sekv_router", memory.router);
     s.setValue("memory/sekv_zoom_params", memory.zoom_params);
     s.setValue("reuse/selector", reuse.selector);

@@ -291,6 +291,7 @@ SessionOptions EngineWorker::session_options(const MemorySettings& m) {
     so.global_policy = m.sekv() ? "sekv" : "full";
     so.sekv.budget = m.budget;
     so.sekv.router.expand_rate = m.expand_rate;
+    so.sekv.router.tau_per_query = m.tau_per_query;
     if (m.sekv() && model_) {
         const bool free = m.router == QLatin1String(kRouterTrainingFree);
         const auto c = choose_router(m.router.toStdString(),

@@ -120,6 +120,10 @@ struct MemorySettings {
     QString policy = QStringLiteral("full"); ///< "full" or "sekv" (global-attention layers)
     double budget = 0.35;     ///< sekv: fast-tier bytes as a fraction of what full holds
     double expand_rate = 0.2; ///< sekv: target fraction of spans a query zooms into
+    /// sekv: τ calibrated on each query's own relevances, so that every query head zooms into
+    /// expand_rate of the spans (SekvRouterOptions::tau_per_query), instead of once on the
+    /// question's queries. Off by default; the evaluations of the trained router use it.
+    bool tau_per_query = false;
     /// sekv: the router, "trained" (learned for the model, from a parameter file),
     /// "training-free", or "" (trained when a parameter file for
     /// the model is installed, else training-free; engine/zoom_locator.h).

@@ -4,6 +4,7 @@
 #include "model_locator.h"
 #include "zoom_locator.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
@@ -113,12 +114,24 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     expand_rate_ = new QDoubleSpinBox;
     expand_rate_->setObjectName(QStringLiteral("sekvExpandRate"));
     expand_rate_->setRange(0, 100);
-    expand_rate_->setDecimals(0);
+    // Three decimals: the rates measured for the trained router are as low as 0.625 %.
+    expand_rate_->setDecimals(3);
+    expand_rate_->setSingleStep(0.5);
     expand_rate_->setSuffix(tr(" % of spans"));
     expand_rate_->setValue(100 * current.memory.expand_rate);
     expand_rate_->setToolTip(tr("sekv: the share of spans a query zooms into (the router's "
-                                "threshold is calibrated to it on the question)"));
+                                "threshold is calibrated to it on the question, or on each "
+                                "query below)"));
     form->addRow(tr("SEKV expand rate"), expand_rate_);
+
+    tau_per_query_ = new QCheckBox(tr("Calibrate the threshold on each query"));
+    tau_per_query_->setObjectName(QStringLiteral("sekvTauPerQuery"));
+    tau_per_query_->setChecked(current.memory.tau_per_query);
+    tau_per_query_->setToolTip(tr("sekv: every query head zooms into the expand rate's share of "
+                                  "the spans, its threshold set on its own relevances; off: one "
+                                  "threshold per head, set on the question's queries. The "
+                                  "trained router was evaluated with it on (docs/sekv.md)."));
+    form->addRow(QString(), tau_per_query_);
 
     router_ = new QComboBox;
     router_->setObjectName(QStringLiteral("sekvRouter"));
@@ -196,6 +209,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
         budget_->setEnabled(sekv);
         // Either router's τ is calibrated to the expand rate on the question.
         expand_rate_->setEnabled(sekv);
+        tau_per_query_->setEnabled(sekv);
         router_->setEnabled(sekv);
         zoom_params_->setEnabled(sekv && router != QLatin1String(kRouterTrainingFree));
         zoom_browse_->setEnabled(zoom_params_->isEnabled());
@@ -235,11 +249,13 @@ AppSettings SettingsDialog::result_settings() const {
     s.generation.top_p = top_p_->value();
     s.generation.seed = static_cast<quint64>(seed_->value());
     s.memory.policy = policy_->currentData().toString();
-    // Unchanged in the dialog: keep the exact value (the spin boxes round to a percent).
+    // Unchanged in the dialog: keep the exact value (the spin boxes round: the budget to a
+    // percent, the rate to a thousandth of one).
     if (std::abs(budget_->value() - 100 * base_.memory.budget) >= 0.5)
         s.memory.budget = budget_->value() / 100;
-    if (std::abs(expand_rate_->value() - 100 * base_.memory.expand_rate) >= 0.5)
+    if (std::abs(expand_rate_->value() - 100 * base_.memory.expand_rate) >= 0.0005)
         s.memory.expand_rate = expand_rate_->value() / 100;
+    s.memory.tau_per_query = tau_per_query_->isChecked();
     s.memory.router = router_->currentData().toString();
     // A parameter file is for the trained router: training-free keeps none.
     s.memory.zoom_params = s.memory.router == QLatin1String(kRouterTrainingFree)

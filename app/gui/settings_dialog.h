@@ -1,6 +1,6 @@
 // The Settings dialog: model file, engine threads, generation parameters, memory policy (full
-// or sekv, with SEKV's fast-tier budget, expand rate and router: trained from a parameter file
-// or training-free), how documents are joined in context
+// or sekv, with SEKV's fast-tier budget, expand rate, τ per question or per query, and router:
+// trained from a parameter file or training-free), how documents are joined in context
 // (LinearKV selector, recompute share, state initialiser of hybrid models), cache size limit.
 #pragma once
 
@@ -8,6 +8,7 @@
 
 #include <QDialog>
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLineEdit;
@@ -36,6 +37,7 @@ private:
     QComboBox* policy_ = nullptr;
     QDoubleSpinBox* budget_ = nullptr;
     QDoubleSpinBox* expand_rate_ = nullptr;
+    QCheckBox* tau_per_query_ = nullptr;
     QComboBox* router_ = nullptr;
     QLineEdit* zoom_params_ = nullptr;
     QPushButton* zoom_browse_ = nullptr;

@@ -3,6 +3,7 @@
 #include "gui_test_support.h"
 #include "settings_dialog.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -138,6 +139,8 @@ void GuiErrors::settingsPersist() {
         AppSettings t = r;
         t.memory.router = QStringLiteral("trained");
         t.memory.zoom_params = QStringLiteral("/z/model.zoom.gguf");
+        t.memory.tau_per_query = true;
+        t.memory.expand_rate = 0.00625;
         t.save();
         QCOMPARE(AppSettings::load().memory, t.memory);
         QSettings().setValue("memory/sekv_router", QStringLiteral("oracle"));
@@ -161,6 +164,16 @@ void GuiErrors::settingsPersist() {
         QVERIFY(file->isEnabled());
         QVERIFY(rate->isEnabled());
         QCOMPARE(dialog.result_settings().memory, d.memory);
+        // τ per query, and a rate as low as those the trained router was measured at (0.625 %).
+        auto* per_query = dialog.findChild<QCheckBox*>(QStringLiteral("sekvTauPerQuery"));
+        QVERIFY(per_query && per_query->isEnabled() && !per_query->isChecked());
+        per_query->setChecked(true);
+        rate->setValue(0.625);
+        QVERIFY(dialog.result_settings().memory.tau_per_query);
+        QCOMPARE(dialog.result_settings().memory.expand_rate, 0.00625);
+        per_query->setChecked(false);
+        rate->setValue(100 * d.memory.expand_rate);
+        QCOMPARE(dialog.result_settings().memory, d.memory);
         router->setCurrentIndex(router->findData(QStringLiteral("training-free")));
         QVERIFY(!file->isEnabled());
         QVERIFY(rate->isEnabled());
@@ -173,7 +186,7 @@ void GuiErrors::settingsPersist() {
         QCOMPARE(dialog.result_settings().memory.zoom_params, QStringLiteral("/y/other.zoom.gguf"));
         // Under full none of it applies.
         dialog.findChild<QComboBox*>(QStringLiteral("memoryPolicy"))->setCurrentIndex(0);
-        QVERIFY(!router->isEnabled() && !file->isEnabled());
+        QVERIFY(!router->isEnabled() && !file->isEnabled() && !per_query->isEnabled());
     }
     // The spans shown depend on the router (its rank gates build them).
     {

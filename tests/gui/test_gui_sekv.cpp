@@ -56,6 +56,7 @@ private slots:
     void clickingATokenShowsItsZoom();
     void inspectorGridIsTheTrace();
     void wholeAnswerSumsTheSteps();
+    void tauPerQueryReachesTheRouter();
     void fullPolicyAnswersWithoutATrace();
     void damagedTraceIsExplained();
     void trainedRouterIsUsedAndNamed();
@@ -378,6 +379,49 @@ void GuiSekv::wholeAnswerSumsTheSteps() {
     // Clicking a token leaves the whole answer.
     QTest::mouseClick(whole, Qt::LeftButton);
     QVERIFY(!w_->whole_answer());
+}
+
+// "Calibrate the threshold on each query" in Settings reaches the router: every answer token's
+// query heads then zoom into at least round(rate · spans) spans each (their own share; the heads
+// of a KV group share the union), which the question's threshold of the first answer did not
+// give every token on this model and question (checked, so the comparison shows a change).
+void GuiSekv::tauPerQueryReachesTheRouter() {
+    const auto below_share = [](const StoredZoomTrace& t, double rate) {
+        const auto share = std::llround(rate * t.trace.n_spans);
+        int below = 0;
+        for (const auto& s : t.trace.steps)
+            for (const auto& l : s.layers)
+                for (const auto& h : l.heads)
+                    below += static_cast<int64_t>(h.spans.size()) < share;
+        return below;
+    };
+    const AppSettings before = w_->settings();
+    QVERIFY(!before.memory.tau_per_query);
+    QVERIFY2(below_share(trace_, before.memory.expand_rate) > 0,
+             "the first answer's heads all met their share: this check cannot tell the settings "
+             "apart");
+    AppSettings s = before;
+    s.memory.tau_per_query = true;
+    w_->apply_settings(s);
+    QSignalSpy done(w_.get(), &MainWindow::answer_done);
+    QSignalSpy loaded(w_.get(), &MainWindow::zoom_loaded);
+    w_->ask(QStringLiteral("Who holds the copyright?"));
+    QVERIFY(done.wait(120000));
+    const auto a = done[0][0].value<AnswerStats>();
+    QVERIFY2(!a.text.isEmpty(), qPrintable(w_->banner_text()));
+    // The window loads the answer's trace on its own; let it finish before the next test.
+    QTRY_VERIFY_WITH_TIMEOUT(!loaded.isEmpty() && loaded.last()[0].toLongLong() == a.message_id,
+                             10000);
+    StoredZoomTrace t;
+    {
+        auto project = Project::open(project_.toStdString(), false);
+        const auto blob = project->zoom_trace(a.message_id);
+        QVERIFY(blob.has_value());
+        t = decode_zoom_trace(*blob);
+    }
+    QVERIFY(!t.trace.steps.empty());
+    QCOMPARE(below_share(t, s.memory.expand_rate), 0);
+    w_->apply_settings(before);
 }
 
 void GuiSekv::fullPolicyAnswersWithoutATrace() {
