@@ -26,7 +26,7 @@ AppSettings AppSettings::load() {
     a.memory.budget = qBound(0.01, s.value("memory/sekv_budget", a.memory.budget).toDouble(), 1.0);
     a.memory.expand_rate =
         qBound(0.0, s.value("memory/sekv_expand_rate", a.memory.expand_rate).toDouble(), 1.0);
-    a.memory.tau_per_query = s.value("memory/sekv_tau_per_query", false).toBool();
+    a.memory.tau_per_query = s.value("memory/sekv_tau_per_query", a.memory.tau_per_query).toBool();
     const QString router = s.value("memory/sekv_router").toString();
     if (router == QLatin1String(kRouterTrained) || router == QLatin1String(kRouterTrainingFree))
         a.memory.router = router;

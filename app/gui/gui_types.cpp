@@ -69,6 +69,19 @@ QString stats_text(const AnswerStats& s) {
     return text;
 }
 
+QString trimmed_number(double value, int decimals) {
+    const QLocale l;
+    QString text = l.toString(value, 'f', decimals);
+    const QString point = l.decimalPoint();
+    if (decimals > 0 && text.contains(point)) {
+        while (text.endsWith(QLatin1Char('0')))
+            text.chop(1);
+        if (text.endsWith(point))
+            text.chop(point.size());
+    }
+    return text;
+}
+
 QString count_text(qint64 n, const QString& one, const QString& many) {
     return QStringLiteral("%1 %2").arg(QLocale().toString(n), n == 1 ? one : many);
 }

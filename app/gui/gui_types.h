@@ -159,6 +159,10 @@ struct IngestStatus {
     double tokens_per_s = 0, seconds_left = 0;
 };
 
+/// `value` in the user's locale with at most `decimals` decimals and no trailing zeros
+/// ("0.625", "20").
+QString trimmed_number(double value, int decimals);
+
 /// "1 token", "2 048 tokens": a count and the noun in the number it takes (English).
 QString count_text(qint64 n, const QString& one, const QString& many);
 

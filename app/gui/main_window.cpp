@@ -556,7 +556,6 @@ void MainWindow::update_memory_label() {
 
 void MainWindow::update_policy_label() {
     const auto& m = settings_.memory;
-    const QLocale l;
     // The router as chosen; an answer's statistics name the one used (automatic: trained when
     // the model has a parameter file).
     policy_label_->setText(!m.sekv()            ? tr("policy full")
@@ -565,9 +564,10 @@ void MainWindow::update_policy_label() {
     policy_label_->setToolTip(
         m.sekv()
             ? tr("Memory policy of the global-attention layers (Settings): sekv, the fast "
-                 "tier at most %1 % of full, queries zooming into %2 % of the spans (router: "
-                 "%3)")
-                  .arg(l.toString(100 * m.budget, 'f', 0), l.toString(100 * m.expand_rate, 'f', 0),
+                 "tier at most %1 % of full, queries zooming into %2 % of the spans (threshold "
+                 "set %3; router: %4)")
+                  .arg(trimmed_number(100 * m.budget, 1), trimmed_number(100 * m.expand_rate, 3),
+                       m.tau_per_query ? tr("on each query") : tr("on the question"),
                        m.router.isEmpty() ? tr("automatic") : m.router)
             : tr("Memory policy of the global-attention layers (Settings): full"));
 }

@@ -20,6 +20,15 @@
 
 namespace spanscope::gui {
 
+namespace {
+/// A spin box of percentages shown without trailing zeros ("0.625", "20").
+class PercentSpinBox : public QDoubleSpinBox {
+public:
+    using QDoubleSpinBox::QDoubleSpinBox;
+    QString textFromValue(double value) const override { return trimmed_number(value, decimals()); }
+};
+} // namespace
+
 SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     : QDialog(parent), base_(current) {
     setWindowTitle(tr("Settings"));
@@ -111,12 +120,11 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
                            "same layers; spans are made longer until it fits"));
     form->addRow(tr("SEKV fast-tier budget"), budget_);
 
-    expand_rate_ = new QDoubleSpinBox;
+    expand_rate_ = new PercentSpinBox;
     expand_rate_->setObjectName(QStringLiteral("sekvExpandRate"));
     expand_rate_->setRange(0, 100);
     // Three decimals: the rates measured for the trained router are as low as 0.625 %.
     expand_rate_->setDecimals(3);
-    expand_rate_->setSingleStep(0.5);
     expand_rate_->setSuffix(tr(" % of spans"));
     expand_rate_->setValue(100 * current.memory.expand_rate);
     expand_rate_->setToolTip(tr("sekv: the share of spans a query zooms into (the router's "
@@ -124,13 +132,14 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
                                 "query below)"));
     form->addRow(tr("SEKV expand rate"), expand_rate_);
 
-    tau_per_query_ = new QCheckBox(tr("Calibrate the threshold on each query"));
+    tau_per_query_ = new QCheckBox(tr("Apply the expand rate to each query (τ per query)"));
     tau_per_query_->setObjectName(QStringLiteral("sekvTauPerQuery"));
     tau_per_query_->setChecked(current.memory.tau_per_query);
-    tau_per_query_->setToolTip(tr("sekv: every query head zooms into the expand rate's share of "
-                                  "the spans, its threshold set on its own relevances; off: one "
-                                  "threshold per head, set on the question's queries. The "
-                                  "trained router was evaluated with it on (docs/sekv.md)."));
+    tau_per_query_->setToolTip(tr("sekv: each query head's threshold is set on its own "
+                                  "relevances, so every answer token's heads zoom into at least "
+                                  "the expand rate's share of the spans (the heads sharing a "
+                                  "KV head take the union); off: one threshold per head, set on "
+                                  "the question. The trained router was evaluated with it on."));
     form->addRow(QString(), tau_per_query_);
 
     router_ = new QComboBox;
@@ -207,7 +216,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
         const bool sekv = policy_->currentData().toString() == QLatin1String("sekv");
         const QString router = router_->currentData().toString();
         budget_->setEnabled(sekv);
-        // Either router's τ is calibrated to the expand rate on the question.
+        // Either router's τ is calibrated to the expand rate, on the question or on each query.
         expand_rate_->setEnabled(sekv);
         tau_per_query_->setEnabled(sekv);
         router_->setEnabled(sekv);

@@ -8,6 +8,7 @@
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QPlainTextEdit>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -168,7 +169,9 @@ void GuiErrors::settingsPersist() {
         auto* per_query = dialog.findChild<QCheckBox*>(QStringLiteral("sekvTauPerQuery"));
         QVERIFY(per_query && per_query->isEnabled() && !per_query->isChecked());
         per_query->setChecked(true);
+        QCOMPARE(rate->cleanText(), QLocale().toString(20)); // no trailing zeros
         rate->setValue(0.625);
+        QCOMPARE(rate->cleanText(), QLocale().toString(0.625));
         QVERIFY(dialog.result_settings().memory.tau_per_query);
         QCOMPARE(dialog.result_settings().memory.expand_rate, 0.00625);
         per_query->setChecked(false);
@@ -210,6 +213,11 @@ void GuiErrors::settingsPersist() {
         QCOMPARE(dialog.result_settings().memory, d.memory);
         budget->setValue(50);
         QCOMPARE(dialog.result_settings().memory.budget, 0.5);
+        // The expand rate too, finer than the spin box's thousandth of a percent.
+        AppSettings e = r;
+        e.memory.policy = QStringLiteral("sekv");
+        e.memory.expand_rate = 0.000012345;
+        QCOMPARE(SettingsDialog(e).result_settings().memory.expand_rate, 0.000012345);
         // Joining documents: recompute needs the full policy; sekv joins without.
         auto* selector = dialog.findChild<QComboBox*>(QStringLiteral("reuseSelector"));
         auto* recompute = dialog.findChild<QDoubleSpinBox*>(QStringLiteral("reuseRecompute"));

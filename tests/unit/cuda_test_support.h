@@ -9,7 +9,6 @@
 
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <vector>
 
 #ifdef SPANSCOPE_HAVE_CUDA

@@ -21,7 +21,8 @@ std::vector<float> randn(size_t n, Rng& rng, float sd = 1.0f) {
 }
 
 /// n samples of N(0, sd²) from a std::mt19937_64 seeded with `seed`: the same seed gives the same
-/// values.
+/// values with one standard library (std::normal_distribution's algorithm is the library's, so
+/// a test must not rest on one draw's values).
 inline std::vector<float> randn(size_t n, uint64_t seed, float sd = 1.0f) {
     std::mt19937_64 rng(seed);
     return randn(n, rng, sd);

@@ -8,6 +8,7 @@
 #include "memory_full.h"
 #include "memory_sekv.h"
 #include "model.h"
+#include "random_fill.h"
 #include "session.h"
 #include "test_support.h"
 #include "tiny_model.h"
@@ -16,22 +17,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 using namespace spanscope;
+using spanscope::test::randn;
 
 namespace {
 const AttentionShape kShape{4, 2, 8, 0.35f, 0};
 constexpr int64_t kRow = 2 * 8; // n_kv_head * head_dim
-
-std::vector<float> gaussian(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> g(0.0f, 1.0f);
-    std::vector<float> x(n);
-    for (auto& v : x)
-        v = g(rng);
-    return x;
-}
 
 std::vector<int32_t> positions(int32_t begin, int64_t n) {
     std::vector<int32_t> p(static_cast<size_t>(n));
@@ -125,10 +117,10 @@ TEST(EvictionRules, TheBudgetCountsRowsAndLeavesTheReserve) {
 TEST(EvictionMemory, AccumulatedAttentionIsTheSumOfEveryQuerysProbabilities) {
     const int64_t n = 40;
     EvictionMemory m(kShape, 64, EvictionRule::HeavyHitters, {});
-    auto k = gaussian(n * kRow, 1), v = gaussian(n * kRow, 2);
+    auto k = randn(n * kRow, 1), v = randn(n * kRow, 2);
     const auto pos = positions(0, n);
     m.store(k.data(), v.data(), pos.data(), n);
-    const auto q = gaussian(n * kShape.n_head * kShape.head_dim, 3);
+    const auto q = randn(n * kShape.n_head * kShape.head_dim, 3);
     std::vector<float> out(q.size());
     ThreadPool pool(2);
     m.attend(q.data(), pos.data(), n, out.data(), pool);
@@ -161,10 +153,10 @@ TEST(EvictionMemory, AfterSealingItAttendsExactlyOverTheKeptRowsWithinTheBudget)
     for (const auto rule :
          {EvictionRule::Streaming, EvictionRule::HeavyHitters, EvictionRule::SnapKV}) {
         EvictionMemory m(kShape, 256, rule, o);
-        const auto k = gaussian(n * kRow, 11), v = gaussian(n * kRow, 12);
+        const auto k = randn(n * kRow, 11), v = randn(n * kRow, 12);
         const auto pos = positions(0, n);
         m.store(k.data(), v.data(), pos.data(), n);
-        const auto q = gaussian(n * kShape.n_head * kShape.head_dim, 13);
+        const auto q = randn(n * kShape.n_head * kShape.head_dim, 13);
         std::vector<float> out(q.size());
         ThreadPool pool(2);
         m.attend(q.data(), pos.data(), n, out.data(), pool);
@@ -186,11 +178,11 @@ TEST(EvictionMemory, AfterSealingItAttendsExactlyOverTheKeptRowsWithinTheBudget)
         FullMemory ref(kShape, 256);
         for (const int32_t p : kept)
             ref.store(k.data() + p * kRow, v.data() + p * kRow, &p, 1);
-        const auto qk = gaussian(3 * kRow, 14), qv = gaussian(3 * kRow, 15);
+        const auto qk = randn(3 * kRow, 14), qv = randn(3 * kRow, 15);
         const auto qp = positions(static_cast<int32_t>(n), 3);
         m.store(qk.data(), qv.data(), qp.data(), 3);
         ref.store(qk.data(), qv.data(), qp.data(), 3);
-        const auto qq = gaussian(3 * kShape.n_head * kShape.head_dim, 16);
+        const auto qq = randn(3 * kShape.n_head * kShape.head_dim, 16);
         std::vector<float> a(qq.size()), b(qq.size());
         m.attend(qq.data(), qp.data(), 3, a.data(), pool);
         ref.attend(qq.data(), qp.data(), 3, b.data(), pool);
@@ -202,10 +194,10 @@ TEST(EvictionMemory, SnapKVKeepsTheRowsItsObservationWindowAttends) {
     // Keys at rows 50 and 120 match the last queries strongly; snapkv keeps them (and their
     // pooled neighbours), streaming does not.
     const int64_t n = 200;
-    auto k = gaussian(n * kRow, 21);
+    auto k = randn(n * kRow, 21);
     for (auto& x : k)
         x *= 0.1f;
-    const auto v = gaussian(n * kRow, 22);
+    const auto v = randn(n * kRow, 22);
     std::vector<float> q(n * kShape.n_head * kShape.head_dim, 0.0f);
     for (int64_t i = n - 8; i < n; ++i)
         for (int h = 0; h < kShape.n_head; ++h)
@@ -242,7 +234,7 @@ TEST(ChunkSummary, AttendsOverRowsAndSummariesAndNeverExpands) {
     // summary row (surprisal-weighted means of its keys and values) with the bias log|S|,
     // worked out here; nothing goes to the host tier and nothing is expanded.
     const int64_t n = 24, qrow = kShape.n_head * kShape.head_dim;
-    auto k = gaussian(n * kRow, 31), v = gaussian(n * kRow, 32);
+    auto k = randn(n * kRow, 31), v = randn(n * kRow, 32);
     for (auto* rows : {&k, &v})
         for (auto& x : *rows)
             x = f16(x); // exact in the rows' fp16 storage
@@ -274,11 +266,11 @@ TEST(ChunkSummary, AttendsOverRowsAndSummariesAndNeverExpands) {
             sv[c] += surprisal[i] / total * v[i * kRow + c];
         }
     // Two question rows after the document, then two queries over everything.
-    auto qk = gaussian(2 * kRow, 34), qv = gaussian(2 * kRow, 35);
+    auto qk = randn(2 * kRow, 34), qv = randn(2 * kRow, 35);
     for (auto* rows : {&qk, &qv})
         for (auto& x : *rows)
             x = f16(x);
-    const auto q = gaussian(2 * qrow, 33);
+    const auto q = randn(2 * qrow, 33);
     const auto qp = positions(static_cast<int32_t>(n), 2);
     m.store(qk.data(), qv.data(), qp.data(), 2);
     std::vector<float> a(q.size());
@@ -368,10 +360,10 @@ TEST(EvictionMemory, HeavyHittersSealExactlyTheRowsANaiveSoftmaxRanksHighest) {
     o.recent_rows = 4; // recent window: round(0.5 · (keep − 4))
     const int64_t n1 = 60, n2 = 40;
     const int64_t qrow = kShape.n_head * kShape.head_dim;
-    auto k = gaussian((n1 + n2) * kRow, 41), v = gaussian((n1 + n2) * kRow, 42);
+    auto k = randn((n1 + n2) * kRow, 41), v = randn((n1 + n2) * kRow, 42);
     for (auto& x : k)
         x = 2.0f * f16(x); // exact in fp16 (the rows' storage), and sharp attention
-    const auto q = gaussian((n1 + n2) * qrow, 43);
+    const auto q = randn((n1 + n2) * qrow, 43);
     const auto pos = positions(0, n1 + n2);
     EvictionMemory m(kShape, 128, EvictionRule::HeavyHitters, o);
     ThreadPool pool(2);
@@ -421,11 +413,11 @@ TEST(EvictionMemory, SnapKVSealsExactlyTheRowsThePooledVotesOfANaiveSoftmaxRankH
     o.pool_kernel = 5;
     const int64_t n = 80;
     const int64_t qrow = kShape.n_head * kShape.head_dim;
-    auto k = gaussian(n * kRow, 51);
+    auto k = randn(n * kRow, 51);
     for (auto& x : k)
         x = 2.0f * f16(x);
-    const auto v = gaussian(n * kRow, 52);
-    auto q = gaussian(n * qrow, 53);
+    const auto v = randn(n * kRow, 52);
+    auto q = randn(n * qrow, 53);
     // The window's queries look mostly at the window's own keys: pooled over the window too,
     // those votes would spill onto the rows just before it.
     for (int64_t i = n - o.observation_window; i < n; ++i)
@@ -466,7 +458,7 @@ TEST(EvictionMemory, HeavyHittersFromAMemoryWithoutAccumulatedAttentionIsRefused
     EvictionOptions o;
     EvictionMemory snap(kShape, 64, EvictionRule::SnapKV, o);
     EXPECT_NO_THROW(snap.with_rule(EvictionRule::HeavyHitters, o));
-    const auto k = gaussian(8 * kRow, 61), v = gaussian(8 * kRow, 62);
+    const auto k = randn(8 * kRow, 61), v = randn(8 * kRow, 62);
     const auto pos = positions(0, 8);
     snap.store(k.data(), v.data(), pos.data(), 8);
     EXPECT_THROW(snap.with_rule(EvictionRule::HeavyHitters, o), std::logic_error);
@@ -531,7 +523,7 @@ TEST(EvictionMemory, ASecondContextIsSelectedWithinItsOwnRange) {
     o.budget = 0.5;
     o.reserve_rows = 0;
     EvictionMemory m(kShape, 256, EvictionRule::Streaming, o);
-    const auto k = gaussian(100 * kRow, 41), v = gaussian(100 * kRow, 42);
+    const auto k = randn(100 * kRow, 41), v = randn(100 * kRow, 42);
     const auto pos = positions(0, 100);
     m.store(k.data(), v.data(), pos.data(), 40);
     m.seal(SealRequest{nullptr, nullptr, 0, 40});

@@ -8,12 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 using namespace spanscope;
 using spanscope::test::randn;
-
-namespace {} // namespace
 
 TEST(SpanFactorPack, UnpackedRowsAreTheFactorsProducts) {
     const int n_kv = 2, d = 16;

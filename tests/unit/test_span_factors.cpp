@@ -5,6 +5,7 @@
 #include "span_factors.h"
 
 #include "ops.h"
+#include "random_fill.h"
 
 #include <gtest/gtest.h>
 
@@ -18,17 +19,9 @@ extern "C" void dgesvd_(const char* jobu, const char* jobvt, const int* m, const
                         const int* ldvt, double* work, const int* lwork, int* info);
 
 using namespace spanscope;
+using spanscope::test::randn;
 
 namespace {
-std::vector<float> random_rows(int64_t n, int64_t d, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> g(0.0f, 1.0f);
-    std::vector<float> x(static_cast<size_t>(n * d));
-    for (auto& v : x)
-        v = g(rng);
-    return x;
-}
-
 // Singular values of rows [n][d], descending, by dgesvd.
 std::vector<double> singular_values(const std::vector<float>& rows, int64_t n, int64_t d) {
     std::vector<double> a(rows.begin(), rows.end()); // row-major [n][d] = column-major [d][n]
@@ -93,7 +86,7 @@ TEST(SpanFactors, SummaryOfEqualRowsIsThatRow) {
 
 TEST(SpanFactors, ErrorEqualsDiscardedSingularValues) {
     for (const auto& [n, d] : {std::pair<int64_t, int64_t>{40, 64}, {64, 16}, {9, 256}}) {
-        const auto rows = random_rows(n, d, static_cast<uint32_t>(n * 1000 + d));
+        const auto rows = randn(static_cast<size_t>(n * d), static_cast<uint64_t>(n * 1000 + d));
         const auto sv = singular_values(rows, n, d);
         for (const int rank : {1, 4, 8, 32}) {
             const auto f = low_rank_factors(rows.data(), n, d, rank);
@@ -114,7 +107,7 @@ TEST(SpanFactors, ErrorEqualsDiscardedSingularValues) {
 
 TEST(SpanFactors, FullRankReconstructsAndIsDeterministic) {
     const int64_t n = 24, d = 64;
-    const auto rows = random_rows(n, d, 11);
+    const auto rows = randn(static_cast<size_t>(n * d), 11);
     const auto f = low_rank_factors(rows.data(), n, d, 32);
     EXPECT_EQ(f.rank, 24);
     std::vector<float> back(rows.size());
@@ -142,7 +135,7 @@ TEST(SpanFactors, MovingAKeySpanEqualsBuildingItAtTheNewPosition) {
     const int d = 64;
     const double base = 1e6;
     const int32_t delta = 1234;
-    const auto raw = random_rows(n, d, 5);
+    const auto raw = randn(static_cast<size_t>(n * d), 5);
     auto at = [&](int32_t first) {
         std::vector<int32_t> pos(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i)

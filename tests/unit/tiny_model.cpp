@@ -46,8 +46,8 @@ void write_tiny_vocab(GgufWriter& w, bool alternate_scores = false) {
         const bool user = vocab[i] == "\n";
         const bool byte = vocab[i].size() == 6 && vocab[i].rfind("<0x", 0) == 0;
         types.push_back(control ? 3 : user ? 4 : byte ? 6 : 1);
-        const float word = alternate_scores ? -static_cast<float>(vocab.size() - i)
-                                            : -static_cast<float>(i);
+        const float word =
+            alternate_scores ? -static_cast<float>(vocab.size() - i) : -static_cast<float>(i);
         scores.push_back(control || user ? -1000.0f : byte ? 0.0f : word);
     }
     w.set_string("tokenizer.ggml.model", "llama");
