@@ -65,6 +65,9 @@ private slots:
 
 private:
     std::unique_ptr<MainWindow> make_window(const QString& policy);
+    /// Asks `question` in the window and waits for the answer (2 min at most); empty text when
+    /// none came (the banner says why).
+    AnswerStats answer(const QString& question);
     /// The spans of a document as the engine built them, read apart from the window, as
     /// ranges of the shown text (the documents here are plain text: no page markers), per
     /// (unit, span index).
@@ -130,6 +133,14 @@ std::unique_ptr<MainWindow> GuiSekv::make_window(const QString& policy) {
     if (!ready.wait(60000) || !ready[0][0].toBool())
         qWarning("model not ready: %s", qPrintable(w->banner_text()));
     return w;
+}
+
+AnswerStats GuiSekv::answer(const QString& question) {
+    QSignalSpy done(w_.get(), &MainWindow::answer_done);
+    w_->ask(question);
+    if (!done.wait(120000))
+        return {};
+    return done[0][0].value<AnswerStats>();
 }
 
 std::map<std::pair<int, int>, Range> GuiSekv::reference_spans(int64_t document_id) {
@@ -245,11 +256,8 @@ void GuiSekv::spansAreTheEnginesSpans() {
 }
 
 void GuiSekv::clickingATokenShowsItsZoom() {
-    QSignalSpy done(w_.get(), &MainWindow::answer_done);
     QSignalSpy loaded(w_.get(), &MainWindow::zoom_loaded);
-    w_->ask(QStringLiteral("Who holds the copyright?"));
-    QVERIFY(done.wait(120000));
-    const auto a = done[0][0].value<AnswerStats>();
+    const auto a = answer(QStringLiteral("Who holds the copyright?"));
     QVERIFY2(!a.text.isEmpty(), qPrintable(w_->banner_text()));
     QCOMPARE(a.policy, QStringLiteral("sekv"));
     // Automatic: trained exactly when a parameter file for the model is installed.
@@ -414,11 +422,8 @@ void GuiSekv::tauPerQueryReachesTheRouter() {
     w_->apply_settings(s);
     const QString tip = w_->findChild<QLabel*>(QStringLiteral("policyLabel"))->toolTip();
     QVERIFY2(tip.contains(QStringLiteral("set on each query")), qPrintable(tip));
-    QSignalSpy done(w_.get(), &MainWindow::answer_done);
     QSignalSpy loaded(w_.get(), &MainWindow::zoom_loaded);
-    w_->ask(QStringLiteral("Who holds the copyright?"));
-    QVERIFY(done.wait(120000));
-    const auto a = done[0][0].value<AnswerStats>();
+    const auto a = answer(QStringLiteral("Who holds the copyright?"));
     QVERIFY2(!a.text.isEmpty(), qPrintable(w_->banner_text()));
     // The window loads the answer's trace on its own; let it finish before the next test.
     QTRY_VERIFY_WITH_TIMEOUT(!loaded.isEmpty() && loaded.last()[0].toLongLong() == a.message_id,
@@ -440,11 +445,8 @@ void GuiSekv::fullPolicyAnswersWithoutATrace() {
     w_->apply_settings(s);
     QTRY_VERIFY_WITH_TIMEOUT(!w_->document_view()->has_spans(), 10000);
     QVERIFY(w_->findChild<QLabel*>(QStringLiteral("policyLabel"))->text().contains("full"));
-    QSignalSpy done(w_.get(), &MainWindow::answer_done);
     QSignalSpy loaded(w_.get(), &MainWindow::zoom_loaded);
-    w_->ask(QStringLiteral("What is a restricted shell?"));
-    QVERIFY(done.wait(120000));
-    const auto a = done[0][0].value<AnswerStats>();
+    const auto a = answer(QStringLiteral("What is a restricted shell?"));
     QVERIFY2(!a.text.isEmpty(), qPrintable(w_->banner_text()));
     QCOMPARE(a.policy, QStringLiteral("full"));
     QVERIFY(a.message_id > 0);
@@ -518,10 +520,7 @@ void GuiSekv::trainedRouterIsUsedAndNamed() {
     s.memory.zoom_params = file;
     w_->apply_settings(s);
     QVERIFY(w_->findChild<QLabel*>(QStringLiteral("policyLabel"))->text().contains("trained"));
-    QSignalSpy done(w_.get(), &MainWindow::answer_done);
-    w_->ask(QStringLiteral("Who holds the copyright?"));
-    QVERIFY(done.wait(120000));
-    const auto a = done[0][0].value<AnswerStats>();
+    const auto a = answer(QStringLiteral("Who holds the copyright?"));
     QVERIFY2(!a.text.isEmpty(), qPrintable(w_->banner_text()));
     QCOMPARE(a.router, QStringLiteral("trained"));
     const QString stats = w_->findChild<QLabel*>(QStringLiteral("statsLabel"))->text();
