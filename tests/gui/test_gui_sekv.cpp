@@ -33,6 +33,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 
 using namespace spanscope;
 using namespace spanscope::gui;
@@ -68,6 +69,9 @@ private:
     /// Asks `question` in the window and waits for the answer (2 min at most); empty text when
     /// none came (the banner says why).
     AnswerStats answer(const QString& question);
+    /// The zoom trace the project stored for an answer, read apart from the window; none when
+    /// it stored none.
+    std::optional<StoredZoomTrace> stored_trace(qint64 message_id);
     /// The spans of a document as the engine built them, read apart from the window, as
     /// ranges of the shown text (the documents here are plain text: no page markers), per
     /// (unit, span index).
@@ -141,6 +145,14 @@ AnswerStats GuiSekv::answer(const QString& question) {
     if (!done.wait(120000))
         return {};
     return done[0][0].value<AnswerStats>();
+}
+
+std::optional<StoredZoomTrace> GuiSekv::stored_trace(qint64 message_id) {
+    auto project = Project::open(project_.toStdString(), false);
+    const auto blob = project->zoom_trace(message_id);
+    if (!blob)
+        return std::nullopt;
+    return decode_zoom_trace(*blob);
 }
 
 std::map<std::pair<int, int>, Range> GuiSekv::reference_spans(int64_t document_id) {
@@ -277,10 +289,9 @@ void GuiSekv::clickingATokenShowsItsZoom() {
     QCOMPARE(loaded.last()[1].toBool(), true);
     QVERIFY(w_->inspector_dock()->isVisible()); // shown with the first trace
     {
-        auto project = Project::open(project_.toStdString(), false);
-        const auto blob = project->zoom_trace(message_);
-        QVERIFY(blob.has_value());
-        trace_ = decode_zoom_trace(*blob);
+        auto stored = stored_trace(message_);
+        QVERIFY(stored.has_value());
+        trace_ = std::move(*stored);
     }
     QVERIFY(!trace_.trace.steps.empty());
     QCOMPARE(trace_.sources.size(), size_t{2}); // both documents were asked about
@@ -428,15 +439,10 @@ void GuiSekv::tauPerQueryReachesTheRouter() {
     // The window loads the answer's trace on its own; let it finish before the next test.
     QTRY_VERIFY_WITH_TIMEOUT(!loaded.isEmpty() && loaded.last()[0].toLongLong() == a.message_id,
                              10000);
-    StoredZoomTrace t;
-    {
-        auto project = Project::open(project_.toStdString(), false);
-        const auto blob = project->zoom_trace(a.message_id);
-        QVERIFY(blob.has_value());
-        t = decode_zoom_trace(*blob);
-    }
-    QVERIFY(!t.trace.steps.empty());
-    QCOMPARE(outside(t, s.memory.expand_rate), 0);
+    const auto t = stored_trace(a.message_id);
+    QVERIFY(t.has_value());
+    QVERIFY(!t->trace.steps.empty());
+    QCOMPARE(outside(*t, s.memory.expand_rate), 0);
 }
 
 void GuiSekv::fullPolicyAnswersWithoutATrace() {

@@ -130,15 +130,17 @@ TEST(SpanSketch, ForConcentratedKeysTheEstimateMissesTheThirdCumulantToWithinThe
             double m4_max = 0; // the largest fourth central moment of the x_i under exp(ξ·x_i)
             for (int step = 0; step <= 100; ++step) {
                 const double xi_t = step / 100.0;
+                std::vector<double> weight(x.size());
                 double w = 0, mu = 0;
-                for (const double xi : x) {
-                    w += std::exp(xi_t * (xi - top));
-                    mu += xi * std::exp(xi_t * (xi - top));
+                for (size_t i = 0; i < x.size(); ++i) {
+                    weight[i] = std::exp(xi_t * (x[i] - top));
+                    w += weight[i];
+                    mu += x[i] * weight[i];
                 }
                 mu /= w;
                 double m4 = 0;
-                for (const double xi : x)
-                    m4 += std::pow(xi - mu, 4) * std::exp(xi_t * (xi - top)) / w;
+                for (size_t i = 0; i < x.size(); ++i)
+                    m4 += std::pow(x[i] - mu, 4) * weight[i] / w;
                 m4_max = std::max(m4_max, m4);
             }
             double plain_minus_weighted = 0; // s·q·(k̃ − k̄), k̃ the plain mean
