@@ -4,6 +4,8 @@
 #include "span_sketch.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -26,6 +28,10 @@ void check_router_options(const SekvRouterOptions& r, const AttentionShape& shap
                                                r.trained->sketch_dim *
                                                static_cast<size_t>(shape.head_dim)))
         throw std::invalid_argument("sekv router: trained parameters do not match the layer");
+    if (r.oracle && (!r.tau_per_query || r.trained))
+        throw std::invalid_argument("sekv router: the oracle router expands, per query head, as "
+                                    "many spans as τ per query asks for; it needs τ per query "
+                                    "and no trained parameters");
 }
 
 std::vector<double> span_relevances(const AttentionShape& shape, const SekvRouterOptions& options,
@@ -43,6 +49,48 @@ std::vector<double> span_relevances(const AttentionShape& shape, const SekvRoute
         rel[s] = score.relevance(spans[s].summary_k.data() + g * d, spans[s].size,
                                  head_sketch(spans[s].sketch, shape.n_kv_head, m, g));
     return rel;
+}
+
+std::vector<double> span_attention_shares(const AttentionShape& shape,
+                                          const std::vector<SekvSpan>& spans, const float* qh,
+                                          int head) {
+    const int d = shape.head_dim;
+    const int g = head / (shape.n_head / shape.n_kv_head);
+    std::vector<double> lse(spans.size());
+    double top = -std::numeric_limits<double>::infinity();
+    for (size_t s = 0; s < spans.size(); ++s) {
+        if (spans[s].k.size() <= static_cast<size_t>(g))
+            throw std::invalid_argument("span_attention_shares: span " + std::to_string(s) +
+                                        " has no factors to score its keys with");
+        const SpanFactors& f = spans[s].k[static_cast<size_t>(g)];
+        if (f.rows != spans[s].size || f.dim != d)
+            throw std::invalid_argument("span_attention_shares: span " + std::to_string(s) +
+                                        "'s key factors are not [size][head_dim]");
+        const auto rq = project_rows(f.right.data(), f.rank, d, qh); // right · q [rank]
+        std::vector<double> score(static_cast<size_t>(f.rows));
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t i = 0; i < f.rows; ++i) {
+            double z = 0;
+            for (int c = 0; c < f.rank; ++c)
+                z += static_cast<double>(f.left[static_cast<size_t>(i * f.rank + c)]) *
+                     rq[static_cast<size_t>(c)];
+            score[static_cast<size_t>(i)] = z * shape.scale;
+            m = std::max(m, score[static_cast<size_t>(i)]);
+        }
+        double sum = 0;
+        for (const double z : score)
+            sum += std::exp(z - m);
+        lse[s] = m + std::log(sum);
+        top = std::max(top, lse[s]);
+    }
+    double total = 0;
+    for (auto& l : lse) {
+        l = std::exp(l - top);
+        total += l;
+    }
+    for (auto& l : lse)
+        l /= total;
+    return lse;
 }
 
 std::vector<double> calibrate_router(const AttentionShape& shape, const SekvRouterOptions& options,
@@ -86,7 +134,8 @@ SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& 
     pool.parallel_for(n_q * H, [&](int64_t b, int64_t e, int) {
         for (int64_t t = b; t < e; ++t) {
             const int h = static_cast<int>(t % H);
-            r.relevance[t] = span_relevances(shape, options, spans, q + t * d, h);
+            r.relevance[t] = options.oracle ? span_attention_shares(shape, spans, q + t * d, h)
+                                            : span_relevances(shape, options, spans, q + t * d, h);
             if (all) {
                 routed[t].resize(spans.size());
                 for (size_t s = 0; s < spans.size(); ++s)

@@ -49,6 +49,15 @@ struct SekvRouterOptions {
     /// relevances, router.h calibrate_tau), rather than once on the question's queries. Off by
     /// default. Not with learned_tau (fixed thresholds) or a row budget.
     bool tau_per_query = false;
+    /// The oracle router, an evaluation ceiling rather than a cache policy: a span's relevance
+    /// is its share of the attention mass over all spans, the scores taken against every key
+    /// reconstructed from the span's factors (span_attention_shares), so each query head
+    /// expands the spans it would attend to most. It reads every span's factors at every query,
+    /// as full attention reads every row, and so saves no work; it bounds from above what any
+    /// router choosing from the same factors at the same expand rate can reach. Needs
+    /// tau_per_query (each query head expands the same number of spans as the other routers
+    /// do) and no trained router.
+    bool oracle = false;
 };
 
 /// Throws std::invalid_argument when the options are out of range (expand rate outside [0, 1],
@@ -64,6 +73,16 @@ void check_router_options(const SekvRouterOptions& options, const AttentionShape
 /// the router's basis ([n_kv_head][sketch_length(m)]) when the router has one.
 std::vector<double> span_relevances(const AttentionShape& shape, const SekvRouterOptions& options,
                                     const std::vector<SekvSpan>& spans, const float* qh, int head);
+
+/// The oracle's relevance of every span for query head `head`'s query qh [head_dim]: the span's
+/// share of the attention mass over all spans, exp(L_S − log Σ_S' exp L_S'), with
+/// L_S = log Σ_{i∈S} exp(scale · qh·k_i) over the keys k_i = left_i · right reconstructed from
+/// the span's factors of the head's KV group (the scores mixed_attention gives an expanded
+/// span). Returns [spans.size()], summing to 1. Throws std::invalid_argument for a span without
+/// factors (a summaries-only span) or factors of another shape than [size][head_dim].
+std::vector<double> span_attention_shares(const AttentionShape& shape,
+                                          const std::vector<SekvSpan>& spans, const float* qh,
+                                          int head);
 
 /// τ per query head [n_head]: the trained τ with learned_tau, else calibrated so that a fraction
 /// options.expand_rate of the relevances of queries q [n_q][n_head][head_dim] exceed it
@@ -85,7 +104,8 @@ struct SpanRouting {
 /// expand_all expands every span, summaries_only none (chunk_summary); otherwise the spans with
 /// relevance above τ (route_spans with the row budget; with tau_per_query above the τ of that
 /// query head's own relevances, and `tau` is not read), united over each KV group with
-/// share_group (and no row budget).
+/// share_group (and no row budget). With options.oracle the relevances are
+/// span_attention_shares.
 SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& options,
                           bool summaries_only, const std::vector<SekvSpan>& spans,
                           const std::vector<double>& tau, const float* q, int64_t n_q,

@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include "matmul.h"
+#include "zoom_locator.h"
 
 #include <sys/resource.h>
 
@@ -291,7 +292,9 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
     ans.stats.memory = memory_.total();
     ans.stats.policy = options_.global_policy;
     if (options_.global_policy == "sekv")
-        ans.stats.router = options_.sekv.zoom ? "trained" : "training-free";
+        ans.stats.router = options_.sekv.zoom            ? kRouterTrained
+                           : options_.sekv.router.oracle ? kRouterOracle
+                                                         : kRouterTrainingFree;
     for (const int il : memory_.sealing_layers()) {
         const auto m = memory_.layer(il).stats();
         ans.stats.sekv_layers.emplace_back(il, m);

@@ -63,8 +63,8 @@ struct GenerationStats {
     MemoryStats memory; ///< all layers, after the answer
     std::string policy; ///< the global layers' memory policy (SessionOptions::global_policy)
     /// sekv: the router, "trained" (W, rank gates and learned τ from a parameter file,
-    /// sekv.zoom; τ calibrated unless sekv.router.learned_tau) or "training-free"; empty for
-    /// the other policies.
+    /// sekv.zoom; τ calibrated unless sekv.router.learned_tau), "training-free" or "oracle"
+    /// (sekv.router.oracle); empty for the other policies.
     std::string router;
     /// The layers the compressing policy serves (SEKV or a baseline: the sealing layers), after
     /// the answer; zero for `full`.

@@ -44,15 +44,17 @@ std::vector<std::string> zoom_search_paths(const std::string& model_path) {
 
 RouterChoice choose_router(const std::string& requested, const std::string& zoom_path,
                            const std::string& model_path, const std::string& fingerprint) {
-    if (!requested.empty() && requested != kRouterTrained && requested != kRouterTrainingFree)
+    if (!requested.empty() && requested != kRouterTrained && requested != kRouterTrainingFree &&
+        requested != kRouterOracle)
         throw std::invalid_argument("unknown router '" + requested + "' (expected " +
-                                    kRouterTrained + " or " + kRouterTrainingFree + ")");
+                                    kRouterTrained + ", " + kRouterTrainingFree + " or " +
+                                    kRouterOracle + ")");
     RouterChoice c;
-    if (requested == kRouterTrainingFree) {
+    if (requested == kRouterTrainingFree || requested == kRouterOracle) {
         if (!zoom_path.empty())
             throw std::invalid_argument("a zoom parameter file (" + zoom_path +
-                                        ") is for the trained router, not " + kRouterTrainingFree);
-        c.mode = kRouterTrainingFree;
+                                        ") is for the trained router, not " + requested);
+        c.mode = requested;
         return c;
     }
     const std::string model = fs::path(model_path).filename().string();

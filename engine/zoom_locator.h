@@ -24,6 +24,9 @@ namespace spanscope {
 /// The router modes, as the command line and Settings name them.
 inline constexpr const char* kRouterTrained = "trained";
 inline constexpr const char* kRouterTrainingFree = "training-free";
+/// The oracle router of evaluations (sekv_routing.h SekvRouterOptions::oracle): the spans of
+/// most attention mass, an upper bound for the other two, not a policy to answer with.
+inline constexpr const char* kRouterOracle = "oracle";
 
 /// How the trained router's τ is set, as result lines name it ("tau"): calibrated to the
 /// expand rate on the question (the default), or the thresholds learned in training (deciding
@@ -59,7 +62,7 @@ std::vector<std::string> zoom_search_paths(const std::string& model_path);
 
 /// The router a run uses.
 struct RouterChoice {
-    std::string mode;                         ///< kRouterTrained or kRouterTrainingFree
+    std::string mode; ///< kRouterTrained, kRouterTrainingFree or kRouterOracle
     std::shared_ptr<const ZoomParams> params; ///< trained: the parameters; else nullptr
     std::string path;                         ///< trained: the file they came from
     /// trained: τ is the learned threshold, each query head alone (SekvRouterOptions::
@@ -75,10 +78,11 @@ struct RouterChoice {
 };
 
 /// Choose the router. requested: "" (the default: trained when a file for the model is found),
-/// kRouterTrained or kRouterTrainingFree. zoom_path: a parameter file to use (e.g.
+/// kRouterTrained, kRouterTrainingFree or kRouterOracle. zoom_path: a parameter file to use (e.g.
 /// --zoom-params); empty: searched (zoom_search_paths). fingerprint: the model's
 /// (storage/model_fingerprint.h fingerprint_hex), every file is checked against it.
-/// Throws std::invalid_argument for another mode, or a zoom_path with kRouterTrainingFree;
+/// Throws std::invalid_argument for another mode, or a zoom_path with kRouterTrainingFree or
+/// kRouterOracle;
 /// ZoomParamsError when a given zoom_path cannot be used (load_zoom_params), or when trained is
 /// asked for and no file for the model is found (the message lists where it looked and why
 /// each file found was passed over).

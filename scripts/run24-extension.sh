@@ -9,7 +9,8 @@
 # Rows already in OUT_DIR are kept, so a stopped run resumes; a row another instance is running
 # (its lock file held) is left to it, so several instances can share one OUT_DIR. JOBS rows run
 # at once (default 2, one thread each), 7-12 minutes per row on a 2-core machine. ROUTERS
-# (default "training-free trained") picks the routers; the training-free rows do not need PARAMS.
+# (default "training-free trained") picks the routers; "oracle" is the upper bound of
+# --router oracle (rows oracle00625_pq…); the training-free and oracle rows do not need PARAMS.
 # LENGTH (tokens, default 4096) sets the context length; rows of another length than 4096 are
 # named with it (…_pq_8k_sS-niah.jsonl for 8192; a multiple of 1024); an 8K row takes about three
 # times as long. A trained row already in OUT_DIR (finished or stopped) from another PARAMS path is
@@ -19,7 +20,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CLI="${SPANSCOPE_CLI:-$ROOT/build/app/cli/spanscope-cli}"
 [[ $# -ge 3 ]] || { echo "usage: $0 PARAMS OUT_DIR SEED..." >&2; exit 2; }
 PARAMS=$1 OUT=$2; shift 2
-[[ -s "$PARAMS" || ${ROUTERS:-} == training-free ]] || { echo "no parameter file at $PARAMS" >&2; exit 2; }
+[[ -s "$PARAMS" || ! " ${ROUTERS:-trained} " =~ " trained " ]] || { echo "no parameter file at $PARAMS" >&2; exit 2; }
 mkdir -p "$OUT"
 
 row() { # ROUTER SEED
@@ -27,12 +28,14 @@ row() { # ROUTER SEED
     [[ $LENGTH == 4096 ]] || len="_$((LENGTH / 1024))k"
     if [[ $1 == training-free ]]; then
         name="tf00625_pq${len}_s$2"; router=(--router training-free)
+    elif [[ $1 == oracle ]]; then
+        name="oracle00625_pq${len}_s$2"; router=(--router oracle)
     else
         name="r24_00625_pq${len}_s$2"; router=(--router trained --zoom-params "$PARAMS")
     fi
     local f
     for f in "$OUT/$name-niah.jsonl" "$OUT/$name.part-niah.jsonl"; do
-        if [[ $1 != training-free && -s $f ]] && ! head -1 "$f" | grep -qF -- "--zoom-params $PARAMS "; then
+        if [[ $1 == trained && -s $f ]] && ! head -1 "$f" | grep -qF -- "--zoom-params $PARAMS "; then
             echo "$f was measured with another parameter file than $PARAMS: move it away" >&2
             return 1
         fi

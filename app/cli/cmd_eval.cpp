@@ -32,9 +32,11 @@ namespace {
 // The router that answered a sekv line: "" for training-free (the lines measured before the
 // trained router existed have no "router" and were training-free), "trained:<digest>:<tau>"
 // for the trained one (zoom_params.h ZoomParams::digest; τ as result_line_tau, so that a line
-// measured before "tau" said per_query resumes), so that a file resumes with the same router
-// only.
+// measured before "tau" said per_query resumes), "oracle" for the oracle, so that a file resumes
+// with the same router only.
 std::string router_key(const nlohmann::json& j) {
+    if (j.value("router", "") == kRouterOracle)
+        return kRouterOracle;
     if (j.value("router", "") != kRouterTrained)
         return "";
     return "trained:" + j.value("zoom_digest", "") + ":" +

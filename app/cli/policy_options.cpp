@@ -60,8 +60,12 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
                    "sekv: the router, trained (W, thresholds and rank gates learned for the "
                    "model, from a parameter file) or training-free (thresholds calibrated to "
                    "--expand-rate); default: trained when a parameter file for the model is "
-                   "installed, else training-free")
-        ->check(CLI::IsMember({std::string(kRouterTrained), std::string(kRouterTrainingFree)}));
+                   "installed, else training-free. oracle (evaluations only, with "
+                   "--tau-per-query): each query head expands the spans of most attention mass, "
+                   "scored against every span's keys; an upper bound for the other two that "
+                   "saves no work")
+        ->check(CLI::IsMember({std::string(kRouterTrained), std::string(kRouterTrainingFree),
+                               std::string(kRouterOracle)}));
     cmd.add_option("--zoom-params", o.zoom_params,
                    "sekv: the trained router's parameter file (default: <model name>.zoom.gguf "
                    "in the installed data, see README); it must be trained for the model")
@@ -107,6 +111,11 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
                            fingerprint_hex(model_fingerprint(model)));
     for (const auto& n : c.notes)
         std::cerr << "note: " << n << "\n";
+    if (c.mode == kRouterOracle && (!o.tau_per_query || o.learned_tau || o.full_rank))
+        throw std::invalid_argument(
+            "--router oracle expands, per query head, as many spans as --tau-per-query asks "
+            "for: give --tau-per-query (and neither --learned-tau nor --full-rank, which are "
+            "the trained router's)");
     if (o.learned_tau && !c.params)
         throw std::invalid_argument(
             o.router.empty()
@@ -148,6 +157,7 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
 void use_router(const RouterChoice& router, SessionOptions& so) {
     so.sekv.zoom = router.params;
     so.sekv.router.learned_tau = router.params && router.learned_tau;
+    so.sekv.router.oracle = router.mode == kRouterOracle;
     if (so.sekv.router.learned_tau) // as trained: each query head alone or the group's union
         so.sekv.router.share_group = router.params->share_group;
 }

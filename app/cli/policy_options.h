@@ -27,8 +27,9 @@ struct PolicyOptions {
     double alpha = 1.0;             ///< sekv: anchor threshold μ + α·σ
     int64_t max_span = 32;          ///< sekv: longest span (tokens)
     std::vector<int> layers;        ///< sekv: layers it serves (default: the global layers)
-    /// sekv: "trained", "training-free", or "" (trained when a parameter file for the model is
-    /// found, else training-free).
+    /// sekv: "trained", "training-free", "oracle" (evaluations' upper bound, with
+    /// --tau-per-query), or "" (trained when a parameter file for the model is found, else
+    /// training-free).
     std::string router;
     std::string zoom_params;  ///< sekv: the trained router's parameter file ("": searched)
     bool learned_tau = false; ///< sekv, trained router: its learned thresholds, not calibrated

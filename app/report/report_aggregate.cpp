@@ -190,9 +190,9 @@ BudgetSummary budget_summary(const Report& report, double budget,
 } // namespace
 
 std::optional<std::string> training_free_partner(const std::string& policy) {
-    static const std::string trained = "sekv-trained";
+    static const std::string trained = "sekv-trained", oracle = "sekv-oracle";
     static const std::string per_query = "-tau-per-query";
-    if (policy.rfind(trained, 0) != 0)
+    if (policy.rfind(trained, 0) != 0 && policy.rfind(oracle, 0) != 0)
         return std::nullopt;
     const bool tau_per_query =
         policy.size() >= per_query.size() &&

@@ -2,7 +2,7 @@
 #include "report_data.h"
 #include "report_line_reader.h"
 #include "report_pic.h"
-#include "zoom_locator.h" // kTauLearned, kTauCalibrated, kTauUnrecorded
+#include "zoom_locator.h" // kRouter*, kTau*
 
 #include <nlohmann/json.hpp>
 
@@ -39,7 +39,11 @@ ResultRow parse_result(const LineReader& r) {
         r.fail("\"policy\" is empty");
     // SEKV's trained router is its own configuration (issue 8); lines without "router" were
     // measured with the training-free one.
-    const bool trained = r.find("router") && r.string("router") == "trained";
+    const std::string router = r.find("router") ? r.string("router") : "";
+    const bool trained = router == kRouterTrained;
+    // The oracle router (SekvRouterOptions::oracle) is an upper bound, never pooled with the
+    // routers that answer: its own configuration, with τ per query only.
+    const bool oracle = router == kRouterOracle;
     // The settings are shared by every policy of a run: only a sekv line's name its τ rule.
     const std::string tau =
         row.policy == "sekv"
@@ -61,9 +65,13 @@ ResultRow parse_result(const LineReader& r) {
             r.fail("\"rank_gate\" \"" + gate + "\" is not " + kRankGateEnergy);
         if (result_line_full_rank(gate, row.settings))
             row.policy += "-full-rank";
+    } else if (oracle && tau != kTauPerQuery) {
+        r.fail("the oracle router's \"tau\" \"" + tau + "\" is not " + kTauPerQuery);
     } else if (!tau.empty() && tau != kTauPerQuery) {
         r.fail("\"tau\" \"" + tau + "\" of the training-free router is not " + kTauPerQuery);
     }
+    if (oracle && row.policy == "sekv")
+        row.policy += "-oracle";
     if (tau == kTauPerQuery) // either router: another rule, not averaged into the default's
         row.policy += "-tau-per-query";
     if (r.find("budget") || row.policy != "full")

@@ -146,6 +146,14 @@ std::string router_tail(const RouterComparison& c) {
     return t;
 }
 
+bool has_oracle(const Report& report) {
+    for (const auto& b : report.budgets)
+        for (const auto& c : b.router_comparisons)
+            if (c.trained.policy.rfind("sekv-oracle", 0) == 0)
+                return true;
+    return false;
+}
+
 void summary_tables(std::ostringstream& md, const Report& report) {
     md << "## Summary per budget\n\n"
        << "Macro average over tasks of each task's accuracy (all target lengths pooled). "
@@ -159,7 +167,13 @@ void summary_tables(std::ostringstream& md, const Report& report) {
           "(sekv-trained…) "
           "is compared with the training-free sekv of the same τ rule on the samples both "
           "answered; its expansions per token and KL are the means over the samples both report "
-          "them for (the percentage: trained / training-free − 1).\n\n";
+          "them for (the percentage: trained / training-free − 1).";
+    if (has_oracle(report))
+        md << " The oracle router (sekv-oracle…) is compared in the same way: it expands, in "
+              "each query head, the spans of most attention mass, scored against every span's "
+              "keys; an upper bound for a router choosing from the same factors, not a policy "
+              "that saves work.";
+    md << "\n\n";
     for (const auto& b : report.budgets) {
         md << "### Budget " << budget_percent(b.budget) << " %"
            << "\n\n";

@@ -478,6 +478,15 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
     EXPECT_EQ(policies, (std::set<std::string>{"sekv-trained-tau-per-query",
                                                "sekv-trained-full-rank", "sekv-tau-per-query"}));
     EXPECT_THROW(load_text(line(R"(,"tau":"calibrated","rank_gate":"trained")")), InputError);
+    // The oracle router: its own configuration, with τ per query only.
+    const std::string oracle = R"(,"router":"oracle")";
+    EXPECT_EQ(load_text(result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+                               fast(0.3) + oracle + R"(,"tau":"per_query")"))
+                  .rows.at(0)
+                  .policy,
+              "sekv-oracle-tau-per-query");
+    EXPECT_THROW(load_text(result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0, fast(0.3) + oracle)),
+                 InputError);
     // Lines measured before "tau" and "rank_gate" said so: their settings do. A full line of
     // the same run (the settings are shared) stays full.
     policies.clear();
@@ -558,6 +567,29 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
     EXPECT_EQ(training_free_partner("sekv-trained-full-rank"), "sekv");
     EXPECT_EQ(training_free_partner("sekv-trained-full-rank-tau-per-query"), "sekv-tau-per-query");
     EXPECT_EQ(training_free_partner("sekv-tau-per-query"), std::nullopt);
+    EXPECT_EQ(training_free_partner("sekv-oracle-tau-per-query"), "sekv-tau-per-query");
+    EXPECT_EQ(md.find("The oracle router"), std::string::npos) << md; // none measured
+
+    // The oracle router is compared with the training-free one of τ per query as well, and the
+    // report says what it is.
+    std::string o = s;
+    o += line(0, 1.0, R"(,"router":"oracle")" + pq, 2.0, 0.05);
+    o += line(1, 0.0, R"(,"router":"oracle")" + pq, 4.0, 0.15);
+    const Report with_oracle = aggregate(load_text(o));
+    const RouterComparison* oc = nullptr;
+    for (const auto& c : with_oracle.budgets.at(0).router_comparisons)
+        if (c.trained.policy == "sekv-oracle-tau-per-query")
+            oc = &c;
+    ASSERT_NE(oc, nullptr);
+    EXPECT_EQ(oc->training_free.policy, "sekv-tau-per-query");
+    EXPECT_EQ(oc->accuracy.paired_samples, 2);
+    EXPECT_EQ(points(oc->accuracy.value), "0.0 points"); // (1 − 0 + 0 − 1) / 2
+    EXPECT_DOUBLE_EQ(oc->trained_expansions, 3.0);
+    EXPECT_DOUBLE_EQ(oc->training_free_kl, 0.2);
+    const std::string omd = render_markdown(load_text(o), with_oracle, "t", {});
+    EXPECT_NE(omd.find("The oracle router (sekv-oracle…) is compared"), std::string::npos) << omd;
+    EXPECT_NE(omd.find("- sekv-oracle-tau-per-query \u2212 training-free sekv"), std::string::npos)
+        << omd;
     EXPECT_EQ(training_free_partner("snapkv"), std::nullopt);
 }
 

@@ -284,6 +284,14 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     expect_clean_error(ask({"--full-rank"}), "no parameter file for the model was found");
     expect_clean_error(ask({"--router", "training-free", "--tau-per-query", "--expand-rows", "64"}),
                        "--expand-rows");
+    // The oracle router: with τ per query only, and without a parameter file.
+    r = ask({"--router", "oracle", "--tau-per-query"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(router_of(r), "oracle");
+    expect_clean_error(ask({"--router", "oracle"}), "--tau-per-query");
+    expect_clean_error(
+        ask({"--router", "oracle", "--tau-per-query", "--zoom-params", dir_ + "/mine.zoom.gguf"}),
+        "not oracle");
     expect_clean_error(
         run({"ask", "--model", big, "--doc", long_doc, "--router", "trained", "What?"}),
         "sekv policy");

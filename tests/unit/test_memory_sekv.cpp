@@ -1,7 +1,8 @@
 // The `sekv` memory against the exact ones: with every span expanded at full rank it gives full
 // attention (random rows, and the forward pass of a model on real text); spans of equal rows
 // give it from their summary rows alone; the row budget and the calibrated expansion rate hold;
-// spans moved by Δ positions equal spans built there.
+// spans moved by Δ positions equal spans built there; the oracle router expands the spans of
+// most attention mass.
 #include "memory_full.h"
 #include "memory_sekv.h"
 #include "model.h"
@@ -238,6 +239,109 @@ TEST(SekvMemory, TauPerQueryExpandsEachQueryHeadsOwnShare) {
     auto budget = options(false, 0.25, 10);
     budget.router.tau_per_query = true;
     EXPECT_THROW(SekvMemory(kShape, 1024, 1e6, budget), std::invalid_argument);
+}
+
+TEST(SekvMemory, TheOracleExpandsTheSpansOfMostAttentionMass) {
+    ThreadPool pool(2);
+    const auto doc = make_doc(400, 11);
+    for (const bool group : {false, true}) {
+        SCOPED_TRACE(group ? "KV group union" : "each head alone");
+        auto o = options(false, 0.25); // full rank: the factors give the stored keys back
+        o.router.tau_per_query = true;
+        o.router.oracle = true;
+        o.router.share_group = group;
+        SekvMemory sekv(kShape, 1024, 1e6, o);
+        const auto pos = iota_pos(0, doc.n);
+        sekv.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
+        sekv.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+        const auto& spans = sekv.spans();
+        const auto n_spans = static_cast<int64_t>(spans.size());
+        ASSERT_GT(n_spans, 8);
+        const int64_t nq = 3;
+        const auto tk = randn(nq * kRow, 41), tv = randn(nq * kRow, 42);
+        const auto q = randn(nq * 4 * 16, 43);
+        const auto qpos = iota_pos(static_cast<int32_t>(doc.n), nq);
+        sekv.store(tk.data(), tv.data(), qpos.data(), nq);
+        std::vector<float> out(q.size());
+        sekv.attend(q.data(), qpos.data(), nq, out.data(), pool);
+        // Independently, from the stored keys themselves: each head of the last query wants the
+        // round(0.25 · n) spans whose rows take the most softmax mass (scale 0.25), and the
+        // trace gives each its share of the mass of all spans.
+        const int64_t want = std::llround(0.25 * static_cast<double>(n_spans));
+        std::vector<std::vector<int>> top(4);
+        std::vector<std::vector<double>> share(4);
+        int differs_from_summaries = 0;
+        for (int h = 0; h < 4; ++h) {
+            const float* qh = q.data() + ((nq - 1) * 4 + h) * 16;
+            std::vector<double> mass(static_cast<size_t>(n_spans), 0.0);
+            double total = 0;
+            for (int64_t s = 0; s < n_spans; ++s) {
+                const auto& sp = spans[static_cast<size_t>(s)];
+                for (int64_t i = sp.begin; i < sp.end(); ++i) {
+                    double dot = 0;
+                    for (int c = 0; c < 16; ++c)
+                        dot += static_cast<double>(qh[c]) * doc.k[i * kRow + (h / 2) * 16 + c];
+                    mass[static_cast<size_t>(s)] += std::exp(0.25 * dot);
+                }
+                total += mass[static_cast<size_t>(s)];
+            }
+            std::vector<std::pair<double, int>> r, by_summary;
+            for (int64_t s = 0; s < n_spans; ++s) {
+                const auto& sp = spans[static_cast<size_t>(s)];
+                share[static_cast<size_t>(h)].push_back(mass[static_cast<size_t>(s)] / total);
+                r.emplace_back(mass[static_cast<size_t>(s)], static_cast<int>(s));
+                by_summary.emplace_back(
+                    span_relevance(qh, sp.summary_k.data() + (h / 2) * 16, 16, sp.size),
+                    static_cast<int>(s));
+            }
+            std::sort(r.rbegin(), r.rend());
+            std::sort(by_summary.rbegin(), by_summary.rend());
+            for (int64_t i = 0; i < want; ++i) {
+                top[static_cast<size_t>(h)].push_back(r[static_cast<size_t>(i)].second);
+                differs_from_summaries +=
+                    r[static_cast<size_t>(i)].second != by_summary[static_cast<size_t>(i)].second;
+            }
+            std::sort(top[static_cast<size_t>(h)].begin(), top[static_cast<size_t>(h)].end());
+        }
+        // The summaries rank these spans otherwise, so the choice is the oracle's own.
+        EXPECT_GT(differs_from_summaries, 0);
+        const auto& zoom = *sekv.last_zoom();
+        ASSERT_EQ(zoom.size(), 4u);
+        for (int h = 0; h < 4; ++h) {
+            std::vector<int> expect = top[static_cast<size_t>(h)];
+            if (group) { // heads 2g and 2g + 1 share KV head g
+                const auto& other = top[static_cast<size_t>(h ^ 1)];
+                expect.insert(expect.end(), other.begin(), other.end());
+                std::sort(expect.begin(), expect.end());
+                expect.erase(std::unique(expect.begin(), expect.end()), expect.end());
+            }
+            const auto& z = zoom[static_cast<size_t>(h)];
+            EXPECT_EQ(z.spans, expect) << "head " << h;
+            ASSERT_EQ(z.relevance.size(), z.spans.size());
+            // Relative 1e-3: float factors from the Gram matrix's eigenvectors give the keys
+            // back to about 1e-4 of their norm, so a score to about 1e-3.
+            for (size_t j = 0; j < z.spans.size(); ++j) {
+                const double want_share =
+                    share[static_cast<size_t>(h)][static_cast<size_t>(z.spans[j])];
+                EXPECT_NEAR(z.relevance[j], want_share, 1e-3 * want_share)
+                    << "head " << h << ", span " << z.spans[j];
+            }
+        }
+    }
+    // The oracle asks for the count τ per query gives, and has no trained parameters.
+    auto calibrated = options(false, 0.25);
+    calibrated.router.oracle = true;
+    EXPECT_THROW(SekvMemory(kShape, 1024, 1e6, calibrated), std::invalid_argument);
+    auto trained = options(false, 0.25);
+    trained.router.oracle = trained.router.tau_per_query = true;
+    auto layer = std::make_shared<TrainedRouterLayer>();
+    layer->d_out = 2;
+    layer->w.assign(4 * 2 * 16, 0.0f);
+    layer->tau.assign(4, 0.5);
+    trained.router.trained = layer;
+    EXPECT_THROW(SekvMemory(kShape, 1024, 1e6, trained), std::invalid_argument);
+    trained.router.oracle = false; // the same router without the oracle is accepted
+    EXPECT_NO_THROW(SekvMemory(kShape, 1024, 1e6, trained));
 }
 
 namespace {

@@ -249,6 +249,7 @@ TEST_F(TrainedZoom, AFileForAnotherModelIsRefused) {
                                {file});
     EXPECT_THROW(choose_router(kRouterTrainingFree, file, model_->path(), mine),
                  std::invalid_argument);
+    EXPECT_THROW(choose_router(kRouterOracle, file, model_->path(), mine), std::invalid_argument);
     // Its own model takes it.
     const auto c = choose_router("", file, other->path(), theirs);
     EXPECT_EQ(c.mode, kRouterTrained);
@@ -301,6 +302,10 @@ TEST_F(TrainedZoom, TheDefaultIsTrainedWhenAFileForTheModelIsInstalled) {
     }
     c = choose_router(kRouterTrainingFree, "", model_->path(), fp);
     EXPECT_EQ(c.mode, kRouterTrainingFree);
+    EXPECT_EQ(c.params, nullptr);
+    // The oracle reads no parameter file, even with one installed.
+    c = choose_router(kRouterOracle, "", model_->path(), fp);
+    EXPECT_EQ(c.mode, kRouterOracle);
     EXPECT_EQ(c.params, nullptr);
 }
 
