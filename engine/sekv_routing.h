@@ -49,19 +49,22 @@ struct SekvRouterOptions {
     /// relevances, router.h calibrate_tau), rather than once on the question's queries. Off by
     /// default. Not with learned_tau (fixed thresholds) or a row budget.
     bool tau_per_query = false;
-    /// The oracle router, an evaluation ceiling rather than a cache policy: a span's relevance
+    /// The attention-mass oracle, a measurement rather than a cache policy: a span's relevance
     /// is its share of the attention mass over all spans, the scores taken against every key
     /// reconstructed from the span's factors (span_attention_shares), so each query head
-    /// expands the spans it would attend to most. It reads every span's factors at every query,
-    /// as full attention reads every row, and so saves no work; it bounds from above what any
-    /// router choosing from the same factors at the same expand rate can reach. Needs
-    /// tau_per_query (each query head expands the same number of spans as the other routers
-    /// do) and no trained router.
+    /// expands, of all sets of that many spans, the one holding the most attention mass. That
+    /// is what the trained router's zoom labels ask for (the spans covering most of the
+    /// teacher's mass, zoom_examples.h); it is not a bound on accuracy or KL, as a span of
+    /// near-equal rows loses little to its summary whatever its mass. It reads every span's
+    /// factors at every query, as full attention reads every row, and so saves no work; the
+    /// host memory only (DeviceSekvMemory refuses it). Needs tau_per_query (each query head
+    /// expands as many spans as τ per query asks for) and no trained router.
     bool oracle = false;
 };
 
 /// Throws std::invalid_argument when the options are out of range (expand rate outside [0, 1],
-/// a negative row budget), tau_per_query is combined with learned_tau or a row budget, or the
+/// a negative row budget), tau_per_query is combined with learned_tau or a row budget, oracle
+/// comes without tau_per_query or with a trained router, or the
 /// trained router does not match the shape (n_head, head_dim; a sketch basis of
 /// n_kv_head · sketch_dim · head_dim values).
 void check_router_options(const SekvRouterOptions& options, const AttentionShape& shape);
@@ -78,8 +81,10 @@ std::vector<double> span_relevances(const AttentionShape& shape, const SekvRoute
 /// share of the attention mass over all spans, exp(L_S − log Σ_S' exp L_S'), with
 /// L_S = log Σ_{i∈S} exp(scale · qh·k_i) over the keys k_i = left_i · right reconstructed from
 /// the span's factors of the head's KV group (the scores mixed_attention gives an expanded
-/// span). Returns [spans.size()], summing to 1. Throws std::invalid_argument for a span without
-/// factors (a summaries-only span) or factors of another shape than [size][head_dim].
+/// span). head: in [0, shape.n_head), n_head a multiple of n_kv_head. Returns [spans.size()],
+/// summing to 1 (a share may underflow to 0). Throws std::invalid_argument for a span without
+/// factors (a summaries-only span, or one whose factors live on the GPU) or factors of another
+/// shape than [size][head_dim].
 std::vector<double> span_attention_shares(const AttentionShape& shape,
                                           const std::vector<SekvSpan>& spans, const float* qh,
                                           int head);
@@ -105,7 +110,7 @@ struct SpanRouting {
 /// relevance above τ (route_spans with the row budget; with tau_per_query above the τ of that
 /// query head's own relevances, and `tau` is not read), united over each KV group with
 /// share_group (and no row budget). With options.oracle the relevances are
-/// span_attention_shares.
+/// span_attention_shares (which throws std::invalid_argument for spans without factors).
 SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& options,
                           bool summaries_only, const std::vector<SekvSpan>& spans,
                           const std::vector<double>& tau, const float* q, int64_t n_q,

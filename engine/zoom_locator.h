@@ -24,8 +24,8 @@ namespace spanscope {
 /// The router modes, as the command line and Settings name them.
 inline constexpr const char* kRouterTrained = "trained";
 inline constexpr const char* kRouterTrainingFree = "training-free";
-/// The oracle router of evaluations (sekv_routing.h SekvRouterOptions::oracle): the spans of
-/// most attention mass, an upper bound for the other two, not a policy to answer with.
+/// The attention-mass oracle of evaluations (sekv_routing.h SekvRouterOptions::oracle): the
+/// spans of most attention mass, a reference for the other two, not a policy to answer with.
 inline constexpr const char* kRouterOracle = "oracle";
 
 /// How the trained router's τ is set, as result lines name it ("tau"): calibrated to the

@@ -8,7 +8,8 @@
 
 namespace spanscope {
 
-/// The spans one query head zoomed into, ascending ids, with their relevances in (0, 1).
+/// The spans one query head zoomed into, ascending ids, with their relevances in (0, 1) (the
+/// oracle router's: attention shares in [0, 1], sekv_routing.h).
 struct ZoomHead {
     std::vector<int32_t> spans;
     std::vector<float> relevance; ///< [spans.size()]

@@ -60,10 +60,10 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
                    "sekv: the router, trained (W, thresholds and rank gates learned for the "
                    "model, from a parameter file) or training-free (thresholds calibrated to "
                    "--expand-rate); default: trained when a parameter file for the model is "
-                   "installed, else training-free. oracle (evaluations only, with "
-                   "--tau-per-query): each query head expands the spans of most attention mass, "
-                   "scored against every span's keys; an upper bound for the other two that "
-                   "saves no work")
+                   "installed, else training-free. oracle (a measurement, not for answering; "
+                   "with --tau-per-query, cpu backend): each query head expands the spans of "
+                   "most attention mass, scored against every span's keys, which reads them all "
+                   "and so saves no work")
         ->check(CLI::IsMember({std::string(kRouterTrained), std::string(kRouterTrainingFree),
                                std::string(kRouterOracle)}));
     cmd.add_option("--zoom-params", o.zoom_params,

@@ -170,9 +170,9 @@ void summary_tables(std::ostringstream& md, const Report& report) {
           "them for (the percentage: trained / training-free − 1).";
     if (has_oracle(report))
         md << " The oracle router (sekv-oracle…) is compared in the same way: it expands, in "
-              "each query head, the spans of most attention mass, scored against every span's "
-              "keys; an upper bound for a router choosing from the same factors, not a policy "
-              "that saves work.";
+              "each query head, as many spans as τ per query asks for, those of most attention "
+              "mass scored against every span's keys (a reference that reads every key, not a "
+              "policy that saves work; it maximises the mass expanded, not the accuracy).";
     md << "\n\n";
     for (const auto& b : report.budgets) {
         md << "### Budget " << budget_percent(b.budget) << " %"

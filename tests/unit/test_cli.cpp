@@ -292,6 +292,10 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     expect_clean_error(
         ask({"--router", "oracle", "--tau-per-query", "--zoom-params", dir_ + "/mine.zoom.gguf"}),
         "not oracle");
+    expect_clean_error(ask({"--router", "oracle", "--tau-per-query", "--full-rank"}),
+                       "--tau-per-query");
+    expect_clean_error(ask({"--router", "oracle", "--tau-per-query", "--expand-rows", "64"}),
+                       "--expand-rows");
     expect_clean_error(
         run({"ask", "--model", big, "--doc", long_doc, "--router", "trained", "What?"}),
         "sekv policy");

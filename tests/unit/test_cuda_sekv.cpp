@@ -160,6 +160,13 @@ TEST_F(CudaSekv, MatchesSekvOnTheHostUnderEveryRouterSetting) {
         EXPECT_EQ(kg, kc);
         EXPECT_THROW(gpu.read_rows(0, int32_t(doc.n), kg, vg, pg), std::logic_error);
     }
+    // The oracle router scores every span's factors, which stay on the host: refused when the
+    // memory is made, before any prefill, never in the middle of an answer.
+    SekvOptions oracle;
+    oracle.router.tau_per_query = oracle.router.oracle = true;
+    EXPECT_NO_THROW(SekvMemory(kShape, 1024, kBase, oracle));
+    EXPECT_THROW(DeviceSekvMemory(kShape, 1024, kBase, oracle, DeviceSekvOptions{}, ctx_),
+                 std::invalid_argument);
 }
 
 // The spans one attention call of a single query expands: the union of its heads' zoom.
