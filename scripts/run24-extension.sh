@@ -13,7 +13,8 @@
 # --router oracle (rows oracle00625_pq…); the training-free and oracle rows do not need PARAMS.
 # LENGTH (tokens, default 4096) sets the context length; rows of another length than 4096 are
 # named with it (…_pq_8k_sS-niah.jsonl for 8192; a multiple of 1024); an 8K row takes about three
-# times as long. A trained row already in OUT_DIR (finished or stopped) from another PARAMS path is
+# times as long. PREFIX (default r24) names the trained rows (PREFIX_00625_pq…), so that another
+# parameter file's rows sit beside run 24's. A trained row already in OUT_DIR (finished or stopped) from another PARAMS path is
 # refused, never kept or resumed as if it were this file's.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,13 +27,12 @@ mkdir -p "$OUT"
 row() { # ROUTER SEED
     local name router len=""
     [[ $LENGTH == 4096 ]] || len="_$((LENGTH / 1024))k"
-    if [[ $1 == training-free ]]; then
-        name="tf00625_pq${len}_s$2"; router=(--router training-free)
-    elif [[ $1 == oracle ]]; then
-        name="oracle00625_pq${len}_s$2"; router=(--router oracle)
-    else
-        name="r24_00625_pq${len}_s$2"; router=(--router trained --zoom-params "$PARAMS")
-    fi
+    case $1 in
+    training-free) name="tf00625_pq${len}_s$2" router=(--router training-free) ;;
+    oracle) name="oracle00625_pq${len}_s$2" router=(--router oracle) ;;
+    trained) name="${PREFIX}_00625_pq${len}_s$2" router=(--router trained --zoom-params "$PARAMS") ;;
+    *) echo "unknown router '$1' in ROUTERS (training-free, trained, oracle)" >&2; return 1 ;;
+    esac
     local f
     for f in "$OUT/$name-niah.jsonl" "$OUT/$name.part-niah.jsonl"; do
         if [[ $1 == trained && -s $f ]] && ! head -1 "$f" | grep -qF -- "--zoom-params $PARAMS "; then
@@ -55,7 +55,9 @@ export -f row
 LENGTH=${LENGTH:-4096}
 [[ $LENGTH =~ ^[1-9][0-9]*$ ]] && ((LENGTH % 1024 == 0)) ||
     { echo "LENGTH must be a multiple of 1024 tokens, not '$LENGTH'" >&2; exit 2; }
-export CLI PARAMS OUT LENGTH
+PREFIX=${PREFIX:-r24}
+[[ $PREFIX =~ ^[a-z][a-z0-9]*$ ]] || { echo "PREFIX must be lower-case letters and digits, not '$PREFIX'" >&2; exit 2; }
+export CLI PARAMS OUT LENGTH PREFIX
 for seed in "$@"; do
     for router in ${ROUTERS:-training-free trained}; do echo "$router $seed"; done
 done | xargs -P "${JOBS:-2}" -L 1 bash -c 'row "$0" "$1"'
