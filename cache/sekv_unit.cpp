@@ -26,7 +26,13 @@ std::string sekv_options_key(const SekvOptions& o, const std::vector<int>& layer
     // under their own key (the training-free key is unchanged, so stored states stay valid).
     if (o.zoom && o.trained_rank_gate)
         key += "-g" + o.zoom->rank_gate_digest();
-    else if (o.rank.predictor)
+    // A key sketch makes each span cost more of the budget, so the segmentation is coarser:
+    // those states have their own key (without a sketch the key is unchanged).
+    if (const double span_rows = sekv_span_rows(o); span_rows > 1.0) {
+        char rows[32];
+        std::snprintf(rows, sizeof rows, "-s%.6g", span_rows);
+        key += rows;
+    } else if (o.rank.predictor)
         throw std::invalid_argument("SEKV: spans built by a rank gate that is not from a zoom "
                                     "parameter file cannot be keyed for the project store");
     return key;
@@ -54,8 +60,9 @@ SekvUnitState build_sekv_unit(const DocumentUnit& unit, const UnitStates& states
     st.options_key = sekv_options_key(options, layers);
     st.n_tokens = n;
     st.token_surprisal = token_surprisals(row_surprisal.data(), n);
-    st.segmentation = segment_within_budget(st.token_surprisal.data(), n, options.segmentation,
-                                            options.budget, options.reserve_rows, &st.alpha);
+    st.segmentation =
+        segment_within_budget(st.token_surprisal.data(), n, options.segmentation, options.budget,
+                              options.reserve_rows, &st.alpha, nullptr, sekv_span_rows(options));
     const auto& seg = st.segmentation;
     // Byte range of tokens [b, e): from the first document byte in it to the next one after.
     auto char_range = [&](int64_t b, int64_t e) {

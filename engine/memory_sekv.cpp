@@ -45,6 +45,17 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
     return o;
 }
 
+double sekv_span_rows(const SekvOptions& options) {
+    double rows = 1.0;
+    if (!options.zoom || options.summaries_only)
+        return rows;
+    for (const auto& l : options.zoom->layers)
+        if (l.sketch_dim > 0 && l.head_dim > 0)
+            rows = std::max(rows, 1.0 + static_cast<double>(sketch_length(l.sketch_dim)) /
+                                            (2.0 * static_cast<double>(l.head_dim)));
+    return rows;
+}
+
 SekvMemory::SekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
                        const SekvOptions& options)
     : shape_(shape), capacity_(capacity), rope_base_(rope_base), options_(options),

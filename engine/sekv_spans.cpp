@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 namespace spanscope {
 
@@ -130,11 +131,17 @@ std::vector<float> token_surprisals(const float* row_surprisal, int64_t n) {
 
 Segmentation segment_within_budget(const float* token_surprisal, int64_t n,
                                    const SegmentationOptions& options, double budget,
-                                   int64_t reserve_rows, double* alpha_used, bool* met) {
+                                   int64_t reserve_rows, double* alpha_used, bool* met,
+                                   double span_rows) {
+    if (!std::isfinite(span_rows) || span_rows < 1.0)
+        throw std::invalid_argument("segment_within_budget: a span costs at least its summary "
+                                    "row, not " +
+                                    std::to_string(span_rows) + " rows");
     SegmentationOptions o = options;
     auto fits = [&](const Segmentation& s) {
-        const auto rows =
-            static_cast<double>(s.full_resolution.size() + s.spans.size()) + reserve_rows;
+        const auto rows = static_cast<double>(s.full_resolution.size()) +
+                          span_rows * static_cast<double>(s.spans.size()) +
+                          static_cast<double>(reserve_rows);
         return rows <= budget * static_cast<double>(n);
     };
     Segmentation s = segment(token_surprisal, n, o);

@@ -89,15 +89,17 @@ std::vector<float> token_surprisals(const float* row_surprisal, int64_t n);
 
 /// The segmentation of a context whose fast tier must fit `budget` (a fraction of the bytes a
 /// full cache holds): α is raised from options.alpha in steps of 0.25 (at most 32 steps) until
-/// the rows kept at full resolution plus one summary row per span plus reserve_rows (room for
-/// the tail) fit budget · n; budget <= 0 keeps options.alpha; budget >= 1 (the whole context
+/// the rows kept at full resolution plus span_rows per span plus reserve_rows (room for the
+/// tail) fit budget · n; budget <= 0 keeps options.alpha; budget >= 1 (the whole context
 /// fits) holds no span: every token stays at full resolution. *met tells whether the
 /// budget was met; a context that cannot meet it (too short for the reserve, or no α up to
-/// options.alpha + 8 fits) also holds no span. token_surprisal: [n].
-/// Throws as segment().
+/// options.alpha + 8 fits) also holds no span. token_surprisal: [n]. span_rows: the fast-tier
+/// rows one span costs, 1 for its summary row plus what else the fast tier keeps for it in rows
+/// (a trained router's key sketch: sekv_span_rows in memory_sekv.h).
+/// Throws as segment(), and std::invalid_argument for span_rows < 1 or not finite.
 Segmentation segment_within_budget(const float* token_surprisal, int64_t n,
                                    const SegmentationOptions& options, double budget,
                                    int64_t reserve_rows = 0, double* alpha_used = nullptr,
-                                   bool* met = nullptr);
+                                   bool* met = nullptr, double span_rows = 1.0);
 
 } // namespace spanscope

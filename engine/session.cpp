@@ -120,7 +120,7 @@ SealInfo Session::seal_context(const float* row_surprisal, int32_t pos_begin, in
     info.token_surprisal = token_surprisals(row_surprisal, n);
     info.segmentation = segment_within_budget(
         info.token_surprisal.data(), n, options_.sekv.segmentation, options_.sekv.budget,
-        options_.sekv.reserve_rows, &info.alpha, &info.budget_met);
+        options_.sekv.reserve_rows, &info.alpha, &info.budget_met, sekv_span_rows(options_.sekv));
     seal_context(info.segmentation, info.token_surprisal, pos_begin);
     return info;
 }

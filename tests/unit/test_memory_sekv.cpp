@@ -13,6 +13,7 @@
 #include "span_sketch.h"
 #include "test_support.h"
 #include "tiny_model.h"
+#include "zoom_params.h"
 
 #include <gtest/gtest.h>
 
@@ -723,4 +724,29 @@ TEST(SekvMemory, ForwardPassOfTheRealModelMatchesFullWhenEverySpanExpands) {
         << "largest logit difference " << d.worst << " of " << d.scale;
     EXPECT_GT(cut.worst, tol * cut.scale)
         << "spans cut to 24 components must exceed the bound, or it cannot detect that loss";
+}
+
+// A span's fast-tier cost in rows for the budget: its summary row (key and value, head_dim floats
+// each per KV head) and, with a key sketch of m dimensions, m + m(m + 1)/2 floats per KV head more,
+// written out here rather than taken from sketch_length; the largest over the file's layers.
+TEST(SekvMemory, ASpanCostsItsSummaryRowAndItsKeySketchInRows) {
+    SekvOptions o;
+    EXPECT_EQ(sekv_span_rows(o), 1.0);
+    auto zp = std::make_shared<ZoomParams>();
+    zp->layers.resize(3);
+    const int d = 64, ms[] = {8, 0, 16};
+    for (int i = 0; i < 3; ++i) {
+        zp->layers[i].layer = i;
+        zp->layers[i].head_dim = d;
+        zp->layers[i].sketch_dim = ms[i];
+    }
+    o.zoom = zp;
+    const double m = 16;
+    EXPECT_DOUBLE_EQ(sekv_span_rows(o), 1.0 + (m + m * (m + 1) / 2) / (2.0 * d));
+    o.summaries_only = true; // chunk_summary drops the router and its sketch
+    EXPECT_EQ(sekv_span_rows(o), 1.0);
+    o.summaries_only = false;
+    for (auto& l : zp->layers)
+        l.sketch_dim = 0; // a file without a sketch (version 5)
+    EXPECT_EQ(sekv_span_rows(o), 1.0);
 }

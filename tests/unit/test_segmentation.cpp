@@ -1,6 +1,7 @@
 // SEKV segmentation rules (DESIGN.md §3.4) on surprisals whose mean and deviation are known by
 // hand.
 #include "segmentation.h"
+#include "sekv_spans.h"
 
 #include <gtest/gtest.h>
 
@@ -97,4 +98,42 @@ TEST(Segmentation, BadOptionsAreRefused) {
     EXPECT_THROW(segment(s, 2, {1.0, 0, 0}), std::invalid_argument);
     EXPECT_THROW(segment(s, 2, {1.0, 4, 6}), std::invalid_argument); // < 2 · 4 - 1
     EXPECT_NO_THROW(segment(s, 2, {1.0, 4, 7}));
+}
+
+// segment_within_budget counts what the fast tier keeps per span: with span_rows 2 (a summary
+// row and a key sketch as large again) the segmentation it settles on fits the budget at two rows
+// a span, where the one that counts a single row would not.
+TEST(Segmentation, WithinBudgetCountsEachSpansRows) {
+    std::mt19937 rng(11);
+    std::gamma_distribution<float> g(1.5f, 2.0f);
+    const int64_t n = 4000, reserve = 128;
+    const double budget = 0.35;
+    std::vector<float> s(static_cast<size_t>(n));
+    for (auto& x : s)
+        x = g(rng);
+    auto rows = [&](const Segmentation& seg, double span_rows) {
+        return static_cast<double>(seg.full_resolution.size()) +
+               span_rows * static_cast<double>(seg.spans.size()) + static_cast<double>(reserve);
+    };
+    bool met1 = false, met2 = false;
+    double alpha1 = 0, alpha2 = 0;
+    const SegmentationOptions o{1.0, 4, 32};
+    const auto one = segment_within_budget(s.data(), n, o, budget, reserve, &alpha1, &met1, 1.0);
+    const auto two = segment_within_budget(s.data(), n, o, budget, reserve, &alpha2, &met2, 2.0);
+    ASSERT_TRUE(met1);
+    ASSERT_TRUE(met2);
+    expect_partition(two, n);
+    EXPECT_LE(rows(one, 1.0), budget * n);
+    EXPECT_GT(rows(one, 2.0), budget * n) << "the draw does not tell one row a span from two";
+    EXPECT_LE(rows(two, 2.0), budget * n);
+    EXPECT_GT(alpha2, alpha1);
+    EXPECT_LT(two.spans.size(), one.spans.size());
+    // The default is one row a span.
+    bool met = false;
+    const auto dflt = segment_within_budget(s.data(), n, o, budget, reserve, nullptr, &met);
+    EXPECT_EQ(dflt.spans.size(), one.spans.size());
+    for (const double bad :
+         {0.5, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()})
+        EXPECT_THROW(segment_within_budget(s.data(), n, o, budget, reserve, nullptr, nullptr, bad),
+                     std::invalid_argument);
 }
