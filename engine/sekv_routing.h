@@ -52,7 +52,8 @@ struct SekvRouterOptions {
     /// The attention-mass oracle, a measurement rather than a cache policy: a span's relevance
     /// is its share of the attention mass over all spans, the scores taken against every key
     /// reconstructed from the span's factors (span_attention_shares), so each query head
-    /// expands, of all sets of that many spans, the one holding the most attention mass. That
+    /// expands, of all sets of that many spans, the one holding the most attention mass (with
+    /// share_group, the union of its group's sets). That
     /// is what the trained router's zoom labels ask for (the spans covering most of the
     /// teacher's mass, zoom_examples.h); it is not a bound on accuracy or KL, as a span of
     /// near-equal rows loses little to its summary whatever its mass. It reads every span's

@@ -60,10 +60,10 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
                    "sekv: the router, trained (W, thresholds and rank gates learned for the "
                    "model, from a parameter file) or training-free (thresholds calibrated to "
                    "--expand-rate); default: trained when a parameter file for the model is "
-                   "installed, else training-free. oracle (a measurement, not for answering; "
-                   "with --tau-per-query, cpu backend): each query head expands the spans of "
-                   "most attention mass, scored against every span's keys, which reads them all "
-                   "and so saves no work")
+                   "installed, else training-free. oracle (a measurement for evaluations: it "
+                   "answers, but reads every span at every query and so saves no work; with "
+                   "--tau-per-query, cpu backend): each query head expands the spans of most "
+                   "attention mass, scored against the keys rebuilt from every span's factors")
         ->check(CLI::IsMember({std::string(kRouterTrained), std::string(kRouterTrainingFree),
                                std::string(kRouterOracle)}));
     cmd.add_option("--zoom-params", o.zoom_params,
@@ -111,11 +111,12 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
                            fingerprint_hex(model_fingerprint(model)));
     for (const auto& n : c.notes)
         std::cerr << "note: " << n << "\n";
-    if (c.mode == kRouterOracle && (!o.tau_per_query || o.learned_tau || o.full_rank))
-        throw std::invalid_argument(
-            "--router oracle expands, per query head, as many spans as --tau-per-query asks "
-            "for: give --tau-per-query (and neither --learned-tau nor --full-rank, which are "
-            "the trained router's)");
+    if (c.mode == kRouterOracle && !o.tau_per_query)
+        throw std::invalid_argument("--router oracle expands, per query head, as many spans as "
+                                    "--tau-per-query asks for: give --tau-per-query");
+    if (c.mode == kRouterOracle && (o.learned_tau || o.full_rank))
+        throw std::invalid_argument(std::string(o.learned_tau ? "--learned-tau" : "--full-rank") +
+                                    " is the trained router's: not with --router oracle");
     if (o.learned_tau && !c.params)
         throw std::invalid_argument(
             o.router.empty()

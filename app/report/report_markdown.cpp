@@ -171,8 +171,9 @@ void summary_tables(std::ostringstream& md, const Report& report) {
     if (has_oracle(report))
         md << " The oracle router (sekv-oracle…) is compared in the same way: it expands, in "
               "each query head, as many spans as τ per query asks for, those of most attention "
-              "mass scored against every span's keys (a reference that reads every key, not a "
-              "policy that saves work; it maximises the mass expanded, not the accuracy).";
+              "mass scored against the keys rebuilt from every span's factors (a reference that "
+              "reads every span, not a policy that saves work; it maximises the mass expanded, not "
+              "the accuracy).";
     md << "\n\n";
     for (const auto& b : report.budgets) {
         md << "### Budget " << budget_percent(b.budget) << " %"

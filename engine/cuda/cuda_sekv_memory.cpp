@@ -28,9 +28,11 @@ DeviceSekvMemory::DeviceSekvMemory(const AttentionShape& shape, int64_t capacity
         throw std::invalid_argument("sekv serves global-attention layers; a sliding-window layer "
                                     "keeps its exact ring buffer");
     check_router_options(options.router, shape);
-    if (options.router.oracle) // its scores read every span's factors, which stay on the host
-        throw std::invalid_argument("the oracle router scores every span's keys on the host: "
-                                    "run it with the cpu backend (--backend cpu)");
+    if (options.router.oracle) // it scores every span's factors at every query; this memory
+        // fetches only the expanded spans' factors to the device
+        throw std::invalid_argument("the oracle router scores every span's factors at every "
+                                    "query, which the GPU memory does not: run it with the cpu "
+                                    "backend (--backend cpu)");
     if (device_options.cache_bytes < 0)
         throw std::invalid_argument("sekv on the GPU: negative cache size");
     if (!rows_)

@@ -293,7 +293,9 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
         ask({"--router", "oracle", "--tau-per-query", "--zoom-params", dir_ + "/mine.zoom.gguf"}),
         "not oracle");
     expect_clean_error(ask({"--router", "oracle", "--tau-per-query", "--full-rank"}),
-                       "--tau-per-query");
+                       "--full-rank is the trained router's");
+    expect_clean_error(ask({"--router", "oracle", "--tau-per-query", "--learned-tau"}),
+                       "--learned-tau is the trained router's");
     expect_clean_error(ask({"--router", "oracle", "--tau-per-query", "--expand-rows", "64"}),
                        "--expand-rows");
     expect_clean_error(
