@@ -4,13 +4,13 @@
 #   bash scripts/run24-extension.sh PARAMS OUT_DIR SEED…
 #
 # For each seed, one row of 20 needle samples (4K unless LENGTH, 35 % budget, τ per query, one
-# thread) with the training-free router and one with the trained router read from PARAMS (a zoom
-# parameter file).
+# thread) for each router of ROUTERS: by default the training-free router and the trained router
+# read from PARAMS (a zoom parameter file).
 # Rows already in OUT_DIR are kept, so a stopped run resumes; a row another instance is running
 # (its lock file held) is left to it, so several instances can share one OUT_DIR. JOBS rows run
 # at once (default 2, one thread each), 7-12 minutes per row on a 2-core machine. ROUTERS
-# (default "training-free trained") picks the routers; "oracle" is the upper bound of
-# --router oracle (rows oracle00625_pq…); the training-free and oracle rows do not need PARAMS.
+# (default "training-free trained") picks the routers; "oracle" is the attention-mass
+# oracle of --router oracle (rows oracle00625_pq…, a measurement); the training-free and oracle rows do not need PARAMS.
 # LENGTH (tokens, default 4096) sets the context length; rows of another length than 4096 are
 # named with it (…_pq_8k_sS-niah.jsonl for 8192; a multiple of 1024); an 8K row takes about three
 # times as long. PREFIX (default r24) names the trained rows (PREFIX_00625_pq…), so that another
@@ -21,8 +21,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CLI="${SPANSCOPE_CLI:-$ROOT/build/app/cli/spanscope-cli}"
 [[ $# -ge 3 ]] || { echo "usage: $0 PARAMS OUT_DIR SEED..." >&2; exit 2; }
 PARAMS=$1 OUT=$2; shift 2
-[[ -s "$PARAMS" || ! " ${ROUTERS:-trained} " =~ " trained " ]] || { echo "no parameter file at $PARAMS" >&2; exit 2; }
-mkdir -p "$OUT"
+ROUTERS=${ROUTERS:-training-free trained}
+needs_params=0
+for r in $ROUTERS; do
+    case $r in
+    training-free | oracle) ;;
+    trained) needs_params=1 ;;
+    *) echo "unknown router '$r' in ROUTERS (training-free, trained, oracle)" >&2; exit 2 ;;
+    esac
+done
+((needs_params == 0)) || [[ -s "$PARAMS" ]] || { echo "no parameter file at $PARAMS" >&2; exit 2; }
 
 row() { # ROUTER SEED
     local name router len=""
@@ -58,6 +66,7 @@ LENGTH=${LENGTH:-4096}
 PREFIX=${PREFIX:-r24}
 [[ $PREFIX =~ ^[a-z][a-z0-9]*$ ]] || { echo "PREFIX must be lower-case letters and digits, not '$PREFIX'" >&2; exit 2; }
 export CLI PARAMS OUT LENGTH PREFIX
+mkdir -p "$OUT"
 for seed in "$@"; do
-    for router in ${ROUTERS:-training-free trained}; do echo "$router $seed"; done
+    for router in $ROUTERS; do echo "$router $seed"; done
 done | xargs -P "${JOBS:-2}" -L 1 bash -c 'row "$0" "$1"'
