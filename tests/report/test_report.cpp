@@ -574,7 +574,7 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
     // report says what it is.
     std::string o = s;
     o += line(0, 1.0, R"(,"router":"oracle")" + pq, 2.0, 0.05);
-    o += line(1, 0.0, R"(,"router":"oracle")" + pq, 4.0, 0.15);
+    o += line(1, 1.0, R"(,"router":"oracle")" + pq, 4.0, 0.15);
     const Report with_oracle = aggregate(load_text(o));
     const RouterComparison* oc = nullptr;
     for (const auto& c : with_oracle.budgets.at(0).router_comparisons)
@@ -583,7 +583,8 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
     ASSERT_NE(oc, nullptr);
     EXPECT_EQ(oc->training_free.policy, "sekv-tau-per-query");
     EXPECT_EQ(oc->accuracy.paired_samples, 2);
-    EXPECT_EQ(points(oc->accuracy.value), "0.0 points"); // (1 − 0 + 0 − 1) / 2
+    EXPECT_EQ(points(oc->accuracy.value), "+50.0 points"); // (1 − 0 + 1 − 1) / 2: not itself
+    EXPECT_DOUBLE_EQ(oc->trained_kl, 0.1);
     EXPECT_DOUBLE_EQ(oc->trained_expansions, 3.0);
     EXPECT_DOUBLE_EQ(oc->training_free_kl, 0.2);
     const std::string omd = render_markdown(load_text(o), with_oracle, "t", {});
