@@ -54,6 +54,11 @@ std::vector<double> span_relevances(const AttentionShape& shape, const SekvRoute
 std::vector<double> span_attention_shares(const AttentionShape& shape,
                                           const std::vector<SekvSpan>& spans, const float* qh,
                                           int head) {
+    if (head < 0 || head >= shape.n_head || shape.n_kv_head < 1 ||
+        shape.n_head % shape.n_kv_head != 0)
+        throw std::invalid_argument("span_attention_shares: query head " + std::to_string(head) +
+                                    " is not one of the layer's " + std::to_string(shape.n_head) +
+                                    " (in KV groups of n_head / n_kv_head)");
     const int d = shape.head_dim;
     const int g = head / (shape.n_head / shape.n_kv_head);
     std::vector<double> lse(spans.size());

@@ -83,7 +83,8 @@ std::vector<double> span_relevances(const AttentionShape& shape, const SekvRoute
 /// L_S = log Σ_{i∈S} exp(scale · qh·k_i) over the keys k_i = left_i · right reconstructed from
 /// the span's factors of the head's KV group (the scores mixed_attention gives an expanded
 /// span). head: in [0, shape.n_head), n_head a multiple of n_kv_head. Returns [spans.size()],
-/// summing to 1 (a share may underflow to 0). Throws std::invalid_argument for a span without
+/// summing to 1 (a share may underflow to 0). Throws std::invalid_argument for a head outside
+/// [0, n_head) or n_head not a multiple of n_kv_head, for a span without
 /// factors (a summaries-only span, or one whose factors live on the GPU) or factors of another
 /// shape than [size][head_dim].
 std::vector<double> span_attention_shares(const AttentionShape& shape,

@@ -750,3 +750,13 @@ TEST(SekvMemory, ASpanCostsItsSummaryRowAndItsKeySketchInRows) {
         l.sketch_dim = 0; // a file without a sketch (version 5)
     EXPECT_EQ(sekv_span_rows(o), 1.0);
 }
+
+// The oracle's scores name a query head outside the layer rather than reading another KV group.
+TEST(SekvMemory, TheOraclesScoresRefuseAHeadOutsideTheLayer) {
+    const std::vector<float> q(static_cast<size_t>(kShape.head_dim), 0.5f);
+    const std::vector<SekvSpan> none;
+    EXPECT_NO_THROW(span_attention_shares(kShape, none, q.data(), kShape.n_head - 1));
+    for (const int head : {-1, kShape.n_head})
+        EXPECT_THROW(span_attention_shares(kShape, none, q.data(), head), std::invalid_argument)
+            << head;
+}
