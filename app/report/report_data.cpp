@@ -40,6 +40,10 @@ ResultRow parse_result(const LineReader& r) {
     // SEKV's trained router is its own configuration (issue 8); lines without "router" were
     // measured with the training-free one.
     const std::string router = r.find("router") ? r.string("router") : "";
+    if (r.find("router") && router != kRouterTrained && router != kRouterTrainingFree &&
+        router != kRouterOracle)
+        r.fail("\"router\" \"" + router + "\" is not " + kRouterTrained + ", " +
+               kRouterTrainingFree + " or " + kRouterOracle);
     const bool trained = router == kRouterTrained;
     // The oracle router (SekvRouterOptions::oracle) is an upper bound, never pooled with the
     // routers that answer: its own configuration, with τ per query only.

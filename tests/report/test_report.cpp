@@ -487,6 +487,10 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
               "sekv-oracle-tau-per-query");
     EXPECT_THROW(load_text(result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0, fast(0.3) + oracle)),
                  InputError);
+    // A router the report does not know is refused, not pooled with the training-free one.
+    EXPECT_THROW(load_text(result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+                                  fast(0.3) + R"(,"router":"learned","tau":"per_query")")),
+                 InputError);
     // Lines measured before "tau" and "rank_gate" said so: their settings do. A full line of
     // the same run (the settings are shared) stays full.
     policies.clear();
