@@ -55,6 +55,26 @@ Doc make_doc(int64_t n, uint32_t seed) {
     return d;
 }
 
+// Store the document's rows at positions 0..n-1 into sekv and seal them into spans.
+void store_and_seal(SekvMemory& sekv, const Doc& doc) {
+    const auto pos = iota_pos(0, doc.n);
+    sekv.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
+    sekv.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+}
+
+// The spans query head h expands: its own top spans, or with the KV group union (heads 2g and
+// 2g + 1 share KV head g) those of both heads, ascending. top: [4 heads] ascending span indices.
+std::vector<int> expected_spans(const std::vector<std::vector<int>>& top, int h, bool group) {
+    std::vector<int> expect = top[static_cast<size_t>(h)];
+    if (group) {
+        const auto& other = top[static_cast<size_t>(h ^ 1)];
+        expect.insert(expect.end(), other.begin(), other.end());
+        std::sort(expect.begin(), expect.end());
+        expect.erase(std::unique(expect.begin(), expect.end()), expect.end());
+    }
+    return expect;
+}
+
 SekvOptions options(bool expand_all, double rate = 0.1, int64_t budget_rows = 0) {
     SekvOptions o;
     o.rank = {32, 1.0, nullptr};
@@ -137,9 +157,7 @@ TEST(SekvMemory, RowBudgetIsNeverExceededAndCalibrationHitsItsRate) {
     const auto doc = make_doc(400, 5);
     for (const int64_t budget : {int64_t{0}, int64_t{10}}) {
         SekvMemory sekv(kShape, 1024, 1e6, options(false, 0.25, budget));
-        const auto pos = iota_pos(0, doc.n);
-        sekv.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
-        sekv.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+        store_and_seal(sekv, doc);
         const int64_t nq = 16;
         const auto tk = randn(nq * kRow, 21), tv = randn(nq * kRow, 22);
         const auto q = randn(nq * 4 * 16, 23);
@@ -183,9 +201,7 @@ TEST(SekvMemory, TauPerQueryExpandsEachQueryHeadsOwnShare) {
         o.router.tau_per_query = true;
         o.router.share_group = group;
         SekvMemory sekv(kShape, 1024, 1e6, o);
-        const auto pos = iota_pos(0, doc.n);
-        sekv.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
-        sekv.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+        store_and_seal(sekv, doc);
         const auto& spans = sekv.spans();
         const auto n_spans = static_cast<int64_t>(spans.size());
         ASSERT_GT(n_spans, 8);
@@ -221,14 +237,8 @@ TEST(SekvMemory, TauPerQueryExpandsEachQueryHeadsOwnShare) {
             const auto& zoom = *sekv.last_zoom();
             ASSERT_EQ(zoom.size(), 4u);
             for (int h = 0; h < 4; ++h) {
-                std::vector<int> expect = top[static_cast<size_t>(h)];
-                if (group) { // heads 2g and 2g + 1 share KV head g
-                    const auto& other = top[static_cast<size_t>(h ^ 1)];
-                    expect.insert(expect.end(), other.begin(), other.end());
-                    std::sort(expect.begin(), expect.end());
-                    expect.erase(std::unique(expect.begin(), expect.end()), expect.end());
-                }
-                EXPECT_EQ(zoom[static_cast<size_t>(h)].spans, expect) << "head " << h;
+                EXPECT_EQ(zoom[static_cast<size_t>(h)].spans, expected_spans(top, h, group))
+                    << "head " << h;
             }
         }
     }
@@ -252,9 +262,7 @@ TEST(SekvMemory, TheOracleExpandsTheSpansOfMostAttentionMass) {
         o.router.oracle = true;
         o.router.share_group = group;
         SekvMemory sekv(kShape, 1024, 1e6, o);
-        const auto pos = iota_pos(0, doc.n);
-        sekv.store(doc.k.data(), doc.v.data(), pos.data(), doc.n);
-        sekv.seal({&doc.seg, doc.surprisal.data(), 0, doc.n});
+        store_and_seal(sekv, doc);
         const auto& spans = sekv.spans();
         const auto n_spans = static_cast<int64_t>(spans.size());
         ASSERT_GT(n_spans, 8);
@@ -311,15 +319,8 @@ TEST(SekvMemory, TheOracleExpandsTheSpansOfMostAttentionMass) {
         const auto& zoom = *sekv.last_zoom();
         ASSERT_EQ(zoom.size(), 4u);
         for (int h = 0; h < 4; ++h) {
-            std::vector<int> expect = top[static_cast<size_t>(h)];
-            if (group) { // heads 2g and 2g + 1 share KV head g
-                const auto& other = top[static_cast<size_t>(h ^ 1)];
-                expect.insert(expect.end(), other.begin(), other.end());
-                std::sort(expect.begin(), expect.end());
-                expect.erase(std::unique(expect.begin(), expect.end()), expect.end());
-            }
             const auto& z = zoom[static_cast<size_t>(h)];
-            EXPECT_EQ(z.spans, expect) << "head " << h;
+            EXPECT_EQ(z.spans, expected_spans(top, h, group)) << "head " << h;
             ASSERT_EQ(z.relevance.size(), z.spans.size());
             // Relative 1e-3: float factors from the Gram matrix's eigenvectors give the keys
             // back to about 1e-4 of their norm, so a score to about 1e-3.
