@@ -10,6 +10,9 @@
 namespace spanscope {
 
 std::string sekv_options_key(const SekvOptions& o, const std::vector<int>& layers) {
+    if (o.uniform_summary)
+        throw std::invalid_argument("SEKV: the project store keeps the design's surprisal-weighted "
+                                    "summary rows; uniform summaries are an evaluation setting");
     char buf[160];
     std::snprintf(buf, sizeof buf, "a%.4g-m%lld-x%lld-r%d-e%.6g-b%.4g-t%lld-l",
                   o.segmentation.alpha, static_cast<long long>(o.segmentation.min_span),

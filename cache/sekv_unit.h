@@ -21,7 +21,8 @@ namespace spanscope {
 /// rank_gate_digest(), so spans built by the trained rank gates are never served to the
 /// training-free mode, nor the reverse. Throws std::invalid_argument for a rank.predictor that
 /// is not the trained gate of options.zoom (without zoom, or with trained_rank_gate off):
-/// nothing identifies it.
+/// nothing identifies it, and for options.uniform_summary (build_sekv_unit builds the design's
+/// surprisal-weighted summary rows only).
 std::string sekv_options_key(const SekvOptions& options, const std::vector<int>& layers);
 
 /// Build the unit's SEKV state from its decoded chunk states: the segmentation of the whole

@@ -17,6 +17,10 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
         o.zoom.reset(); // chunk_summary never routes and keeps no factors: nothing to take
     if (!o.zoom)
         return o;
+    if (options.uniform_summary)
+        throw std::invalid_argument("SEKV layer " + std::to_string(layer) +
+                                    ": the trained router reads surprisal-weighted summary rows "
+                                    "(its training builds them so): not with uniform summaries");
     const auto* l = options.zoom->find(layer);
     const std::string file = options.zoom->model_name.empty()
                                  ? std::string("the zoom parameters")
@@ -153,9 +157,12 @@ std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& r,
             throw std::logic_error("seal: the rows of positions " + std::to_string(p0) + ".." +
                                    std::to_string(p0 + ts.size() - 1) +
                                    " are not all held at full resolution");
-        spans.push_back(build_span(rows.k() + idx * row, rows.v() + idx * row,
-                                   r.token_surprisal + ts.begin, ts.size(), shape.n_kv_head,
-                                   shape.head_dim, p0, rank));
+        // Equal weights give the plain mean (span_weights: s_i / Σ s).
+        const std::vector<float> equal(options.uniform_summary ? ts.size() : 0, 1.0f);
+        spans.push_back(
+            build_span(rows.k() + idx * row, rows.v() + idx * row,
+                       options.uniform_summary ? equal.data() : r.token_surprisal + ts.begin,
+                       ts.size(), shape.n_kv_head, shape.head_dim, p0, rank));
         // A trained router's key sketch, from the exact rows as training computes it
         // (prepare_examples), before the rank gate's cut factors are all that is left.
         if (tr && tr->sketch_dim > 0 && !options.summaries_only)

@@ -37,6 +37,12 @@ struct SekvOptions {
     /// same spans, each held by its summary row only, never expanded; no host tier (the
     /// factors are not kept).
     bool summaries_only = false;
+    /// Summary rows as the plain means of their span's keys and values (weights 1/|S|) instead
+    /// of the surprisal-weighted means of DESIGN.md §3.4 (span_weights). An evaluation setting
+    /// (`eval --summary-weights uniform`; docs/sekv.md, "Kept keys at an equal fast-tier budget"):
+    /// the trained router, whose training reads surprisal-weighted summaries, is refused with it
+    /// (sekv_layer_options), and the project store keeps the design's weights.
+    bool uniform_summary = false;
     /// The trained zoom-in (issue 8, zoom_params.h): every SEKV layer takes its router
     /// (router.trained: W and the learned τ, used with router.learned_tau) and rank gate
     /// (rank.predictor) from it (sekv_layer_options). nullptr: training-free (W = 0, τ
@@ -52,7 +58,8 @@ struct SekvOptions {
 /// the layer's trained router in router.trained and (with trained_rank_gate) its rank gate in
 /// rank.predictor, rank.max_rank the gate's n_rank (not with summaries_only: chunk_summary neither
 /// routes nor keeps factors, zoom is dropped). Throws std::invalid_argument naming the layer when
-/// the parameters have no entry for it, or one trained for another shape (n_head, head_dim).
+/// the parameters have no entry for it, or one trained for another shape (n_head, head_dim), and
+/// for zoom with uniform_summary.
 SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const AttentionShape& shape);
 
 /// The fast-tier rows one span costs under `options`, for segment_within_budget: 1 (its summary
@@ -66,7 +73,8 @@ double sekv_span_rows(const SekvOptions& options);
 /// The spans of a sealed context built from the rows held at full resolution (build_span per
 /// span of request.segmentation, positions request.pos_begin + its offsets), with the rank
 /// options of `options` and the layer's RoPE base; with options.summaries_only at rank 1 (the
-/// caller drops the factors). With a trained router that has a sketch basis, each span carries
+/// caller drops the factors); with options.uniform_summary each summary row the plain mean of the
+/// span's rows. With a trained router that has a sketch basis, each span carries
 /// its key sketch from the rows (span_key_sketch_rows). Throws std::invalid_argument for a request
 /// without segmentation or surprisal or a span outside it, std::logic_error when a span's rows are
 /// not all in `rows`.

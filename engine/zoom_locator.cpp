@@ -106,4 +106,8 @@ bool result_line_full_rank(const std::string& rank_gate, const std::string& sett
     return settings.find(kSettingsFullRank) != std::string::npos || rank_gate == kRankGateEnergy;
 }
 
+bool result_line_uniform_summary(const std::string& settings) {
+    return settings.find(kSettingsUniformSummary) != std::string::npos;
+}
+
 } // namespace spanscope

@@ -43,6 +43,9 @@ inline constexpr const char* kTauUnrecorded = kTauLearned;
 /// The settings of an eval line (cmd_eval settings_of) with --tau-per-query and --full-rank.
 inline constexpr const char* kSettingsTauPerQuery = " tau=per_query";
 inline constexpr const char* kSettingsFullRank = " rank=full";
+/// In the settings of an eval line measured with `--summary-weights uniform`
+/// (SekvOptions::uniform_summary): its sekv and chunk_summary lines are their own configuration.
+inline constexpr const char* kSettingsUniformSummary = " summary=uniform";
 
 /// The τ rule of a sekv result line: kTauPerQuery when its settings hold kSettingsTauPerQuery
 /// (lines measured before "tau" said so recorded kTauCalibrated or nothing), else its "tau"
@@ -53,6 +56,8 @@ std::string result_line_tau(bool trained, const std::string& tau, const std::str
 /// hold kSettingsFullRank or its "rank_gate" is kRankGateEnergy (`rank_gate`, "" when absent;
 /// the caller refuses other values).
 bool result_line_full_rank(const std::string& rank_gate, const std::string& settings);
+/// Whether an eval line's settings hold kSettingsUniformSummary.
+bool result_line_uniform_summary(const std::string& settings);
 
 /// "<model file name without .gguf>.zoom.gguf" for a model path.
 std::string zoom_file_name(const std::string& model_path);

@@ -10,7 +10,9 @@
 # (its lock file held) is left to it, so several instances can share one OUT_DIR. JOBS rows run
 # at once (default 2, one thread each), 7-12 minutes per row on a 2-core machine. ROUTERS
 # (default "training-free trained") picks the routers; "oracle" is the attention-mass
-# oracle of --router oracle (rows oracle00625_pq…, a measurement); the training-free and oracle rows do not need PARAMS.
+# oracle of --router oracle (rows oracle00625_pq…, a measurement); "uniform" the training-free
+# router with plain-mean summary rows (--summary-weights uniform, rows tfu00625_pq…); the
+# training-free, uniform and oracle rows do not need PARAMS.
 # LENGTH (tokens, default 4096) sets the context length; rows of another length than 4096 are
 # named with it (…_pq_8k_sS-niah.jsonl for 8192; a multiple of 1024); an 8K row takes about three
 # times as long. PREFIX (default r24) names the trained rows (PREFIX_00625_pq…), so that another
@@ -25,9 +27,9 @@ ROUTERS=${ROUTERS:-training-free trained}
 needs_params=0
 for r in $ROUTERS; do
     case $r in
-    training-free | oracle) ;;
+    training-free | oracle | uniform) ;;
     trained) needs_params=1 ;;
-    *) echo "unknown router '$r' in ROUTERS (training-free, trained, oracle)" >&2; exit 2 ;;
+    *) echo "unknown router '$r' in ROUTERS (training-free, trained, oracle, uniform)" >&2; exit 2 ;;
     esac
 done
 ((needs_params == 0)) || [[ -s "$PARAMS" ]] || { echo "no parameter file at $PARAMS" >&2; exit 2; }
@@ -38,8 +40,9 @@ row() { # ROUTER SEED
     case $1 in
     training-free) name="tf00625_pq${len}_s$2" router=(--router training-free) ;;
     oracle) name="oracle00625_pq${len}_s$2" router=(--router oracle) ;;
+    uniform) name="tfu00625_pq${len}_s$2" router=(--router training-free --summary-weights uniform) ;;
     trained) name="${PREFIX}_00625_pq${len}_s$2" router=(--router trained --zoom-params "$PARAMS") ;;
-    *) echo "unknown router '$1' in ROUTERS (training-free, trained, oracle)" >&2; return 1 ;;
+    *) echo "unknown router '$1' in ROUTERS (training-free, trained, oracle, uniform)" >&2; return 1 ;;
     esac
     local f
     for f in "$OUT/$name-niah.jsonl" "$OUT/$name.part-niah.jsonl"; do

@@ -58,6 +58,8 @@ def field(reader, key):
     f = reader.fields.get("spanscope.zoom_record." + key)
     if f is None:
         raise ValueError(f"no field {key}")
+    if not f.data:  # an empty array, e.g. the query positions of a document too short for any
+        return np.array([])
     return np.array([f.parts[i][0] for i in f.data]) if len(f.data) > 1 else f.parts[f.data[0]]
 
 
@@ -74,6 +76,8 @@ def query_sums(path):
     t = {x.name: x for x in r.tensors}
     sums = {}
     for layer in np.atleast_1d(field(r, "layers")).astype(int):
+        if len(np.atleast_1d(field(r, "query_pos"))) == 0:
+            return {}
         q = np.array(t[f"layer.{layer}.q"].data).astype(np.float64)
         n_kv = np.array(t[f"layer.{layer}.k"].data).shape[1]
         if q.ndim != 3 or q.shape[1] % n_kv:
@@ -91,6 +95,8 @@ def probe(path, scores, acc, stats):
     begin = np.atleast_1d(field(r, "spans.begin")).astype(int)
     end = np.atleast_1d(field(r, "spans.end")).astype(int)
     qpos = np.atleast_1d(field(r, "query_pos")).astype(int)
+    if len(qpos) == 0:
+        return None  # a document too short for the first query position
     tail = int(field(r, "tail")[0])
     layers = np.atleast_1d(field(r, "layers")).astype(int)
     head_dim = int(field(r, f"layer.{layers[0]}.head_dim")[0])
@@ -169,8 +175,11 @@ def probe(path, scores, acc, stats):
     return head_dim
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def read_recordings(description):
+    """The command line read (RECORDS_DIR, --every): (its arguments, [(file, the statistics of the
+    other files' queries, as query_sums gives them, summed)]), in file-name order. Exits with a
+    message for a bad argument, an unreadable file, or fewer than two files."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("records", help="a directory of *.zoom-record.gguf files")
     ap.add_argument("--every", type=int, default=1, help="read every N-th file (sorted by name)")
     a = ap.parse_args()
@@ -180,24 +189,21 @@ def main():
         sys.exit(f"{a.records} is not a directory")
     files = sorted(f for f in glob.glob(os.path.join(a.records, "*.zoom-record.gguf"))
                    if os.path.isfile(f))[:: a.every]
-    if not files:
-        sys.exit(f"no *.zoom-record.gguf in {a.records}")
-    d = None
+    if len(files) < 2:
+        sys.exit(f"{a.records}: the query statistics come from the other recordings: give at least "
+                 f"two *.zoom-record.gguf files")
     sums = {}
     for f in files:
         try:
             sums[f] = query_sums(f)
         except (ValueError, KeyError, OSError) as e:
             sys.exit(f"{f}: not a zoom recording this script reads ({e})")
-    if len(files) < 2:
-        sys.exit("the query statistics come from the other recordings: give at least two")
     total = {}
     for one in sums.values():
         for key, (c, s1, s2) in one.items():
             t = total.get(key, (0, 0.0, 0.0))
             total[key] = (t[0] + c, t[1] + s1, t[2] + s2)
-    scores = ("summary", "mean", "gauss", "sketch16", "sketch32", "far", "bound", "bound16", "bound32", "sign1", "kept1", "kept2", "max")
-    acc = {}
+    out = []
     for f in files:
         others = {}
         for key, (c, s1, s2) in total.items():
@@ -205,8 +211,19 @@ def main():
             if c - own[0] < 1:
                 sys.exit(f"{f}: no other recording has queries of layer {key[0]}, KV head {key[1]}")
             others[key] = (c - own[0], s1 - own[1], s2 - own[2])
+        out.append((f, others))
+    return a, out
+
+
+def main():
+    a, recordings = read_recordings(__doc__.split("\n\n")[0])
+    files = [f for f, _ in recordings]
+    d = None
+    scores = ("summary", "mean", "gauss", "sketch16", "sketch32", "far", "bound", "bound16", "bound32", "sign1", "kept1", "kept2", "max")
+    acc = {}
+    for f, others in recordings:
         try:
-            d = probe(f, scores, acc, others)
+            d = probe(f, scores, acc, others) or d
         except (ValueError, KeyError, OSError) as e:
             sys.exit(f"{f}: not a zoom recording this script reads ({e})")
     if (scores[0], 1) not in acc:

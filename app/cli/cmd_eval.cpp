@@ -72,6 +72,7 @@ std::string settings_of(const EvalOptions& o, const std::string& model_path) {
            " expand_rows=" + std::to_string(p.expand_rows) + " alpha=" + std::to_string(p.alpha) +
            " max_span=" + std::to_string(p.max_span) + " layers=" + layers +
            (p.tau_per_query ? kSettingsTauPerQuery : "") + (p.full_rank ? kSettingsFullRank : "") +
+           (o.summary_weights == "uniform" ? kSettingsUniformSummary : "") +
            // Another backend gives other roundings: its lines are another configuration.
            (o.backend == "cpu" ? std::string() : " backend=" + o.backend);
 }
@@ -162,12 +163,17 @@ int run_eval(const EvalOptions& o) {
                                     [](const EvalConfig& c) { return c.policy == "sekv"; });
     SessionOptions routed;
     const auto router = apply_router(o.policy, *model, routes, routed);
+    if (o.summary_weights == "uniform" && router.mode == kRouterTrained)
+        throw std::invalid_argument("--summary-weights uniform: the trained router was trained "
+                                    "on surprisal-weighted summary rows; give --router "
+                                    "training-free or oracle");
 
     // Resume: results already in --out are read back and not computed again.
     ResultLog log(o.out, o.command_line, o.threads, result_key);
     SessionOptions base;
     base.threads = o.threads;
     apply_policy(o.policy, base); // SEKV's knobs (expand rate, α, layers) apply to sekv runs
+    base.sekv.uniform_summary = o.summary_weights == "uniform";
     use_router(router, base);
 
     std::map<std::string, Tally> tally;

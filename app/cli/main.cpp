@@ -216,6 +216,13 @@ int main(int argc, char** argv) {
     eval_cmd->add_flag("--quiet", ev.quiet, "No progress line per answer on stderr");
     eval_cmd->add_flag("--allow-over-budget", ev.allow_over_budget,
                        "Exit 0 even when a compressed answer held more than its budget");
+    eval_cmd
+        ->add_option("--summary-weights", ev.summary_weights,
+                     "sekv and chunk_summary: each span's summary row is the surprisal-weighted "
+                     "mean of its rows (surprisal, the design's) or their plain mean (uniform, a "
+                     "measurement; not with the trained router, which was trained on the first)")
+        ->check(CLI::IsMember({"surprisal", "uniform"}))
+        ->capture_default_str();
     add_policy_options(*eval_cmd, ev.policy);
     add_backend_option(*eval_cmd, ev.backend);
     eval_cmd->remove_option(eval_cmd->get_option("--policy"));

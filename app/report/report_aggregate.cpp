@@ -189,9 +189,24 @@ BudgetSummary budget_summary(const Report& report, double budget,
 
 } // namespace
 
+namespace {
+
+bool ends_with(const std::string& s, const std::string& end) {
+    return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
+
+} // namespace
+
 std::optional<std::string> training_free_partner(const std::string& policy) {
     static const std::string trained = "sekv-trained", oracle = "sekv-oracle";
-    static const std::string per_query = "-tau-per-query";
+    static const std::string per_query = "-tau-per-query", uniform = "-uniform-summary";
+    if (ends_with(policy, uniform)) {
+        const std::string rest = policy.substr(0, policy.size() - uniform.size());
+        if (rest == "sekv" || rest == "sekv" + per_query) // against the design's summary rows
+            return rest;
+        const auto partner = training_free_partner(rest);
+        return partner ? std::optional<std::string>(*partner + uniform) : std::nullopt;
+    }
     if (policy.rfind(trained, 0) != 0 && policy.rfind(oracle, 0) != 0)
         return std::nullopt;
     const bool tau_per_query =

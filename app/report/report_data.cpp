@@ -78,6 +78,12 @@ ResultRow parse_result(const LineReader& r) {
         row.policy += "-oracle";
     if (tau == kTauPerQuery) // either router: another rule, not averaged into the default's
         row.policy += "-tau-per-query";
+    // Plain-mean summary rows (eval --summary-weights uniform): the spans' policies only, as the
+    // settings are shared by every policy of a run.
+    const std::string base_policy = r.string("policy");
+    if ((base_policy == "sekv" || base_policy == "chunk_summary") &&
+        result_line_uniform_summary(row.settings))
+        row.policy += "-uniform-summary";
     if (r.find("budget") || row.policy != "full")
         row.budget = r.number("budget");
     if (!(row.budget > 0 && row.budget <= 1))

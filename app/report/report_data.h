@@ -221,6 +221,9 @@ struct RouterComparison {
 /// The training-free configuration a trained one is compared with (RouterComparison), or
 /// nullopt when policy is not a form of "sekv-trained" or "sekv-oracle" (the oracle router,
 /// "sekv-oracle-tau-per-query", is compared as a trained one is: the trained fields hold it).
+/// Plain-mean summary rows (…-uniform-summary): the training-free one is compared with the
+/// design's ("sekv-tau-per-query-uniform-summary" with "sekv-tau-per-query"), the others with the
+/// training-free one of the same summaries.
 std::optional<std::string> training_free_partner(const std::string& policy);
 
 /// The summary of one budget: full (the reference) and every policy run at that budget.

@@ -146,10 +146,10 @@ std::string router_tail(const RouterComparison& c) {
     return t;
 }
 
-bool has_oracle(const Report& report) {
+bool has_comparison(const Report& report, const std::string& policy_part) {
     for (const auto& b : report.budgets)
         for (const auto& c : b.router_comparisons)
-            if (c.trained.policy.rfind("sekv-oracle", 0) == 0)
+            if (c.trained.policy.find(policy_part) != std::string::npos)
                 return true;
     return false;
 }
@@ -168,12 +168,17 @@ void summary_tables(std::ostringstream& md, const Report& report) {
           "is compared with the training-free sekv of the same τ rule on the samples both "
           "answered; its expansions per token and KL are the means over the samples both report "
           "them for (the percentage: trained / training-free − 1).";
-    if (has_oracle(report))
+    if (has_comparison(report, "sekv-oracle"))
         md << " The oracle router (sekv-oracle…) is compared in the same way: it expands, in "
               "each query head, as many spans as τ per query asks for, those of most attention "
               "mass scored against the keys rebuilt from every span's factors (a reference that "
               "reads every span, not a policy that saves work; it maximises the mass expanded, not "
               "the accuracy).";
+    if (has_comparison(report, "-uniform-summary"))
+        md << " Plain-mean summary rows (…-uniform-summary, eval --summary-weights uniform) are "
+              "compared in the same way: the training-free router with the design's "
+              "surprisal-weighted summary rows of the same τ rule, another router with the "
+              "training-free one of plain-mean rows.";
     md << "\n\n";
     for (const auto& b : report.budgets) {
         md << "### Budget " << budget_percent(b.budget) << " %"

@@ -506,6 +506,20 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
     EXPECT_EQ(policies,
               (std::set<std::string>{"sekv-trained-tau-per-query", "sekv-trained-full-rank",
                                      "sekv-tau-per-query", "full"}));
+    // Plain-mean summary rows (eval --summary-weights uniform): the spans' policies only are
+    // another configuration; a full line of the same run stays full.
+    policies.clear();
+    const std::string uniform =
+        R"(,"settings":"m.gguf max_tokens=0 tau=per_query summary=uniform")";
+    for (const auto& r :
+         load_text(result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+                          fast(0.3) + R"(,"router":"training-free")" + uniform) +
+                   result("A", "chunk_summary", 0.35, 4096, 0.5, 0, 1.0, fast(0.3) + uniform) +
+                   result("A", "full", 1.0, 4096, 0.5, 0, 1.0, uniform))
+             .rows)
+        policies.insert(r.policy);
+    EXPECT_EQ(policies, (std::set<std::string>{"sekv-tau-per-query-uniform-summary",
+                                               "chunk_summary-uniform-summary", "full"}));
 }
 
 // Each trained configuration is compared with the training-free one of its τ rule, on the
@@ -596,6 +610,32 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
     EXPECT_NE(omd.find("- sekv-oracle-tau-per-query \u2212 training-free sekv"), std::string::npos)
         << omd;
     EXPECT_EQ(training_free_partner("snapkv"), std::nullopt);
+
+    // Plain-mean summary rows: the training-free router against the design's summary rows of
+    // its τ rule, the oracle against the training-free router of plain-mean rows.
+    EXPECT_EQ(training_free_partner("sekv-tau-per-query-uniform-summary"), "sekv-tau-per-query");
+    EXPECT_EQ(training_free_partner("sekv-uniform-summary"), "sekv");
+    EXPECT_EQ(training_free_partner("sekv-oracle-tau-per-query-uniform-summary"),
+              "sekv-tau-per-query-uniform-summary");
+    EXPECT_EQ(training_free_partner("chunk_summary-uniform-summary"), std::nullopt);
+    std::string u = s;
+    const std::string us = R"(,"settings":"m.gguf max_tokens=0 tau=per_query summary=uniform")";
+    u += line(0, 1.0, R"(,"router":"training-free")" + pq + us, 1.0, 0.1);
+    u += line(1, 0.0, R"(,"router":"training-free")" + pq + us, 3.0, 0.5);
+    const Report with_uniform = aggregate(load_text(u));
+    const RouterComparison* uc = nullptr;
+    for (const auto& c : with_uniform.budgets.at(0).router_comparisons)
+        if (c.trained.policy == "sekv-tau-per-query-uniform-summary")
+            uc = &c;
+    ASSERT_NE(uc, nullptr);
+    EXPECT_EQ(uc->training_free.policy, "sekv-tau-per-query");
+    EXPECT_EQ(uc->accuracy.paired_samples, 2);
+    EXPECT_EQ(points(uc->accuracy.value), "0.0 points"); // (1 − 0 + 0 − 1) / 2
+    EXPECT_DOUBLE_EQ(uc->trained_expansions, 2.0);
+    EXPECT_DOUBLE_EQ(uc->trained_kl, 0.3);
+    const std::string umd = render_markdown(load_text(u), with_uniform, "t", {});
+    EXPECT_NE(umd.find("Plain-mean summary rows (…-uniform-summary"), std::string::npos) << umd;
+    EXPECT_EQ(md.find("Plain-mean summary rows"), std::string::npos) << md; // none measured
 }
 
 TEST(ReportData, PlotFileNamesAreSanitizedAndDistinct) {

@@ -364,6 +364,25 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     ASSERT_EQ(resumed.status, 0) << resumed.err;
     EXPECT_EQ(lines(), before_old) << "an earlier line of the same router measured again";
     EXPECT_EQ(line_of(resumed, "sekv")["answer"], line_of(tpq, "sekv")["answer"]);
+    // Plain-mean summary rows: another configuration of the training-free router, named in the
+    // settings; refused in one line with the trained router, which was trained on the design's.
+    auto uniform_args = args;
+    uniform_args.push_back("--summary-weights");
+    const auto uniform = another_configuration(uniform_args, "uniform", " summary=uniform");
+    EXPECT_EQ(line_of(uniform, "sekv")["router"], "training-free");
+    EXPECT_EQ(line_of(again, "sekv")["settings"].get<std::string>().find("summary="),
+              std::string::npos);
+    auto uniform_trained = trained_args;
+    uniform_trained.push_back("--summary-weights");
+    uniform_trained.push_back("uniform");
+    const auto before_refused = lines();
+    const auto uniform_refused = run_eval(uniform_trained);
+    EXPECT_EQ(uniform_refused.status, 1);
+    EXPECT_NE(uniform_refused.err.find("--summary-weights uniform"), std::string::npos)
+        << uniform_refused.err;
+    EXPECT_EQ(std::count(uniform_refused.err.begin(), uniform_refused.err.end(), '\n'), 1)
+        << uniform_refused.err;
+    EXPECT_EQ(lines(), before_refused);
     // Trained asked for without a file for the model: one line, nothing measured.
     auto no_file = args;
     no_file.push_back("--router");

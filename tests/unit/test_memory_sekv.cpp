@@ -3,6 +3,7 @@
 // give it from their summary rows alone; the row budget and the calibrated expansion rate hold;
 // spans moved by Δ positions equal spans built there; the oracle router expands the spans of
 // most attention mass.
+#include "fp16.h"
 #include "memory_full.h"
 #include "memory_sekv.h"
 #include "model.h"
@@ -119,6 +120,45 @@ TEST(SekvMemory, EveryExpandedSpanAtFullRankGivesFullAttention) {
     ASSERT_EQ(sekv.last_zoom()->size(), 4u);
     for (const auto& h : *sekv.last_zoom())
         EXPECT_EQ(h.spans.size(), doc.seg.spans.size());
+}
+
+TEST(SekvMemory, SummaryRowsAreSurprisalWeightedOrWithUniformSummaryPlainMeans) {
+    const auto doc = make_doc(160, 11);
+    ASSERT_GT(doc.seg.spans.size(), 5u);
+    std::vector<std::vector<float>> summary_k(2);
+    for (const bool uniform : {false, true}) {
+        auto o = options(false, 0.0);
+        o.uniform_summary = uniform;
+        SekvMemory sekv(kShape, 512, 1e6, o);
+        store_and_seal(sekv, doc);
+        ASSERT_EQ(sekv.spans().size(), doc.seg.spans.size());
+        for (size_t s = 0; s < doc.seg.spans.size(); ++s) {
+            const auto& ts = doc.seg.spans[s];
+            const auto& sp = sekv.spans()[s];
+            // DESIGN.md §3.4: weights ∝ each row's own surprisal (NaN or negative: 0).
+            std::vector<double> w;
+            double total = 0;
+            for (int64_t i = ts.begin; i < ts.end; ++i) {
+                const float x = doc.surprisal[static_cast<size_t>(i)];
+                w.push_back(uniform ? 1.0 : std::isfinite(x) && x > 0 ? x : 0.0);
+                total += w.back();
+            }
+            ASSERT_GT(total, 0.0);
+            auto held = [](float x) { return fp16_to_fp32(fp32_to_fp16(x)); }; // the rows are f16
+            for (int64_t j = 0; j < kRow; ++j) {
+                double k = 0, v = 0;
+                for (int64_t i = ts.begin; i < ts.end; ++i) {
+                    k += w[static_cast<size_t>(i - ts.begin)] * held(doc.k[i * kRow + j]) / total;
+                    v += w[static_cast<size_t>(i - ts.begin)] * held(doc.v[i * kRow + j]) / total;
+                }
+                EXPECT_NEAR(sp.summary_k[j], k, 1e-5) << "span " << s << " entry " << j;
+                EXPECT_NEAR(sp.summary_v[j], v, 1e-5) << "span " << s << " entry " << j;
+            }
+            summary_k[uniform].insert(summary_k[uniform].end(), sp.summary_k.begin(),
+                                      sp.summary_k.end());
+        }
+    }
+    EXPECT_GT(max_abs_diff(summary_k[0], summary_k[1]), 0.05) << "the weights made no difference";
 }
 
 TEST(SekvMemory, SpansOfEqualRowsGiveFullAttentionFromTheirSummaries) {

@@ -429,6 +429,11 @@ TEST_F(SekvProjectTest, SpansOfTheTrainedRankGateAreKeptApartFromTheTrainingFree
     anonymous.rank.predictor = trained_rank_gate(zp.layers.front());
     EXPECT_THROW(sekv_options_key(anonymous, sekv_layers(model_->info(), anonymous)),
                  std::invalid_argument);
+    // Plain-mean summary rows (an evaluation setting) are never stored as the design's.
+    auto uniform = sekv_.sekv;
+    uniform.uniform_summary = true;
+    EXPECT_THROW(sekv_options_key(uniform, sekv_layers(model_->info(), uniform)),
+                 std::invalid_argument);
 
     // A question answered with the trained router says so, and builds nothing new.
     auto so = sekv_;
