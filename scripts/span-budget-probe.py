@@ -34,9 +34,14 @@ the other recordings read, never on the one scored):
   keptJ    log(Σ_{i∈K} exp(z_i) + (|S|−J) exp(s q·k̃)), K the J keys of most expected attention
            under the queries, kept beside the plain-mean summary row: 1 + J/2 rows
   oracle   the teacher's mass itself (reads every key at every query), with the summary rows of
-           `summary`: 1 row, a bound on choosing the spans of the 1-row segmentation
+           `summary`: 1 row; no per-head choice of the 1-row segmentation's spans leaves less of
+           that head's mass on summaries (the error and the KV group's union aside)
 
-The kept keys serve the routing only; the output reads the summary rows.
+The kept keys serve the routing only; the output reads the summary rows. The router's own
+relevance (router.h span_relevance) is σ(q·k̄/√d + log|S|): the scores here use the layer's
+attention scale s instead of 1/√d, the same for Gemma 3 (s = 1/√256), and rank without the
+sigmoid, so spans whose logits saturate it (above about 37) are not tied as in the engine.
+Only the 1-row segmentation is checked against the recording's.
 
 Besides each rate it prints the mass on the visible spans with nothing expanded (what the
 segmentation alone leaves on summaries) and the tokens each head expands.
@@ -51,12 +56,13 @@ try:
 except ImportError as e:
     sys.exit(f"{e}: this script needs the PyPI packages gguf and numpy (see its docstring)")
 
-# field() and read_recordings() come from the score probe beside this script.
+# What the two probes share comes from the score probe beside this script.
 _spec = importlib.util.spec_from_file_location(
     "span_score_probe", os.path.join(os.path.dirname(os.path.abspath(__file__)), "span-score-probe.py"))
 _score_probe = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_score_probe)
 field, read_recordings = _score_probe.field, _score_probe.read_recordings
+summary_weights, expected_attention = _score_probe.summary_weights, _score_probe.expected_attention
 
 RATES = (0.0, 0.00625, 0.0125, 0.025)  # 0: nothing expanded
 BUDGET, RESERVE, ALPHA, MIN_SPAN, MAX_SPAN = 0.35, 128, 1.0, 4, 32  # SekvOptions' defaults
@@ -104,8 +110,7 @@ def span_keys(ks, vs, w, e):
     (surprisal-weighted, span_factors.h span_weights), the plain means, the far key, the 4 keys of
     most expected attention e [n]."""
     mean = ks.mean(0)
-    w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
-    w = w / w.sum() if w.sum() > 0 else np.full(len(ks), 1.0 / len(ks))
+    w = summary_weights(w)
     return (w @ ks, w @ vs, mean, vs.mean(0), ks[np.argmax(np.linalg.norm(ks - mean, axis=1))],
             ks[np.argsort(-e)[:4]])
 
@@ -133,12 +138,13 @@ def scores_of(name, x, qq, scale):
 
 
 def probe(path, stats, acc, checked, out_err):
+    """Adds the recording's examples to acc; returns None, or why it adds none."""
     r = gguf.GGUFReader(path)
     rec_begin = np.atleast_1d(field(r, "spans.begin")).astype(int)
     rec_end = np.atleast_1d(field(r, "spans.end")).astype(int)
     qpos = np.atleast_1d(field(r, "query_pos")).astype(int)
     if len(qpos) == 0:
-        return  # a document too short for the first query position
+        return "no query (a document too short for the first query position)"
     tail = int(field(r, "tail")[0])
     budget = float(field(r, "budget")[0])
     if abs(budget - BUDGET) > 1e-9:
@@ -149,10 +155,11 @@ def probe(path, stats, acc, checked, out_err):
     segs = {}
     for rows in sorted({rows for _, rows in SCHEMES}):
         segs[rows] = segment_within_budget(sur, rows)
-        if segs[rows] is None:
-            return
+        if segs[rows] is None:  # the engine would hold it all at full resolution, over budget
+            return f"no segmentation within the budget at {rows} rows a span"
     if [s for s in segs[1.0]] != list(zip(rec_begin, rec_end)):
         raise ValueError("this script's segmentation differs from the recording's")
+    mine = {}  # (score, rate) -> this recording's output errors
     for layer in layers:
         k = t[f"layer.{layer}.k"].astype(np.float64)  # [n][n_kv][d]
         v = t[f"layer.{layer}.v"].astype(np.float64)  # [n][n_kv][d]
@@ -168,7 +175,7 @@ def probe(path, stats, acc, checked, out_err):
             muq = qsum / count
             covq = qq2 / count - np.outer(muq, muq)
             kg = k[:, g]
-            e_all = scale * kg @ muq + 0.5 * scale**2 * np.einsum("id,de,ie->i", kg, covq, kg)
+            e_all = expected_attention(kg, scale, muq, covq)
             for rows, spans in segs.items():
                 parts = [span_keys(kg[b:e], v[b:e, g], sur[b:e], e_all[b:e]) for b, e in spans]
                 keys[(rows, g)] = {"n": np.array([e - b for b, e in spans], dtype=np.float64),
@@ -199,7 +206,7 @@ def probe(path, stats, acc, checked, out_err):
                 nv = sum(1 for b, e in spans if e <= p - tail)
                 smass = np.array([[cum[h, e] - cum[h, b] for b, e in spans[:nv]] for h in range(n_head)])
                 for rate in RATES:
-                    e_n = min(int(round(rate * nv)), nv)
+                    e_n = min(int(np.floor(rate * nv + 0.5)), nv)  # llround, as calibrate_tau
                     for g in range(n_kv):
                         heads = range(g * group, (g + 1) * group)
                         chosen = set()
@@ -229,19 +236,28 @@ def probe(path, stats, acc, checked, out_err):
                             zz = z_all[h] * (1 - (cum[h, es] - cum[h, bs]).sum()) + w_sum.sum()
                             nn = n_all[h] - (cum_v[h, es] - cum_v[h, bs]).sum(0) + w_sum @ vsum[unexp]
                             o = nn / zz
-                            acc.setdefault((name, rate, "out"), []).append(
-                                np.sum((o - o_full[h]) ** 2) / np.sum(o_full[h] ** 2))
+                            error = np.sum((o - o_full[h]) ** 2) / np.sum(o_full[h] ** 2)
+                            acc.setdefault((name, rate, "out"), []).append(error)
+                            mine.setdefault((name, rate), []).append(error)
+    if not mine:
+        return "no query sees 10 spans or more"
+    for key, errors in mine.items():
+        acc.setdefault(("per recording",) + key, []).append(np.mean(errors))
+    return None
 
 
 def main():
     a, recordings = read_recordings(__doc__.split("\n\n")[0])
-    files = [f for f, _ in recordings]
-    acc, checked, out_err = {}, [], []
+    acc, checked, out_err, skipped = {}, [], [], []
     for f, others in recordings:
         try:
-            probe(f, others, acc, checked, out_err)
-        except (ValueError, KeyError, OSError) as e:
+            why = probe(f, others, acc, checked, out_err)
+        except KeyError as e:
+            sys.exit(f"{f}: no {e} in the recording, or no other recording has queries of it")
+        except (ValueError, OSError) as e:
             sys.exit(f"{f}: not a zoom recording this script reads ({e})")
+        if why:
+            skipped.append(f"{os.path.basename(f)}: {why}")
     if not checked:
         sys.exit("no recorded query sees 10 spans or more")
     worst = max(checked)
@@ -251,8 +267,11 @@ def main():
     if worst_out > 1e-3:
         sys.exit(f"the teacher's output computed here differs from the recorded one by {worst_out:.2e} (relative)")
     n = len(acc[(SCHEMES[0][0], RATES[0])])
-    print(f"# {len(files)} recordings from {a.records}, {n} (query, layer, head) examples; recorded "
-          f"span_mass reproduced within {worst:.1e}, output within {worst_out:.1e} (relative)")
+    print(f"# {len(recordings) - len(skipped)} of {len(recordings)} recordings from {a.records}, {n} "
+          f"(query, layer, head) examples; recorded span_mass reproduced within {worst:.1e}, output "
+          f"within {worst_out:.1e} (relative)")
+    for line in skipped:
+        print(f"#   left out: {line}")
     print("per rate: the mass left on summary rows, the layer output's squared error relative to "
           "full attention's (means over examples; lower is better), tokens expanded a KV group")
     print(f"{'score':<8} {'rows':>4}" + "".join(f"  {100 * rt:>5.3g} %: mass, error, tokens" for rt in RATES))
@@ -261,6 +280,16 @@ def main():
         for rt in RATES:
             line += (f"  {np.mean(acc[(name, rt)]):>9.3f}, {np.mean(acc[(name, rt, 'out')]):.4f}, "
                      f"{np.mean(acc[(name, rt, 'tokens')]):>5.1f}")
+        print(line)
+    print("per recording (its mean output error), each score against summary: lower on how many "
+          "recordings, and the mean and standard deviation of the recordings' relative differences")
+    for name, _ in SCHEMES[1:]:
+        line = f"{name:<8}     "
+        for rt in RATES:
+            mine = np.array(acc[("per recording", name, rt)])
+            base = np.array(acc[("per recording", "summary", rt)])
+            rel = mine / base - 1
+            line += f"  {int((mine < base).sum()):>2} of {len(base)}, {100 * rel.mean():+5.1f} % ± {100 * rel.std(ddof=1):4.1f}"
         print(line)
 
 

@@ -70,6 +70,19 @@ def lse(values):
     return m + np.log(np.exp(v - m).sum())
 
 
+def summary_weights(sur):
+    """span_factors.h span_weights: w_i = s_i / Σ s over a span's surprisals s [n] (nats; NaN or
+    negative counted as 0), uniform (1/n) when every s_i is 0."""
+    w = np.where(np.isfinite(sur) & (sur > 0), sur, 0.0)
+    return w / w.sum() if w.sum() > 0 else np.full(len(sur), 1.0 / len(sur))
+
+
+def expected_attention(ks, scale, muq, covq):
+    """log E exp(s q·k_i) for each key of ks [n][d] under Gaussian queries of mean muq [d] and
+    covariance covq [d][d]: s q̄·k + ½ s² kᵀΣk (the log-normal mean)."""
+    return scale * ks @ muq + 0.5 * scale**2 * np.einsum("id,de,ie->i", ks, covq, ks)
+
+
 def query_sums(path):
     """Per (layer, KV head): (count, Σ q [d], Σ qqᵀ [d][d]) of the recording's queries."""
     r = gguf.GGUFReader(path)
@@ -120,12 +133,10 @@ def probe(path, scores, acc, stats):
             covq = qq2 / count - np.outer(muq, muq)
             for s in range(len(begin)):
                 ks = k[begin[s]:end[s], g]
-                w = sur[begin[s]:end[s]]
-                w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
-                w = w / w.sum() if w.sum() > 0 else np.full(len(ks), 1.0 / len(ks))
+                w = summary_weights(sur[begin[s]:end[s]])
                 mean = ks.mean(0)
                 c = ks - mean
-                e = scale * ks @ muq + 0.5 * scale**2 * np.einsum("id,de,ie->i", ks, covq, ks)
+                e = expected_attention(ks, scale, muq, covq)
                 x = {"ks": ks, "n": len(ks), "kbar": w @ ks, "mean": mean,
                      "far": ks[np.argmax(np.linalg.norm(c, axis=1))], "kept": ks[np.argsort(-e)[:2]],
                      "sign": mean + np.abs(c).mean(1, keepdims=True) * np.sign(c),

@@ -163,6 +163,12 @@ int run_eval(const EvalOptions& o) {
                                     [](const EvalConfig& c) { return c.policy == "sekv"; });
     SessionOptions routed;
     const auto router = apply_router(o.policy, *model, routes, routed);
+    if (o.summary_weights != "surprisal" && o.summary_weights != "uniform")
+        throw std::invalid_argument("--summary-weights must be surprisal or uniform, not '" +
+                                    o.summary_weights + "'");
+    if (o.summary_weights == "uniform" && !segments)
+        throw std::invalid_argument("--summary-weights uniform applies to the sekv and "
+                                    "chunk_summary policies");
     if (o.summary_weights == "uniform" && router.mode == kRouterTrained)
         throw std::invalid_argument("--summary-weights uniform: the trained router was trained "
                                     "on surprisal-weighted summary rows; give --router "

@@ -82,8 +82,12 @@ ResultRow parse_result(const LineReader& r) {
     // settings are shared by every policy of a run.
     const std::string base_policy = r.string("policy");
     if ((base_policy == "sekv" || base_policy == "chunk_summary") &&
-        result_line_uniform_summary(row.settings))
+        result_line_uniform_summary(row.settings)) {
+        if (trained) // eval refuses it: the trained router was trained on the design's rows
+            r.fail("a trained-router line with plain-mean summary rows (\"summary=uniform\" in "
+                   "its settings)");
         row.policy += "-uniform-summary";
+    }
     if (r.find("budget") || row.policy != "full")
         row.budget = r.number("budget");
     if (!(row.budget > 0 && row.budget <= 1))

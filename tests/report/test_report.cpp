@@ -621,7 +621,7 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
     std::string u = s;
     const std::string us = R"(,"settings":"m.gguf max_tokens=0 tau=per_query summary=uniform")";
     u += line(0, 1.0, R"(,"router":"training-free")" + pq + us, 1.0, 0.1);
-    u += line(1, 0.0, R"(,"router":"training-free")" + pq + us, 3.0, 0.5);
+    u += line(1, 1.0, R"(,"router":"training-free")" + pq + us, 4.0, 0.5);
     const Report with_uniform = aggregate(load_text(u));
     const RouterComparison* uc = nullptr;
     for (const auto& c : with_uniform.budgets.at(0).router_comparisons)
@@ -630,9 +630,13 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
     ASSERT_NE(uc, nullptr);
     EXPECT_EQ(uc->training_free.policy, "sekv-tau-per-query");
     EXPECT_EQ(uc->accuracy.paired_samples, 2);
-    EXPECT_EQ(points(uc->accuracy.value), "0.0 points"); // (1 − 0 + 0 − 1) / 2
-    EXPECT_DOUBLE_EQ(uc->trained_expansions, 2.0);
-    EXPECT_DOUBLE_EQ(uc->trained_kl, 0.3);
+    EXPECT_EQ(points(uc->accuracy.value), "+50.0 points"); // (1 − 0 + 1 − 1) / 2
+    EXPECT_DOUBLE_EQ(uc->trained_expansions, 2.5);         // (1 + 4) / 2
+    EXPECT_DOUBLE_EQ(uc->training_free_expansions, 2.0);   // (2 + 2) / 2
+    EXPECT_DOUBLE_EQ(uc->trained_kl, 0.3);                 // (0.1 + 0.5) / 2
+    EXPECT_DOUBLE_EQ(uc->training_free_kl, 0.2);           // (0.1 + 0.3) / 2
+    // A trained-router line with plain-mean rows (eval refuses to measure one) is refused.
+    EXPECT_THROW(load_text(line(0, 1.0, trained + pq + us, 1.0, 0.1)), InputError);
     const std::string umd = render_markdown(load_text(u), with_uniform, "t", {});
     EXPECT_NE(umd.find("Plain-mean summary rows (…-uniform-summary"), std::string::npos) << umd;
     EXPECT_EQ(md.find("Plain-mean summary rows"), std::string::npos) << md; // none measured

@@ -370,6 +370,11 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     uniform_args.push_back("--summary-weights");
     const auto uniform = another_configuration(uniform_args, "uniform", " summary=uniform");
     EXPECT_EQ(line_of(uniform, "sekv")["router"], "training-free");
+    // The setting reaches the memory: the same sample's output moves (the tiny model's
+    // surprisal is not flat, so the two summary rows differ).
+    EXPECT_NE(line_of(uniform, "sekv")["fidelity"]["kl"], line_of(again, "sekv")["fidelity"]["kl"])
+        << line_of(uniform, "sekv").dump() << "\n"
+        << line_of(again, "sekv").dump();
     EXPECT_EQ(line_of(again, "sekv")["settings"].get<std::string>().find("summary="),
               std::string::npos);
     auto uniform_trained = trained_args;
@@ -382,6 +387,18 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
         << uniform_refused.err;
     EXPECT_EQ(std::count(uniform_refused.err.begin(), uniform_refused.err.end(), '\n'), 1)
         << uniform_refused.err;
+    EXPECT_EQ(lines(), before_refused);
+    // Without a policy that holds spans it would change nothing: refused in one line too.
+    auto full_only = args;
+    for (size_t i = 0; i + 1 < full_only.size(); ++i)
+        if (full_only[i] == "--policy")
+            full_only[i + 1] = "full";
+    full_only.push_back("--summary-weights");
+    full_only.push_back("uniform");
+    const auto no_spans = run_eval(full_only);
+    EXPECT_EQ(no_spans.status, 1);
+    EXPECT_NE(no_spans.err.find("sekv and chunk_summary"), std::string::npos) << no_spans.err;
+    EXPECT_EQ(std::count(no_spans.err.begin(), no_spans.err.end(), '\n'), 1) << no_spans.err;
     EXPECT_EQ(lines(), before_refused);
     // Trained asked for without a file for the model: one line, nothing measured.
     auto no_file = args;

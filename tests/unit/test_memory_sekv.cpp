@@ -126,9 +126,12 @@ TEST(SekvMemory, SummaryRowsAreSurprisalWeightedOrWithUniformSummaryPlainMeans) 
     const auto doc = make_doc(160, 11);
     ASSERT_GT(doc.seg.spans.size(), 5u);
     std::vector<std::vector<float>> summary_k(2);
-    for (const bool uniform : {false, true}) {
+    // sekv, and chunk_summary (summaries_only), which holds the same summary rows.
+    for (const auto& [uniform, summaries_only] :
+         {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
         auto o = options(false, 0.0);
         o.uniform_summary = uniform;
+        o.summaries_only = summaries_only;
         SekvMemory sekv(kShape, 512, 1e6, o);
         store_and_seal(sekv, doc);
         ASSERT_EQ(sekv.spans().size(), doc.seg.spans.size());
@@ -154,8 +157,9 @@ TEST(SekvMemory, SummaryRowsAreSurprisalWeightedOrWithUniformSummaryPlainMeans) 
                 EXPECT_NEAR(sp.summary_k[j], k, 1e-5) << "span " << s << " entry " << j;
                 EXPECT_NEAR(sp.summary_v[j], v, 1e-5) << "span " << s << " entry " << j;
             }
-            summary_k[uniform].insert(summary_k[uniform].end(), sp.summary_k.begin(),
-                                      sp.summary_k.end());
+            if (!summaries_only)
+                summary_k[uniform].insert(summary_k[uniform].end(), sp.summary_k.begin(),
+                                          sp.summary_k.end());
         }
     }
     EXPECT_GT(max_abs_diff(summary_k[0], summary_k[1]), 0.05) << "the weights made no difference";

@@ -434,6 +434,12 @@ TEST_F(SekvProjectTest, SpansOfTheTrainedRankGateAreKeptApartFromTheTrainingFree
     uniform.uniform_summary = true;
     EXPECT_THROW(sekv_options_key(uniform, sekv_layers(model_->info(), uniform)),
                  std::invalid_argument);
+    // Nor are they given to the trained router, trained on the design's.
+    auto trained_uniform = trained;
+    trained_uniform.uniform_summary = true;
+    EXPECT_THROW(sekv_layer_options(trained_uniform, layer,
+                                    model_->info().layers[static_cast<size_t>(layer)].attn),
+                 std::invalid_argument);
 
     // A question answered with the trained router says so, and builds nothing new.
     auto so = sekv_;
