@@ -522,6 +522,14 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
                                                "chunk_summary-uniform-summary", "full"}));
 }
 
+// The comparison of `policy` at the report's first budget, or nullptr.
+const RouterComparison* comparison_of(const Report& report, const std::string& policy) {
+    for (const auto& c : report.budgets.at(0).router_comparisons)
+        if (c.trained.policy == policy)
+            return &c;
+    return nullptr;
+}
+
 // Each trained configuration is compared with the training-free one of its τ rule, on the
 // samples both answered; expansions and KL are paired too (a sample only one of them answered
 // is left out of both means).
@@ -594,10 +602,7 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
     o += line(0, 1.0, R"(,"router":"oracle")" + pq, 2.0, 0.05);
     o += line(1, 1.0, R"(,"router":"oracle")" + pq, 4.0, 0.15);
     const Report with_oracle = aggregate(load_text(o));
-    const RouterComparison* oc = nullptr;
-    for (const auto& c : with_oracle.budgets.at(0).router_comparisons)
-        if (c.trained.policy == "sekv-oracle-tau-per-query")
-            oc = &c;
+    const RouterComparison* oc = comparison_of(with_oracle, "sekv-oracle-tau-per-query");
     ASSERT_NE(oc, nullptr);
     EXPECT_EQ(oc->training_free.policy, "sekv-tau-per-query");
     EXPECT_EQ(oc->accuracy.paired_samples, 2);
@@ -623,10 +628,7 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
     u += line(0, 1.0, R"(,"router":"training-free")" + pq + us, 1.0, 0.1);
     u += line(1, 1.0, R"(,"router":"training-free")" + pq + us, 4.0, 0.5);
     const Report with_uniform = aggregate(load_text(u));
-    const RouterComparison* uc = nullptr;
-    for (const auto& c : with_uniform.budgets.at(0).router_comparisons)
-        if (c.trained.policy == "sekv-tau-per-query-uniform-summary")
-            uc = &c;
+    const RouterComparison* uc = comparison_of(with_uniform, "sekv-tau-per-query-uniform-summary");
     ASSERT_NE(uc, nullptr);
     EXPECT_EQ(uc->training_free.policy, "sekv-tau-per-query");
     EXPECT_EQ(uc->accuracy.paired_samples, 2);
