@@ -166,10 +166,11 @@ int run_eval(const EvalOptions& o) {
     if (o.summary_weights != "surprisal" && o.summary_weights != "uniform")
         throw std::invalid_argument("--summary-weights must be surprisal or uniform, not '" +
                                     o.summary_weights + "'");
-    if (o.summary_weights == "uniform" && !segments)
+    const bool uniform_summary = o.summary_weights == "uniform";
+    if (uniform_summary && !segments)
         throw std::invalid_argument("--summary-weights uniform applies to the sekv and "
                                     "chunk_summary policies");
-    if (o.summary_weights == "uniform" && router.mode == kRouterTrained)
+    if (uniform_summary && router.mode == kRouterTrained)
         throw std::invalid_argument("--summary-weights uniform: the trained router was trained "
                                     "on surprisal-weighted summary rows; give --router "
                                     "training-free or oracle");
@@ -179,7 +180,7 @@ int run_eval(const EvalOptions& o) {
     SessionOptions base;
     base.threads = o.threads;
     apply_policy(o.policy, base); // SEKV's knobs (expand rate, α, layers) apply to sekv runs
-    base.sekv.uniform_summary = o.summary_weights == "uniform";
+    base.sekv.uniform_summary = uniform_summary;
     use_router(router, base);
 
     std::map<std::string, Tally> tally;

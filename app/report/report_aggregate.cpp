@@ -187,10 +187,6 @@ BudgetSummary budget_summary(const Report& report, double budget,
     return s;
 }
 
-} // namespace
-
-namespace {
-
 bool ends_with(const std::string& s, const std::string& end) {
     return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
 }
@@ -209,10 +205,7 @@ std::optional<std::string> training_free_partner(const std::string& policy) {
     }
     if (policy.rfind(trained, 0) != 0 && policy.rfind(oracle, 0) != 0)
         return std::nullopt;
-    const bool tau_per_query =
-        policy.size() >= per_query.size() &&
-        policy.compare(policy.size() - per_query.size(), per_query.size(), per_query) == 0;
-    return tau_per_query ? "sekv" + per_query : std::string("sekv");
+    return ends_with(policy, per_query) ? "sekv" + per_query : std::string("sekv");
 }
 
 std::string Config::label() const {

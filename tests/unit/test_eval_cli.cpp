@@ -377,29 +377,24 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
         << line_of(again, "sekv").dump();
     EXPECT_EQ(line_of(again, "sekv")["settings"].get<std::string>().find("summary="),
               std::string::npos);
-    auto uniform_trained = trained_args;
-    uniform_trained.push_back("--summary-weights");
-    uniform_trained.push_back("uniform");
-    const auto before_refused = lines();
-    const auto uniform_refused = run_eval(uniform_trained);
-    EXPECT_EQ(uniform_refused.status, 1);
-    EXPECT_NE(uniform_refused.err.find("--summary-weights uniform"), std::string::npos)
-        << uniform_refused.err;
-    EXPECT_EQ(std::count(uniform_refused.err.begin(), uniform_refused.err.end(), '\n'), 1)
-        << uniform_refused.err;
-    EXPECT_EQ(lines(), before_refused);
-    // Without a policy that holds spans it would change nothing: refused in one line too.
+    // `base` with --summary-weights uniform: refused in one line naming `says`, nothing written.
+    auto refused_uniform = [&](std::vector<std::string> base, const std::string& says) {
+        base.push_back("--summary-weights");
+        base.push_back("uniform");
+        const auto before = lines();
+        const auto r = run_eval(base);
+        EXPECT_EQ(r.status, 1);
+        EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_EQ(lines(), before);
+    };
+    refused_uniform(trained_args, "--summary-weights uniform");
+    // Without a policy that holds spans it would change nothing: refused too.
     auto full_only = args;
     for (size_t i = 0; i + 1 < full_only.size(); ++i)
         if (full_only[i] == "--policy")
             full_only[i + 1] = "full";
-    full_only.push_back("--summary-weights");
-    full_only.push_back("uniform");
-    const auto no_spans = run_eval(full_only);
-    EXPECT_EQ(no_spans.status, 1);
-    EXPECT_NE(no_spans.err.find("sekv and chunk_summary"), std::string::npos) << no_spans.err;
-    EXPECT_EQ(std::count(no_spans.err.begin(), no_spans.err.end(), '\n'), 1) << no_spans.err;
-    EXPECT_EQ(lines(), before_refused);
+    refused_uniform(full_only, "sekv and chunk_summary");
     // Trained asked for without a file for the model: one line, nothing measured.
     auto no_file = args;
     no_file.push_back("--router");
