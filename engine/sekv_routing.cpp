@@ -32,6 +32,15 @@ void check_router_options(const SekvRouterOptions& r, const AttentionShape& shap
         throw std::invalid_argument("sekv router: the oracle router expands, per query head, as "
                                     "many spans as τ per query asks for; it needs τ per query "
                                     "and no trained parameters");
+    if (r.rerank < 0 || r.rerank == 1 || r.rerank > kMaxRerank)
+        throw std::invalid_argument("sekv router: rerank must be 0 (off) or a number of "
+                                    "candidates per expanded span in [2, " +
+                                    std::to_string(kMaxRerank) + "], not " +
+                                    std::to_string(r.rerank));
+    if (r.rerank > 0 && (!r.tau_per_query || r.oracle))
+        throw std::invalid_argument("sekv router: two-stage routing (rerank) takes each query "
+                                    "head's candidates by τ per query; it needs τ per query and "
+                                    "not the oracle");
 }
 
 std::vector<double> span_relevances(const AttentionShape& shape, const SekvRouterOptions& options,
@@ -51,41 +60,56 @@ std::vector<double> span_relevances(const AttentionShape& shape, const SekvRoute
     return rel;
 }
 
+namespace {
+
+void check_head(const AttentionShape& shape, int head, const char* who) {
+    if (head < 0 || head >= shape.n_head || shape.n_kv_head < 1 ||
+        shape.n_head % shape.n_kv_head != 0)
+        throw std::invalid_argument(std::string(who) + ": query head " + std::to_string(head) +
+                                    " is not one of the layer's " + std::to_string(shape.n_head) +
+                                    " (in KV groups of n_head / n_kv_head)");
+}
+
+// log Σ_{i∈S} exp(scale · qh·k_i) over span s's keys k_i = left_i · right rebuilt from its key
+// factors of KV group g (the scores mixed_attention gives an expanded span).
+double span_key_log_mass(const AttentionShape& shape, const std::vector<SekvSpan>& spans, size_t s,
+                         const float* qh, int g, const char* who) {
+    const int d = shape.head_dim;
+    if (spans[s].k.size() <= static_cast<size_t>(g))
+        throw std::invalid_argument(std::string(who) + ": span " + std::to_string(s) +
+                                    " has no factors to score its keys with");
+    const SpanFactors& f = spans[s].k[static_cast<size_t>(g)];
+    if (f.rows != spans[s].size || f.dim != d)
+        throw std::invalid_argument(std::string(who) + ": span " + std::to_string(s) +
+                                    "'s key factors are not [size][head_dim]");
+    const auto rq = project_rows(f.right.data(), f.rank, d, qh); // right · q [rank]
+    std::vector<double> score(static_cast<size_t>(f.rows));
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t i = 0; i < f.rows; ++i) {
+        double z = 0;
+        for (int c = 0; c < f.rank; ++c)
+            z += static_cast<double>(f.left[static_cast<size_t>(i * f.rank + c)]) *
+                 rq[static_cast<size_t>(c)];
+        score[static_cast<size_t>(i)] = z * shape.scale;
+        m = std::max(m, score[static_cast<size_t>(i)]);
+    }
+    double sum = 0;
+    for (const double z : score)
+        sum += std::exp(z - m);
+    return m + std::log(sum);
+}
+
+} // namespace
+
 std::vector<double> span_attention_shares(const AttentionShape& shape,
                                           const std::vector<SekvSpan>& spans, const float* qh,
                                           int head) {
-    if (head < 0 || head >= shape.n_head || shape.n_kv_head < 1 ||
-        shape.n_head % shape.n_kv_head != 0)
-        throw std::invalid_argument("span_attention_shares: query head " + std::to_string(head) +
-                                    " is not one of the layer's " + std::to_string(shape.n_head) +
-                                    " (in KV groups of n_head / n_kv_head)");
-    const int d = shape.head_dim;
+    check_head(shape, head, "span_attention_shares");
     const int g = head / (shape.n_head / shape.n_kv_head);
     std::vector<double> lse(spans.size());
     double top = -std::numeric_limits<double>::infinity();
     for (size_t s = 0; s < spans.size(); ++s) {
-        if (spans[s].k.size() <= static_cast<size_t>(g))
-            throw std::invalid_argument("span_attention_shares: span " + std::to_string(s) +
-                                        " has no factors to score its keys with");
-        const SpanFactors& f = spans[s].k[static_cast<size_t>(g)];
-        if (f.rows != spans[s].size || f.dim != d)
-            throw std::invalid_argument("span_attention_shares: span " + std::to_string(s) +
-                                        "'s key factors are not [size][head_dim]");
-        const auto rq = project_rows(f.right.data(), f.rank, d, qh); // right · q [rank]
-        std::vector<double> score(static_cast<size_t>(f.rows));
-        double m = -std::numeric_limits<double>::infinity();
-        for (int64_t i = 0; i < f.rows; ++i) {
-            double z = 0;
-            for (int c = 0; c < f.rank; ++c)
-                z += static_cast<double>(f.left[static_cast<size_t>(i * f.rank + c)]) *
-                     rq[static_cast<size_t>(c)];
-            score[static_cast<size_t>(i)] = z * shape.scale;
-            m = std::max(m, score[static_cast<size_t>(i)]);
-        }
-        double sum = 0;
-        for (const double z : score)
-            sum += std::exp(z - m);
-        lse[s] = m + std::log(sum);
+        lse[s] = span_key_log_mass(shape, spans, s, qh, g, "span_attention_shares");
         top = std::max(top, lse[s]);
     }
     double total = 0;
@@ -96,6 +120,31 @@ std::vector<double> span_attention_shares(const AttentionShape& shape,
     for (auto& l : lse)
         l /= total;
     return lse;
+}
+
+std::vector<int> rerank_candidates(const AttentionShape& shape, const std::vector<SekvSpan>& spans,
+                                   const std::vector<int>& candidates, const float* qh, int head,
+                                   size_t keep) {
+    check_head(shape, head, "rerank_candidates");
+    const int g = head / (shape.n_head / shape.n_kv_head);
+    std::vector<std::pair<double, int>> scored;
+    scored.reserve(candidates.size());
+    for (const int s : candidates) {
+        if (s < 0 || static_cast<size_t>(s) >= spans.size())
+            throw std::invalid_argument("rerank_candidates: candidate " + std::to_string(s) +
+                                        " is not one of the " + std::to_string(spans.size()) +
+                                        " spans");
+        scored.emplace_back(
+            span_key_log_mass(shape, spans, static_cast<size_t>(s), qh, g, "rerank_candidates"), s);
+    }
+    std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    std::vector<int> kept;
+    for (size_t i = 0; i < std::min(keep, scored.size()); ++i)
+        kept.push_back(scored[i].second);
+    std::sort(kept.begin(), kept.end());
+    return kept;
 }
 
 std::vector<double> calibrate_router(const AttentionShape& shape, const SekvRouterOptions& options,
@@ -150,6 +199,13 @@ SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& 
                                 ? std::vector<int>{}
                                 : route_spans(r.relevance[t], sizes,
                                               calibrate_tau(r.relevance[t], options.expand_rate));
+                if (options.rerank > 0 && !spans.empty()) {
+                    const double wide = std::min(1.0, options.rerank * options.expand_rate);
+                    const auto candidates =
+                        route_spans(r.relevance[t], sizes, calibrate_tau(r.relevance[t], wide));
+                    routed[t] =
+                        rerank_candidates(shape, spans, candidates, q + t * d, h, routed[t].size());
+                }
             } else {
                 routed[t] = route_spans(r.relevance[t], sizes, tau[static_cast<size_t>(h)],
                                         options.budget_rows);

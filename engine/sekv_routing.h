@@ -61,13 +61,26 @@ struct SekvRouterOptions {
     /// host memory only (DeviceSekvMemory refuses it). Needs tau_per_query (each query head
     /// expands as many spans as τ per query asks for) and no trained router.
     bool oracle = false;
+    /// Two-stage routing (0: off; else at least 2): each query head takes as candidates the
+    /// spans its router (trained or training-free) ranks in the top `rerank` times its share
+    /// (τ per query at rate min(1, rerank · expand_rate)), scores each candidate against the keys
+    /// rebuilt from the candidate's key factors (its log-sum-exp, as span_attention_shares), and
+    /// expands as many candidates, of the largest scores, as τ per query at expand_rate would
+    /// have expanded. It reads the key factors of the candidates only, about rerank times the
+    /// spans it expands, where the oracle reads every span's. Needs tau_per_query and not the
+    /// oracle; the host memory only (DeviceSekvMemory refuses it).
+    int rerank = 0;
 };
 
 /// Throws std::invalid_argument when the options are out of range (expand rate outside [0, 1],
 /// a negative row budget), tau_per_query is combined with learned_tau or a row budget, oracle
-/// comes without tau_per_query or with a trained router, or the
+/// comes without tau_per_query or with a trained router, rerank is 1, negative or above
+/// kMaxRerank or comes without tau_per_query or with the oracle, or the
 /// trained router does not match the shape (n_head, head_dim; a sketch basis of
 /// n_kv_head · sketch_dim · head_dim values).
+/// The largest SekvRouterOptions::rerank: candidates of at most 64 times a head's share.
+inline constexpr int kMaxRerank = 64;
+
 void check_router_options(const SekvRouterOptions& options, const AttentionShape& shape);
 
 /// Relevance of every span for query head `head`'s query qh [head_dim] (router.h
@@ -91,6 +104,16 @@ std::vector<double> span_attention_shares(const AttentionShape& shape,
                                           const std::vector<SekvSpan>& spans, const float* qh,
                                           int head);
 
+/// Two-stage routing's second stage (SekvRouterOptions::rerank) for query head `head`'s query qh
+/// [head_dim]: of `candidates` (span indices), the `keep` whose keys, rebuilt from their key
+/// factors of the head's KV group, take the most of qh's attention (the largest log-sum-exp of
+/// scale · qh·k_i, as span_attention_shares scores them; ties to the lower index). Returns them
+/// ascending. Throws std::invalid_argument as span_attention_shares for a candidate without
+/// factors or a head outside the layer, and for a candidate index outside spans.
+std::vector<int> rerank_candidates(const AttentionShape& shape, const std::vector<SekvSpan>& spans,
+                                   const std::vector<int>& candidates, const float* qh, int head,
+                                   size_t keep);
+
 /// τ per query head [n_head]: the trained τ with learned_tau, else calibrated so that a fraction
 /// options.expand_rate of the relevances of queries q [n_q][n_head][head_dim] exceed it
 /// (router.h calibrate_tau). Throws std::invalid_argument for n_q < 1 or no span.
@@ -112,7 +135,9 @@ struct SpanRouting {
 /// relevance above τ (route_spans with the row budget; with tau_per_query above the τ of that
 /// query head's own relevances, and `tau` is not read), united over each KV group with
 /// share_group (and no row budget). With options.oracle the relevances are
-/// span_attention_shares (which throws std::invalid_argument for spans without factors).
+/// span_attention_shares (which throws std::invalid_argument for spans without factors); with
+/// options.rerank the candidates are chosen again by rerank_candidates (the relevances stay the
+/// router's).
 SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& options,
                           bool summaries_only, const std::vector<SekvSpan>& spans,
                           const std::vector<double>& tau, const float* q, int64_t n_q,

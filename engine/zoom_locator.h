@@ -46,6 +46,9 @@ inline constexpr const char* kSettingsFullRank = " rank=full";
 /// In the settings of an eval line measured with `--summary-weights uniform`
 /// (SekvOptions::uniform_summary): its sekv and chunk_summary lines are their own configuration.
 inline constexpr const char* kSettingsUniformSummary = " summary=uniform";
+/// In the settings of an eval line measured with two-stage routing (`--rerank N`,
+/// SekvRouterOptions::rerank), followed by N: its sekv lines are their own configuration.
+inline constexpr const char* kSettingsRerank = " rerank=";
 
 /// The τ rule of a sekv result line: kTauPerQuery when its settings hold kSettingsTauPerQuery
 /// (lines measured before "tau" said so recorded kTauCalibrated or nothing), else its "tau"
@@ -58,6 +61,9 @@ std::string result_line_tau(bool trained, const std::string& tau, const std::str
 bool result_line_full_rank(const std::string& rank_gate, const std::string& settings);
 /// Whether an eval line's settings hold kSettingsUniformSummary.
 bool result_line_uniform_summary(const std::string& settings);
+/// The N of kSettingsRerank in an eval line's settings, 0 when absent. Throws
+/// std::invalid_argument when N is not a number in [2, 64] (sekv_routing.h kMaxRerank).
+int result_line_rerank(const std::string& settings);
 
 /// "<model file name without .gguf>.zoom.gguf" for a model path.
 std::string zoom_file_name(const std::string& model_path);

@@ -73,6 +73,7 @@ std::string settings_of(const EvalOptions& o, const std::string& model_path) {
            " max_span=" + std::to_string(p.max_span) + " layers=" + layers +
            (p.tau_per_query ? kSettingsTauPerQuery : "") + (p.full_rank ? kSettingsFullRank : "") +
            (o.summary_weights == "uniform" ? kSettingsUniformSummary : "") +
+           (p.rerank > 0 ? kSettingsRerank + std::to_string(p.rerank) : std::string()) +
            // Another backend gives other roundings: its lines are another configuration.
            (o.backend == "cpu" ? std::string() : " backend=" + o.backend);
 }

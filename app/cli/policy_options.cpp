@@ -81,6 +81,15 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
                  "sekv, trained router: keep each span's factors at the energy gate's rank, as "
                  "the training-free router does (every stored component at the default "
                  "energy), instead of the rank the trained gate chooses (the router alone)");
+    cmd.add_option("--rerank", o.rerank,
+                   "sekv, with --tau-per-query, either router (not the oracle), cpu backend: "
+                   "two-stage routing. Each query head takes as candidates the spans its router "
+                   "ranks in the top N times its --expand-rate, scores them against the keys "
+                   "rebuilt from their key factors, and expands as many of them, of the most "
+                   "attention, as --expand-rate asks for (it reads about N times the key "
+                   "factors of the spans it expands; 0: off)")
+        ->check(CLI::Range(0, kMaxRerank))
+        ->capture_default_str();
 }
 
 void apply_policy(const PolicyOptions& o, SessionOptions& so) {
@@ -89,6 +98,7 @@ void apply_policy(const PolicyOptions& o, SessionOptions& so) {
     so.sekv.router.expand_rate = o.expand_rate;
     so.sekv.router.budget_rows = o.expand_rows;
     so.sekv.router.tau_per_query = o.tau_per_query;
+    so.sekv.router.rerank = o.rerank;
     so.sekv.trained_rank_gate = !o.full_rank;
     so.sekv.segmentation.alpha = o.alpha;
     so.sekv.segmentation.max_span = o.max_span;
@@ -101,10 +111,10 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
     so.sekv.zoom.reset();
     if (!routes) {
         if (!o.router.empty() || !o.zoom_params.empty() || o.learned_tau || o.tau_per_query ||
-            o.full_rank)
+            o.full_rank || o.rerank != 0)
             throw std::invalid_argument("--router, --zoom-params, --learned-tau, "
-                                        "--tau-per-query and --full-rank apply to the sekv "
-                                        "policy");
+                                        "--tau-per-query, --full-rank and --rerank apply to the "
+                                        "sekv policy");
         return {};
     }
     auto c = choose_router(o.router, o.zoom_params, model.path(),
@@ -136,6 +146,15 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
                   "already; give --zoom-params FILE"
                 : "--full-rank: the training-free router keeps every span's factors at the "
                   "energy gate's rank already; it applies to the trained router");
+    if (o.rerank == 1)
+        throw std::invalid_argument("--rerank 1 would take as candidates only the spans it "
+                                    "expands: give 0 (off) or at least 2");
+    if (o.rerank > 0 && !o.tau_per_query)
+        throw std::invalid_argument("--rerank takes each query head's candidates by τ per "
+                                    "query: give --tau-per-query");
+    if (o.rerank > 0 && c.mode == kRouterOracle)
+        throw std::invalid_argument("--rerank: the oracle router scores every span's keys "
+                                    "already");
     if (o.tau_per_query && o.expand_rows > 0)
         throw std::invalid_argument("--tau-per-query calibrates τ at each query; --expand-rows "
                                     "caps the rows of each query head instead: give one of them");

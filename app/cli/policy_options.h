@@ -37,10 +37,12 @@ struct PolicyOptions {
     bool tau_per_query = false;
     /// sekv, trained router: factors at full rank (the energy gate), not the trained rank gate.
     bool full_rank = false;
+    /// sekv: two-stage routing's candidates per expanded span (SekvRouterOptions::rerank; 0: off).
+    int rerank = 0;
 };
 
 /// --policy, --budget, --expand-rate, --expand-rows, --alpha, --max-span, --sekv-layers,
-/// --router, --zoom-params, --learned-tau, --tau-per-query, --full-rank.
+/// --router, --zoom-params, --learned-tau, --tau-per-query, --full-rank, --rerank.
 void add_policy_options(CLI::App& cmd, PolicyOptions& o);
 
 /// --backend: where the forward pass runs, cpu or cuda (backend.h).

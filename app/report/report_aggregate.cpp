@@ -196,6 +196,16 @@ bool ends_with(const std::string& s, const std::string& end) {
 std::optional<std::string> training_free_partner(const std::string& policy) {
     static const std::string trained = "sekv-trained", oracle = "sekv-oracle";
     static const std::string per_query = "-tau-per-query", uniform = "-uniform-summary";
+    // Two-stage routing (-rerankN, the last suffix report_data gives): the training-free router
+    // with it against the same router without it, the trained router with it against the
+    // training-free router with it.
+    if (const auto at = policy.rfind("-rerank"); at != std::string::npos && at > 0) {
+        const std::string rest = policy.substr(0, at), suffix = policy.substr(at);
+        if (rest == "sekv" + per_query || rest == "sekv" + per_query + uniform)
+            return rest;
+        const auto partner = training_free_partner(rest);
+        return partner ? std::optional<std::string>(*partner + suffix) : std::nullopt;
+    }
     if (ends_with(policy, uniform)) {
         const std::string rest = policy.substr(0, policy.size() - uniform.size());
         if (rest == "sekv" || rest == "sekv" + per_query) // against the design's summary rows

@@ -88,6 +88,19 @@ ResultRow parse_result(const LineReader& r) {
                    "its settings)");
         row.policy += "-uniform-summary";
     }
+    // Two-stage routing (eval --rerank N): its own configuration for each N.
+    if (base_policy == "sekv") {
+        int rerank = 0;
+        try {
+            rerank = result_line_rerank(row.settings);
+        } catch (const std::invalid_argument& e) {
+            r.fail(e.what());
+        }
+        if (rerank > 0 && oracle)
+            r.fail("an oracle line with two-stage routing (\"rerank=\" in its settings)");
+        if (rerank > 0)
+            row.policy += "-rerank" + std::to_string(rerank);
+    }
     if (r.find("budget") || row.policy != "full")
         row.budget = r.number("budget");
     if (!(row.budget > 0 && row.budget <= 1))

@@ -223,7 +223,10 @@ struct RouterComparison {
 /// "sekv-oracle-tau-per-query", is compared as a trained one is: the trained fields hold it).
 /// Plain-mean summary rows (…-uniform-summary): the training-free one is compared with the
 /// design's ("sekv-tau-per-query-uniform-summary" with "sekv-tau-per-query"), the others with the
-/// training-free one of the same summaries.
+/// training-free one of the same summaries. Two-stage routing (…-rerankN, report_data's last
+/// suffix): the training-free router with it is compared with the same router without it
+/// ("sekv-tau-per-query-rerank4" with "sekv-tau-per-query"), a trained one with the training-free
+/// one with the same N.
 std::optional<std::string> training_free_partner(const std::string& policy);
 
 /// The summary of one budget: full (the reference) and every policy run at that budget.

@@ -33,6 +33,10 @@ DeviceSekvMemory::DeviceSekvMemory(const AttentionShape& shape, int64_t capacity
         throw std::invalid_argument("the oracle router scores every span's factors at every "
                                     "query, which the GPU memory does not: run it with the cpu "
                                     "backend (--backend cpu)");
+    if (options.router.rerank > 0) // the candidates' key factors are read on the host
+        throw std::invalid_argument("two-stage routing (rerank) scores the candidates' key "
+                                    "factors on the host, which the GPU memory does not: run it "
+                                    "with the cpu backend (--backend cpu)");
     if (device_options.cache_bytes < 0)
         throw std::invalid_argument("sekv on the GPU: negative cache size");
     if (!rows_)

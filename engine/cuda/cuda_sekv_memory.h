@@ -50,8 +50,9 @@ struct SekvPrefetchChain {
 class DeviceSekvMemory final : public DeviceLayerMemory {
 public:
     /// As SekvMemory's constructor (the same checks), with the fast tier on the device of
-    /// `context`. Throws std::invalid_argument as SekvMemory and for the oracle router (its
-    /// scores read every span's factors, which the device memory does not keep on the host),
+    /// `context`. Throws std::invalid_argument as SekvMemory and for the oracle router and
+    /// two-stage routing (their scores read spans' key factors on the host, which the device
+    /// memory does not keep there),
     /// CudaError when the device has no room.
     DeviceSekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
                      const SekvOptions& options, const DeviceSekvOptions& device_options,

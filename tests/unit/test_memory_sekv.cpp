@@ -392,6 +392,102 @@ TEST(SekvMemory, TheOracleExpandsTheSpansOfMostAttentionMass) {
     EXPECT_NO_THROW(SekvMemory(kShape, 1024, 1e6, trained));
 }
 
+TEST(SekvMemory, TwoStageRoutingExpandsTheCandidatesOfMostAttentionMass) {
+    ThreadPool pool(2);
+    const auto doc = make_doc(400, 13);
+    const double rate = 0.1;
+    const int rerank = 3;
+    for (const bool group : {false, true}) {
+        SCOPED_TRACE(group ? "KV group union" : "each head alone");
+        auto o = options(false, rate); // full rank: the factors give the stored keys back
+        o.router.tau_per_query = true;
+        o.router.rerank = rerank;
+        o.router.share_group = group;
+        SekvMemory sekv(kShape, 1024, 1e6, o);
+        store_and_seal(sekv, doc);
+        const auto& spans = sekv.spans();
+        const auto n_spans = static_cast<int64_t>(spans.size());
+        ASSERT_GT(n_spans, 20);
+        const int64_t nq = 2;
+        const auto tk = randn(nq * kRow, 51), tv = randn(nq * kRow, 52);
+        const auto q = randn(nq * 4 * 16, 53);
+        const auto qpos = iota_pos(static_cast<int32_t>(doc.n), nq);
+        sekv.store(tk.data(), tv.data(), qpos.data(), nq);
+        std::vector<float> out(q.size());
+        sekv.attend(q.data(), qpos.data(), nq, out.data(), pool);
+        // Independently, for each head of the last query: the candidates are the
+        // round(3 · 0.1 · n) spans of the highest summary relevance; of them, the round(0.1 · n)
+        // whose stored keys take the most softmax mass (scale 0.25) are expanded.
+        const int64_t want = std::llround(rate * static_cast<double>(n_spans));
+        const int64_t wide = std::llround(rerank * rate * static_cast<double>(n_spans));
+        std::vector<std::vector<int>> top(4);
+        int differs_from_summaries = 0, differs_from_oracle = 0;
+        for (int h = 0; h < 4; ++h) {
+            const float* qh = q.data() + ((nq - 1) * 4 + h) * 16;
+            std::vector<std::pair<double, int>> by_summary, by_mass;
+            for (int64_t s = 0; s < n_spans; ++s) {
+                const auto& sp = spans[static_cast<size_t>(s)];
+                by_summary.emplace_back(
+                    span_relevance(qh, sp.summary_k.data() + (h / 2) * 16, 16, sp.size),
+                    static_cast<int>(s));
+                double mass = 0;
+                for (int64_t i = sp.begin; i < sp.end(); ++i) {
+                    double dot = 0;
+                    for (int c = 0; c < 16; ++c)
+                        dot += static_cast<double>(qh[c]) * doc.k[i * kRow + (h / 2) * 16 + c];
+                    mass += std::exp(0.25 * dot);
+                }
+                by_mass.emplace_back(mass, static_cast<int>(s));
+            }
+            std::sort(by_summary.rbegin(), by_summary.rend());
+            std::vector<std::pair<double, int>> candidates;
+            for (int64_t i = 0; i < wide; ++i) {
+                const int s = by_summary[static_cast<size_t>(i)].second;
+                candidates.push_back(by_mass[static_cast<size_t>(s)]);
+            }
+            std::sort(candidates.rbegin(), candidates.rend());
+            std::sort(by_mass.rbegin(), by_mass.rend());
+            std::vector<int> summary_top, oracle_top;
+            for (int64_t i = 0; i < want; ++i) {
+                top[static_cast<size_t>(h)].push_back(candidates[static_cast<size_t>(i)].second);
+                summary_top.push_back(by_summary[static_cast<size_t>(i)].second);
+                oracle_top.push_back(by_mass[static_cast<size_t>(i)].second);
+            }
+            for (auto* v : {&top[static_cast<size_t>(h)], &summary_top, &oracle_top})
+                std::sort(v->begin(), v->end());
+            differs_from_summaries += summary_top != top[static_cast<size_t>(h)];
+            differs_from_oracle += oracle_top != top[static_cast<size_t>(h)];
+        }
+        // The choice is neither the summaries' nor the oracle's (which reads every span).
+        EXPECT_GT(differs_from_summaries, 0);
+        EXPECT_GT(differs_from_oracle, 0);
+        const auto& zoom = *sekv.last_zoom();
+        ASSERT_EQ(zoom.size(), 4u);
+        for (int h = 0; h < 4; ++h)
+            EXPECT_EQ(zoom[static_cast<size_t>(h)].spans, expected_spans(top, h, group))
+                << "head " << h;
+    }
+    // Two-stage routing takes its candidates by τ per query, is not the oracle, and asks for
+    // at least two candidates per expanded span (at most kMaxRerank).
+    for (const int bad : {-1, 1, kMaxRerank + 1}) {
+        auto o = options(false, rate);
+        o.router.tau_per_query = true;
+        o.router.rerank = bad;
+        EXPECT_THROW(SekvMemory(kShape, 1024, 1e6, o), std::invalid_argument) << bad;
+    }
+    auto calibrated = options(false, rate);
+    calibrated.router.rerank = rerank;
+    EXPECT_THROW(SekvMemory(kShape, 1024, 1e6, calibrated), std::invalid_argument);
+    auto oracle = options(false, rate);
+    oracle.router.tau_per_query = oracle.router.oracle = true;
+    oracle.router.rerank = rerank;
+    EXPECT_THROW(SekvMemory(kShape, 1024, 1e6, oracle), std::invalid_argument);
+    // A candidate outside the spans is refused.
+    const std::vector<SekvSpan> none;
+    const auto qh = randn(16, 54);
+    EXPECT_THROW(rerank_candidates(kShape, none, {0}, qh.data(), 0, 1), std::invalid_argument);
+}
+
 namespace {
 // Largest difference between two spans' summaries and reconstructed rows, per element.
 double span_difference(const SekvSpan& a, const SekvSpan& b) {
