@@ -179,6 +179,13 @@ void summary_tables(std::ostringstream& md, const Report& report) {
               "compared in the same way: the training-free router with the design's "
               "surprisal-weighted summary rows of the same τ rule, another router with the "
               "training-free one of plain-mean rows.";
+    if (has_comparison(report, "-rerank"))
+        md << " Two-stage routing (…-rerankN, eval --rerank N) is compared in the same way: the "
+              "training-free router with it against the same router without it, a trained one "
+              "with it against the training-free one with it. Its candidates are the spans the "
+              "router ranks in the top N times a head's share; of them, it expands those of most "
+              "attention on their keys rebuilt from the key factors, reading about N times the key "
+              "factors of the spans it expands.";
     md << "\n\n";
     for (const auto& b : report.budgets) {
         md << "### Budget " << budget_percent(b.budget) << " %"

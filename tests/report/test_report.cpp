@@ -520,6 +520,31 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
         policies.insert(r.policy);
     EXPECT_EQ(policies, (std::set<std::string>{"sekv-tau-per-query-uniform-summary",
                                                "chunk_summary-uniform-summary", "full"}));
+    // Two-stage routing (eval --rerank N): the sekv lines only, one configuration for each N.
+    policies.clear();
+    auto rerank = [](const std::string& n) {
+        return R"(,"settings":"m.gguf max_tokens=0 tau=per_query rerank=)" + n + R"(")";
+    };
+    for (const auto& r :
+         load_text(result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+                          fast(0.3) + R"(,"router":"training-free")" + rerank("4")) +
+                   result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+                          fast(0.3) + R"(,"router":"training-free")" + rerank("16")) +
+                   result("A", "full", 1.0, 4096, 0.5, 0, 1.0, rerank("4")))
+             .rows)
+        policies.insert(r.policy);
+    EXPECT_EQ(policies, (std::set<std::string>{"sekv-tau-per-query-rerank4",
+                                               "sekv-tau-per-query-rerank16", "full"}));
+    // A malformed or out-of-range N is refused, as is an oracle line with it.
+    for (const std::string bad : {"1", "65", "x", "4x", ""})
+        EXPECT_THROW(load_text(result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+                                      fast(0.3) + R"(,"router":"training-free")" + rerank(bad))),
+                     InputError)
+            << bad;
+    EXPECT_THROW(
+        load_text(result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+                         fast(0.3) + R"(,"router":"oracle","tau":"per_query")" + rerank("4"))),
+        InputError);
 }
 
 // The comparison of `policy` at the report's first budget, or nullptr.
@@ -642,6 +667,29 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
     const std::string umd = render_markdown(load_text(u), with_uniform, "t", {});
     EXPECT_NE(umd.find("Plain-mean summary rows (…-uniform-summary"), std::string::npos) << umd;
     EXPECT_EQ(md.find("Plain-mean summary rows"), std::string::npos) << md; // none measured
+
+    // Two-stage routing: the training-free router against itself without it, a trained router
+    // with it against the training-free one with it.
+    EXPECT_EQ(training_free_partner("sekv-tau-per-query-rerank4"), "sekv-tau-per-query");
+    EXPECT_EQ(training_free_partner("sekv-trained-tau-per-query-rerank4"),
+              "sekv-tau-per-query-rerank4");
+    EXPECT_EQ(training_free_partner("sekv-tau-per-query-uniform-summary-rerank4"),
+              "sekv-tau-per-query-uniform-summary");
+    std::string t = s;
+    const std::string ts = R"(,"settings":"m.gguf max_tokens=0 tau=per_query rerank=4")";
+    t += line(0, 1.0, R"(,"router":"training-free")" + pq + ts, 3.0, 0.1);
+    t += line(1, 1.0, R"(,"router":"training-free")" + pq + ts, 1.0, 0.1);
+    const Report with_rerank = aggregate(load_text(t));
+    const RouterComparison* tc = comparison_of(with_rerank, "sekv-tau-per-query-rerank4");
+    ASSERT_NE(tc, nullptr);
+    EXPECT_EQ(tc->training_free.policy, "sekv-tau-per-query");
+    EXPECT_EQ(tc->accuracy.paired_samples, 2);
+    EXPECT_EQ(points(tc->accuracy.value), "+50.0 points"); // (1 − 0 + 1 − 1) / 2
+    EXPECT_DOUBLE_EQ(tc->trained_expansions, 2.0);         // (3 + 1) / 2
+    EXPECT_DOUBLE_EQ(tc->trained_kl, 0.1);
+    const std::string tmd = render_markdown(load_text(t), with_rerank, "t", {});
+    EXPECT_NE(tmd.find("Two-stage routing (…-rerankN"), std::string::npos) << tmd;
+    EXPECT_EQ(md.find("Two-stage routing"), std::string::npos) << md;
 }
 
 TEST(ReportData, PlotFileNamesAreSanitizedAndDistinct) {

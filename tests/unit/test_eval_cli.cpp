@@ -395,6 +395,44 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
         if (full_only[i] == "--policy")
             full_only[i + 1] = "full";
     refused_uniform(full_only, "sekv and chunk_summary");
+    // Two-stage routing: another configuration of τ per query, named in the settings. With
+    // candidates of 64 times the share (every span at this rate) it expands what the oracle
+    // expands, which the router alone does not.
+    auto pq_args = args;
+    pq_args.push_back("--tau-per-query");
+    auto rerank_args = pq_args;
+    rerank_args.push_back("--rerank");
+    const auto rerank = another_configuration(rerank_args, "64", " rerank=64");
+    EXPECT_EQ(line_of(rerank, "sekv")["router"], "training-free");
+    auto oracle_args = pq_args;
+    oracle_args.push_back("--router");
+    oracle_args.push_back("oracle");
+    const auto oracle = run_eval(oracle_args);
+    ASSERT_EQ(oracle.status, 0) << oracle.err;
+    EXPECT_EQ(line_of(rerank, "sekv")["fidelity"]["kl"], line_of(oracle, "sekv")["fidelity"]["kl"])
+        << line_of(rerank, "sekv").dump() << "\n"
+        << line_of(oracle, "sekv").dump();
+    EXPECT_NE(line_of(rerank, "sekv")["fidelity"]["kl"], line_of(pq, "sekv")["fidelity"]["kl"])
+        << line_of(pq, "sekv").dump();
+    // Refused in one line, nothing written: without τ per query, with one candidate per
+    // expanded span, with the oracle, without the sekv policy.
+    auto refused_rerank = [&](std::vector<std::string> base, const char* n,
+                              const std::string& says) {
+        base.push_back("--rerank");
+        base.push_back(n);
+        const auto before = lines();
+        const auto r = run_eval(base);
+        EXPECT_EQ(r.status, 1) << n;
+        EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+        EXPECT_EQ(lines(), before);
+    };
+    refused_rerank(args, "4", "--tau-per-query");
+    refused_rerank(pq_args, "1", "at least 2");
+    refused_rerank(oracle_args, "4", "oracle");
+    auto full_pq = full_only;
+    full_pq.push_back("--tau-per-query");
+    refused_rerank(full_pq, "4", "apply to the sekv policy");
     // Trained asked for without a file for the model: one line, nothing measured.
     auto no_file = args;
     no_file.push_back("--router");
