@@ -12,8 +12,9 @@
 # (default "training-free trained") picks the routers; "oracle" is the attention-mass
 # oracle of --router oracle (rows oracle00625_pq…, a measurement); "uniform" the training-free
 # router with plain-mean summary rows (--summary-weights uniform, rows tfu00625_pq…); "rerankN"
-# (N in 2-64) the training-free router with two-stage routing (--rerank N, rows tfrN_00625_pq…);
-# the training-free, uniform, rerank and oracle rows do not need PARAMS.
+# (N in 2-64) the training-free router with two-stage routing (--rerank N, rows tfrN_00625_pq…),
+# "trained-rerankN" the trained router with it (rows PREFIXrN_00625_pq…); the training-free,
+# uniform, rerank and oracle rows do not need PARAMS.
 # LENGTH (tokens, default 4096) sets the context length; rows of another length than 4096 are
 # named with it (…_pq_8k_sS-niah.jsonl for 8192; a multiple of 1024); an 8K row takes about three
 # times as long. PREFIX (default r24) names the trained rows (PREFIX_00625_pq…), so that another
@@ -31,7 +32,8 @@ for r in $ROUTERS; do
     training-free | oracle | uniform) ;;
     rerank[2-9] | rerank[1-5][0-9] | rerank6[0-4]) ;;
     trained) needs_params=1 ;;
-    *) echo "unknown router '$r' in ROUTERS (training-free, trained, oracle, uniform, rerankN)" >&2; exit 2 ;;
+    trained-rerank[2-9] | trained-rerank[1-5][0-9] | trained-rerank6[0-4]) needs_params=1 ;;
+    *) echo "unknown router '$r' in ROUTERS (training-free, trained, oracle, uniform, rerankN, trained-rerankN)" >&2; exit 2 ;;
     esac
 done
 ((needs_params == 0)) || [[ -s "$PARAMS" ]] || { echo "no parameter file at $PARAMS" >&2; exit 2; }
@@ -45,11 +47,13 @@ row() { # ROUTER SEED
     uniform) name="tfu00625_pq${len}_s$2" router=(--router training-free --summary-weights uniform) ;;
     rerank*) name="tfr${1#rerank}_00625_pq${len}_s$2" router=(--router training-free --rerank "${1#rerank}") ;;
     trained) name="${PREFIX}_00625_pq${len}_s$2" router=(--router trained --zoom-params "$PARAMS") ;;
+    trained-rerank*) name="${PREFIX}r${1#trained-rerank}_00625_pq${len}_s$2"
+        router=(--router trained --zoom-params "$PARAMS" --rerank "${1#trained-rerank}") ;;
     *) echo "unknown router '$1' in ROUTERS (training-free, trained, oracle, uniform)" >&2; return 1 ;;
     esac
     local f
     for f in "$OUT/$name-niah.jsonl" "$OUT/$name.part-niah.jsonl"; do
-        if [[ $1 == trained && -s $f ]] && ! head -1 "$f" | grep -qF -- "--zoom-params $PARAMS "; then
+        if [[ $1 == trained* && -s $f ]] && ! head -1 "$f" | grep -qF -- "--zoom-params $PARAMS "; then
             echo "$f was measured with another parameter file than $PARAMS: move it away" >&2
             return 1
         fi
