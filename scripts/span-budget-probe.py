@@ -36,6 +36,11 @@ the other recordings read, never on the one scored):
   oracle   the teacher's mass itself (reads every key at every query), with the summary rows of
            `summary`: 1 row; no per-head choice of the 1-row segmentation's spans leaves less of
            that head's mass on summaries (the error and the KV group's union aside)
+  rerankN  two-stage routing (eval --rerank N, SekvRouterOptions::rerank): the spans `summary`
+           ranks in the top round(min(1, N · rate) · visible spans) are the head's candidates (τ
+           per query at N times the rate, as sekv_routing.cpp), and of them the count
+           of most teacher mass are expanded (the engine scores keys rebuilt from the key
+           factors, here the true keys); summary rows of `summary`, 1 row
 
 The kept keys serve the routing only; the output reads the summary rows. The router's own
 relevance (router.h span_relevance) is σ(q·k̄/√d + log|S|): the scores here use the layer's
@@ -67,7 +72,8 @@ summary_weights, expected_attention = _score_probe.summary_weights, _score_probe
 RATES = (0.0, 0.00625, 0.0125, 0.025)  # 0: nothing expanded
 BUDGET, RESERVE, ALPHA, MIN_SPAN, MAX_SPAN = 0.35, 128, 1.0, 4, 32  # SekvOptions' defaults
 SCHEMES = (("summary", 1.0), ("mean", 1.0), ("far", 1.5), ("kept1", 1.5), ("kept2", 2.0),
-           ("kept4", 3.0), ("oracle", 1.0))
+           ("kept4", 3.0), ("oracle", 1.0), ("rerank2", 1.0), ("rerank4", 1.0), ("rerank8", 1.0),
+           ("rerank16", 1.0))
 
 
 def segment(sur, alpha):
@@ -215,6 +221,13 @@ def probe(path, stats, acc, checked, out_err):
                                 continue
                             if name == "oracle":
                                 sc = smass[h]
+                            elif name.startswith("rerank"):
+                                x = keys[(rows, g)]
+                                sub = {key: v[:nv] for key, v in x.items()}
+                                wide = np.argsort(-scores_of("summary", sub, q[i, h], scale),
+                                                  kind="stable")[:int(np.floor(min(1.0, int(name[6:]) * rate) * nv + 0.5))]
+                                sc = np.full(nv, -np.inf)
+                                sc[wide] = smass[h, wide]
                             else:
                                 x = keys[(rows, g)]
                                 sub = {key: v[:nv] for key, v in x.items()}
@@ -224,7 +237,8 @@ def probe(path, stats, acc, checked, out_err):
                         tokens = sum(spans[s][1] - spans[s][0] for s in idx)
                         unexp = np.setdiff1d(np.arange(nv), idx)
                         x = keys[(rows, g)]
-                        ksum, vsum = (x["kbar"], x["vbar"]) if name in ("summary", "oracle") else (x["mean"], x["vmean"])
+                        design_rows = name in ("summary", "oracle") or name.startswith("rerank")
+                        ksum, vsum = (x["kbar"], x["vbar"]) if design_rows else (x["mean"], x["vmean"])
                         bs, es = x["b"][unexp], x["e"][unexp]
                         for h in heads:
                             left = smass[h].sum() - (smass[h, idx].sum() if len(idx) else 0.0)

@@ -167,6 +167,13 @@ TEST_F(CudaSekv, MatchesSekvOnTheHostUnderEveryRouterSetting) {
     EXPECT_NO_THROW(SekvMemory(kShape, 1024, kBase, oracle));
     EXPECT_THROW(DeviceSekvMemory(kShape, 1024, kBase, oracle, DeviceSekvOptions{}, ctx_),
                  std::invalid_argument);
+    // So does two-stage routing, which scores its candidates' key factors on the host.
+    SekvOptions rerank;
+    rerank.router.tau_per_query = true;
+    rerank.router.rerank = 4;
+    EXPECT_NO_THROW(SekvMemory(kShape, 1024, kBase, rerank));
+    EXPECT_THROW(DeviceSekvMemory(kShape, 1024, kBase, rerank, DeviceSekvOptions{}, ctx_),
+                 std::invalid_argument);
 }
 
 // The spans one attention call of a single query expands: the union of its heads' zoom.
