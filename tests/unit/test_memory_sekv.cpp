@@ -76,6 +76,37 @@ std::vector<int> expected_spans(const std::vector<std::vector<int>>& top, int h,
     return expect;
 }
 
+// Each span's softmax mass Σ_i exp(0.25 · qh·k_i) for query head h [16] (KV head h / 2), from
+// the document's stored keys themselves, not from the memory's factors.
+std::vector<double> stored_span_masses(const Doc& doc, const std::vector<SekvSpan>& spans,
+                                       const float* qh, int h) {
+    std::vector<double> mass;
+    for (const auto& sp : spans) {
+        double m = 0;
+        for (int64_t i = sp.begin; i < sp.end(); ++i) {
+            double dot = 0;
+            for (int c = 0; c < 16; ++c)
+                dot += static_cast<double>(qh[c]) * doc.k[i * kRow + (h / 2) * 16 + c];
+            m += std::exp(0.25 * dot);
+        }
+        mass.push_back(m);
+    }
+    return mass;
+}
+
+// Stores nq random rows after the document (seeds seed, seed + 1) and attends nq random
+// queries (seed + 2) [nq][4][16], which it returns.
+std::vector<float> attend_after(SekvMemory& sekv, const Doc& doc, int64_t nq, uint32_t seed,
+                                ThreadPool& pool) {
+    const auto tk = randn(nq * kRow, seed), tv = randn(nq * kRow, seed + 1);
+    const auto q = randn(nq * 4 * 16, seed + 2);
+    const auto qpos = iota_pos(static_cast<int32_t>(doc.n), nq);
+    sekv.store(tk.data(), tv.data(), qpos.data(), nq);
+    std::vector<float> out(q.size());
+    sekv.attend(q.data(), qpos.data(), nq, out.data(), pool);
+    return q;
+}
+
 SekvOptions options(bool expand_all, double rate = 0.1, int64_t budget_rows = 0) {
     SekvOptions o;
     o.rank = {32, 1.0, nullptr};
@@ -311,12 +342,7 @@ TEST(SekvMemory, TheOracleExpandsTheSpansOfMostAttentionMass) {
         const auto n_spans = static_cast<int64_t>(spans.size());
         ASSERT_GT(n_spans, 8);
         const int64_t nq = 3;
-        const auto tk = randn(nq * kRow, 41), tv = randn(nq * kRow, 42);
-        const auto q = randn(nq * 4 * 16, 43);
-        const auto qpos = iota_pos(static_cast<int32_t>(doc.n), nq);
-        sekv.store(tk.data(), tv.data(), qpos.data(), nq);
-        std::vector<float> out(q.size());
-        sekv.attend(q.data(), qpos.data(), nq, out.data(), pool);
+        const auto q = attend_after(sekv, doc, nq, 41, pool);
         // Independently, from the stored keys themselves: each head of the last query wants the
         // round(0.25 · n) spans whose rows take the most softmax mass (scale 0.25), and the
         // trace gives each its share of the mass of all spans.
@@ -326,18 +352,10 @@ TEST(SekvMemory, TheOracleExpandsTheSpansOfMostAttentionMass) {
         int differs_from_summaries = 0;
         for (int h = 0; h < 4; ++h) {
             const float* qh = q.data() + ((nq - 1) * 4 + h) * 16;
-            std::vector<double> mass(static_cast<size_t>(n_spans), 0.0);
+            const auto mass = stored_span_masses(doc, spans, qh, h);
             double total = 0;
-            for (int64_t s = 0; s < n_spans; ++s) {
-                const auto& sp = spans[static_cast<size_t>(s)];
-                for (int64_t i = sp.begin; i < sp.end(); ++i) {
-                    double dot = 0;
-                    for (int c = 0; c < 16; ++c)
-                        dot += static_cast<double>(qh[c]) * doc.k[i * kRow + (h / 2) * 16 + c];
-                    mass[static_cast<size_t>(s)] += std::exp(0.25 * dot);
-                }
-                total += mass[static_cast<size_t>(s)];
-            }
+            for (const double m : mass)
+                total += m;
             std::vector<std::pair<double, int>> r, by_summary;
             for (int64_t s = 0; s < n_spans; ++s) {
                 const auto& sp = spans[static_cast<size_t>(s)];
@@ -409,12 +427,7 @@ TEST(SekvMemory, TwoStageRoutingExpandsTheCandidatesOfMostAttentionMass) {
         const auto n_spans = static_cast<int64_t>(spans.size());
         ASSERT_GT(n_spans, 20);
         const int64_t nq = 2;
-        const auto tk = randn(nq * kRow, 51), tv = randn(nq * kRow, 52);
-        const auto q = randn(nq * 4 * 16, 53);
-        const auto qpos = iota_pos(static_cast<int32_t>(doc.n), nq);
-        sekv.store(tk.data(), tv.data(), qpos.data(), nq);
-        std::vector<float> out(q.size());
-        sekv.attend(q.data(), qpos.data(), nq, out.data(), pool);
+        const auto q = attend_after(sekv, doc, nq, 51, pool);
         // Independently, for each head of the last query: the candidates are the
         // round(3 · 0.1 · n) spans of the highest summary relevance; of them, the round(0.1 · n)
         // whose stored keys take the most softmax mass (scale 0.25) are expanded.
@@ -424,20 +437,14 @@ TEST(SekvMemory, TwoStageRoutingExpandsTheCandidatesOfMostAttentionMass) {
         int differs_from_summaries = 0, differs_from_oracle = 0;
         for (int h = 0; h < 4; ++h) {
             const float* qh = q.data() + ((nq - 1) * 4 + h) * 16;
+            const auto mass = stored_span_masses(doc, spans, qh, h);
             std::vector<std::pair<double, int>> by_summary, by_mass;
             for (int64_t s = 0; s < n_spans; ++s) {
                 const auto& sp = spans[static_cast<size_t>(s)];
                 by_summary.emplace_back(
                     span_relevance(qh, sp.summary_k.data() + (h / 2) * 16, 16, sp.size),
                     static_cast<int>(s));
-                double mass = 0;
-                for (int64_t i = sp.begin; i < sp.end(); ++i) {
-                    double dot = 0;
-                    for (int c = 0; c < 16; ++c)
-                        dot += static_cast<double>(qh[c]) * doc.k[i * kRow + (h / 2) * 16 + c];
-                    mass += std::exp(0.25 * dot);
-                }
-                by_mass.emplace_back(mass, static_cast<int>(s));
+                by_mass.emplace_back(mass[static_cast<size_t>(s)], static_cast<int>(s));
             }
             std::sort(by_summary.rbegin(), by_summary.rend());
             std::vector<std::pair<double, int>> candidates;
