@@ -199,7 +199,7 @@ SpanRouting route_queries(const AttentionShape& shape, const SekvRouterOptions& 
                                 ? std::vector<int>{}
                                 : route_spans(r.relevance[t], sizes,
                                               calibrate_tau(r.relevance[t], options.expand_rate));
-                if (options.rerank > 0 && !spans.empty()) {
+                if (options.rerank > 0 && !routed[t].empty()) {
                     const double wide = std::min(1.0, options.rerank * options.expand_rate);
                     const auto candidates =
                         route_spans(r.relevance[t], sizes, calibrate_tau(r.relevance[t], wide));

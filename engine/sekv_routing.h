@@ -72,15 +72,15 @@ struct SekvRouterOptions {
     int rerank = 0;
 };
 
+/// The largest SekvRouterOptions::rerank: candidates of at most 64 times a head's share.
+inline constexpr int kMaxRerank = 64;
+
 /// Throws std::invalid_argument when the options are out of range (expand rate outside [0, 1],
 /// a negative row budget), tau_per_query is combined with learned_tau or a row budget, oracle
 /// comes without tau_per_query or with a trained router, rerank is 1, negative or above
 /// kMaxRerank or comes without tau_per_query or with the oracle, or the
 /// trained router does not match the shape (n_head, head_dim; a sketch basis of
 /// n_kv_head · sketch_dim · head_dim values).
-/// The largest SekvRouterOptions::rerank: candidates of at most 64 times a head's share.
-inline constexpr int kMaxRerank = 64;
-
 void check_router_options(const SekvRouterOptions& options, const AttentionShape& shape);
 
 /// Relevance of every span for query head `head`'s query qh [head_dim] (router.h

@@ -1,6 +1,7 @@
 #include "zoom_locator.h"
 
 #include "model_locator.h"
+#include "sekv_routing.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -119,7 +120,7 @@ int result_line_rerank(const std::string& settings) {
     while (end < settings.size() && end - begin < 3 && settings[end] >= '0' && settings[end] <= '9')
         ++end;
     const int n = end > begin ? std::stoi(settings.substr(begin, end - begin)) : 0;
-    if (n < 2 || n > 64 || (end < settings.size() && settings[end] != ' '))
+    if (n < 2 || n > kMaxRerank || (end < settings.size() && settings[end] != ' '))
         throw std::invalid_argument("settings: \"" + settings.substr(at + 1) +
                                     "\" does not give two-stage routing's candidates per "
                                     "expanded span as a number in [2, 64]");

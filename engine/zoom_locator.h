@@ -62,7 +62,7 @@ bool result_line_full_rank(const std::string& rank_gate, const std::string& sett
 /// Whether an eval line's settings hold kSettingsUniformSummary.
 bool result_line_uniform_summary(const std::string& settings);
 /// The N of kSettingsRerank in an eval line's settings, 0 when absent. Throws
-/// std::invalid_argument when N is not a number in [2, 64] (sekv_routing.h kMaxRerank).
+/// std::invalid_argument when N is not a number in [2, kMaxRerank] (sekv_routing.h).
 int result_line_rerank(const std::string& settings);
 
 /// "<model file name without .gguf>.zoom.gguf" for a model path.

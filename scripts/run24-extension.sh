@@ -49,7 +49,7 @@ row() { # ROUTER SEED
     trained) name="${PREFIX}_00625_pq${len}_s$2" router=(--router trained --zoom-params "$PARAMS") ;;
     trained-rerank*) name="${PREFIX}r${1#trained-rerank}_00625_pq${len}_s$2"
         router=(--router trained --zoom-params "$PARAMS" --rerank "${1#trained-rerank}") ;;
-    *) echo "unknown router '$1' in ROUTERS (training-free, trained, oracle, uniform)" >&2; return 1 ;;
+    *) echo "unknown router '$1' in ROUTERS (training-free, trained, oracle, uniform, rerankN, trained-rerankN)" >&2; return 1 ;;
     esac
     local f
     for f in "$OUT/$name-niah.jsonl" "$OUT/$name.part-niah.jsonl"; do
@@ -75,6 +75,8 @@ LENGTH=${LENGTH:-4096}
     { echo "LENGTH must be a multiple of 1024 tokens, not '$LENGTH'" >&2; exit 2; }
 PREFIX=${PREFIX:-r24}
 [[ $PREFIX =~ ^[a-z][a-z0-9]*$ ]] || { echo "PREFIX must be lower-case letters and digits, not '$PREFIX'" >&2; exit 2; }
+[[ $PREFIX != tf* && $PREFIX != oracle* ]] ||
+    { echo "PREFIX '$PREFIX' would name trained rows like the training-free or oracle ones" >&2; exit 2; }
 export CLI PARAMS OUT LENGTH PREFIX
 mkdir -p "$OUT"
 for seed in "$@"; do

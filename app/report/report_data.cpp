@@ -98,6 +98,9 @@ ResultRow parse_result(const LineReader& r) {
         }
         if (rerank > 0 && oracle)
             r.fail("an oracle line with two-stage routing (\"rerank=\" in its settings)");
+        if (rerank > 0 && tau != kTauPerQuery) // eval refuses to measure one
+            r.fail("a line with two-stage routing (\"rerank=\" in its settings) whose τ is not " +
+                   std::string(kTauPerQuery));
         if (rerank > 0)
             row.policy += "-rerank" + std::to_string(rerank);
     }

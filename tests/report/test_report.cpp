@@ -545,6 +545,11 @@ TEST(ReportData, TrainedRouterIsComparedWithTheTrainingFreeOne) {
         load_text(result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
                          fast(0.3) + R"(,"router":"oracle","tau":"per_query")" + rerank("4"))),
         InputError);
+    // Two-stage routing takes its candidates by τ per query: a line without it is refused.
+    EXPECT_THROW(load_text(result("A", "sekv", 0.35, 4096, 0.5, 0, 1.0,
+                                  fast(0.3) + R"(,"router":"training-free","settings":"m.gguf )"
+                                              R"(max_tokens=0 rerank=4")")),
+                 InputError);
 }
 
 // The comparison of `policy` at the report's first budget, or nullptr.

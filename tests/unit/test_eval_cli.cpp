@@ -412,6 +412,7 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     EXPECT_EQ(line_of(rerank, "sekv")["fidelity"]["kl"], line_of(oracle, "sekv")["fidelity"]["kl"])
         << line_of(rerank, "sekv").dump() << "\n"
         << line_of(oracle, "sekv").dump();
+    EXPECT_EQ(line_of(rerank, "sekv")["expansions"], line_of(oracle, "sekv")["expansions"]);
     EXPECT_NE(line_of(rerank, "sekv")["fidelity"]["kl"], line_of(pq, "sekv")["fidelity"]["kl"])
         << line_of(pq, "sekv").dump();
     // Refused in one line, nothing written: without τ per query, with one candidate per
@@ -430,9 +431,7 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     refused_rerank(args, "4", "--tau-per-query");
     refused_rerank(pq_args, "1", "at least 2");
     refused_rerank(oracle_args, "4", "oracle");
-    auto full_pq = full_only;
-    full_pq.push_back("--tau-per-query");
-    refused_rerank(full_pq, "4", "apply to the sekv policy");
+    refused_rerank(full_only, "4", "apply to the sekv policy");
     // Trained asked for without a file for the model: one line, nothing measured.
     auto no_file = args;
     no_file.push_back("--router");
