@@ -137,12 +137,15 @@ std::vector<int> rerank_candidates(const AttentionShape& shape, const std::vecto
         scored.emplace_back(
             span_key_log_mass(shape, spans, static_cast<size_t>(s), qh, g, "rerank_candidates"), s);
     }
-    std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) {
-        return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
+    // The largest log-mass first, ties to the lower index.
+    const auto n = static_cast<std::ptrdiff_t>(std::min(keep, scored.size()));
+    std::partial_sort(scored.begin(), scored.begin() + n, scored.end(),
+                      [](const auto& a, const auto& b) {
+                          return a.first > b.first || (a.first == b.first && a.second < b.second);
+                      });
     std::vector<int> kept;
-    for (size_t i = 0; i < std::min(keep, scored.size()); ++i)
-        kept.push_back(scored[i].second);
+    for (std::ptrdiff_t i = 0; i < n; ++i)
+        kept.push_back(scored[static_cast<size_t>(i)].second);
     std::sort(kept.begin(), kept.end());
     return kept;
 }

@@ -653,10 +653,15 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
     EXPECT_EQ(training_free_partner("sekv-oracle-tau-per-query-uniform-summary"),
               "sekv-tau-per-query-uniform-summary");
     EXPECT_EQ(training_free_partner("chunk_summary-uniform-summary"), std::nullopt);
-    std::string u = s;
+    // `s` with the training-free router of τ per query and `settings` right on samples 0 and 1,
+    // with these expansions and KL.
+    auto with_training_free = [&](const std::string& settings, double exp0, double kl0, double exp1,
+                                  double kl1) {
+        const std::string router = R"(,"router":"training-free")" + pq + settings;
+        return s + line(0, 1.0, router, exp0, kl0) + line(1, 1.0, router, exp1, kl1);
+    };
     const std::string us = R"(,"settings":"m.gguf max_tokens=0 tau=per_query summary=uniform")";
-    u += line(0, 1.0, R"(,"router":"training-free")" + pq + us, 1.0, 0.1);
-    u += line(1, 1.0, R"(,"router":"training-free")" + pq + us, 4.0, 0.5);
+    const std::string u = with_training_free(us, 1.0, 0.1, 4.0, 0.5);
     const Report with_uniform = aggregate(load_text(u));
     const RouterComparison* uc = comparison_of(with_uniform, "sekv-tau-per-query-uniform-summary");
     ASSERT_NE(uc, nullptr);
@@ -680,10 +685,8 @@ TEST(ReportData, EachTrainedRouterIsComparedWithTheTrainingFreeOneOfItsTauRule) 
               "sekv-tau-per-query-rerank4");
     EXPECT_EQ(training_free_partner("sekv-tau-per-query-uniform-summary-rerank4"),
               "sekv-tau-per-query-uniform-summary");
-    std::string t = s;
-    const std::string ts = R"(,"settings":"m.gguf max_tokens=0 tau=per_query rerank=4")";
-    t += line(0, 1.0, R"(,"router":"training-free")" + pq + ts, 3.0, 0.1);
-    t += line(1, 1.0, R"(,"router":"training-free")" + pq + ts, 1.0, 0.1);
+    const std::string t = with_training_free(
+        R"(,"settings":"m.gguf max_tokens=0 tau=per_query rerank=4")", 3.0, 0.1, 1.0, 0.1);
     const Report with_rerank = aggregate(load_text(t));
     const RouterComparison* tc = comparison_of(with_rerank, "sekv-tau-per-query-rerank4");
     ASSERT_NE(tc, nullptr);
