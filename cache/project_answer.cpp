@@ -55,6 +55,8 @@ nlohmann::json answer_stats_json(const Answer& ans) {
     j["policy"] = s.policy.empty() ? "sekv" : s.policy;
     if (!s.router.empty())
         j["router"] = s.router;
+    if (s.rerank > 0)
+        j["rerank"] = s.rerank;
     j["memory"] = {{"fast_tier_bytes", s.sekv.fast_tier_bytes},
                    {"host_tier_bytes", s.sekv.host_tier_bytes},
                    {"full_kv_bytes", s.sekv.full_kv_bytes}};

@@ -27,6 +27,7 @@ AnswerStats answer_stats_from_json(const nlohmann::json& stats) {
     s.generated_tokens = static_cast<qint64>(number(stats, "generated_tokens"));
     s.policy = text(stats, "policy");
     s.router = text(stats, "router");
+    s.rerank = static_cast<int>(number(stats, "rerank"));
     s.fast_tier_fraction = number(stats, "fast_tier_fraction");
     s.expansions = number(stats, "expansions");
     s.spans = static_cast<qint64>(number(stats, "spans"));

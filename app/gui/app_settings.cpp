@@ -1,6 +1,7 @@
 #include "app_settings.h"
 
 #include "project_answer.h"
+#include "sekv_routing.h"
 #include "zoom_locator.h"
 
 #include <QSettings>
@@ -27,6 +28,9 @@ AppSettings AppSettings::load() {
     a.memory.expand_rate =
         qBound(0.0, s.value("memory/sekv_expand_rate", a.memory.expand_rate).toDouble(), 1.0);
     a.memory.tau_per_query = s.value("memory/sekv_tau_per_query", a.memory.tau_per_query).toBool();
+    // Two-stage routing needs τ per query; a value the engine would refuse reads as off.
+    const int rerank = s.value("memory/sekv_rerank", 0).toInt();
+    a.memory.rerank = a.memory.tau_per_query && rerank >= 2 && rerank <= kMaxRerank ? rerank : 0;
     const QString router = s.value("memory/sekv_router").toString();
     if (router == QLatin1String(kRouterTrained) || router == QLatin1String(kRouterTrainingFree))
         a.memory.router = router;
@@ -62,6 +66,7 @@ void AppSettings::save() const {
     s.setValue("memory/sekv_budget", memory.budget);
     s.setValue("memory/sekv_expand_rate", memory.expand_rate);
     s.setValue("memory/sekv_tau_per_query", memory.tau_per_query);
+    s.setValue("memory/sekv_rerank", memory.rerank);
     s.setValue("memory/sekv_router", memory.router);
     s.setValue("memory/sekv_zoom_params", memory.zoom_params);
     s.setValue("reuse/selector", reuse.selector);

@@ -75,6 +75,7 @@ struct AnswerStats {
     QString policy;        ///< memory policy of the global layers: "full" or "sekv" ("": unknown)
     // sekv only: the router that answered, the SEKV layers' memory and zoom.
     QString router;                ///< "trained" or "training-free" ("": unknown, or not sekv)
+    int rerank = 0;                ///< two-stage routing's candidates per span expanded; 0: off
     double fast_tier_fraction = 0; ///< fast-tier bytes / what full would hold for the layers
     double expansions = 0;         ///< spans expanded per generated token, per layer and head
     qint64 spans = 0;              ///< spans in the answer's context
@@ -101,7 +102,8 @@ struct AnswerStats {
 };
 /// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:
 /// fast tier 31 % of full, 4.2 spans expanded per token, trained router" (the router when
-/// known) or " · full memory", then with a
+/// known; ", two-stage routing (4 candidates)" after it when the answer used it) or " · full
+/// memory", then with a
 /// selector " · epic recomputed 212 tokens (global layers 3 % of rows, sliding 4 %)", and when
 /// sections were left out " · 2 of 8 sections used (bm25)", and for a hybrid model
 /// " · recurrent state: single-block".
@@ -128,6 +130,9 @@ struct MemorySettings {
     /// "training-free", or "" (trained when a parameter file for
     /// the model is installed, else training-free; engine/zoom_locator.h).
     QString router;
+    /// sekv with tau_per_query: two-stage routing's candidates per span expanded
+    /// (SekvRouterOptions::rerank, 2 to 64); 0: off (one stage). Off by default.
+    int rerank = 0;
     QString zoom_params; ///< sekv, not training-free: the parameter file ("": the installed one)
     bool sekv() const { return policy == QLatin1String("sekv"); }
     /// What the documents' SEKV states depend on ("" for full): spans shown under one key are

@@ -565,10 +565,14 @@ void MainWindow::update_policy_label() {
         m.sekv()
             ? tr("Memory policy of the global-attention layers (Settings): sekv, the fast "
                  "tier at most %1 % of full, queries zooming into %2 % of the spans (threshold "
-                 "set %3; router: %4)")
-                  .arg(trimmed_number(100 * m.budget, 1), trimmed_number(100 * m.expand_rate, 3),
-                       m.tau_per_query ? tr("on each query") : tr("on the question"),
-                       m.router.isEmpty() ? tr("automatic") : m.router)
+                 "set %3; router: %4%5)")
+                  .arg(
+                      trimmed_number(100 * m.budget, 1), trimmed_number(100 * m.expand_rate, 3),
+                      m.tau_per_query ? tr("on each query") : tr("on the question"),
+                      m.router.isEmpty() ? tr("automatic") : m.router,
+                      m.rerank > 0
+                          ? tr("; two-stage routing, %1 candidates per span expanded").arg(m.rerank)
+                          : QString())
             : tr("Memory policy of the global-attention layers (Settings): full"));
 }
 

@@ -2,6 +2,7 @@
 
 #include "backend.h"
 #include "model_locator.h"
+#include "sekv_routing.h"
 #include "zoom_locator.h"
 
 #include <QCheckBox>
@@ -142,6 +143,22 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
                                   "the question. The trained router was evaluated with it on."));
     form->addRow(QString(), tau_per_query_);
 
+    // Two-stage routing (SekvRouterOptions::rerank): 1 reads "off" and means 0, as N = 1 would
+    // re-rank nothing.
+    rerank_ = new QSpinBox;
+    rerank_->setObjectName(QStringLiteral("sekvRerank"));
+    rerank_->setRange(1, kMaxRerank);
+    rerank_->setSpecialValueText(tr("off"));
+    rerank_->setSuffix(tr(" candidates per span expanded"));
+    rerank_->setValue(qMax(1, current.memory.rerank));
+    rerank_->setToolTip(tr("sekv, τ per query, CPU: each query head takes this many times its "
+                           "share of spans as candidates from its router, scores them against "
+                           "their keys rebuilt from the slower tier, and zooms into those of most "
+                           "attention. More faithful to full attention (docs/sekv.md \"Two-stage "
+                           "routing\": 4 was measured), at the cost of reading the candidates' "
+                           "key factors at every answer token."));
+    form->addRow(tr("SEKV two-stage routing"), rerank_);
+
     router_ = new QComboBox;
     router_->setObjectName(QStringLiteral("sekvRouter"));
     router_->addItem(tr("automatic — trained when a parameter file for the model is installed"),
@@ -219,6 +236,9 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
         // Either router's τ is calibrated to the expand rate, on the question or on each query.
         expand_rate_->setEnabled(sekv);
         tau_per_query_->setEnabled(sekv);
+        // The GPU memory serves one stage only (DeviceSekvMemory refuses two-stage routing).
+        rerank_->setEnabled(sekv && tau_per_query_->isChecked() &&
+                            backend_->currentData().toString() != QLatin1String("cuda"));
         router_->setEnabled(sekv);
         zoom_params_->setEnabled(sekv && router != QLatin1String(kRouterTrainingFree));
         zoom_browse_->setEnabled(zoom_params_->isEnabled());
@@ -232,6 +252,8 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     connect(selector_, &QComboBox::currentIndexChanged, this, enable);
     connect(policy_, &QComboBox::currentIndexChanged, this, enable);
     connect(router_, &QComboBox::currentIndexChanged, this, enable);
+    connect(tau_per_query_, &QCheckBox::toggled, this, enable);
+    connect(backend_, &QComboBox::currentIndexChanged, this, enable);
     enable();
 
     cache_gib_ = new QDoubleSpinBox;
@@ -265,6 +287,8 @@ AppSettings SettingsDialog::result_settings() const {
     if (std::abs(expand_rate_->value() - 100 * base_.memory.expand_rate) >= 0.0005)
         s.memory.expand_rate = expand_rate_->value() / 100;
     s.memory.tau_per_query = tau_per_query_->isChecked();
+    // Off unless the engine would take it: sekv, τ per query, the CPU.
+    s.memory.rerank = rerank_->isEnabled() && rerank_->value() >= 2 ? rerank_->value() : 0;
     s.memory.router = router_->currentData().toString();
     // A parameter file is for the trained router: training-free keeps none.
     s.memory.zoom_params = s.memory.router == QLatin1String(kRouterTrainingFree)

@@ -38,6 +38,7 @@ private:
     QDoubleSpinBox* budget_ = nullptr;
     QDoubleSpinBox* expand_rate_ = nullptr;
     QCheckBox* tau_per_query_ = nullptr;
+    QSpinBox* rerank_ = nullptr;
     QComboBox* router_ = nullptr;
     QLineEdit* zoom_params_ = nullptr;
     QPushButton* zoom_browse_ = nullptr;

@@ -1,6 +1,7 @@
 // Failures reach the user in words and lose nothing: a missing model, a project file that is
 // not one, a question without a project or documents. No real model is needed.
 #include "gui_test_support.h"
+#include "sekv_routing.h"
 #include "settings_dialog.h"
 
 #include <QCheckBox>
@@ -11,6 +12,7 @@
 #include <QLocale>
 #include <QPlainTextEdit>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -190,6 +192,57 @@ void GuiErrors::settingsPersist() {
         // Under full none of it applies.
         dialog.findChild<QComboBox*>(QStringLiteral("memoryPolicy"))->setCurrentIndex(0);
         QVERIFY(!router->isEnabled() && !file->isEnabled() && !per_query->isEnabled());
+    }
+    // Two-stage routing: kept with τ per query; a value the engine would refuse (1, above
+    // kMaxRerank, or without τ per query) reads as off.
+    {
+        AppSettings t = r;
+        t.memory.tau_per_query = true;
+        t.memory.rerank = 4;
+        t.save();
+        QCOMPARE(AppSettings::load().memory, t.memory);
+        for (const int bad : {1, -3, spanscope::kMaxRerank + 1}) {
+            QSettings().setValue("memory/sekv_rerank", bad);
+            QCOMPARE(AppSettings::load().memory.rerank, 0);
+        }
+        QSettings().setValue("memory/sekv_rerank", 8);
+        QSettings().setValue("memory/sekv_tau_per_query", false);
+        QCOMPARE(AppSettings::load().memory.rerank, 0);
+        r.save();
+    }
+    // The dialog's two-stage routing: only with sekv and τ per query on the CPU; "off" is 0.
+    {
+        AppSettings d = r;
+        d.memory.tau_per_query = true;
+        d.memory.rerank = 8;
+        SettingsDialog dialog(d);
+        auto* rerank = dialog.findChild<QSpinBox*>(QStringLiteral("sekvRerank"));
+        auto* per_query = dialog.findChild<QCheckBox*>(QStringLiteral("sekvTauPerQuery"));
+        QVERIFY(rerank && per_query);
+        QVERIFY(rerank->isEnabled());
+        QCOMPARE(rerank->value(), 8);
+        QCOMPARE(dialog.result_settings().memory, d.memory);
+        rerank->setValue(1);
+        QCOMPARE(rerank->text(), QStringLiteral("off"));
+        QCOMPARE(dialog.result_settings().memory.rerank, 0);
+        rerank->setValue(4);
+        QCOMPARE(dialog.result_settings().memory.rerank, 4);
+        per_query->setChecked(false);
+        QVERIFY(!rerank->isEnabled());
+        QCOMPARE(dialog.result_settings().memory.rerank, 0);
+        per_query->setChecked(true);
+        QVERIFY(rerank->isEnabled());
+        QCOMPARE(dialog.result_settings().memory.rerank, 4);
+        auto* backend = dialog.findChild<QComboBox*>(QStringLiteral("backend"));
+        if (const int cuda = backend->findData(QStringLiteral("cuda")); cuda >= 0) {
+            backend->setCurrentIndex(cuda);
+            QVERIFY(!rerank->isEnabled());
+            QCOMPARE(dialog.result_settings().memory.rerank, 0);
+            backend->setCurrentIndex(backend->findData(QStringLiteral("cpu")));
+        }
+        dialog.findChild<QComboBox*>(QStringLiteral("memoryPolicy"))->setCurrentIndex(0);
+        QVERIFY(!rerank->isEnabled());
+        QCOMPARE(dialog.result_settings().memory.rerank, 0);
     }
     // The spans shown depend on the router (its rank gates build them).
     {

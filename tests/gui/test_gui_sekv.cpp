@@ -59,6 +59,7 @@ private slots:
     void inspectorGridIsTheTrace();
     void wholeAnswerSumsTheSteps();
     void tauPerQueryReachesTheRouter();
+    void twoStageRoutingReachesTheSession();
     void fullPolicyAnswersWithoutATrace();
     void damagedTraceIsExplained();
     void trainedRouterIsUsedAndNamed();
@@ -443,6 +444,39 @@ void GuiSekv::tauPerQueryReachesTheRouter() {
     QVERIFY(t.has_value());
     QVERIFY(!t->trace.steps.empty());
     QCOMPARE(outside(*t, s.memory.expand_rate), 0);
+}
+
+// Two-stage routing in Settings reaches the session: the answer's statistics carry what the
+// engine answered with (AnswerStats::rerank, through the answer's stored JSON), and the status
+// bar says so. Without τ per query the worker leaves it off rather than have the engine refuse
+// the question. What the second stage expands is tested in test_memory_sekv
+// (TwoStageRoutingExpandsTheCandidatesOfMostAttentionMass).
+void GuiSekv::twoStageRoutingReachesTheSession() {
+    const AppSettings before = w_->settings();
+    const auto restore = qScopeGuard([&] { w_->apply_settings(before); });
+    AppSettings s = before;
+    s.memory.tau_per_query = true;
+    s.memory.rerank = 4;
+    w_->apply_settings(s);
+    const QString tip = w_->findChild<QLabel*>(QStringLiteral("policyLabel"))->toolTip();
+    QVERIFY2(tip.contains(QStringLiteral("two-stage routing, 4 candidates")), qPrintable(tip));
+    QSignalSpy loaded(w_.get(), &MainWindow::zoom_loaded);
+    const auto a = answer(QStringLiteral("Who holds the copyright?"));
+    QVERIFY2(!a.text.isEmpty(), qPrintable(w_->banner_text()));
+    QCOMPARE(a.rerank, 4);
+    const QString stats = w_->findChild<QLabel*>(QStringLiteral("statsLabel"))->text();
+    QVERIFY2(stats.contains(QStringLiteral("two-stage routing (4 candidates)")), qPrintable(stats));
+    QTRY_VERIFY_WITH_TIMEOUT(!loaded.isEmpty() && loaded.last()[0].toLongLong() == a.message_id,
+                             10000);
+
+    s.memory.tau_per_query = false;
+    w_->apply_settings(s);
+    QSignalSpy loaded_again(w_.get(), &MainWindow::zoom_loaded);
+    const auto b = answer(QStringLiteral("Who holds the copyright?"));
+    QVERIFY2(!b.text.isEmpty(), qPrintable(w_->banner_text()));
+    QCOMPARE(b.rerank, 0);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        !loaded_again.isEmpty() && loaded_again.last()[0].toLongLong() == b.message_id, 10000);
 }
 
 void GuiSekv::fullPolicyAnswersWithoutATrace() {
