@@ -117,7 +117,7 @@ std::string units_used_text(const ProjectAnswer& answer);
 
 /// The statistics of an answer (the fields of `ask --json`'s "stats"): token counts, ms,
 /// tokens/s, bytes; "policy"; under sekv "router" ("trained" or "training-free") and, with
-/// two-stage routing, "rerank" (candidates per span expanded, AnswerStats::rerank); with SEKV
+/// two-stage routing, "rerank" (candidates per expanded span, AnswerStats::rerank); with SEKV
 /// layers also "memory" {fast_tier_bytes,
 /// host_tier_bytes, full_kv_bytes} summed over them, "fast_tier_fraction", "budget" and
 /// "within_budget" (the fraction measured after the answer against the budget), "expansions" (spans

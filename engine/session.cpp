@@ -291,12 +291,12 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
         ans.stats.decode_tokens_per_s = decoded / (ans.stats.decode_ms / 1000.0);
     ans.stats.memory = memory_.total();
     ans.stats.policy = options_.global_policy;
-    if (options_.global_policy == "sekv")
+    if (options_.global_policy == "sekv") {
         ans.stats.router = options_.sekv.zoom            ? kRouterTrained
                            : options_.sekv.router.oracle ? kRouterOracle
                                                          : kRouterTrainingFree;
-    if (options_.global_policy == "sekv")
         ans.stats.rerank = options_.sekv.router.rerank;
+    }
     for (const int il : memory_.sealing_layers()) {
         const auto m = memory_.layer(il).stats();
         ans.stats.sekv_layers.emplace_back(il, m);

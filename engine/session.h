@@ -66,7 +66,7 @@ struct GenerationStats {
     /// sekv.zoom; τ calibrated unless sekv.router.learned_tau), "training-free" or "oracle"
     /// (sekv.router.oracle); empty for the other policies.
     std::string router;
-    /// sekv: candidates per span expanded of two-stage routing (SekvRouterOptions::rerank) as
+    /// sekv: candidates per expanded span of two-stage routing (SekvRouterOptions::rerank) as
     /// the answer used; 0: one stage, and for the other policies.
     int rerank = 0;
     /// The layers the compressing policy serves (SEKV or a baseline: the sealing layers), after

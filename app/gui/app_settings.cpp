@@ -28,9 +28,10 @@ AppSettings AppSettings::load() {
     a.memory.expand_rate =
         qBound(0.0, s.value("memory/sekv_expand_rate", a.memory.expand_rate).toDouble(), 1.0);
     a.memory.tau_per_query = s.value("memory/sekv_tau_per_query", a.memory.tau_per_query).toBool();
-    // Two-stage routing needs τ per query; a value the engine would refuse reads as off.
-    const int rerank = s.value("memory/sekv_rerank", 0).toInt();
-    a.memory.rerank = a.memory.tau_per_query && rerank >= 2 && rerank <= kMaxRerank ? rerank : 0;
+    // Two-stage routing: an N the engine would refuse reads as off (where it applies:
+    // MemorySettings::rerank_in_effect).
+    const int rerank = s.value("memory/sekv_rerank", a.memory.rerank).toInt();
+    a.memory.rerank = rerank >= 2 && rerank <= kMaxRerank ? rerank : 0;
     const QString router = s.value("memory/sekv_router").toString();
     if (router == QLatin1String(kRouterTrained) || router == QLatin1String(kRouterTrainingFree))
         a.memory.router = router;

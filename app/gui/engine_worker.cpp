@@ -292,8 +292,9 @@ SessionOptions EngineWorker::session_options(const MemorySettings& m) {
     so.sekv.budget = m.budget;
     so.sekv.router.expand_rate = m.expand_rate;
     so.sekv.router.tau_per_query = m.tau_per_query;
-    // Two-stage routing needs τ per query (check_router_options refuses it without).
-    so.sekv.router.rerank = m.tau_per_query ? m.rerank : 0;
+    // Two-stage routing where the engine takes it: τ per query, the CPU.
+    so.sekv.router.rerank =
+        m.rerank_in_effect(QString::fromLatin1(model_ ? model_->backend() : "cpu"));
     if (m.sekv() && model_) {
         const bool free = m.router == QLatin1String(kRouterTrainingFree);
         const auto c = choose_router(m.router.toStdString(),

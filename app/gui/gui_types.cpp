@@ -46,7 +46,8 @@ QString stats_text(const AnswerStats& s) {
         if (!s.router.isEmpty())
             text += QStringLiteral(", %1 router").arg(s.router);
         if (s.rerank > 0)
-            text += QStringLiteral(", two-stage routing (%1 candidates)").arg(s.rerank);
+            text += QStringLiteral(", two-stage routing (%1 candidates per expanded span)")
+                        .arg(s.rerank);
     } else if (s.policy == QLatin1String("full"))
         text += QStringLiteral(" · full memory");
     if (!s.selector.isEmpty() && s.selector != QLatin1String("none")) {

@@ -75,7 +75,7 @@ struct AnswerStats {
     QString policy;        ///< memory policy of the global layers: "full" or "sekv" ("": unknown)
     // sekv only: the router that answered, the SEKV layers' memory and zoom.
     QString router;                ///< "trained" or "training-free" ("": unknown, or not sekv)
-    int rerank = 0;                ///< two-stage routing's candidates per span expanded; 0: off
+    int rerank = 0;                ///< two-stage routing's candidates per expanded span; 0: off
     double fast_tier_fraction = 0; ///< fast-tier bytes / what full would hold for the layers
     double expansions = 0;         ///< spans expanded per generated token, per layer and head
     qint64 spans = 0;              ///< spans in the answer's context
@@ -102,7 +102,8 @@ struct AnswerStats {
 };
 /// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:
 /// fast tier 31 % of full, 4.2 spans expanded per token, trained router" (the router when
-/// known; ", two-stage routing (4 candidates)" after it when the answer used it) or " · full
+/// known; ", two-stage routing (4 candidates per expanded span)" after it when the answer used
+/// it) or " · full
 /// memory", then with a
 /// selector " · epic recomputed 212 tokens (global layers 3 % of rows, sliding 4 %)", and when
 /// sections were left out " · 2 of 8 sections used (bm25)", and for a hybrid model
@@ -130,11 +131,18 @@ struct MemorySettings {
     /// "training-free", or "" (trained when a parameter file for
     /// the model is installed, else training-free; engine/zoom_locator.h).
     QString router;
-    /// sekv with tau_per_query: two-stage routing's candidates per span expanded
-    /// (SekvRouterOptions::rerank, 2 to 64); 0: off (one stage). Off by default.
+    /// Two-stage routing's candidates per expanded span (SekvRouterOptions::rerank, 2 to
+    /// kMaxRerank); 0: off (one stage), the default. Kept as chosen; it applies only where
+    /// rerank_in_effect says so.
     int rerank = 0;
     QString zoom_params; ///< sekv, not training-free: the parameter file ("": the installed one)
     bool sekv() const { return policy == QLatin1String("sekv"); }
+    /// The N of two-stage routing the engine is asked for on `backend` ("cpu" or "cuda"):
+    /// rerank under sekv with tau_per_query on the CPU, else 0 (the engine refuses it without
+    /// τ per query, and the GPU memory refuses it).
+    int rerank_in_effect(const QString& backend) const {
+        return sekv() && tau_per_query && backend != QLatin1String("cuda") ? rerank : 0;
+    }
     /// What the documents' SEKV states depend on ("" for full): spans shown under one key are
     /// those answers under the same key use (the router's rank gates shape them too).
     QString spans_key() const;

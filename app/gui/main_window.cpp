@@ -570,8 +570,8 @@ void MainWindow::update_policy_label() {
                       trimmed_number(100 * m.budget, 1), trimmed_number(100 * m.expand_rate, 3),
                       m.tau_per_query ? tr("on each query") : tr("on the question"),
                       m.router.isEmpty() ? tr("automatic") : m.router,
-                      m.rerank > 0
-                          ? tr("; two-stage routing, %1 candidates per span expanded").arg(m.rerank)
+                      m.rerank_in_effect(settings_.backend) > 0
+                          ? tr("; two-stage routing, %1 candidates per expanded span").arg(m.rerank)
                           : QString())
             : tr("Memory policy of the global-attention layers (Settings): full"));
 }

@@ -149,7 +149,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     rerank_->setObjectName(QStringLiteral("sekvRerank"));
     rerank_->setRange(1, kMaxRerank);
     rerank_->setSpecialValueText(tr("off"));
-    rerank_->setSuffix(tr(" candidates per span expanded"));
+    rerank_->setSuffix(tr(" candidates per expanded span"));
     rerank_->setValue(qMax(1, current.memory.rerank));
     rerank_->setToolTip(tr("sekv, τ per query, CPU: each query head takes this many times its "
                            "share of spans as candidates from its router, scores them against "
@@ -237,8 +237,11 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
         expand_rate_->setEnabled(sekv);
         tau_per_query_->setEnabled(sekv);
         // The GPU memory serves one stage only (DeviceSekvMemory refuses two-stage routing).
-        rerank_->setEnabled(sekv && tau_per_query_->isChecked() &&
-                            backend_->currentData().toString() != QLatin1String("cuda"));
+        MemorySettings m;
+        m.policy = policy_->currentData().toString();
+        m.tau_per_query = tau_per_query_->isChecked();
+        m.rerank = kMaxRerank;
+        rerank_->setEnabled(m.rerank_in_effect(backend_->currentData().toString()) > 0);
         router_->setEnabled(sekv);
         zoom_params_->setEnabled(sekv && router != QLatin1String(kRouterTrainingFree));
         zoom_browse_->setEnabled(zoom_params_->isEnabled());
@@ -287,8 +290,9 @@ AppSettings SettingsDialog::result_settings() const {
     if (std::abs(expand_rate_->value() - 100 * base_.memory.expand_rate) >= 0.0005)
         s.memory.expand_rate = expand_rate_->value() / 100;
     s.memory.tau_per_query = tau_per_query_->isChecked();
-    // Off unless the engine would take it: sekv, τ per query, the CPU.
-    s.memory.rerank = rerank_->isEnabled() && rerank_->value() >= 2 ? rerank_->value() : 0;
+    // Kept as shown, as the other SEKV settings are under full; it applies where
+    // MemorySettings::rerank_in_effect says so.
+    s.memory.rerank = rerank_->value() >= 2 ? rerank_->value() : 0;
     s.memory.router = router_->currentData().toString();
     // A parameter file is for the trained router: training-free keeps none.
     s.memory.zoom_params = s.memory.router == QLatin1String(kRouterTrainingFree)

@@ -193,24 +193,34 @@ void GuiErrors::settingsPersist() {
         dialog.findChild<QComboBox*>(QStringLiteral("memoryPolicy"))->setCurrentIndex(0);
         QVERIFY(!router->isEnabled() && !file->isEnabled() && !per_query->isEnabled());
     }
-    // Two-stage routing: kept with τ per query; a value the engine would refuse (1, above
-    // kMaxRerank, or without τ per query) reads as off.
+    // Two-stage routing: its N is kept as chosen, an N the engine would refuse (1, negative,
+    // above kMaxRerank, not a number) reads as off; it applies under sekv with τ per query on
+    // the CPU only.
     {
         AppSettings t = r;
         t.memory.tau_per_query = true;
         t.memory.rerank = 4;
         t.save();
         QCOMPARE(AppSettings::load().memory, t.memory);
-        for (const int bad : {1, -3, spanscope::kMaxRerank + 1}) {
+        QCOMPARE(t.memory.rerank_in_effect(QStringLiteral("cpu")), 4);
+        QCOMPARE(t.memory.rerank_in_effect(QStringLiteral("cuda")), 0);
+        for (const QVariant& bad :
+             {QVariant(1), QVariant(-3), QVariant(spanscope::kMaxRerank + 1), QVariant("abc")}) {
             QSettings().setValue("memory/sekv_rerank", bad);
             QCOMPARE(AppSettings::load().memory.rerank, 0);
         }
         QSettings().setValue("memory/sekv_rerank", 8);
         QSettings().setValue("memory/sekv_tau_per_query", false);
-        QCOMPARE(AppSettings::load().memory.rerank, 0);
+        const MemorySettings off = AppSettings::load().memory;
+        QCOMPARE(off.rerank, 8);
+        QCOMPARE(off.rerank_in_effect(QStringLiteral("cpu")), 0);
+        MemorySettings full = t.memory;
+        full.policy = QStringLiteral("full");
+        QCOMPARE(full.rerank_in_effect(QStringLiteral("cpu")), 0);
         r.save();
     }
-    // The dialog's two-stage routing: only with sekv and τ per query on the CPU; "off" is 0.
+    // The dialog's two-stage routing: editable under sekv with τ per query on the CPU; "off" is
+    // 0; the N shown is the N kept, as for the other SEKV settings under full.
     {
         AppSettings d = r;
         d.memory.tau_per_query = true;
@@ -218,7 +228,8 @@ void GuiErrors::settingsPersist() {
         SettingsDialog dialog(d);
         auto* rerank = dialog.findChild<QSpinBox*>(QStringLiteral("sekvRerank"));
         auto* per_query = dialog.findChild<QCheckBox*>(QStringLiteral("sekvTauPerQuery"));
-        QVERIFY(rerank && per_query);
+        auto* backend = dialog.findChild<QComboBox*>(QStringLiteral("backend"));
+        QVERIFY(rerank && per_query && backend);
         QVERIFY(rerank->isEnabled());
         QCOMPARE(rerank->value(), 8);
         QCOMPARE(dialog.result_settings().memory, d.memory);
@@ -229,20 +240,20 @@ void GuiErrors::settingsPersist() {
         QCOMPARE(dialog.result_settings().memory.rerank, 4);
         per_query->setChecked(false);
         QVERIFY(!rerank->isEnabled());
-        QCOMPARE(dialog.result_settings().memory.rerank, 0);
+        QCOMPARE(dialog.result_settings().memory.rerank, 4);
         per_query->setChecked(true);
         QVERIFY(rerank->isEnabled());
-        QCOMPARE(dialog.result_settings().memory.rerank, 4);
-        auto* backend = dialog.findChild<QComboBox*>(QStringLiteral("backend"));
-        if (const int cuda = backend->findData(QStringLiteral("cuda")); cuda >= 0) {
-            backend->setCurrentIndex(cuda);
-            QVERIFY(!rerank->isEnabled());
-            QCOMPARE(dialog.result_settings().memory.rerank, 0);
-            backend->setCurrentIndex(backend->findData(QStringLiteral("cpu")));
-        }
+        backend->setCurrentIndex(backend->findData(QStringLiteral("cuda")));
+        QVERIFY(!rerank->isEnabled());
+        backend->setCurrentIndex(backend->findData(QStringLiteral("cpu")));
+        QVERIFY(rerank->isEnabled());
         dialog.findChild<QComboBox*>(QStringLiteral("memoryPolicy"))->setCurrentIndex(0);
         QVERIFY(!rerank->isEnabled());
-        QCOMPARE(dialog.result_settings().memory.rerank, 0);
+        QCOMPARE(dialog.result_settings().memory.rerank, 4);
+        // An N kept while τ per query is off comes back unchanged.
+        AppSettings e = r;
+        e.memory.rerank = 4;
+        QCOMPARE(SettingsDialog(e).result_settings().memory, e.memory);
     }
     // The spans shown depend on the router (its rank gates build them).
     {

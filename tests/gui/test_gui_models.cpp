@@ -166,6 +166,15 @@ void GuiModels::answerStatisticsAreReadFromTheStoredJson() {
     QVERIFY2(
         stats_text(routed).contains(QStringLiteral("spans expanded per token, trained router")),
         qPrintable(stats_text(routed)));
+    QCOMPARE(routed.rerank, 0);
+    QVERIFY(!stats_text(routed).contains(QStringLiteral("two-stage")));
+    // With two-stage routing the answer says its N.
+    const AnswerStats two_stage = answer_stats_from_json(nlohmann::json::parse(
+        R"({"policy": "sekv", "router": "training-free", "rerank": 4, "expansions": 2.0})"));
+    QCOMPARE(two_stage.rerank, 4);
+    QVERIFY2(stats_text(two_stage).contains(QStringLiteral(
+                 "training-free router, two-stage routing (4 candidates per expanded span)")),
+             qPrintable(stats_text(two_stage)));
     const AnswerStats older = answer_stats_from_json(
         nlohmann::json::parse(R"({"policy": "sekv", "fast_tier_fraction": 0.31})"));
     QVERIFY(older.router.isEmpty());

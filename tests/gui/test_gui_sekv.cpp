@@ -409,19 +409,24 @@ void GuiSekv::wholeAnswerSumsTheSteps() {
 // every step. The first answer (threshold set on the question) left some heads below their
 // share on this model and question; if it had not, the two settings could not be told apart
 // here, and the test skips, saying so.
+// Query heads of trace `t` outside [share, group · share] spans expanded, share =
+// round(rate · spans), in any step and layer: what τ per query keeps at 0.
+static int heads_outside_share(const StoredZoomTrace& t, double rate, int group) {
+    const auto share = std::llround(rate * t.trace.n_spans);
+    int n = 0;
+    for (const auto& s : t.trace.steps)
+        for (const auto& l : s.layers)
+            for (const auto& h : l.heads) {
+                const auto got = static_cast<int64_t>(h.spans.size());
+                n += got < share || got > group * share;
+            }
+    return n;
+}
+
 void GuiSekv::tauPerQueryReachesTheRouter() {
     const int group = model_->info().n_head / model_->info().n_head_kv;
-    // Heads outside [share, group · share] in any step and layer.
     const auto outside = [group](const StoredZoomTrace& t, double rate) {
-        const auto share = std::llround(rate * t.trace.n_spans);
-        int n = 0;
-        for (const auto& s : t.trace.steps)
-            for (const auto& l : s.layers)
-                for (const auto& h : l.heads) {
-                    const auto got = static_cast<int64_t>(h.spans.size());
-                    n += got < share || got > group * share;
-                }
-        return n;
+        return heads_outside_share(t, rate, group);
     };
     const AppSettings before = w_->settings();
     QVERIFY(!before.memory.tau_per_query);
@@ -448,8 +453,9 @@ void GuiSekv::tauPerQueryReachesTheRouter() {
 
 // Two-stage routing in Settings reaches the session: the answer's statistics carry what the
 // engine answered with (AnswerStats::rerank, through the answer's stored JSON), and the status
-// bar says so. Without τ per query the worker leaves it off rather than have the engine refuse
-// the question. What the second stage expands is tested in test_memory_sekv
+// bar says so; the second stage keeps τ per query's count of spans per head. Without τ per query
+// the worker leaves it off rather than have the engine refuse the question, and the tooltip
+// does not claim it. Which spans the second stage expands is tested in test_memory_sekv
 // (TwoStageRoutingExpandsTheCandidatesOfMostAttentionMass).
 void GuiSekv::twoStageRoutingReachesTheSession() {
     const AppSettings before = w_->settings();
@@ -465,12 +471,21 @@ void GuiSekv::twoStageRoutingReachesTheSession() {
     QVERIFY2(!a.text.isEmpty(), qPrintable(w_->banner_text()));
     QCOMPARE(a.rerank, 4);
     const QString stats = w_->findChild<QLabel*>(QStringLiteral("statsLabel"))->text();
-    QVERIFY2(stats.contains(QStringLiteral("two-stage routing (4 candidates)")), qPrintable(stats));
+    QVERIFY2(stats.contains(QStringLiteral("two-stage routing (4 candidates per expanded span)")),
+             qPrintable(stats));
     QTRY_VERIFY_WITH_TIMEOUT(!loaded.isEmpty() && loaded.last()[0].toLongLong() == a.message_id,
                              10000);
+    const auto t = stored_trace(a.message_id);
+    QVERIFY(t.has_value());
+    QVERIFY(!t->trace.steps.empty());
+    QCOMPARE(heads_outside_share(*t, s.memory.expand_rate,
+                                 model_->info().n_head / model_->info().n_head_kv),
+             0);
 
     s.memory.tau_per_query = false;
     w_->apply_settings(s);
+    const QString tip_off = w_->findChild<QLabel*>(QStringLiteral("policyLabel"))->toolTip();
+    QVERIFY2(!tip_off.contains(QStringLiteral("two-stage")), qPrintable(tip_off));
     QSignalSpy loaded_again(w_.get(), &MainWindow::zoom_loaded);
     const auto b = answer(QStringLiteral("Who holds the copyright?"));
     QVERIFY2(!b.text.isEmpty(), qPrintable(w_->banner_text()));

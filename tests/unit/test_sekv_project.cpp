@@ -447,8 +447,15 @@ TEST_F(SekvProjectTest, SpansOfTheTrainedRankGateAreKeptApartFromTheTrainingFree
     const auto a = ask(*p, *model_, chunking_, options_, so, "the hill");
     EXPECT_EQ(a.stats["router"], "trained");
     EXPECT_EQ(a.stats["sekv_states_built"], 0);
-    EXPECT_EQ(ask(*p, *model_, chunking_, options_, sekv_, "the hill").stats["router"],
-              "training-free");
+    const auto one_stage = ask(*p, *model_, chunking_, options_, sekv_, "the hill");
+    EXPECT_EQ(one_stage.stats["router"], "training-free");
+    EXPECT_FALSE(one_stage.stats.contains("rerank")); // one stage
+
+    // With two-stage routing the statistics carry its N (what the session answered with).
+    so = sekv_;
+    so.sekv.router.tau_per_query = true;
+    so.sekv.router.rerank = 4;
+    EXPECT_EQ(ask(*p, *model_, chunking_, options_, so, "the hill").stats["rerank"], 4);
 }
 
 // The selectors a project offers are the engine's (recompute_selectors) less cacheblend, whose
