@@ -80,6 +80,8 @@ int run_bench(const BenchOptions& o) {
         r["prompt_tokens"] = len;
         r["policy"] = o.policy.policy;
         put_router_fields(r, router);
+        if (so.sekv.router.rerank > 0)
+            r["rerank"] = so.sekv.router.rerank;
         if (sekv) {
             // The same prefill decoded with every row at full resolution first (before sealing,
             // SEKV layers attend exactly as full ones), for the comparison.

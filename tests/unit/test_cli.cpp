@@ -135,6 +135,18 @@ TEST_F(Cli, SekvPolicyReportsItsMemory) {
     for (const auto& l : s["memory_per_layer"])
         fast += l["fast_tier_bytes"].get<int64_t>();
     EXPECT_EQ(fast, m["fast_tier_bytes"].get<int64_t>());
+    // Two-stage routing: ask's statistics and bench's results say its N (one stage: nothing).
+    EXPECT_FALSE(s.contains("rerank"));
+    const auto two =
+        run({"ask", "--json", "--model", big, "--doc", long_doc, "--max-tokens", "4", "--policy",
+             "sekv", "--budget", "0.5", "--tau-per-query", "--rerank", "4", "What?"});
+    ASSERT_EQ(two.status, 0) << two.err;
+    EXPECT_EQ(nlohmann::json::parse(two.out).at("stats").value("rerank", 0), 4);
+    const auto bench = run({"bench", "--json", "--model", big, "--policy", "sekv", "--budget",
+                            "0.5", "--tau-per-query", "--rerank", "4", "--lengths", "1024",
+                            "--decode-tokens", "2", "--threads", "1"});
+    ASSERT_EQ(bench.status, 0) << bench.err;
+    EXPECT_EQ(nlohmann::json::parse(bench.out).at("results").at(0).value("rerank", 0), 4);
     // A document too short for the budget stays at full resolution and says so.
     const auto tiny = run({"ask", "--json", "--model", model_, "--doc", doc_, "--max-tokens", "4",
                            "--policy", "sekv", "What?"});
