@@ -5,6 +5,7 @@
 #include "model.h"
 #include "model_fingerprint.h"
 
+#include <charconv>
 #include <iostream>
 
 namespace spanscope::cli {
@@ -88,7 +89,18 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
                    "rebuilt from their key factors, and expands as many of them, of the most "
                    "attention, as --expand-rate asks for (it reads about N times the key "
                    "factors of the spans it expands; 0: off)")
-        ->check(CLI::Range(0, kMaxRerank))
+        ->check([](const std::string& v) -> std::string {
+            int n = 0;
+            const auto* end = v.data() + v.size();
+            const auto [at, ec] = std::from_chars(v.data(), end, n);
+            if (ec != std::errc() || at != end)
+                return "'" + v + "' is not a whole number: give 0 (off) or 2 to " +
+                       std::to_string(kMaxRerank);
+            if (n < 0 || n > kMaxRerank)
+                return std::to_string(n) + " is out of range: give 0 (off) or 2 to " +
+                       std::to_string(kMaxRerank);
+            return {};
+        })
         ->capture_default_str();
 }
 
@@ -114,7 +126,7 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
             o.full_rank || o.rerank != 0)
             throw std::invalid_argument("--router, --zoom-params, --learned-tau, "
                                         "--tau-per-query, --full-rank and --rerank apply to the "
-                                        "sekv policy");
+                                        "sekv policy: add --policy sekv");
         return {};
     }
     auto c = choose_router(o.router, o.zoom_params, model.path(),
@@ -154,7 +166,7 @@ RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool route
                                     "query: give --tau-per-query");
     if (o.rerank > 0 && c.mode == kRouterOracle)
         throw std::invalid_argument("--rerank: the oracle router scores every span's keys "
-                                    "already");
+                                    "already: drop --rerank or choose another --router");
     if (o.tau_per_query && o.expand_rows > 0)
         throw std::invalid_argument("--tau-per-query calibrates τ at each query; --expand-rows "
                                     "caps the rows of each query head instead: give one of them");

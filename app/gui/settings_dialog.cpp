@@ -151,12 +151,15 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     rerank_->setSpecialValueText(tr("off"));
     rerank_->setSuffix(tr(" candidates per expanded span"));
     rerank_->setValue(qMax(1, current.memory.rerank));
-    rerank_->setToolTip(tr("sekv, τ per query, CPU: each query head takes this many times its "
-                           "share of spans as candidates from its router, scores them against "
-                           "their keys rebuilt from the slower tier, and zooms into those of most "
-                           "attention. More faithful to full attention (docs/sekv.md \"Two-stage "
-                           "routing\": 4 was measured), at the cost of reading the candidates' "
-                           "key factors at every answer token."));
+    rerank_->setToolTip(tr("Needs the sekv policy, τ per query ticked and the CPU backend. Each "
+                           "query head takes this many times its share of spans as candidates "
+                           "from its router, scores them against their keys rebuilt from the "
+                           "slower tier, and zooms into those of most attention. More faithful "
+                           "to full attention at low expand rates (4 was measured at 0.625 %: "
+                           "docs/sekv.md, \"Two-stage routing\"); no more fast-tier memory, "
+                           "and it reads the candidates' key factors at every answer token. "
+                           "Once N times the expand rate reaches every span, a larger N "
+                           "changes nothing."));
     form->addRow(tr("SEKV two-stage routing"), rerank_);
 
     router_ = new QComboBox;

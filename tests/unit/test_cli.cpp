@@ -422,6 +422,13 @@ TEST_F(Cli, BadOptions) {
                        "max-tokens");
     expect_clean_error(run({"ask", "--model", model_, "--doc", doc_}), "question");
     expect_clean_error(run({"ask", "--model", model_, "--doc", doc_, "   "}), "question is empty");
+    // Two-stage routing's N: out of range, not a number, or a missing value, each in one line
+    // that says what to give.
+    for (const char* n : {"100", "-1", "abc", "--json"}) {
+        const auto r = run({"ask", "--model", model_, "--doc", doc_, "--policy", "sekv",
+                            "--tau-per-query", "--rerank", n, "Q?"});
+        expect_clean_error(r, "give 0 (off) or 2 to 64");
+    }
 }
 
 TEST_F(Cli, InfoReportsTypesAndKind) {
