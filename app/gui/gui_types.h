@@ -103,11 +103,9 @@ struct AnswerStats {
 /// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:
 /// fast tier 31 % of full, 4.2 spans expanded per token, trained router" (the router when
 /// known; ", two-stage routing (4 candidates per expanded span)" after it when the answer used
-/// it) or " · full
-/// memory", then with a
-/// selector " · epic recomputed 212 tokens (global layers 3 % of rows, sliding 4 %)", and when
-/// sections were left out " · 2 of 8 sections used (bm25)", and for a hybrid model
-/// " · recurrent state: single-block".
+/// it) or " · full memory", then with a selector " · epic recomputed 212 tokens (global layers 3 %
+/// of rows, sliding 4 %)", and when sections were left out " · 2 of 8 sections used (bm25)", and
+/// for a hybrid model " · recurrent state: single-block".
 QString stats_text(const AnswerStats& s);
 
 struct GenerationSettings {
@@ -137,11 +135,16 @@ struct MemorySettings {
     int rerank = 0;
     QString zoom_params; ///< sekv, not training-free: the parameter file ("": the installed one)
     bool sekv() const { return policy == QLatin1String("sekv"); }
-    /// The N of two-stage routing the engine is asked for on `backend` ("cpu" or "cuda"):
-    /// rerank under sekv with tau_per_query on the CPU, else 0 (the engine refuses it without
-    /// τ per query, and the GPU memory refuses it).
+    /// Whether two-stage routing applies on `backend` ("cpu" or "cuda"): under sekv with
+    /// tau_per_query on the CPU (the engine refuses it without τ per query, and the GPU memory
+    /// refuses it).
+    bool two_stage_applies(const QString& backend) const {
+        return sekv() && tau_per_query && backend != QLatin1String("cuda");
+    }
+    /// The N of two-stage routing the engine is asked for on `backend`: rerank where it
+    /// applies, else 0.
     int rerank_in_effect(const QString& backend) const {
-        return sekv() && tau_per_query && backend != QLatin1String("cuda") ? rerank : 0;
+        return two_stage_applies(backend) ? rerank : 0;
     }
     /// What the documents' SEKV states depend on ("" for full): spans shown under one key are
     /// those answers under the same key use (the router's rank gates shape them too).

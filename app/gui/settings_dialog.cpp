@@ -243,8 +243,7 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
         MemorySettings m;
         m.policy = policy_->currentData().toString();
         m.tau_per_query = tau_per_query_->isChecked();
-        m.rerank = kMaxRerank;
-        rerank_->setEnabled(m.rerank_in_effect(backend_->currentData().toString()) > 0);
+        rerank_->setEnabled(m.two_stage_applies(backend_->currentData().toString()));
         router_->setEnabled(sekv);
         zoom_params_->setEnabled(sekv && router != QLatin1String(kRouterTrainingFree));
         zoom_browse_->setEnabled(zoom_params_->isEnabled());

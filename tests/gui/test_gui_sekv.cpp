@@ -402,13 +402,6 @@ void GuiSekv::wholeAnswerSumsTheSteps() {
     QVERIFY(!w_->whole_answer());
 }
 
-// "Apply the expand rate to each query" in Settings reaches the router: every answer token's
-// query heads then zoom into at least share = round(rate · spans) spans each, and at most the
-// union of their KV group's shares (engine/sekv_routing.cpp). One segmentation serves every SEKV
-// layer and nothing is sealed while answering, so trace.n_spans is each layer's span count at
-// every step. The first answer (threshold set on the question) left some heads below their
-// share on this model and question; if it had not, the two settings could not be told apart
-// here, and the test skips, saying so.
 // Query heads of trace `t` outside [share, group · share] spans expanded, share =
 // round(rate · spans), in any step and layer: what τ per query keeps at 0.
 static int heads_outside_share(const StoredZoomTrace& t, double rate, int group) {
@@ -423,6 +416,13 @@ static int heads_outside_share(const StoredZoomTrace& t, double rate, int group)
     return n;
 }
 
+// "Apply the expand rate to each query" in Settings reaches the router: every answer token's
+// query heads then zoom into at least share = round(rate · spans) spans each, and at most the
+// union of their KV group's shares (engine/sekv_routing.cpp). One segmentation serves every SEKV
+// layer and nothing is sealed while answering, so trace.n_spans is each layer's span count at
+// every step. The first answer (threshold set on the question) left some heads below their
+// share on this model and question; if it had not, the two settings could not be told apart
+// here, and the test skips, saying so.
 void GuiSekv::tauPerQueryReachesTheRouter() {
     const int group = model_->info().n_head / model_->info().n_head_kv;
     const auto outside = [group](const StoredZoomTrace& t, double rate) {
