@@ -7,7 +7,10 @@ length; prefill timed over the whole prompt, then decode timed over N greedy tok
 one. Threads: 2 (the CI machine's cores).
 
     pip install llama-cpp-python==0.3.36          # builds llama.cpp from source (~10 min)
-    python3 bench/llama_cpp_speed.py [--lengths 512,2048,8192] [--decode 32] [--model PATH]
+    python3 bench/llama_cpp_speed.py [--lengths 512,2048,8192] [--decode 32] [--model PATH] [--json]
+
+bench/compare_llama_cpp.sh builds it with the flags right for the CPU and runs it side by side
+with spanscope-cli bench.
 """
 import argparse
 import json
@@ -25,6 +28,7 @@ def main():
     ap.add_argument("--lengths", default="512,2048,8192")
     ap.add_argument("--decode", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", action="store_true", help="print only the JSON summary")
     a = ap.parse_args()
     lengths = [int(x) for x in a.lengths.split(",")]
     text = open("/usr/share/common-licenses/GPL-3", encoding="utf-8").read()
@@ -47,8 +51,9 @@ def main():
         decode = time.perf_counter() - t0
         results.append({"prompt_tokens": n, "prefill_tokens_per_s": n / prefill,
                         "decode_tokens_per_s": a.decode / decode})
-        print(f"{n:<10} prefill {n / prefill:8.1f} tok/s   decode {a.decode / decode:6.1f} tok/s",
-              flush=True)
+        if not a.json:
+            print(f"{n:<10} prefill {n / prefill:8.1f} tok/s   decode {a.decode / decode:6.1f} tok/s",
+                  flush=True)
         del llm
     print(json.dumps({"engine": "llama.cpp via llama-cpp-python " + llama_cpp.__version__,
                       "threads": a.threads, "results": results}, indent=2))

@@ -320,8 +320,19 @@ IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
                project_.has_state(ids[ui][r], fingerprint_hex_, StateKind::AttentionRows))
             ++r;
         resume[ui] = r;
-        if (r < us[ui].chunks.size())
+        if (r < us[ui].chunks.size()) {
             to_do += us[ui].n_tokens() - us[ui].chunks[r].token_begin;
+            if (project_.has_state_of_other_fingerprint(ids[ui][r], fingerprint_hex_,
+                                                        StateKind::AttentionRows))
+                project_.log_event(
+                    "recomputed",
+                    "document " + std::to_string(document_id) + " section " +
+                        std::to_string(ui + 1) +
+                        ": its stored states were computed under another model fingerprint "
+                        "(another "
+                        "model file, or an earlier version of the engine's numerics) and are "
+                        "computed again");
+        }
     }
 
     const auto t0 = Clock::now();

@@ -1,8 +1,8 @@
 #include "attention.h"
 
+#include "attention_kernels.h"
+#include "quant.h"
 #include "simd.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,8 +13,22 @@ namespace spanscope {
 
 namespace {
 constexpr int64_t kQueryBlock = 64;
-// Up to this many queries in a block, matrix-vector products replace sgemm.
-constexpr int64_t kGemvMaxQueries = 4;
+
+/// The float kernels of the current kernel level (quant.h).
+const attention_detail::Kernels& kernels() {
+    static const attention_detail::Kernels scalar = attention_detail::scalar_kernels();
+    static const attention_detail::Kernels avx2 = attention_detail::avx2_kernels();
+    static const attention_detail::Kernels avx512 = attention_detail::avx512_kernels();
+    switch (kernel_level()) {
+    case KernelLevel::Avx2:
+    case KernelLevel::AvxVnni:
+        return avx2;
+    case KernelLevel::Avx512:
+        return avx512;
+    default:
+        return scalar;
+    }
+}
 } // namespace
 
 void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int64_t n_q,
@@ -33,6 +47,7 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
         mass.assign(static_cast<size_t>(pool.size()),
                     std::vector<double>(static_cast<size_t>(s.n_kv_head * n_kv_all), 0.0));
 
+    const attention_detail::Kernels& kern = kernels();
     pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int thread) {
         std::vector<float> scores;
         for (int64_t task = t0; task < t1; ++task) {
@@ -63,18 +78,9 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                 continue;
             }
             scores.resize(static_cast<size_t>(nq * n_kv));
-            // scores[i][j] = q[qb+i][h] · k[j][g]. A few queries (decode) use gemv: sgemm would
-            // pack all of K for every call.
-            if (nq <= kGemvMaxQueries) {
-                for (int64_t i = 0; i < nq; ++i)
-                    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n_kv), d, s.scale,
-                                kb + g * d, kv_stride, q + (qb + i) * q_stride + h * d, 1, 0.0f,
-                                scores.data() + i * n_kv, 1);
-            } else {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq),
-                            static_cast<int>(n_kv), d, s.scale, q + qb * q_stride + h * d, q_stride,
-                            kb + g * d, kv_stride, 0.0f, scores.data(), static_cast<int>(n_kv));
-            }
+            // scores[i][j] = q[qb+i][h] · k[j][g]
+            kern.scores(q + qb * q_stride + h * d, q_stride, nq, kb + g * d, kv_stride, n_kv, d,
+                        s.scale, scores.data(), n_kv);
             for (int64_t i = 0; i < nq; ++i) {
                 float* row = scores.data() + i * n_kv;
                 const int32_t p = qpos[qb + i];
@@ -100,16 +106,8 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                 }
             }
             // out[qb+i][h] = scores[i] · v[:, g]
-            if (nq <= kGemvMaxQueries) {
-                for (int64_t i = 0; i < nq; ++i)
-                    cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(n_kv), d, 1.0f,
-                                vb + g * d, kv_stride, scores.data() + i * n_kv, 1, 0.0f,
-                                out + (qb + i) * q_stride + h * d, 1);
-            } else {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(nq), d,
-                            static_cast<int>(n_kv), 1.0f, scores.data(), static_cast<int>(n_kv),
-                            vb + g * d, kv_stride, 0.0f, out + qb * q_stride + h * d, q_stride);
-            }
+            kern.weighted_sum(scores.data(), n_kv, nq, vb + g * d, kv_stride, n_kv, d,
+                              out + qb * q_stride + h * d, q_stride);
         }
     });
     if (key_mass)

@@ -1,11 +1,13 @@
 #include "matmul.h"
 
 #include "gguf_reader.h"
+#include "qgemm.h"
 #include "quant.h"
 
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 #include <vector>
 
@@ -21,6 +23,18 @@ WeightMatrix WeightMatrix::from(const GgufTensorInfo& t) {
     w.data = t.data;
     w.row_stride = row_bytes(t.type, t.ne[0]);
     return w;
+}
+
+namespace {
+std::atomic<PrefillProducts> g_products{PrefillProducts::Integer};
+} // namespace
+
+void set_prefill_products(PrefillProducts p) {
+    g_products.store(p);
+}
+
+PrefillProducts prefill_products() {
+    return g_products.load(std::memory_order_relaxed);
 }
 
 void set_blas_threads(int n) {
@@ -98,10 +112,15 @@ void matmul_rows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, cons
                  int64_t n_tokens, float* y, ThreadPool& pool) {
     if (row_begin < 0 || row_end > w.rows || row_begin > row_end)
         throw std::out_of_range("matmul_rows: row range outside the matrix");
-    if (n_tokens < kGemmMinTokens)
+    if (n_tokens < kGemmMinTokens) {
         matmul_vec_dot(w, row_begin, row_end, x, n_tokens, y, pool);
-    else
+    } else if (qgemm_supports(w.type) && prefill_products() == PrefillProducts::Integer) {
+        thread_local QgemmActivations xq;
+        qgemm_quantize(x, n_tokens, w.cols, xq);
+        qgemm(w, row_begin, row_end, xq, y, row_end - row_begin, pool);
+    } else {
         matmul_gemm(w, row_begin, row_end, x, n_tokens, y, pool);
+    }
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {

@@ -27,15 +27,25 @@ struct WeightMatrix {
 
 /// y[t][r] = sum_c x[t][c] * W[r][c] for t < n_tokens (y = x · Wᵀ).
 /// x: [n_tokens][w.cols] floats (row-major), y: [n_tokens][w.rows] floats.
-/// Few tokens: x is quantised to the weight's vec_dot_type and each row uses vec_dot (integer
-/// SIMD), rows split over the pool. Many tokens: panels of W are dequantised to f32 and
-/// multiplied with OpenBLAS sgemm.
+/// Few tokens (< 8): x is quantised to the weight's vec_dot_type and each row uses vec_dot
+/// (integer SIMD), rows split over the pool. Many tokens: the integer matrix product (qgemm.h)
+/// for the quantised types it supports; float weights are dequantised in panels and multiplied
+/// with OpenBLAS sgemm.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 
 /// Same as matmul, restricted to output rows [row_begin, row_end) written densely:
 /// y: [n_tokens][row_end - row_begin].
 void matmul_rows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const float* x,
                  int64_t n_tokens, float* y, ThreadPool& pool);
+
+/// How matmul multiplies many tokens (>= 8) by quantised weights: Integer, the integer matrix
+/// product (qgemm.h, the default), or Float: panels of weights dequantised to f32 and multiplied
+/// with float activations by OpenBLAS sgemm (the engine's numerics before the integer kernels,
+/// kept as the reference that tests and benchmarks compare with). Also decides the surprisal's
+/// output product (surprisal.h). Process-wide; not meant to change while a forward pass runs.
+enum class PrefillProducts { Integer = 0, Float = 1 };
+void set_prefill_products(PrefillProducts p);
+PrefillProducts prefill_products();
 
 /// Tell OpenBLAS how many threads to use. The engine runs OpenBLAS single-threaded (1) and
 /// parallelises around it with its own pool.

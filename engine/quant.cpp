@@ -17,8 +17,9 @@ namespace {
 using quant_detail::KernelTable;
 
 struct CpuFeatures {
-    bool avx2 = false;   // AVX2 + FMA + F16C, with the OS saving YMM state
-    bool avx512 = false; // AVX-512 F/BW/VL/DQ/VNNI, with the OS saving ZMM and opmask state
+    bool avx2 = false;    // AVX2 + FMA + F16C, with the OS saving YMM state
+    bool avx512 = false;  // AVX-512 F/BW/VL/DQ/VNNI, with the OS saving ZMM and opmask state
+    bool avxvnni = false; // AVX2 + AVX-VNNI (VEX vpdpbusd)
 };
 
 CpuFeatures detect_cpu() {
@@ -51,6 +52,9 @@ CpuFeatures detect_cpu() {
     const bool avx512vnni = (c >> 11) & 1;
     f.avx2 = os_ymm && avx2 && fma && f16c;
     f.avx512 = f.avx2 && os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni;
+    // CPUID.(EAX=7, ECX=1):EAX bit 4 (Intel SDM vol. 2, CPUID): AVX-VNNI.
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d))
+        f.avxvnni = f.avx2 && ((a >> 4) & 1);
 #endif
     return f;
 }
@@ -68,6 +72,8 @@ bool supported(KernelLevel level) {
         return cpu().avx2;
     case KernelLevel::Avx512:
         return cpu().avx512;
+    case KernelLevel::AvxVnni:
+        return cpu().avxvnni;
     case KernelLevel::Auto:
         return true;
     }
@@ -97,6 +103,7 @@ const KernelTable* table_for(KernelLevel level) {
     case KernelLevel::Scalar:
         return &tables().scalar;
     case KernelLevel::Avx2:
+    case KernelLevel::AvxVnni:
         return &tables().avx2;
     case KernelLevel::Avx512:
         return &tables().avx512;
@@ -137,9 +144,16 @@ void check_row(TensorType t, int64_t n, const char* what) {
 
 } // namespace
 
+bool kernel_level_supported(KernelLevel level) {
+    return supported(level);
+}
+
 KernelLevel best_kernel_level() {
     if (cpu().avx512) {
         return KernelLevel::Avx512;
+    }
+    if (cpu().avxvnni) {
+        return KernelLevel::AvxVnni;
     }
     if (cpu().avx2) {
         return KernelLevel::Avx2;
@@ -169,6 +183,8 @@ std::string_view kernel_level_name(KernelLevel level) {
         return "avx2";
     case KernelLevel::Avx512:
         return "avx512";
+    case KernelLevel::AvxVnni:
+        return "avxvnni";
     case KernelLevel::Auto:
         return "auto";
     }

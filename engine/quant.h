@@ -14,11 +14,16 @@
 
 namespace spanscope {
 
-/// Kernel implementation level. `Auto` picks the best one the CPU supports.
-enum class KernelLevel { Scalar = 0, Avx2 = 1, Avx512 = 2, Auto = 99 };
+/// Kernel implementation level. `Auto` picks the best one the CPU supports: Avx512 (AVX-512
+/// F/BW/VL/DQ with VNNI), else AvxVnni (AVX2 with the VEX-encoded VNNI of CPUs without AVX-512),
+/// else Avx2 (AVX2/FMA/F16C), else Scalar. The dot-product kernels of AvxVnni are those of Avx2;
+/// the integer matrix product (qgemm.h) has its own kernel at every level.
+enum class KernelLevel { Scalar = 0, Avx2 = 1, Avx512 = 2, AvxVnni = 3, Auto = 99 };
 
 /// Best level this CPU supports (cpuid + OS support for the register state).
 KernelLevel best_kernel_level();
+/// Whether this CPU (and the OS's saving of its registers) runs `level`; Scalar and Auto always.
+bool kernel_level_supported(KernelLevel level);
 /// Force a level for all subsequent kernel calls (tests compare levels). Throws
 /// std::runtime_error if the CPU does not support it. Auto restores the best level.
 void set_kernel_level(KernelLevel level);

@@ -140,6 +140,10 @@ public:
     /// Delete the document's chunks under this key (their states go with them).
     void delete_chunks(int64_t document_id, const std::string& key);
     bool has_state(int64_t chunk_id, const std::string& fingerprint, StateKind kind);
+    /// Whether the chunk has a state of this kind under a fingerprint other than `fingerprint`
+    /// (another model file, or states computed before the engine's numerics changed).
+    bool has_state_of_other_fingerprint(int64_t chunk_id, const std::string& fingerprint,
+                                        StateKind kind);
     std::optional<std::vector<uint8_t>> state_blob(int64_t chunk_id, const std::string& fingerprint,
                                                    StateKind kind);
     /// Commit a chunk's attention-row state and its sliding tail (and, for a hybrid model, its

@@ -14,6 +14,14 @@ bool Project::has_state(int64_t chunk_id, const std::string& fingerprint, StateK
     return q.step();
 }
 
+bool Project::has_state_of_other_fingerprint(int64_t chunk_id, const std::string& fingerprint,
+                                             StateKind kind) {
+    auto q = db_->prepare(
+        "SELECT 1 FROM chunk_states WHERE chunk_id = ? AND fingerprint <> ? AND kind = ?");
+    q.bind(1, chunk_id).bind(2, fingerprint).bind(3, static_cast<int64_t>(kind));
+    return q.step();
+}
+
 std::optional<std::vector<uint8_t>>
 Project::state_blob(int64_t chunk_id, const std::string& fingerprint, StateKind kind) {
     auto q = db_->prepare(

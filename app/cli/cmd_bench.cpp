@@ -1,7 +1,10 @@
 #include "commands.h"
 
 #include "backend.h"
+#include "bench_bandwidth.h"
+#include "matmul.h"
 #include "model.h"
+#include "quant.h"
 #include "sampler.h"
 #include "session.h"
 
@@ -43,8 +46,17 @@ int run_bench(const BenchOptions& o) {
     nlohmann::json results = nlohmann::json::array();
     const int threads =
         o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+    set_prefill_products(o.products == "float" ? PrefillProducts::Float : PrefillProducts::Integer);
     if (!o.json)
-        std::printf("%-10s %-14s %-14s\n", "prompt", "prefill tok/s", "decode tok/s");
+        std::printf("%-10s %-14s %-14s%s%s\n", "prompt", "prefill tok/s", "decode tok/s",
+                    o.ingest ? " ingest tok/s " : "",
+                    o.bandwidth ? " decode GB/s (of read bw)" : "");
+    struct Row {
+        std::string text;
+        double decode_gbs;
+        std::string suffix;
+    };
+    std::vector<Row> rows; // printed at the end, with the bandwidth
     for (int len : o.lengths)
         if (len + o.decode_tokens > model->info().n_ctx_train)
             throw std::runtime_error("prompt length " + std::to_string(len) + " plus " +
@@ -99,6 +111,23 @@ int run_bench(const BenchOptions& o) {
         }
         const double decode_s = decode(session, logits);
         const double pf = len / prefill_s, dc = o.decode_tokens / decode_s;
+        double ingest_tps = 0.0, decode_gbs = 0.0;
+        if (o.ingest) {
+            // Prefill with every token's surprisal (of the next prompt token), in a session of
+            // its own, as reading a document into a project does.
+            Session ingest(*model, so);
+            std::vector<float> s(prompt.size());
+            const auto ti = Clock::now();
+            ingest.prefill(prompt, nullptr, {}, s.data());
+            ingest_tps = len / std::chrono::duration<double>(Clock::now() - ti).count();
+            r["ingest_tokens_per_s"] = ingest_tps;
+        }
+        if (o.bandwidth) {
+            // Bytes at the middle of the decoded tokens' contexts.
+            decode_gbs = decode_bytes_per_token(*model, len + o.decode_tokens / 2) * dc / 1e9;
+            r["decode_gb_per_s"] = decode_gbs;
+        }
+
         r["prefill_tokens_per_s"] = pf;
         r["decode_tokens"] = o.decode_tokens;
         r["decode_tokens_per_s"] = dc;
@@ -119,27 +148,54 @@ int run_bench(const BenchOptions& o) {
                 static_cast<double>(m.fast_tier_bytes) / static_cast<double>(m.full_kv_bytes);
         }
         results.push_back(r);
-        if (!o.json)
-            std::printf("%-10d %-14.1f %-14.1f%s\n", len, pf, dc,
-                        sekv ? ("  (full from the same prefill: " +
-                                std::to_string(r["decode_tokens_per_s_full"].get<double>()) +
-                                " tok/s; fast tier " +
-                                std::to_string(r["fast_tier_fraction"].get<double>()) + " of full)")
-                                   .c_str()
-                             : "");
+        if (!o.json) {
+            char line[160];
+            std::snprintf(line, sizeof line, "%-10d %-14.1f %-14.1f", len, pf, dc);
+            std::string row = line;
+            if (o.ingest) {
+                std::snprintf(line, sizeof line, " %-13.1f", ingest_tps);
+                row += line;
+            }
+            rows.push_back({row, decode_gbs,
+                            sekv ? "  (full from the same prefill: " +
+                                       std::to_string(r["decode_tokens_per_s_full"].get<double>()) +
+                                       " tok/s; fast tier " +
+                                       std::to_string(r["fast_tier_fraction"].get<double>()) +
+                                       " of full)"
+                                 : ""});
+        }
+    }
+    // Last, so that its 1 GiB array is not counted in the peak RSS reported.
+    const size_t peak_rss = peak_rss_bytes();
+    const double bandwidth = o.bandwidth ? read_bandwidth_gb_per_s(threads) : 0.0;
+    for (const auto& row : rows) {
+        std::printf("%s", row.text.c_str());
+        if (o.bandwidth)
+            std::printf(" %.1f (%.0f %%)", row.decode_gbs, 100.0 * row.decode_gbs / bandwidth);
+        std::printf("%s\n", row.suffix.c_str());
     }
     if (o.json) {
         nlohmann::json j{{"model", model->path()},
                          {"backend", model->backend()},
                          {"device", backend_status(backend_from_name(model->backend())).detail},
                          {"threads", threads},
+                         {"kernel_level", std::string(kernel_level_name(kernel_level()))},
+                         {"products", o.products},
                          {"results", results},
-                         {"peak_rss_bytes", peak_rss_bytes()}};
+                         {"peak_rss_bytes", peak_rss}};
+        if (o.bandwidth)
+            j["read_bandwidth_gb_per_s"] = bandwidth;
         std::cout << j.dump(2) << "\n";
     } else {
-        std::printf("backend %s (%s), threads %d, peak RSS %.1f MiB\n", model->backend(),
+        std::printf("backend %s (%s), threads %d, kernel level %s, %s prefill products, peak RSS "
+                    "%.1f MiB\n",
+                    model->backend(),
                     backend_status(backend_from_name(model->backend())).detail.c_str(), threads,
-                    peak_rss_bytes() / 1048576.0);
+                    std::string(kernel_level_name(kernel_level())).c_str(), o.products.c_str(),
+                    static_cast<double>(peak_rss) / 1048576.0);
+        if (o.bandwidth)
+            std::printf("read bandwidth %.1f GB/s (1 GiB read on %d threads, best of 5)\n",
+                        bandwidth, threads);
     }
     return 0;
 }

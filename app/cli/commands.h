@@ -86,6 +86,9 @@ struct BenchOptions {
     int decode_tokens = 32;
     int threads = 0;
     bool json = false;
+    bool ingest = false;    ///< also time prefill with every token's surprisal (as ingest does)
+    bool bandwidth = false; ///< also measure the read bandwidth and what decode reaches of it
+    std::string products = "integer"; ///< matmul.h PrefillProducts: integer or float
     PolicyOptions policy;
 };
 

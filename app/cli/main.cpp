@@ -151,6 +151,19 @@ int main(int argc, char** argv) {
     bench_cmd->add_option("--threads", bench.threads, "Worker threads (default: all cores)")
         ->check(CLI::Range(1, 1024));
     bench_cmd->add_flag("--json", bench.json, "Print one JSON object");
+    bench_cmd->add_flag(
+        "--ingest", bench.ingest,
+        "Also time each prompt's prefill with every token's surprisal, as reading a "
+        "document into a project does (in its own session)");
+    bench_cmd->add_flag("--bandwidth", bench.bandwidth,
+                        "Also measure the machine's read bandwidth (a 1 GiB array read on the same "
+                        "threads) and the bytes per second that decode reads (weights and "
+                        "key/value rows)");
+    bench_cmd
+        ->add_option("--products", bench.products,
+                     "Prefill matrix products: integer (the engine's kernels) or float (weights "
+                     "dequantised, OpenBLAS sgemm: the reference numerics)")
+        ->check(CLI::IsMember({"integer", "float"}));
     add_policy_options(*bench_cmd, bench.policy);
     add_backend_option(*bench_cmd, bench.backend);
 

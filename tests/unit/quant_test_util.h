@@ -18,7 +18,7 @@ public:
 };
 
 inline bool level_supported(KernelLevel level) {
-    return static_cast<int>(best_kernel_level()) >= static_cast<int>(level);
+    return kernel_level_supported(level);
 }
 
 inline std::vector<uint8_t> quantized(TensorType t, const std::vector<float>& x) {
@@ -36,7 +36,7 @@ inline std::vector<float> dequantized(TensorType t, const std::vector<uint8_t>& 
 /// Every level this CPU runs, scalar first.
 inline std::vector<KernelLevel> runnable_levels() {
     std::vector<KernelLevel> levels{KernelLevel::Scalar};
-    for (KernelLevel l : {KernelLevel::Avx2, KernelLevel::Avx512}) {
+    for (KernelLevel l : {KernelLevel::Avx2, KernelLevel::AvxVnni, KernelLevel::Avx512}) {
         if (level_supported(l)) {
             levels.push_back(l);
         }

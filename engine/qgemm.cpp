@@ -1,0 +1,342 @@
+// The integer matrix product: activation quantisation, unpacking of each weight type to int8
+// blocks, packing of strips for the level, and the split over threads. Kernels: qgemm_*.cpp.
+#include "qgemm.h"
+
+#include "fp16.h"
+#include "qgemm_impl.h"
+#include "quant.h"
+#include "quant_impl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace spanscope {
+namespace {
+
+using qgemm_detail::Level;
+using qgemm_detail::Shape;
+using namespace quant_detail;
+
+const Level& level_now() {
+    static const Level scalar = qgemm_detail::scalar_level();
+    static const Level avx2 = qgemm_detail::avx2_level();
+    static const Level avxvnni = qgemm_detail::avxvnni_level();
+    static const Level avx512 = qgemm_detail::avx512_level();
+    switch (kernel_level()) {
+    case KernelLevel::Avx2:
+        return avx2;
+    case KernelLevel::AvxVnni:
+        return avxvnni;
+    case KernelLevel::Avx512:
+        return avx512;
+    default:
+        return scalar;
+    }
+}
+
+/// Block length and minimums of a supported type.
+bool type_shape(TensorType t, int& block, bool& has_min) {
+    switch (t) {
+    case TensorType::Q4_0:
+    case TensorType::Q5_0:
+    case TensorType::Q8_0:
+        block = 32;
+        has_min = false;
+        return true;
+    case TensorType::Q4_1:
+    case TensorType::Q5_1:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+        block = 32;
+        has_min = true;
+        return true;
+    case TensorType::Q6_K:
+        block = 16;
+        has_min = false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+// ---- Unpacking: one weight row -> int8 q[cols], dw[cols / L], mw[cols / 32].
+// The values are those of dequantize_row: element = dw · q (+ mw).
+
+template <class Block>
+void unpack_q32_min(const Block* x, int64_t nb, bool five, int8_t* q, float* dw, float* mw) {
+    for (int64_t i = 0; i < nb; ++i, q += 32) {
+        uint32_t qh = 0;
+        if constexpr (requires { x[i].qh; })
+            std::memcpy(&qh, x[i].qh, 4);
+        for (int j = 0; j < 16; ++j) {
+            int lo = x[i].qs[j] & 0xF, hi = x[i].qs[j] >> 4;
+            if (five) {
+                lo |= static_cast<int>((qh >> j) & 1u) << 4;
+                hi |= static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+            }
+            q[j] = static_cast<int8_t>(lo);
+            q[j + 16] = static_cast<int8_t>(hi);
+        }
+        dw[i] = fp16_to_fp32(x[i].d);
+        if (mw)
+            mw[i] = fp16_to_fp32(x[i].m);
+    }
+}
+
+void unpack_row(TensorType t, const uint8_t* src, int64_t cols, int8_t* q, float* dw, float* mw) {
+    switch (t) {
+    case TensorType::Q8_0: {
+        const auto* x = reinterpret_cast<const BlockQ8_0*>(src);
+        for (int64_t i = 0; i < cols / 32; ++i) {
+            std::memcpy(q + 32 * i, x[i].qs, 32);
+            dw[i] = fp16_to_fp32(x[i].d);
+        }
+        return;
+    }
+    case TensorType::Q4_0: {
+        const auto* x = reinterpret_cast<const BlockQ4_0*>(src);
+        for (int64_t i = 0; i < cols / 32; ++i, q += 32) {
+            for (int j = 0; j < 16; ++j) {
+                q[j] = static_cast<int8_t>((x[i].qs[j] & 0xF) - 8);
+                q[j + 16] = static_cast<int8_t>((x[i].qs[j] >> 4) - 8);
+            }
+            dw[i] = fp16_to_fp32(x[i].d);
+        }
+        return;
+    }
+    case TensorType::Q5_0: {
+        const auto* x = reinterpret_cast<const BlockQ5_0*>(src);
+        for (int64_t i = 0; i < cols / 32; ++i, q += 32) {
+            uint32_t qh;
+            std::memcpy(&qh, x[i].qh, 4);
+            for (int j = 0; j < 16; ++j) {
+                const int lo = (x[i].qs[j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4);
+                const int hi = (x[i].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+                q[j] = static_cast<int8_t>(lo - 16);
+                q[j + 16] = static_cast<int8_t>(hi - 16);
+            }
+            dw[i] = fp16_to_fp32(x[i].d);
+        }
+        return;
+    }
+    case TensorType::Q4_1:
+        unpack_q32_min(reinterpret_cast<const BlockQ4_1*>(src), cols / 32, false, q, dw, mw);
+        return;
+    case TensorType::Q5_1:
+        unpack_q32_min(reinterpret_cast<const BlockQ5_1*>(src), cols / 32, true, q, dw, mw);
+        return;
+    case TensorType::Q4_K:
+    case TensorType::Q5_K: {
+        const bool five = t == TensorType::Q5_K;
+        const size_t bytes = five ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+        for (int64_t i = 0; i < cols / kQK_K; ++i, src += bytes) {
+            // Q4_K and Q5_K share d, dmin, scales and qs; Q5_K adds qh before qs.
+            const auto* b4 = reinterpret_cast<const BlockQ4_K*>(src);
+            const auto* b5 = reinterpret_cast<const BlockQ5_K*>(src);
+            const uint8_t* qs = five ? b5->qs : b4->qs;
+            const float d = fp16_to_fp32(b4->d), dmin = fp16_to_fp32(b4->dmin);
+            for (int j = 0; j < 8; ++j) {
+                uint8_t sc, m;
+                get_scale_min_k4(j, b4->scales, &sc, &m);
+                dw[8 * i + j] = d * static_cast<float>(sc);
+                mw[8 * i + j] = -(dmin * static_cast<float>(m));
+                const uint8_t* ql = qs + 32 * (j / 2);
+                const int shift = (j % 2) * 4;
+                for (int l = 0; l < 32; ++l) {
+                    int v = (ql[l] >> shift) & 0xF;
+                    if (five)
+                        v |= ((b5->qh[l] >> j) & 1) << 4;
+                    q[256 * i + 32 * j + l] = static_cast<int8_t>(v);
+                }
+            }
+        }
+        return;
+    }
+    case TensorType::Q6_K: {
+        const auto* x = reinterpret_cast<const BlockQ6_K*>(src);
+        for (int64_t i = 0; i < cols / kQK_K; ++i) {
+            const float d = fp16_to_fp32(x[i].d);
+            int8_t* y = q + 256 * i;
+            const uint8_t* ql = x[i].ql;
+            const uint8_t* qh = x[i].qh;
+            for (int nn = 0; nn < 256; nn += 128, y += 128, ql += 64, qh += 32) {
+                for (int l = 0; l < 32; ++l) {
+                    y[l] = static_cast<int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                    y[l + 32] =
+                        static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                    y[l + 64] =
+                        static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                    y[l + 96] =
+                        static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+                }
+            }
+            for (int j = 0; j < 16; ++j)
+                dw[16 * i + j] = d * static_cast<float>(x[i].scales[j]);
+        }
+        return;
+    }
+    default:
+        throw std::invalid_argument("qgemm: unsupported weight type");
+    }
+}
+
+// ---- Packing nr unpacked rows into the level's strip layout (qgemm_impl.h).
+
+struct Scratch {
+    std::vector<int8_t> q;
+    std::vector<float> dw, mw;
+    std::vector<uint8_t> strip;
+    std::vector<float> tile;
+};
+
+Scratch& scratch() {
+    thread_local Scratch s;
+    return s;
+}
+
+void pack_strip(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s, Scratch& sc) {
+    const int64_t K = s.cols, nbw = s.n_blocks(), L = s.block;
+    sc.q.assign(static_cast<size_t>(s.nr * K), 0);
+    sc.dw.assign(static_cast<size_t>(s.nr * nbw), 0.0f);
+    sc.mw.assign(static_cast<size_t>(s.nr * (K / 32)), 0.0f);
+    for (int r = 0; r < nr_valid; ++r)
+        unpack_row(w.type, w.row(row0 + r), K, sc.q.data() + r * K, sc.dw.data() + r * nbw,
+                   s.has_min ? sc.mw.data() + r * (K / 32) : nullptr);
+    sc.strip.resize(s.block_bytes * static_cast<size_t>(nbw));
+    uint8_t* p = sc.strip.data();
+    const int nr = s.nr;
+    for (int64_t b = 0; b < nbw; ++b) {
+        auto* f = reinterpret_cast<float*>(p);
+        for (int r = 0; r < nr; ++r)
+            f[r] = sc.dw[static_cast<size_t>(r * nbw + b)];
+        p += 4 * nr;
+        if (s.has_min) {
+            f = reinterpret_cast<float*>(p);
+            for (int r = 0; r < nr; ++r)
+                f[r] = sc.mw[static_cast<size_t>(r * (K / 32) + b)];
+            p += 4 * nr;
+        }
+        auto* q16 = reinterpret_cast<int16_t*>(p);
+        for (int64_t k0 = 0; k0 < L; k0 += 2)
+            for (int r = 0; r < nr; ++r)
+                for (int e = 0; e < 2; ++e)
+                    *q16++ = sc.q[static_cast<size_t>(r * K + b * L + k0 + e)];
+        p += 2 * L * nr;
+    }
+}
+
+Shape make_shape(const WeightMatrix& w, const Level& lv) {
+    Shape s;
+    if (!type_shape(w.type, s.block, s.has_min))
+        throw std::invalid_argument("qgemm: weight type " + std::string(traits(w.type).name) +
+                                    " has no integer kernel");
+    s.cols = w.cols;
+    s.nr = lv.nr;
+    s.block_bytes = static_cast<size_t>(s.nr) * (4 + (s.has_min ? 4 : 0) + 2 * s.block);
+    return s;
+}
+
+void check_args(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                const QgemmActivations& xq) {
+    if (!qgemm_supports(w.type))
+        throw std::invalid_argument("qgemm: weight type " + std::string(traits(w.type).name) +
+                                    " has no integer kernel");
+    if (w.cols != xq.cols || w.cols % traits(w.type).block_size != 0)
+        throw std::invalid_argument("qgemm: " + std::to_string(xq.cols) +
+                                    " activation columns for a matrix of " +
+                                    std::to_string(w.cols) + " columns");
+    if (row_begin < 0 || row_end > w.rows || row_begin > row_end)
+        throw std::invalid_argument("qgemm: row range outside the matrix");
+}
+
+} // namespace
+
+bool qgemm_supports(TensorType t) {
+    int block = 0;
+    bool has_min = false;
+    return type_shape(t, block, has_min);
+}
+
+int qgemm_strip_rows() {
+    return level_now().nr;
+}
+
+void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& out) {
+    if (n < 0 || cols < 0 || cols % 32 != 0)
+        throw std::invalid_argument("qgemm_quantize: " + std::to_string(cols) +
+                                    " columns is not a multiple of 32");
+    const int64_t nb = cols / 32;
+    out.n = n;
+    out.cols = cols;
+    out.q.resize(static_cast<size_t>(n * cols));
+    out.d.resize(static_cast<size_t>(n * nb));
+    out.ds.resize(static_cast<size_t>(n * nb));
+    for (int64_t t = 0; t < n; ++t) {
+        for (int64_t a = 0; a < nb; ++a) {
+            const float* xb = x + t * cols + 32 * a;
+            float amax = 0.0f;
+            for (int j = 0; j < 32; ++j)
+                amax = std::max(amax, std::fabs(xb[j]));
+            const float d = amax / 32767.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            int16_t* q = out.q.data() + t * cols + 32 * a;
+            int32_t sum = 0;
+            for (int j = 0; j < 32; ++j) {
+                // |x · id| <= 32767 up to rounding of id; the clamp keeps the int16 range.
+                const long v = std::lround(xb[j] * id);
+                q[j] = static_cast<int16_t>(std::clamp<long>(v, -32767, 32767));
+                sum += q[j];
+            }
+            out.d[static_cast<size_t>(t * nb + a)] = d;
+            out.ds[static_cast<size_t>(t * nb + a)] = d * static_cast<float>(sum);
+        }
+    }
+}
+
+void qgemm(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const QgemmActivations& xq,
+           float* y, int64_t ldy, ThreadPool& pool) {
+    check_args(w, row_begin, row_end, xq);
+    const Level& lv = level_now();
+    const Shape s = make_shape(w, lv);
+    const int64_t n_rows = row_end - row_begin;
+    const int64_t n_strips = (n_rows + lv.nr - 1) / lv.nr;
+    pool.parallel_for(n_strips, [&](int64_t b, int64_t e, int) {
+        Scratch& sc = scratch();
+        for (int64_t i = b; i < e; ++i) {
+            const int64_t r0 = row_begin + i * lv.nr;
+            const int nv = static_cast<int>(std::min<int64_t>(lv.nr, row_end - r0));
+            pack_strip(w, r0, nv, s, sc);
+            lv.kernel(sc.strip.data(), s, xq, y + (r0 - row_begin), ldy, nv);
+        }
+    });
+}
+
+void qgemm_tiles(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
+                 const QgemmActivations& xq, int64_t tile_rows, const QgemmTileFn& fn,
+                 ThreadPool& pool) {
+    check_args(w, row_begin, row_end, xq);
+    const Level& lv = level_now();
+    const Shape s = make_shape(w, lv);
+    const int64_t tr = std::max<int64_t>(1, (tile_rows + lv.nr - 1) / lv.nr) * lv.nr;
+    const int64_t n_rows = row_end - row_begin;
+    const int64_t n_tiles = (n_rows + tr - 1) / tr;
+    pool.parallel_for(n_tiles, [&](int64_t b, int64_t e, int thread) {
+        Scratch& sc = scratch();
+        for (int64_t ti = b; ti < e; ++ti) {
+            const int64_t t0 = row_begin + ti * tr;
+            const int64_t rows = std::min(tr, row_end - t0);
+            sc.tile.resize(static_cast<size_t>(xq.n * rows));
+            for (int64_t r = 0; r < rows; r += lv.nr) {
+                const int nv = static_cast<int>(std::min<int64_t>(lv.nr, rows - r));
+                pack_strip(w, t0 + r, nv, s, sc);
+                lv.kernel(sc.strip.data(), s, xq, sc.tile.data() + r, rows, nv);
+            }
+            fn(ti, t0, rows, sc.tile.data(), thread);
+        }
+    });
+}
+
+} // namespace spanscope

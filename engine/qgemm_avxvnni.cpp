@@ -1,0 +1,24 @@
+// AVX-VNNI kernel of the integer matrix product (compiled with -mavx2 -mfma -mavxvnni, see
+// engine/CMakeLists.txt): int16 products with the VEX-encoded vpdpwssd of CPUs without AVX-512.
+#include "quant_no_contract.h"
+
+#include "qgemm_impl.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace spanscope::qgemm_detail {
+namespace {
+
+#define QGEMM_YMM_VNNI 1
+#include "qgemm_ymm.inc"
+#undef QGEMM_YMM_VNNI
+
+} // namespace
+
+Level avxvnni_level() {
+    return ymm_level();
+}
+
+} // namespace spanscope::qgemm_detail

@@ -1,0 +1,43 @@
+// Internal to the integer matrix product (qgemm.cpp and its per-level kernel files): the packed
+// weight strip, the shape of a product, and the per-level kernel table. Use qgemm.h.
+//
+// A strip holds `nr` consecutive weight rows, block by block (blocks of L = 16 or 32 elements
+// along the columns). Per block, in this order:
+//     float dw[nr]                  scale of the block in each row
+//     float mw[nr]                  minimum of the block (types with minimums only)
+//     int16 quants [L / 2][nr][2]   two consecutive columns of a row per 32-bit lane, the layout
+//                                   of vpmaddwd / vpdpwssd with one lane per row
+// Rows past the matrix's end are zero (scale 0, quants 0), so a strip is always whole.
+#pragma once
+
+#include "qgemm.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace spanscope::qgemm_detail {
+
+struct Shape {
+    int64_t cols = 0;       ///< K, elements per row
+    int block = 32;         ///< L, weight block length (16 or 32)
+    bool has_min = false;   ///< the type has a minimum per block of 32
+    int nr = 0;             ///< rows per strip
+    size_t block_bytes = 0; ///< bytes of one packed block of a strip
+    int64_t n_blocks() const { return cols / block; }
+};
+
+/// y[t * ldy + r] for t in [0, xq.n), r < nr_valid, from one packed strip.
+using KernelFn = void (*)(const uint8_t* strip, const Shape& s, const QgemmActivations& xq,
+                          float* y, int64_t ldy, int nr_valid);
+
+struct Level {
+    int nr = 0; ///< rows per strip
+    KernelFn kernel = nullptr;
+};
+
+Level scalar_level();
+Level avx2_level();
+Level avxvnni_level();
+Level avx512_level();
+
+} // namespace spanscope::qgemm_detail
