@@ -24,6 +24,7 @@ const attention_detail::Kernels& kernels() {
     case KernelLevel::AvxVnni:
         return avx2;
     case KernelLevel::Avx512:
+    case KernelLevel::Amx:
         return avx512;
     default:
         return scalar;

@@ -116,7 +116,7 @@ void matmul_rows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, cons
         matmul_vec_dot(w, row_begin, row_end, x, n_tokens, y, pool);
     } else if (qgemm_supports(w.type) && prefill_products() == PrefillProducts::Integer) {
         thread_local QgemmActivations xq;
-        qgemm_quantize(x, n_tokens, w.cols, xq);
+        qgemm_quantize(x, n_tokens, w.cols, xq, &pool);
         qgemm(w, row_begin, row_end, xq, y, row_end - row_begin, pool);
     } else {
         matmul_gemm(w, row_begin, row_end, x, n_tokens, y, pool);

@@ -25,7 +25,10 @@ const Level& level_now() {
     static const Level avx2 = qgemm_detail::avx2_level();
     static const Level avxvnni = qgemm_detail::avxvnni_level();
     static const Level avx512 = qgemm_detail::avx512_level();
+    static const Level amx = qgemm_detail::amx_level();
     switch (kernel_level()) {
+    case KernelLevel::Amx:
+        return amx;
     case KernelLevel::Avx2:
         return avx2;
     case KernelLevel::AvxVnni:
@@ -219,12 +222,21 @@ void pack_strip(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& 
                 f[r] = sc.mw[static_cast<size_t>(r * (K / 32) + b)];
             p += 4 * nr;
         }
-        auto* q16 = reinterpret_cast<int16_t*>(p);
-        for (int64_t k0 = 0; k0 < L; k0 += 2)
-            for (int r = 0; r < nr; ++r)
-                for (int e = 0; e < 2; ++e)
-                    *q16++ = sc.q[static_cast<size_t>(r * K + b * L + k0 + e)];
-        p += 2 * L * nr;
+        if (s.group == 2) {
+            auto* q16 = reinterpret_cast<int16_t*>(p);
+            for (int64_t k0 = 0; k0 < L; k0 += 2)
+                for (int r = 0; r < nr; ++r)
+                    for (int e = 0; e < 2; ++e)
+                        *q16++ = sc.q[static_cast<size_t>(r * K + b * L + k0 + e)];
+            p += 2 * L * nr;
+        } else {
+            auto* q8 = reinterpret_cast<int8_t*>(p);
+            for (int64_t k0 = 0; k0 < L; k0 += 4)
+                for (int r = 0; r < nr; ++r)
+                    for (int e = 0; e < 4; ++e)
+                        *q8++ = sc.q[static_cast<size_t>(r * K + b * L + k0 + e)];
+            p += L * nr;
+        }
     }
 }
 
@@ -235,7 +247,10 @@ Shape make_shape(const WeightMatrix& w, const Level& lv) {
                                     " has no integer kernel");
     s.cols = w.cols;
     s.nr = lv.nr;
-    s.block_bytes = static_cast<size_t>(s.nr) * (4 + (s.has_min ? 4 : 0) + 2 * s.block);
+    s.group = lv.group;
+    s.block_bytes =
+        static_cast<size_t>(s.nr) *
+        (4 + (s.has_min ? 4 : 0) + static_cast<size_t>(s.block) * (lv.group == 2 ? 2 : 1));
     return s;
 }
 
@@ -264,7 +279,8 @@ int qgemm_strip_rows() {
     return level_now().nr;
 }
 
-void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& out) {
+void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& out,
+                    ThreadPool* pool) {
     if (n < 0 || cols < 0 || cols % 32 != 0)
         throw std::invalid_argument("qgemm_quantize: " + std::to_string(cols) +
                                     " columns is not a multiple of 32");
@@ -274,26 +290,23 @@ void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& o
     out.q.resize(static_cast<size_t>(n * cols));
     out.d.resize(static_cast<size_t>(n * nb));
     out.ds.resize(static_cast<size_t>(n * nb));
-    for (int64_t t = 0; t < n; ++t) {
-        for (int64_t a = 0; a < nb; ++a) {
-            const float* xb = x + t * cols + 32 * a;
-            float amax = 0.0f;
-            for (int j = 0; j < 32; ++j)
-                amax = std::max(amax, std::fabs(xb[j]));
-            const float d = amax / 32767.0f;
-            const float id = d != 0.0f ? 1.0f / d : 0.0f;
-            int16_t* q = out.q.data() + t * cols + 32 * a;
-            int32_t sum = 0;
-            for (int j = 0; j < 32; ++j) {
-                // |x · id| <= 32767 up to rounding of id; the clamp keeps the int16 range.
-                const long v = std::lround(xb[j] * id);
-                q[j] = static_cast<int16_t>(std::clamp<long>(v, -32767, 32767));
-                sum += q[j];
+    const Level& lv = level_now();
+    out.hi.resize(lv.needs_split ? out.q.size() : 0);
+    out.lo.resize(lv.needs_split ? out.q.size() : 0);
+    auto rows = [&](int64_t b, int64_t e, int) {
+        lv.quantize(x + b * cols, (e - b) * nb, out.q.data() + b * cols, out.d.data() + b * nb,
+                    out.ds.data() + b * nb);
+        if (lv.needs_split)
+            for (int64_t i = b * cols; i < e * cols; ++i) {
+                const int16_t v = out.q[static_cast<size_t>(i)];
+                out.hi[static_cast<size_t>(i)] = static_cast<int8_t>(v >> 8); // arithmetic shift
+                out.lo[static_cast<size_t>(i)] = static_cast<uint8_t>(v & 0xFF);
             }
-            out.d[static_cast<size_t>(t * nb + a)] = d;
-            out.ds[static_cast<size_t>(t * nb + a)] = d * static_cast<float>(sum);
-        }
-    }
+    };
+    if (pool && n > 1)
+        pool->parallel_for(n, rows);
+    else
+        rows(0, n, 0);
 }
 
 void qgemm(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const QgemmActivations& xq,

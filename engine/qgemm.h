@@ -31,7 +31,8 @@ namespace spanscope {
 bool qgemm_supports(TensorType t);
 
 /// Activations quantised for qgemm: per token t < n and block a < cols / 32,
-/// q[t][32a..32a+31] = round(x / d), d = max|x| / 32767 over the block (0 for an all-zero block),
+/// q[t][32a..32a+31] = x · (1 / d) rounded to nearest (ties to even), d = max|x| / 32767 over the
+/// block (q = 0 for an all-zero block),
 /// d[t][a] = d, ds[t][a] = d · Σ q (used by the weight types with minimums).
 struct QgemmActivations {
     int64_t n = 0;          ///< tokens
@@ -39,11 +40,16 @@ struct QgemmActivations {
     std::vector<int16_t> q; ///< [n][cols]
     std::vector<float> d;   ///< [n][cols / 32]
     std::vector<float> ds;  ///< [n][cols / 32]
+    /// The AMX level's split of q into bytes, q = 256 · hi + lo: [n][cols] each (else empty).
+    std::vector<int8_t> hi;
+    std::vector<uint8_t> lo;
 };
 
-/// Quantises x: [n][cols] floats (cols % 32 == 0).
+/// Quantises x: [n][cols] floats (cols % 32 == 0), the tokens spread over `pool` if given.
+/// The same bytes at every level and thread count.
 /// Throws std::invalid_argument if cols is not a multiple of 32 or n < 0.
-void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& out);
+void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& out,
+                    ThreadPool* pool = nullptr);
 
 /// y[t * ldy + (r - row_begin)] = Σ_c W[r][c] · x[t][c] with the arithmetic above, for t < xq.n,
 /// row_begin <= r < row_end. w.cols must equal xq.cols.

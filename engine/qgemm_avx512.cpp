@@ -11,6 +11,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace spanscope::qgemm_detail {
@@ -108,12 +109,43 @@ void kernel_avx512(const uint8_t* strip, const Shape& s, const QgemmActivations&
         run<32, false>(strip, s, xq, y, ldy, mask);
 }
 
+void quantize_avx512(const float* x, int64_t n_blocks, int16_t* q, float* d, float* ds) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const __m512i hi = _mm512_set1_epi32(32767), lo = _mm512_set1_epi32(-32767);
+    for (int64_t a = 0; a < n_blocks; ++a, x += 32, q += 32) {
+        const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+        const __m512 m = _mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1));
+        alignas(64) float t[16];
+        _mm512_store_ps(t, m);
+        float amax = 0.0f;
+        for (float v : t)
+            amax = std::max(amax, v);
+        const float dd = amax / 32767.0f;
+        const __m512 id = _mm512_set1_ps(dd != 0.0f ? 1.0f / dd : 0.0f);
+        // cvtps rounds in the default mode (to nearest, ties to even), as nearbyint does.
+        const __m512i q0 =
+            _mm512_max_epi32(lo, _mm512_min_epi32(hi, _mm512_cvtps_epi32(_mm512_mul_ps(x0, id))));
+        const __m512i q1 =
+            _mm512_max_epi32(lo, _mm512_min_epi32(hi, _mm512_cvtps_epi32(_mm512_mul_ps(x1, id))));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm512_cvtepi32_epi16(q0));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16), _mm512_cvtepi32_epi16(q1));
+        alignas(64) int32_t s[16];
+        _mm512_store_si512(s, _mm512_add_epi32(q0, q1));
+        int32_t sum = 0;
+        for (int32_t v : s)
+            sum += v;
+        d[a] = dd;
+        ds[a] = dd * static_cast<float>(sum);
+    }
+}
+
 } // namespace
 
 Level avx512_level() {
     Level lv;
     lv.nr = kRows;
     lv.kernel = kernel_avx512;
+    lv.quantize = quantize_avx512;
     return lv;
 }
 

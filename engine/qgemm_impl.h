@@ -5,8 +5,9 @@
 // along the columns). Per block, in this order:
 //     float dw[nr]                  scale of the block in each row
 //     float mw[nr]                  minimum of the block (types with minimums only)
-//     int16 quants [L / 2][nr][2]   two consecutive columns of a row per 32-bit lane, the layout
-//                                   of vpmaddwd / vpdpwssd with one lane per row
+//     quants [L / g][nr][g]         g consecutive columns of a row per 32-bit lane: g = 2 int16
+//                                   (vpmaddwd / vpdpwssd, one lane per row) or g = 4 int8 (the
+//                                   AMX level: the B tile's layout, one 32-bit column per row)
 // Rows past the matrix's end are zero (scale 0, quants 0), so a strip is always whole.
 #pragma once
 
@@ -22,6 +23,7 @@ struct Shape {
     int block = 32;         ///< L, weight block length (16 or 32)
     bool has_min = false;   ///< the type has a minimum per block of 32
     int nr = 0;             ///< rows per strip
+    int group = 2;          ///< quants per 32-bit lane: 2 (int16) or 4 (int8)
     size_t block_bytes = 0; ///< bytes of one packed block of a strip
     int64_t n_blocks() const { return cols / block; }
 };
@@ -30,14 +32,24 @@ struct Shape {
 using KernelFn = void (*)(const uint8_t* strip, const Shape& s, const QgemmActivations& xq,
                           float* y, int64_t ldy, int nr_valid);
 
+/// Quantises n_blocks blocks of 32 activations as qgemm.h defines it: for each block,
+/// d = max|x| / 32767, q = x · (1 / d) rounded to nearest, ties to even, clamped to ±32767
+/// (0 where d is 0), ds = d · Σ q. Every level gives the same bytes.
+using QuantizeFn = void (*)(const float* x, int64_t n_blocks, int16_t* q, float* d, float* ds);
+
 struct Level {
-    int nr = 0; ///< rows per strip
+    int nr = 0;               ///< rows per strip
+    int group = 2;            ///< Shape::group of its strips
+    bool needs_split = false; ///< reads QgemmActivations::hi and lo
     KernelFn kernel = nullptr;
+    QuantizeFn quantize = nullptr;
 };
 
 Level scalar_level();
 Level avx2_level();
 Level avxvnni_level();
 Level avx512_level();
+/// The AMX level (qgemm_amx.cpp); nr == 0 when the build has no AMX kernel.
+Level amx_level();
 
 } // namespace spanscope::qgemm_detail

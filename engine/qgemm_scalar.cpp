@@ -4,6 +4,7 @@
 
 #include "qgemm_impl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -46,12 +47,31 @@ void kernel_scalar(const uint8_t* strip, const Shape& s, const QgemmActivations&
     }
 }
 
+void quantize_scalar(const float* x, int64_t n_blocks, int16_t* q, float* d, float* ds) {
+    for (int64_t a = 0; a < n_blocks; ++a, x += 32, q += 32) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j)
+            amax = std::max(amax, std::fabs(x[j]));
+        const float dd = amax / 32767.0f;
+        const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+        int32_t sum = 0;
+        for (int j = 0; j < 32; ++j) {
+            const float v = std::nearbyint(x[j] * id); // the default mode: to nearest, ties to even
+            q[j] = static_cast<int16_t>(v >= 32767.0f ? 32767 : v > -32767.0f ? v : -32767);
+            sum += q[j];
+        }
+        d[a] = dd;
+        ds[a] = dd * static_cast<float>(sum);
+    }
+}
+
 } // namespace
 
 Level scalar_level() {
     Level lv;
     lv.nr = kRows;
     lv.kernel = kernel_scalar;
+    lv.quantize = quantize_scalar;
     return lv;
 }
 

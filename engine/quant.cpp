@@ -10,6 +10,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace spanscope {
 namespace {
@@ -20,7 +24,21 @@ struct CpuFeatures {
     bool avx2 = false;    // AVX2 + FMA + F16C, with the OS saving YMM state
     bool avx512 = false;  // AVX-512 F/BW/VL/DQ/VNNI, with the OS saving ZMM and opmask state
     bool avxvnni = false; // AVX2 + AVX-VNNI (VEX vpdpbusd)
+    bool amx = false;     // avx512 + AMX-TILE/INT8, the OS saving the tile state, use granted
 };
+
+/// Asks Linux for the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM = 0x1023 with
+/// XFEATURE_XTILEDATA = 18; Linux Documentation/arch/x86/xstate.rst): without it the first tile
+/// instruction faults (SIGILL). True when granted.
+bool request_amx_permission() {
+#if defined(__linux__) && defined(__x86_64__)
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+}
 
 CpuFeatures detect_cpu() {
     CpuFeatures f;
@@ -52,6 +70,11 @@ CpuFeatures detect_cpu() {
     const bool avx512vnni = (c >> 11) & 1;
     f.avx2 = os_ymm && avx2 && fma && f16c;
     f.avx512 = f.avx2 && os_zmm && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni;
+    // CPUID.(EAX=7, ECX=0):EDX bits 24, 25: AMX-TILE, AMX-INT8; XCR0 bits 17, 18: the OS saves
+    // the tile configuration and data. Then the process must still ask for the data state.
+    const bool amx_tile = (d >> 24) & 1, amx_int8 = (d >> 25) & 1;
+    const bool os_tiles = (xcr0_lo & 0x60000u) == 0x60000u;
+    f.amx = f.avx512 && amx_tile && amx_int8 && os_tiles && request_amx_permission();
     // CPUID.(EAX=7, ECX=1):EAX bit 4 (Intel SDM vol. 2, CPUID): AVX-VNNI.
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d))
         f.avxvnni = f.avx2 && ((a >> 4) & 1);
@@ -74,6 +97,8 @@ bool supported(KernelLevel level) {
         return cpu().avx512;
     case KernelLevel::AvxVnni:
         return cpu().avxvnni;
+    case KernelLevel::Amx:
+        return cpu().amx;
     case KernelLevel::Auto:
         return true;
     }
@@ -106,6 +131,7 @@ const KernelTable* table_for(KernelLevel level) {
     case KernelLevel::AvxVnni:
         return &tables().avx2;
     case KernelLevel::Avx512:
+    case KernelLevel::Amx:
         return &tables().avx512;
     case KernelLevel::Auto:
         break;
@@ -149,6 +175,9 @@ bool kernel_level_supported(KernelLevel level) {
 }
 
 KernelLevel best_kernel_level() {
+    if (cpu().amx) {
+        return KernelLevel::Amx;
+    }
     if (cpu().avx512) {
         return KernelLevel::Avx512;
     }
@@ -185,6 +214,8 @@ std::string_view kernel_level_name(KernelLevel level) {
         return "avx512";
     case KernelLevel::AvxVnni:
         return "avxvnni";
+    case KernelLevel::Amx:
+        return "amx";
     case KernelLevel::Auto:
         return "auto";
     }

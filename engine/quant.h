@@ -14,11 +14,14 @@
 
 namespace spanscope {
 
-/// Kernel implementation level. `Auto` picks the best one the CPU supports: Avx512 (AVX-512
-/// F/BW/VL/DQ with VNNI), else AvxVnni (AVX2 with the VEX-encoded VNNI of CPUs without AVX-512),
-/// else Avx2 (AVX2/FMA/F16C), else Scalar. The dot-product kernels of AvxVnni are those of Avx2;
-/// the integer matrix product (qgemm.h) has its own kernel at every level.
-enum class KernelLevel { Scalar = 0, Avx2 = 1, Avx512 = 2, AvxVnni = 3, Auto = 99 };
+/// Kernel implementation level. `Auto` picks the best one the CPU supports: Amx (Avx512 plus the
+/// AMX tiles with their int8 products, where the kernel grants the process the tile state:
+/// arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once; refused, the next level),
+/// else Avx512 (AVX-512 F/BW/VL/DQ with VNNI), else AvxVnni (AVX2 with the VEX-encoded VNNI of
+/// CPUs without AVX-512), else Avx2 (AVX2/FMA/F16C), else Scalar. The dot-product kernels of
+/// AvxVnni are those of Avx2 and those of Amx those of Avx512; the integer matrix product
+/// (qgemm.h) has its own kernel at every level.
+enum class KernelLevel { Scalar = 0, Avx2 = 1, Avx512 = 2, AvxVnni = 3, Amx = 4, Auto = 99 };
 
 /// Best level this CPU supports (cpuid + OS support for the register state).
 KernelLevel best_kernel_level();

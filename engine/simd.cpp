@@ -9,7 +9,8 @@ namespace spanscope {
 namespace {
 bool use_avx2() {
     const KernelLevel l = kernel_level();
-    return l == KernelLevel::Avx2 || l == KernelLevel::AvxVnni || l == KernelLevel::Avx512;
+    return l == KernelLevel::Avx2 || l == KernelLevel::AvxVnni || l == KernelLevel::Avx512 ||
+           l == KernelLevel::Amx;
 }
 } // namespace
 

@@ -29,7 +29,7 @@ void fused_surprisal(const WeightMatrix& lm_head, const float* x, int64_t m,
     const int64_t V = lm_head.rows;
     const int64_t n_tiles = (V + kTileRows - 1) / kTileRows;
     QgemmActivations xq;
-    qgemm_quantize(x, m, lm_head.cols, xq);
+    qgemm_quantize(x, m, lm_head.cols, xq, &pool);
     std::vector<float> tile_max(static_cast<size_t>(n_tiles * m));
     std::vector<double> tile_sum(static_cast<size_t>(n_tiles * m));
     std::vector<float> target(static_cast<size_t>(m), 0.0f);

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace spanscope {
 
 ThreadPool::ThreadPool(int n_threads) {
@@ -23,6 +27,24 @@ ThreadPool::~ThreadPool() {
 }
 
 namespace {
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+}
+
+/// Spins until done() or `limit` has passed; returns done().
+template <class Done> bool spin_until(Done done, std::chrono::microseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    for (int i = 0;; ++i) {
+        if (done())
+            return true;
+        cpu_relax();
+        if ((i & 63) == 63 && std::chrono::steady_clock::now() >= end)
+            return done();
+    }
+}
+
 void range_of(int64_t n, int parts, int index, int64_t& begin, int64_t& end) {
     const int64_t chunk = n / parts, rest = n % parts;
     begin = index * chunk + std::min<int64_t>(index, rest);
@@ -41,9 +63,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
         std::lock_guard lock(mutex_);
         job_ = &fn;
         job_n_ = n;
-        pending_ = n_threads_ - 1;
+        pending_.store(n_threads_ - 1);
         error_ = nullptr;
-        ++generation_;
+        generation_.fetch_add(1);
     }
     start_cv_.notify_all();
     std::exception_ptr mine;
@@ -55,8 +77,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     } catch (...) {
         mine = std::current_exception();
     }
+    spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; }, kSpin);
     std::unique_lock lock(mutex_);
-    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    done_cv_.wait(lock, [this] { return pending_.load() == 0; });
     job_ = nullptr;
     if (mine)
         std::rethrow_exception(mine);
@@ -69,12 +92,15 @@ void ThreadPool::worker(int index) {
     for (;;) {
         const std::function<void(int64_t, int64_t, int)>* job;
         int64_t n;
+        spin_until(
+            [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; },
+            kSpin);
         {
             std::unique_lock lock(mutex_);
-            start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+            start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
             if (stop_)
                 return;
-            seen = generation_;
+            seen = generation_.load();
             job = job_;
             n = job_n_;
         }
@@ -88,10 +114,9 @@ void ThreadPool::worker(int index) {
             if (!error_)
                 error_ = std::current_exception();
         }
-        {
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
             std::lock_guard lock(mutex_);
-            if (--pending_ == 0)
-                done_cv_.notify_one();
+            done_cv_.notify_one();
         }
     }
 }

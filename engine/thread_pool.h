@@ -1,6 +1,11 @@
-// A fixed pool of worker threads for data-parallel loops (the caller takes part).
+// A fixed pool of worker threads for data-parallel loops (the caller takes part). Between jobs a
+// worker spins for a short while (kSpin) before it sleeps, and so does the caller waiting for the
+// workers' shares: a decode step runs a few hundred short loops, and waking a sleeping thread
+// costs tens of microseconds each time.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -27,15 +32,17 @@ public:
 
 private:
     void worker(int index);
+    /// How long an idle worker, or the caller waiting for the workers, spins before sleeping.
+    static constexpr std::chrono::microseconds kSpin{300};
     int n_threads_;
     std::vector<std::thread> threads_;
     std::mutex mutex_;
     std::condition_variable start_cv_, done_cv_;
     const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
     int64_t job_n_ = 0;
-    uint64_t generation_ = 0;
-    int pending_ = 0;
-    bool stop_ = false;
+    std::atomic<uint64_t> generation_{0}; ///< written under mutex_, read by spinning workers
+    std::atomic<int> pending_{0};         ///< workers still running the current job
+    std::atomic<bool> stop_{false};
     std::exception_ptr error_;
 };
 

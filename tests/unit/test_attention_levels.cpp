@@ -109,7 +109,8 @@ TEST_P(AttentionLevel, MatchesADoublePrecisionReference) {
 
 INSTANTIATE_TEST_SUITE_P(Levels, AttentionLevel,
                          ::testing::Values(KernelLevel::Scalar, KernelLevel::Avx2,
-                                           KernelLevel::AvxVnni, KernelLevel::Avx512),
+                                           KernelLevel::AvxVnni, KernelLevel::Avx512,
+                                           KernelLevel::Amx),
                          [](const auto& info) {
                              return std::string(kernel_level_name(info.param));
                          });

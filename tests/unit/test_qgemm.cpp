@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -134,6 +135,24 @@ protected:
 };
 
 TEST_P(qgemm_Level, EqualsTheScalarReferenceBitForBit) {
+    {
+        // The activations: the same bytes, with and without a pool.
+        const Case c = make_case(TensorType::Q8_0, 1, 512, 9, 3);
+        std::vector<float> x = c.x;
+        x[5] = 0.5f * std::nextafter(1.0f, 2.0f);        // values that round at a tie and near one
+        std::fill(x.begin() + 64, x.begin() + 96, 0.0f); // an all-zero block
+        QgemmActivations ref, got;
+        {
+            LevelGuard g(KernelLevel::Scalar);
+            qgemm_quantize(x.data(), 9, 512, ref);
+        }
+        LevelGuard g(GetParam());
+        ThreadPool pool(2);
+        qgemm_quantize(x.data(), 9, 512, got, &pool);
+        EXPECT_EQ(ref.q, got.q);
+        EXPECT_EQ(std::memcmp(ref.d.data(), got.d.data(), ref.d.size() * 4), 0);
+        EXPECT_EQ(std::memcmp(ref.ds.data(), got.ds.data(), ref.ds.size() * 4), 0);
+    }
     for (TensorType t : kTypes) {
         // Rows not a multiple of any strip height, tokens not a multiple of any tile width.
         for (int64_t tokens : {1, 5, 19}) {
@@ -155,7 +174,7 @@ TEST_P(qgemm_Level, EqualsTheScalarReferenceBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Simd, qgemm_Level,
                          ::testing::Values(KernelLevel::Avx2, KernelLevel::AvxVnni,
-                                           KernelLevel::Avx512),
+                                           KernelLevel::Avx512, KernelLevel::Amx),
                          [](const auto& info) {
                              return std::string(kernel_level_name(info.param));
                          });

@@ -228,7 +228,7 @@ TEST_P(quant_Level, VecDotMatchesScalar) {
 
 INSTANTIATE_TEST_SUITE_P(Simd, quant_Level,
                          ::testing::Values(KernelLevel::Avx2, KernelLevel::AvxVnni,
-                                           KernelLevel::Avx512),
+                                           KernelLevel::Avx512, KernelLevel::Amx),
                          [](const auto& info) {
                              return std::string(kernel_level_name(info.param));
                          });

@@ -1,0 +1,141 @@
+// AMX kernel of the integer matrix product (compiled with -mamx-tile -mamx-int8 and AVX-512, see
+// engine/CMakeLists.txt; run only when quant.cpp found the tiles usable and the kernel granted
+// the process their state).
+//
+// Per block of L columns, a tile product gives 16 tokens × 16 weight rows at once. The int16
+// activations are split into bytes, q = 256 · hi + lo (hi signed, lo unsigned), so that
+// tdpbssd (s8 × s8) and tdpbusd (u8 × s8) give Σ w · hi and Σ w · lo exactly; their combination
+// 256 · Σ w · hi + Σ w · lo is the block sum Σ w · q of the scalar reference, and the float steps
+// that follow are the reference's, so the results are bit for bit those of every other level.
+//
+// Tiles: 0, 1 the block sums of hi and lo (16 tokens × 16 rows of int32), 2, 3 the activations'
+// hi and lo bytes (16 tokens × L), 4 the weights (L / 4 rows of 16 × 4 bytes: the strip's int8
+// layout). Loaded with the configuration at each call, released at its end.
+#include "quant_no_contract.h"
+
+#include "qgemm_impl.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+namespace spanscope::qgemm_detail {
+namespace {
+
+constexpr int kRows = 16;
+constexpr int kTokens = 16;
+
+struct alignas(64) TileConfig {
+    uint8_t palette = 1;
+    uint8_t start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+TileConfig config_for(int L) {
+    TileConfig c;
+    for (int t : {0, 1}) {
+        c.colsb[t] = 64;
+        c.rows[t] = kTokens;
+    }
+    for (int t : {2, 3}) {
+        c.colsb[t] = static_cast<uint16_t>(L);
+        c.rows[t] = kTokens;
+    }
+    c.colsb[4] = 64;
+    c.rows[4] = static_cast<uint8_t>(L / 4);
+    return c;
+}
+
+template <int L, bool MIN>
+void run(const uint8_t* strip, const Shape& s, const QgemmActivations& xq, float* y, int64_t ldy,
+         int nr_valid) {
+    const int64_t K = xq.cols, nb = K / 32, n_blocks = s.n_blocks();
+    const TileConfig cfg = config_for(L);
+    _tile_loadconfig(&cfg);
+    const auto mask = static_cast<__mmask16>((1u << nr_valid) - 1u);
+    alignas(64) int32_t chi[kTokens * 16], clo[kTokens * 16];
+    thread_local std::vector<int8_t> pad_hi;
+    thread_local std::vector<uint8_t> pad_lo;
+    for (int64_t t0 = 0; t0 < xq.n; t0 += kTokens) {
+        const int m = static_cast<int>(std::min<int64_t>(kTokens, xq.n - t0));
+        const int8_t* ah = xq.hi.data() + t0 * K;
+        const uint8_t* al = xq.lo.data() + t0 * K;
+        if (m < kTokens) { // the last tokens, padded with zero rows to a whole tile
+            pad_hi.assign(static_cast<size_t>(kTokens * K), 0);
+            pad_lo.assign(static_cast<size_t>(kTokens * K), 0);
+            std::memcpy(pad_hi.data(), ah, static_cast<size_t>(m * K));
+            std::memcpy(pad_lo.data(), al, static_cast<size_t>(m * K));
+            ah = pad_hi.data();
+            al = pad_lo.data();
+        }
+        float dx[kTokens] = {}, dsx[kTokens] = {};
+        __m512 acc[kTokens];
+        for (int i = 0; i < kTokens; ++i)
+            acc[i] = _mm512_setzero_ps();
+        const uint8_t* p = strip;
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            const __m512 dw = _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+            p += 64;
+            __m512 mw = _mm512_setzero_ps();
+            if constexpr (MIN) {
+                mw = _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+                p += 64;
+            }
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_loadd(2, ah + b * L, K);
+            _tile_loadd(3, al + b * L, K);
+            _tile_loadd(4, p, 64);
+            _tile_dpbssd(0, 2, 4);
+            _tile_dpbusd(1, 3, 4);
+            _tile_stored(0, chi, 64);
+            _tile_stored(1, clo, 64);
+            p += 16 * L;
+            const int64_t a = b * L / 32;
+            for (int i = 0; i < m; ++i) {
+                dx[i] = xq.d[static_cast<size_t>((t0 + i) * nb + a)];
+                if constexpr (MIN)
+                    dsx[i] = xq.ds[static_cast<size_t>((t0 + i) * nb + a)];
+            }
+            for (int i = 0; i < kTokens; ++i) {
+                const __m512i v =
+                    _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(chi + 16 * i), 8),
+                                     _mm512_load_si512(clo + 16 * i));
+                const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(dx[i]));
+                acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), sc, acc[i]);
+                if constexpr (MIN)
+                    acc[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(dsx[i]), acc[i]);
+            }
+        }
+        for (int i = 0; i < m; ++i)
+            _mm512_mask_storeu_ps(y + (t0 + i) * ldy, mask, acc[i]);
+    }
+    _tile_release();
+}
+
+void kernel_amx(const uint8_t* strip, const Shape& s, const QgemmActivations& xq, float* y,
+                int64_t ldy, int nr_valid) {
+    if (s.block == 16)
+        run<16, false>(strip, s, xq, y, ldy, nr_valid);
+    else if (s.has_min)
+        run<32, true>(strip, s, xq, y, ldy, nr_valid);
+    else
+        run<32, false>(strip, s, xq, y, ldy, nr_valid);
+}
+
+} // namespace
+
+Level amx_level() {
+    Level lv = avx512_level(); // its activation quantiser
+    lv.nr = kRows;
+    lv.group = 4;
+    lv.needs_split = true;
+    lv.kernel = kernel_amx;
+    return lv;
+}
+
+} // namespace spanscope::qgemm_detail
