@@ -8,9 +8,11 @@
 // 256 · Σ w · hi + Σ w · lo is the block sum Σ w · q of the scalar reference, and the float steps
 // that follow are the reference's, so the results are bit for bit those of every other level.
 //
-// Tiles: 0, 1 the block sums of hi and lo (16 tokens × 16 rows of int32), 2, 3 the activations'
-// hi and lo bytes (16 tokens × L), 4 the weights (L / 4 rows of 16 × 4 bytes: the strip's int8
-// layout). Loaded with the configuration at each call, released at its end.
+// Tiles: 0, 1 the block sums of hi and lo (16 tokens × 16 rows of int32) of even blocks, 5, 6
+// those of odd blocks, 2, 3 the activations' hi and lo bytes (16 tokens × L), 4 and 7 the
+// weights of even and odd blocks (L / 4 rows of 16 × 4 bytes: the strip's int8 layout). The
+// tile products of block b + 1 are issued before the vector work that scales block b, so the
+// two overlap. Loaded with the configuration at each call, released at its end.
 #include "quant_no_contract.h"
 
 #include "qgemm_impl.h"
@@ -37,7 +39,7 @@ static_assert(sizeof(TileConfig) == 64);
 
 TileConfig config_for(int L) {
     TileConfig c;
-    for (int t : {0, 1}) {
+    for (int t : {0, 1, 5, 6}) {
         c.colsb[t] = 64;
         c.rows[t] = kTokens;
     }
@@ -45,10 +47,31 @@ TileConfig config_for(int L) {
         c.colsb[t] = static_cast<uint16_t>(L);
         c.rows[t] = kTokens;
     }
-    c.colsb[4] = 64;
-    c.rows[4] = static_cast<uint8_t>(L / 4);
+    for (int t : {4, 7}) {
+        c.colsb[t] = 64;
+        c.rows[t] = static_cast<uint8_t>(L / 4);
+    }
     return c;
 }
+
+// GCC's tile intrinsics paste the tile number into inline assembly, so the tile numbers must be
+// literals: macros rather than templates.
+/// Block sums of one block into tiles CH, CL: hi · w and lo · w, w in tile TB.
+#define QGEMM_AMX_ISSUE(CH, CL, TB, ah, al, stride, w)                                          \
+    do {                                                                                        \
+        _tile_zero(CH);                                                                         \
+        _tile_zero(CL);                                                                         \
+        _tile_loadd(2, (ah), (stride));                                                         \
+        _tile_loadd(3, (al), (stride));                                                         \
+        _tile_loadd(TB, (w), 64);                                                               \
+        _tile_dpbssd(CH, 2, TB);                                                                \
+        _tile_dpbusd(CL, 3, TB);                                                                \
+    } while (0)
+#define QGEMM_AMX_DRAIN(CH, CL, chi, clo)                                                       \
+    do {                                                                                        \
+        _tile_stored(CH, (chi), 64);                                                            \
+        _tile_stored(CL, (clo), 64);                                                            \
+    } while (0)
 
 template <int L, bool MIN>
 void run(const uint8_t* strip, const Shape& s, const QgemmActivations& xq, float* y, int64_t ldy,
@@ -76,25 +99,27 @@ void run(const uint8_t* strip, const Shape& s, const QgemmActivations& xq, float
         __m512 acc[kTokens];
         for (int i = 0; i < kTokens; ++i)
             acc[i] = _mm512_setzero_ps();
-        const uint8_t* p = strip;
+        const size_t scales = MIN ? 128 : 64; // dw, then mw, before the quants of a block
+        auto block = [&](int64_t b) { return strip + static_cast<size_t>(b) * s.block_bytes; };
+        QGEMM_AMX_ISSUE(0, 1, 4, ah, al, K, block(0) + scales);
         for (int64_t b = 0; b < n_blocks; ++b) {
-            const __m512 dw = _mm512_loadu_ps(reinterpret_cast<const float*>(p));
-            p += 64;
-            __m512 mw = _mm512_setzero_ps();
-            if constexpr (MIN) {
-                mw = _mm512_loadu_ps(reinterpret_cast<const float*>(p));
-                p += 64;
+            const bool more = b + 1 < n_blocks;
+            if (b % 2 == 0) {
+                if (more)
+                    QGEMM_AMX_ISSUE(5, 6, 7, ah + (b + 1) * L, al + (b + 1) * L, K,
+                                    block(b + 1) + scales);
+                QGEMM_AMX_DRAIN(0, 1, chi, clo);
+            } else {
+                if (more)
+                    QGEMM_AMX_ISSUE(0, 1, 4, ah + (b + 1) * L, al + (b + 1) * L, K,
+                                    block(b + 1) + scales);
+                QGEMM_AMX_DRAIN(5, 6, chi, clo);
             }
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_loadd(2, ah + b * L, K);
-            _tile_loadd(3, al + b * L, K);
-            _tile_loadd(4, p, 64);
-            _tile_dpbssd(0, 2, 4);
-            _tile_dpbusd(1, 3, 4);
-            _tile_stored(0, chi, 64);
-            _tile_stored(1, clo, 64);
-            p += 16 * L;
+            const uint8_t* p = block(b);
+            const __m512 dw = _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+            __m512 mw = _mm512_setzero_ps();
+            if constexpr (MIN)
+                mw = _mm512_loadu_ps(reinterpret_cast<const float*>(p + 64));
             const int64_t a = b * L / 32;
             for (int i = 0; i < m; ++i) {
                 dx[i] = xq.d[static_cast<size_t>((t0 + i) * nb + a)];

@@ -240,6 +240,10 @@ float vec_dot(TensorType t, int64_t n, const void* w, const void* xq) {
 void vec_dot_rows(TensorType t, int64_t n, int64_t n_rows, const void* w, size_t row_stride,
                   const void* xq, float* out) {
     check_row(t, n, "vec_dot_rows");
+    if (const auto rows = kernels(t).vec_dot_rows) {
+        rows(n, n_rows, w, row_stride, xq, out);
+        return;
+    }
     const auto fn = kernels(t).vec_dot; // one dispatch for all rows
     const auto* base = static_cast<const uint8_t*>(w);
     for (int64_t r = 0; r < n_rows; ++r)

@@ -101,10 +101,16 @@ using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 /// Dot product of n elements of a weight row with an activation row of the vec_dot type.
 using VecDotFn = float (*)(int64_t n, const void* w, const void* xq);
 
+/// out[r] = vec_dot of row r (at w + r * row_stride) with xq, for r < n_rows: the decode loop
+/// over a whole matrix, where a level has one (else vec_dot is called per row).
+using VecDotRowsFn = void (*)(int64_t n, int64_t n_rows, const void* w, size_t row_stride,
+                              const void* xq, float* out);
+
 struct TypeKernels {
     DequantizeFn dequantize = nullptr;
     QuantizeFn quantize = nullptr;
     VecDotFn vec_dot = nullptr;
+    VecDotRowsFn vec_dot_rows = nullptr;
 };
 
 /// Slots indexed by the on-disk type id (TensorType values are < 31).
