@@ -291,17 +291,26 @@ void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& o
     out.d.resize(static_cast<size_t>(n * nb));
     out.ds.resize(static_cast<size_t>(n * nb));
     const Level& lv = level_now();
-    out.hi.resize(lv.needs_split ? out.q.size() : 0);
-    out.lo.resize(lv.needs_split ? out.q.size() : 0);
+    // The AMX level's bytes in tiles: per 16 tokens and 32 columns, 16 rows of 32 bytes.
+    const size_t tiled = static_cast<size_t>((n + 15) / 16 * 16 * cols);
+    out.hi.assign(lv.needs_split ? tiled : 0, 0);
+    out.lo.assign(lv.needs_split ? tiled : 0, 0);
     auto rows = [&](int64_t b, int64_t e, int) {
         lv.quantize(x + b * cols, (e - b) * nb, out.q.data() + b * cols, out.d.data() + b * nb,
                     out.ds.data() + b * nb);
         if (lv.needs_split)
-            for (int64_t i = b * cols; i < e * cols; ++i) {
-                const int16_t v = out.q[static_cast<size_t>(i)];
-                out.hi[static_cast<size_t>(i)] = static_cast<int8_t>(v >> 8); // arithmetic shift
-                out.lo[static_cast<size_t>(i)] = static_cast<uint8_t>(v & 0xFF);
-            }
+            for (int64_t t = b; t < e; ++t)
+                for (int64_t a = 0; a < nb; ++a) {
+                    const int16_t* v = out.q.data() + t * cols + 32 * a;
+                    const size_t at =
+                        static_cast<size_t>(((t / 16) * nb + a) * 512 + (t % 16) * 32);
+                    int8_t* h = out.hi.data() + at;
+                    uint8_t* l = out.lo.data() + at;
+                    for (int k = 0; k < 32; ++k) {
+                        h[k] = static_cast<int8_t>(v[k] >> 8); // arithmetic shift
+                        l[k] = static_cast<uint8_t>(v[k] & 0xFF);
+                    }
+                }
     };
     if (pool && n > 1)
         pool->parallel_for(n, rows);

@@ -40,7 +40,9 @@ struct QgemmActivations {
     std::vector<int16_t> q; ///< [n][cols]
     std::vector<float> d;   ///< [n][cols / 32]
     std::vector<float> ds;  ///< [n][cols / 32]
-    /// The AMX level's split of q into bytes, q = 256 · hi + lo: [n][cols] each (else empty).
+    /// The AMX level's split of q into bytes, q = 256 · hi + lo, in tiles (else empty): for
+    /// tokens 16T..16T+15 and columns 32a..32a+31, 16 rows of 32 bytes at (T · cols / 32 + a) ·
+    /// 512; rows past the last token are zero. [ceil(n / 16) · 16 · cols] each.
     std::vector<int8_t> hi;
     std::vector<uint8_t> lo;
 };

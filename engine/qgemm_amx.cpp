@@ -57,20 +57,20 @@ TileConfig config_for(int L) {
 // GCC's tile intrinsics paste the tile number into inline assembly, so the tile numbers must be
 // literals: macros rather than templates.
 /// Block sums of one block into tiles CH, CL: hi · w and lo · w, w in tile TB.
-#define QGEMM_AMX_ISSUE(CH, CL, TB, ah, al, stride, w)                                          \
-    do {                                                                                        \
-        _tile_zero(CH);                                                                         \
-        _tile_zero(CL);                                                                         \
-        _tile_loadd(2, (ah), (stride));                                                         \
-        _tile_loadd(3, (al), (stride));                                                         \
-        _tile_loadd(TB, (w), 64);                                                               \
-        _tile_dpbssd(CH, 2, TB);                                                                \
-        _tile_dpbusd(CL, 3, TB);                                                                \
+#define QGEMM_AMX_ISSUE(CH, CL, TB, ah, al, stride, w)                                             \
+    do {                                                                                           \
+        _tile_zero(CH);                                                                            \
+        _tile_zero(CL);                                                                            \
+        _tile_loadd(2, (ah), (stride));                                                            \
+        _tile_loadd(3, (al), (stride));                                                            \
+        _tile_loadd(TB, (w), 64);                                                                  \
+        _tile_dpbssd(CH, 2, TB);                                                                   \
+        _tile_dpbusd(CL, 3, TB);                                                                   \
     } while (0)
-#define QGEMM_AMX_DRAIN(CH, CL, chi, clo)                                                       \
-    do {                                                                                        \
-        _tile_stored(CH, (chi), 64);                                                            \
-        _tile_stored(CL, (clo), 64);                                                            \
+#define QGEMM_AMX_DRAIN(CH, CL, chi, clo)                                                          \
+    do {                                                                                           \
+        _tile_stored(CH, (chi), 64);                                                               \
+        _tile_stored(CL, (clo), 64);                                                               \
     } while (0)
 
 template <int L, bool MIN>
@@ -81,37 +81,30 @@ void run(const uint8_t* strip, const Shape& s, const QgemmActivations& xq, float
     _tile_loadconfig(&cfg);
     const auto mask = static_cast<__mmask16>((1u << nr_valid) - 1u);
     alignas(64) int32_t chi[kTokens * 16], clo[kTokens * 16];
-    thread_local std::vector<int8_t> pad_hi;
-    thread_local std::vector<uint8_t> pad_lo;
     for (int64_t t0 = 0; t0 < xq.n; t0 += kTokens) {
         const int m = static_cast<int>(std::min<int64_t>(kTokens, xq.n - t0));
+        // The activations' tile of 16 tokens (zero rows past the last token), 32 columns a block.
         const int8_t* ah = xq.hi.data() + t0 * K;
         const uint8_t* al = xq.lo.data() + t0 * K;
-        if (m < kTokens) { // the last tokens, padded with zero rows to a whole tile
-            pad_hi.assign(static_cast<size_t>(kTokens * K), 0);
-            pad_lo.assign(static_cast<size_t>(kTokens * K), 0);
-            std::memcpy(pad_hi.data(), ah, static_cast<size_t>(m * K));
-            std::memcpy(pad_lo.data(), al, static_cast<size_t>(m * K));
-            ah = pad_hi.data();
-            al = pad_lo.data();
-        }
         float dx[kTokens] = {}, dsx[kTokens] = {};
         __m512 acc[kTokens];
         for (int i = 0; i < kTokens; ++i)
             acc[i] = _mm512_setzero_ps();
         const size_t scales = MIN ? 128 : 64; // dw, then mw, before the quants of a block
         auto block = [&](int64_t b) { return strip + static_cast<size_t>(b) * s.block_bytes; };
-        QGEMM_AMX_ISSUE(0, 1, 4, ah, al, K, block(0) + scales);
+        // Block b's columns: 32-column block b·L/32 of the tile (16 × 32 bytes), at (b·L) % 32.
+        auto at = [](int64_t b) { return (b * L / 32) * 512 + (b * L) % 32; };
+        QGEMM_AMX_ISSUE(0, 1, 4, ah, al, 32, block(0) + scales);
         for (int64_t b = 0; b < n_blocks; ++b) {
             const bool more = b + 1 < n_blocks;
             if (b % 2 == 0) {
                 if (more)
-                    QGEMM_AMX_ISSUE(5, 6, 7, ah + (b + 1) * L, al + (b + 1) * L, K,
+                    QGEMM_AMX_ISSUE(5, 6, 7, ah + at(b + 1), al + at(b + 1), 32,
                                     block(b + 1) + scales);
                 QGEMM_AMX_DRAIN(0, 1, chi, clo);
             } else {
                 if (more)
-                    QGEMM_AMX_ISSUE(0, 1, 4, ah + (b + 1) * L, al + (b + 1) * L, K,
+                    QGEMM_AMX_ISSUE(0, 1, 4, ah + at(b + 1), al + at(b + 1), 32,
                                     block(b + 1) + scales);
                 QGEMM_AMX_DRAIN(5, 6, chi, clo);
             }
