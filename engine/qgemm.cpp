@@ -202,9 +202,13 @@ Scratch& scratch() {
 
 void pack_strip(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s, Scratch& sc) {
     const int64_t K = s.cols, nbw = s.n_blocks(), L = s.block;
-    sc.q.assign(static_cast<size_t>(s.nr * K), 0);
-    sc.dw.assign(static_cast<size_t>(s.nr * nbw), 0.0f);
-    sc.mw.assign(static_cast<size_t>(s.nr * (K / 32)), 0.0f);
+    sc.q.resize(static_cast<size_t>(s.nr * K));
+    sc.dw.resize(static_cast<size_t>(s.nr * nbw));
+    sc.mw.resize(static_cast<size_t>(s.nr * (K / 32)));
+    // Rows past the matrix's end: zero quants, scales and minimums.
+    std::fill(sc.q.begin() + nr_valid * K, sc.q.end(), int8_t{0});
+    std::fill(sc.dw.begin() + nr_valid * nbw, sc.dw.end(), 0.0f);
+    std::fill(sc.mw.begin() + nr_valid * (K / 32), sc.mw.end(), 0.0f);
     for (int r = 0; r < nr_valid; ++r)
         unpack_row(w.type, w.row(row0 + r), K, sc.q.data() + r * K, sc.dw.data() + r * nbw,
                    s.has_min ? sc.mw.data() + r * (K / 32) : nullptr);
@@ -230,12 +234,9 @@ void pack_strip(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& 
                         *q16++ = sc.q[static_cast<size_t>(r * K + b * L + k0 + e)];
             p += 2 * L * nr;
         } else {
-            auto* q8 = reinterpret_cast<int8_t*>(p);
             for (int64_t k0 = 0; k0 < L; k0 += 4)
-                for (int r = 0; r < nr; ++r)
-                    for (int e = 0; e < 4; ++e)
-                        *q8++ = sc.q[static_cast<size_t>(r * K + b * L + k0 + e)];
-            p += L * nr;
+                for (int r = 0; r < nr; ++r, p += 4)
+                    std::memcpy(p, sc.q.data() + r * K + b * L + k0, 4);
         }
     }
 }
