@@ -256,7 +256,7 @@ Shape make_shape(const WeightMatrix& w, const Level& lv) {
 }
 
 void check_args(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
-                const QgemmActivations& xq) {
+                const QgemmActivations& xq, const Level& lv) {
     if (!qgemm_supports(w.type))
         throw std::invalid_argument("qgemm: weight type " + std::string(traits(w.type).name) +
                                     " has no integer kernel");
@@ -266,6 +266,14 @@ void check_args(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                                     std::to_string(w.cols) + " columns");
     if (row_begin < 0 || row_end > w.rows || row_begin > row_end)
         throw std::invalid_argument("qgemm: row range outside the matrix");
+    // Activations quantised at another level (or by hand) may lack what this level reads.
+    const size_t n = static_cast<size_t>(xq.n), cols = static_cast<size_t>(xq.cols);
+    const size_t tiled = (n + 15) / 16 * 16 * cols;
+    if (xq.n < 0 || xq.q.size() != n * cols || xq.d.size() != n * cols / 32 ||
+        xq.ds.size() != n * cols / 32 ||
+        (lv.needs_split && (xq.hi.size() != tiled || xq.lo.size() != tiled)))
+        throw std::invalid_argument("qgemm: activations not quantised by qgemm_quantize at the "
+                                    "current kernel level");
 }
 
 } // namespace
@@ -282,7 +290,9 @@ int qgemm_strip_rows() {
 
 void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& out,
                     ThreadPool* pool) {
-    if (n < 0 || cols < 0 || cols % 32 != 0)
+    if (n < 0)
+        throw std::invalid_argument("qgemm_quantize: " + std::to_string(n) + " tokens");
+    if (cols < 0 || cols % 32 != 0)
         throw std::invalid_argument("qgemm_quantize: " + std::to_string(cols) +
                                     " columns is not a multiple of 32");
     const int64_t nb = cols / 32;
@@ -321,8 +331,8 @@ void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& o
 
 void qgemm(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const QgemmActivations& xq,
            float* y, int64_t ldy, ThreadPool& pool) {
-    check_args(w, row_begin, row_end, xq);
     const Level& lv = level_now();
+    check_args(w, row_begin, row_end, xq, lv);
     const Shape s = make_shape(w, lv);
     const int64_t n_rows = row_end - row_begin;
     const int64_t n_strips = (n_rows + lv.nr - 1) / lv.nr;
@@ -340,8 +350,8 @@ void qgemm(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Qgem
 void qgemm_tiles(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
                  const QgemmActivations& xq, int64_t tile_rows, const QgemmTileFn& fn,
                  ThreadPool& pool) {
-    check_args(w, row_begin, row_end, xq);
     const Level& lv = level_now();
+    check_args(w, row_begin, row_end, xq, lv);
     const Shape s = make_shape(w, lv);
     const int64_t tr = std::max<int64_t>(1, (tile_rows + lv.nr - 1) / lv.nr) * lv.nr;
     const int64_t n_rows = row_end - row_begin;

@@ -1,6 +1,6 @@
 // Integer matrix × matrix products of activations with quantised weights (prefill), our own
-// kernels at every level the CPU has (scalar, AVX2, AVX-VNNI, AVX512-VNNI), independent of any
-// library's CPU detection.
+// kernels at every level the CPU has (scalar, AVX2, AVX-VNNI, AVX512-VNNI, AMX: quant.h's
+// KernelLevel), independent of any library's CPU detection.
 //
 // The arithmetic is defined once, by the scalar reference, and every level reproduces it bit for
 // bit: activations are quantised per block of 32 to int16 with a float scale (a step of 1/32767
@@ -49,13 +49,16 @@ struct QgemmActivations {
 
 /// Quantises x: [n][cols] floats (cols % 32 == 0), the tokens spread over `pool` if given.
 /// The same bytes at every level and thread count.
+/// A block holding a NaN or an infinity gets d = NaN, so the outputs it enters are NaN (as in
+/// float); a block whose largest magnitude is below 32767 · FLT_MIN counts as zero.
 /// Throws std::invalid_argument if cols is not a multiple of 32 or n < 0.
 void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& out,
                     ThreadPool* pool = nullptr);
 
 /// y[t * ldy + (r - row_begin)] = Σ_c W[r][c] · x[t][c] with the arithmetic above, for t < xq.n,
 /// row_begin <= r < row_end. w.cols must equal xq.cols.
-/// Throws std::invalid_argument for an unsupported type, a column mismatch or a bad row range.
+/// Throws std::invalid_argument for an unsupported type, a column mismatch, a bad row range, or
+/// activations not quantised by qgemm_quantize at the current kernel level.
 void qgemm(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const QgemmActivations& xq,
            float* y, int64_t ldy, ThreadPool& pool);
 

@@ -120,8 +120,10 @@ void quantize_avx512(const float* x, int64_t n_blocks, int16_t* q, float* d, flo
         float amax = 0.0f;
         for (float v : t)
             amax = std::max(amax, v);
-        const float dd = amax / 32767.0f;
-        const __m512 id = _mm512_set1_ps(dd != 0.0f ? 1.0f / dd : 0.0f);
+        const bool nan = (_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q) |
+                          _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q)) != 0;
+        const float dd = block_scale(amax, nan);
+        const __m512 id = _mm512_set1_ps(inverse_scale(dd));
         // cvtps rounds in the default mode (to nearest, ties to even), as nearbyint does.
         const __m512i q0 =
             _mm512_max_epi32(lo, _mm512_min_epi32(hi, _mm512_cvtps_epi32(_mm512_mul_ps(x0, id))));

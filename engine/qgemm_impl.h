@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace spanscope::qgemm_detail {
 
@@ -33,9 +34,25 @@ using KernelFn = void (*)(const uint8_t* strip, const Shape& s, const QgemmActiv
                           float* y, int64_t ldy, int nr_valid);
 
 /// Quantises n_blocks blocks of 32 activations as qgemm.h defines it: for each block,
-/// d = max|x| / 32767, q = x · (1 / d) rounded to nearest, ties to even, clamped to ±32767
-/// (0 where d is 0), ds = d · Σ q. Every level gives the same bytes.
+/// d = block_scale(max|x|, the block holds a NaN), q = x · (1 / d) rounded to nearest, ties to
+/// even, clamped to ±32767 (0 where d is 0 or NaN), ds = d · Σ q. Every level gives the same bytes.
 using QuantizeFn = void (*)(const float* x, int64_t n_blocks, int16_t* q, float* d, float* ds);
+
+/// The scale of a block of activations from its largest magnitude: amax / 32767; 0 (the block
+/// counts as zero) below 32767 · FLT_MIN, where 1 / d would overflow; NaN when the block holds a
+/// NaN or an infinity, so that every product it enters is NaN, as a float product would be.
+static inline float block_scale(float amax, bool nan) {
+    if (nan || !(amax <= std::numeric_limits<float>::max()))
+        return std::numeric_limits<float>::quiet_NaN();
+    if (amax < 32767.0f * std::numeric_limits<float>::min())
+        return 0.0f;
+    return amax / 32767.0f;
+}
+
+/// 1 / d for a finite d > 0, else 0.
+static inline float inverse_scale(float d) {
+    return d > 0.0f && d <= std::numeric_limits<float>::max() ? 1.0f / d : 0.0f;
+}
 
 struct Level {
     int nr = 0;               ///< rows per strip
@@ -49,7 +66,7 @@ Level scalar_level();
 Level avx2_level();
 Level avxvnni_level();
 Level avx512_level();
-/// The AMX level (qgemm_amx.cpp); nr == 0 when the build has no AMX kernel.
+/// The AMX level (qgemm_amx.cpp).
 Level amx_level();
 
 } // namespace spanscope::qgemm_detail

@@ -50,10 +50,13 @@ void kernel_scalar(const uint8_t* strip, const Shape& s, const QgemmActivations&
 void quantize_scalar(const float* x, int64_t n_blocks, int16_t* q, float* d, float* ds) {
     for (int64_t a = 0; a < n_blocks; ++a, x += 32, q += 32) {
         float amax = 0.0f;
-        for (int j = 0; j < 32; ++j)
+        bool nan = false;
+        for (int j = 0; j < 32; ++j) {
             amax = std::max(amax, std::fabs(x[j]));
-        const float dd = amax / 32767.0f;
-        const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+            nan = nan || std::isnan(x[j]);
+        }
+        const float dd = block_scale(amax, nan);
+        const float id = inverse_scale(dd);
         int32_t sum = 0;
         for (int j = 0; j < 32; ++j) {
             const float v = std::nearbyint(x[j] * id); // the default mode: to nearest, ties to even

@@ -53,8 +53,11 @@ void quantize_row(TensorType t, const float* src, void* dst, int64_t n);
 /// Throws std::invalid_argument like dequantize_row.
 float vec_dot(TensorType t, int64_t n, const void* w, const void* xq);
 
-/// out[r] = vec_dot(t, n, w + r * row_stride, xq) for r < n_rows, with one dispatch and one
-/// argument check for all rows (the decode hot loop: a whole weight matrix times one vector).
+/// out[r] = the dot product of row r (at w + r * row_stride) with xq, for r < n_rows, with one
+/// dispatch and one argument check for all rows (the decode hot loop: a whole weight matrix times
+/// one vector). Some levels have a kernel of their own for it (AVX-512: Q8_0, Q5_0) that sums in
+/// another order than vec_dot (the same exact block sums; within vec_dot's tolerance); a row's
+/// result never depends on n_rows or on the row's place among the rows.
 void vec_dot_rows(TensorType t, int64_t n, int64_t n_rows, const void* w, size_t row_stride,
                   const void* xq, float* out);
 

@@ -101,8 +101,10 @@ using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 /// Dot product of n elements of a weight row with an activation row of the vec_dot type.
 using VecDotFn = float (*)(int64_t n, const void* w, const void* xq);
 
-/// out[r] = vec_dot of row r (at w + r * row_stride) with xq, for r < n_rows: the decode loop
-/// over a whole matrix, where a level has one (else vec_dot is called per row).
+/// out[r] = the dot product of row r (at w + r * row_stride) with xq, for r < n_rows: the decode
+/// loop over a whole matrix, where a level has one (else vec_dot is called per row). Its
+/// summation order may differ from vec_dot's, but a row's result must not depend on n_rows nor
+/// on the row's place among them.
 using VecDotRowsFn = void (*)(int64_t n, int64_t n_rows, const void* w, size_t row_stride,
                               const void* xq, float* out);
 

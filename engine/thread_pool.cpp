@@ -12,6 +12,9 @@ ThreadPool::ThreadPool(int n_threads) {
     if (n_threads <= 0)
         n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     n_threads_ = n_threads;
+    const unsigned cores = std::thread::hardware_concurrency();
+    spin_ = cores == 0 || static_cast<unsigned>(n_threads_) <= cores ? kSpin
+                                                                     : std::chrono::microseconds{0};
     for (int i = 1; i < n_threads_; ++i)
         threads_.emplace_back([this, i] { worker(i); });
 }
@@ -77,7 +80,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     } catch (...) {
         mine = std::current_exception();
     }
-    spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; }, kSpin);
+    spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; }, spin_);
     std::unique_lock lock(mutex_);
     done_cv_.wait(lock, [this] { return pending_.load() == 0; });
     job_ = nullptr;
@@ -94,7 +97,7 @@ void ThreadPool::worker(int index) {
         int64_t n;
         spin_until(
             [&] { return stop_.load() || generation_.load(std::memory_order_acquire) != seen; },
-            kSpin);
+            spin_);
         {
             std::unique_lock lock(mutex_);
             start_cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });

@@ -1,7 +1,8 @@
 // A fixed pool of worker threads for data-parallel loops (the caller takes part). Between jobs a
 // worker spins for a short while (kSpin) before it sleeps, and so does the caller waiting for the
 // workers' shares: a decode step runs a few hundred short loops, and waking a sleeping thread
-// costs tens of microseconds each time.
+// costs tens of microseconds each time. A pool with more threads than the machine has cores does
+// not spin (the spinners would take the cores from the threads doing the work).
 #pragma once
 
 #include <atomic>
@@ -34,6 +35,7 @@ private:
     void worker(int index);
     /// How long an idle worker, or the caller waiting for the workers, spins before sleeping.
     static constexpr std::chrono::microseconds kSpin{300};
+    std::chrono::microseconds spin_{0}; ///< kSpin, or 0 when oversubscribed
     int n_threads_;
     std::vector<std::thread> threads_;
     std::mutex mutex_;

@@ -11,8 +11,10 @@ namespace {
 
 // Version of what a chunk state's numbers mean: bump when the engine computes K/V
 // differently (precision, RoPE layout, forward-pass numerics that change stored rows).
-// 2: prefill matrix products by the integer kernels (qgemm.h) instead of float sgemm.
-constexpr const char* kNumerics = "spanscope-kv-numerics-2:f16-rows:rope-neox:int8-prefill";
+// 2: prefill matrix products by the integer kernels (qgemm.h, int16 activations) instead of
+// float sgemm. (PrefillProducts::Float, matmul.h, is a reference for tests and benchmarks, not a
+// setting the programs that store states offer.)
+constexpr const char* kNumerics = "spanscope-kv-numerics-2:f16-rows:rope-neox:int16-products";
 
 void update(XXH3_state_t* st, const void* p, size_t n) {
     XXH3_128bits_update(st, p, n);

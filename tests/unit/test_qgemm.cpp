@@ -179,6 +179,47 @@ INSTANTIATE_TEST_SUITE_P(Simd, qgemm_Level,
                              return std::string(kernel_level_name(info.param));
                          });
 
+// The quantiser itself against its definition: the scale from the block's largest magnitude, each
+// q within half a step of x, ties to even; NaN and infinity give a NaN scale, magnitudes too small
+// for a finite 1 / d a zero block.
+TEST(qgemm, QuantisedActivationsFollowTheirDefinition) {
+    for (KernelLevel level : spanscope::test::runnable_levels()) {
+        LevelGuard g(level);
+        const int64_t cols = 256;
+        std::vector<float> x = make_case(TensorType::Q8_0, 1, cols, 1, 9).x;
+        x[32] = 32767.0f; // block 1: scale 1, then ties
+        x[33] = 0.5f;
+        x[34] = 1.5f;
+        x[35] = -2.5f;
+        x[64] = std::nanf("");                               // block 2
+        x[96] = INFINITY;                                    // block 3
+        std::fill(x.begin() + 128, x.begin() + 160, 1e-36f); // block 4
+        QgemmActivations xq;
+        qgemm_quantize(x.data(), 1, cols, xq);
+        const auto name = kernel_level_name(level);
+        EXPECT_EQ(xq.q[33], 0) << name;
+        EXPECT_EQ(xq.q[34], 2) << name;
+        EXPECT_EQ(xq.q[35], -2) << name;
+        EXPECT_TRUE(std::isnan(xq.d[2]) && std::isnan(xq.d[3])) << name;
+        EXPECT_EQ(xq.d[4], 0.0f) << name;
+        for (int64_t a : {0, 1, 5, 6, 7}) {
+            float amax = 0.0f;
+            for (int k = 0; k < 32; ++k)
+                amax = std::max(amax, std::fabs(x[static_cast<size_t>(32 * a + k)]));
+            const float d = xq.d[static_cast<size_t>(a)];
+            EXPECT_EQ(d, amax / 32767.0f) << name << " block " << a;
+            int sum = 0;
+            for (int k = 0; k < 32; ++k) {
+                const size_t i = static_cast<size_t>(32 * a + k);
+                sum += xq.q[i];
+                EXPECT_LE(std::fabs(static_cast<double>(xq.q[i]) * d - x[i]), 0.5001 * d)
+                    << name << " element " << i;
+            }
+            EXPECT_EQ(xq.ds[static_cast<size_t>(a)], d * static_cast<float>(sum)) << name;
+        }
+    }
+}
+
 // (c) A token's result is the same alone, in any batch, on any number of threads, tiled or not.
 TEST(qgemm, ResultsDoNotDependOnBatchThreadsOrTiling) {
     for (TensorType t : {TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
@@ -220,6 +261,16 @@ TEST(qgemm, RefusesBadArguments) {
     const Case c = make_case(TensorType::Q8_0, 4, 64, 2, 1);
     QgemmActivations xq;
     EXPECT_THROW(qgemm_quantize(c.x.data(), 2, 48, xq), std::invalid_argument);
+    EXPECT_THROW(qgemm_quantize(c.x.data(), -1, 64, xq), std::invalid_argument);
+    {
+        // Activations that lack what the level reads (here: cut short) are refused.
+        QgemmActivations bad;
+        qgemm_quantize(c.x.data(), 2, 64, bad);
+        bad.q.pop_back();
+        ThreadPool one(1);
+        std::vector<float> out(8);
+        EXPECT_THROW(qgemm(c.matrix(), 0, 4, bad, out.data(), 4, one), std::invalid_argument);
+    }
     qgemm_quantize(c.x.data(), 1, 32, xq);
     ThreadPool pool(1);
     std::vector<float> y(64);

@@ -226,6 +226,51 @@ TEST_P(quant_Level, VecDotMatchesScalar) {
     }
 }
 
+// vec_dot_rows (decode's loop over a matrix, with kernels of its own at some levels): each row
+// within the scalar reference's tolerance, and a row's result the same bits whether it is
+// computed among 9 rows or alone (the split over threads must not change decode's logits).
+TEST_P(quant_Level, VecDotRowsMatchesScalarAndDoesNotDependOnTheSplit) {
+    for (TensorType t : kAllTypes) {
+        const TensorType vt = traits(t).vec_dot_type;
+        const int64_t n =
+            traits(t).block_size == 1 ? 96 : 4 * std::max<int64_t>(32, traits(t).block_size);
+        const int64_t rows = 9;
+        const size_t rb = row_bytes(t, n);
+        std::vector<uint8_t> w;
+        for (int64_t r = 0; r < rows; ++r) {
+            const auto row = quantized(t, random_floats(n, 700 + static_cast<uint32_t>(r)));
+            w.insert(w.end(), row.begin(), row.end());
+        }
+        const auto xq = quantized(vt, random_floats(n, 800));
+        const auto xd = dequantized(vt, xq, n);
+        std::vector<float> ref(static_cast<size_t>(rows)), all(ref.size()), one(ref.size());
+        {
+            LevelGuard scalar(KernelLevel::Scalar);
+            for (int64_t r = 0; r < rows; ++r)
+                ref[static_cast<size_t>(r)] = vec_dot(t, n, w.data() + r * rb, xq.data());
+        }
+        {
+            LevelGuard g(GetParam());
+            vec_dot_rows(t, n, rows, w.data(), rb, xq.data(), all.data());
+            for (int64_t r = 0; r < rows; ++r)
+                vec_dot_rows(t, n, 1, w.data() + r * rb, rb, xq.data(), one.data() + r);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+            const size_t i = static_cast<size_t>(r);
+            EXPECT_EQ(std::memcmp(&one[i], &all[i], sizeof(float)), 0)
+                << traits(t).name << " row " << r;
+            const std::vector<uint8_t> row(w.begin() + r * rb, w.begin() + (r + 1) * rb);
+            const auto wd = dequantized(t, row, n);
+            double s = 0;
+            for (int64_t k = 0; k < n; ++k)
+                s += std::fabs(static_cast<double>(wd[static_cast<size_t>(k)]) *
+                               xd[static_cast<size_t>(k)]);
+            const int64_t n_adds = traits(t).quantized ? n / traits(t).block_size * 2 : n;
+            EXPECT_NEAR(all[i], ref[i], dot_tolerance(n_adds, s)) << traits(t).name << " row " << r;
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Simd, quant_Level,
                          ::testing::Values(KernelLevel::Avx2, KernelLevel::AvxVnni,
                                            KernelLevel::Avx512, KernelLevel::Amx),

@@ -432,9 +432,9 @@ TEST(RecurrentMamba2, MatchesNumpyFixture) {
 // Quantised projections go through matmul(): with Q8_0 in_proj/out_proj the chunked prefill
 // (T >= 8: the matrix-product path) still equals the reference computed with the dequantised
 // weights. With float products (PrefillProducts::Float) to the engine's fp32 tolerance; with the
-// integer products (qgemm.h, the default) to the rounding of their int16 activations: half a step,
-// 2^-16 of a block's largest magnitude, through two chained projections of fan-in 32 (a factor
-// 16 covers both; the measured error is 6.8e-5).
+// integer products (qgemm.h, the default) to the rounding of their int16 activations: half a step
+// is 2^-16 of a block's largest magnitude; through two chained projections of fan-in 32 the bound
+// is 32 times that, 16 · 2^-15 (the measured error is 6.8e-5).
 TEST(RecurrentMamba2, QuantisedProjectionsMatchReference) {
     Mamba2Shape shape = small_shape(16);
     shape.d_model = 32; // Q8_0 rows are whole 32-element blocks
@@ -447,6 +447,9 @@ TEST(RecurrentMamba2, QuantisedProjectionsMatchReference) {
     std::mt19937 rng(11);
     const int64_t T = 40;
     const std::vector<float> u = randn(rng, T * shape.d_model, 0, 1);
+    struct Restore {
+        ~Restore() { set_prefill_products(PrefillProducts::Integer); }
+    } restore;
     for (const auto products : {PrefillProducts::Float, PrefillProducts::Integer}) {
         set_prefill_products(products);
         const double tol = products == PrefillProducts::Float ? kTol : 16.0 * std::ldexp(1.0, -15);
@@ -458,7 +461,6 @@ TEST(RecurrentMamba2, QuantisedProjectionsMatchReference) {
         EXPECT_LT(rel_err(out, want), tol) << static_cast<int>(products);
         EXPECT_LT(rel_err(st.ssm, ref.ssm), tol) << static_cast<int>(products);
     }
-    set_prefill_products(PrefillProducts::Integer);
 }
 
 // 6. Inconsistent shapes and states are rejected with a message naming the problem.

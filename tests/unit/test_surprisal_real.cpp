@@ -6,8 +6,8 @@
 // The float numerics are not a fixed point themselves: on this text, the float path run with
 // OpenBLAS's SkylakeX kernels and with its Prescott kernels differs by 3.8e-4 nats per token on
 // average and 1.3e-2 at worst (Haswell: 3.6e-4 and 6.3e-3; measured with
-// OPENBLAS_CORETYPE, docs/benchmarks.md). So the bound is on the mean, 1e-3 nats, and the worst
-// token may differ by as much as the float kernels differ among themselves, 4 times over.
+// OPENBLAS_CORETYPE, docs/benchmarks.md "Numbers"). So the bound is on the mean, 1e-3 nats, and the
+// worst token may differ by as much as the float kernels differ among themselves, 4 times over.
 #include "matmul.h"
 #include "model.h"
 #include "surprisal.h"
@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -28,9 +29,17 @@ constexpr const char* kDocument = "/usr/share/common-licenses/GPL-3";
 constexpr int64_t kTokens = 1024;
 constexpr int64_t kUbatch = 512;
 
+/// Sets the prefill products for a scope and restores the integer ones, also on a failure.
+struct ProductsGuard {
+    explicit ProductsGuard(PrefillProducts p) { set_prefill_products(p); }
+    ~ProductsGuard() { set_prefill_products(PrefillProducts::Integer); }
+    ProductsGuard(const ProductsGuard&) = delete;
+    ProductsGuard& operator=(const ProductsGuard&) = delete;
+};
+
 std::vector<float> surprisals(const Model& m, const std::vector<int32_t>& tokens,
                               PrefillProducts products) {
-    set_prefill_products(products);
+    const ProductsGuard guard(products);
     ThreadPool pool(2);
     const int64_t n = static_cast<int64_t>(tokens.size()) - 1;
     ModelMemory mem = make_memory(m.info(), n, kUbatch);
@@ -43,7 +52,6 @@ std::vector<float> surprisals(const Model& m, const std::vector<int32_t>& tokens
         SurprisalRequest req{tokens.data() + b + 1, out.data() + b};
         m.forward(tokens.data() + b, pos.data(), nb, mem, {}, nullptr, pool, &req);
     }
-    set_prefill_products(PrefillProducts::Integer);
     return out;
 }
 
