@@ -13,6 +13,8 @@ namespace spanscope {
 
 namespace {
 constexpr int64_t kQueryBlock = 64;
+// Above this many queries the keys are transposed for the score kernel.
+constexpr int64_t kTransposeMinQueries = 16;
 
 /// The float kernels of the current kernel level (quant.h).
 const attention_detail::Kernels& kernels() {
@@ -49,6 +51,27 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                     std::vector<double>(static_cast<size_t>(s.n_kv_head * n_kv_all), 0.0));
 
     const attention_detail::Kernels& kern = kernels();
+    // Many queries: the keys transposed once per kv head into panels (attention_kernels.h), so
+    // that the score kernel vectorises over keys.
+    using attention_detail::kKeyPanel;
+    const bool transposed = n_q > kTransposeMinQueries;
+    const int64_t n_panels = (n_kv_all + kKeyPanel - 1) / kKeyPanel;
+    const size_t head_floats = static_cast<size_t>(n_panels * d * kKeyPanel);
+    std::vector<float> kt;
+    if (transposed) {
+        kt.assign(static_cast<size_t>(s.n_kv_head) * head_floats, 0.0f);
+        pool.parallel_for(n_panels, [&](int64_t p0, int64_t p1, int) {
+            for (int g = 0; g < s.n_kv_head; ++g)
+                for (int64_t j = p0 * kKeyPanel; j < std::min(n_kv_all, p1 * kKeyPanel); ++j) {
+                    const float* kr = k + j * kv_stride + g * d;
+                    float* dst =
+                        kt.data() + g * head_floats +
+                        static_cast<size_t>((j / kKeyPanel) * d * kKeyPanel + j % kKeyPanel);
+                    for (int c = 0; c < d; ++c)
+                        dst[c * kKeyPanel] = kr[c];
+                }
+        });
+    }
     pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int thread) {
         std::vector<float> scores;
         for (int64_t task = t0; task < t1; ++task) {
@@ -68,6 +91,8 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                 if (s.window > 0)
                     j0 = std::lower_bound(kpos, kpos + j1, pmin - s.window + 1) - kpos;
             }
+            if (transposed) // from the start of j0's panel: the keys before j0 are masked below
+                j0 -= j0 % kKeyPanel;
             const int64_t n_kv = std::max<int64_t>(0, j1 - j0);
             const float* kb = k + j0 * kv_stride;
             const float* vb = v + j0 * kv_stride;
@@ -80,8 +105,14 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
             }
             scores.resize(static_cast<size_t>(nq * n_kv));
             // scores[i][j] = q[qb+i][h] · k[j][g]
-            kern.scores(q + qb * q_stride + h * d, q_stride, nq, kb + g * d, kv_stride, n_kv, d,
-                        s.scale, scores.data(), n_kv);
+            if (transposed)
+                kern.scores_transposed(q + qb * q_stride + h * d, q_stride, nq,
+                                       kt.data() + g * head_floats +
+                                           static_cast<size_t>((j0 / kKeyPanel) * d * kKeyPanel),
+                                       n_kv, d, s.scale, scores.data(), n_kv);
+            else
+                kern.scores(q + qb * q_stride + h * d, q_stride, nq, kb + g * d, kv_stride, n_kv, d,
+                            s.scale, scores.data(), n_kv);
             for (int64_t i = 0; i < nq; ++i) {
                 float* row = scores.data() + i * n_kv;
                 const int32_t p = qpos[qb + i];

@@ -1,7 +1,8 @@
 // attention() at every kernel level the CPU has (its float kernels: attention_kernels.inc)
 // against a double-precision reference written out here, on shapes that leave partial tiles
-// (queries not a multiple of the tile height, keys not a multiple of 4, head dimensions not a
-// multiple of the vector width), with and without a sliding window and sorted keys.
+// (queries not a multiple of the tile height, keys not a multiple of 4 nor of the key panel and
+// over several key blocks, head dimensions not a multiple of the vector width), with and without
+// a sliding window and sorted keys, few queries (decode's kernel) and many (prefill's).
 #include "attention.h"
 
 #include "quant.h"
@@ -11,6 +12,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 using namespace spanscope;
@@ -76,9 +78,12 @@ TEST_P(AttentionLevel, MatchesADoublePrecisionReference) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (int d : {256, 40, 7})
         for (int window : {0, 16})
-            for (int64_t nq : {1, 3, 70}) {
+            for (auto [nq, nk] : {std::pair<int64_t, int64_t>{1, 131},
+                                  {3, 131},
+                                  {70, 131},
+                                  {2, 600},
+                                  {90, 600}}) { // 600: several blocks of 256 keys
                 AttentionShape s{4, 2, d, 1.0f / std::sqrt(static_cast<float>(d)), window};
-                const int64_t nk = 131;
                 std::vector<float> q(static_cast<size_t>(nq * s.n_head * d)),
                     k(static_cast<size_t>(nk * s.n_kv_head * d)), v(k.size());
                 for (auto* a : {&q, &k, &v})
