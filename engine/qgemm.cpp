@@ -200,7 +200,39 @@ Scratch& scratch() {
     return s;
 }
 
+/// Q8_0 into the int8 layout (group 4): straight from the blocks, no unpacked copy.
+void pack_strip_q8_0(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s,
+                     Scratch& sc) {
+    const int64_t nbw = s.n_blocks();
+    const int nr = s.nr;
+    sc.strip.resize(s.block_bytes * static_cast<size_t>(nbw));
+    uint8_t* p = sc.strip.data();
+    static const int8_t zeros[32] = {};
+    for (int64_t b = 0; b < nbw; ++b) {
+        auto* f = reinterpret_cast<float*>(p);
+        const int8_t* qs[64];
+        for (int r = 0; r < nr; ++r) {
+            if (r < nr_valid) {
+                const auto& blk = reinterpret_cast<const BlockQ8_0*>(w.row(row0 + r))[b];
+                f[r] = fp16_to_fp32(blk.d);
+                qs[r] = blk.qs;
+            } else {
+                f[r] = 0.0f;
+                qs[r] = zeros;
+            }
+        }
+        p += 4 * nr;
+        for (int k0 = 0; k0 < 32; k0 += 4)
+            for (int r = 0; r < nr; ++r, p += 4)
+                std::memcpy(p, qs[r] + k0, 4);
+    }
+}
+
 void pack_strip(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s, Scratch& sc) {
+    if (w.type == TensorType::Q8_0 && s.group == 4 && s.nr <= 64) {
+        pack_strip_q8_0(w, row0, nr_valid, s, sc);
+        return;
+    }
     const int64_t K = s.cols, nbw = s.n_blocks(), L = s.block;
     sc.q.resize(static_cast<size_t>(s.nr * K));
     sc.dw.resize(static_cast<size_t>(s.nr * nbw));

@@ -25,6 +25,15 @@ double exp_shifted_sum(float* x, int64_t n, float shift) {
     return sum;
 }
 
+float max_value(const float* x, int64_t n) {
+    if (use_avx2())
+        return simd_detail::max_value_avx2(x, n);
+    float m = x[0];
+    for (int64_t i = 1; i < n; ++i)
+        m = std::isnan(m) || x[i] > m ? x[i] : m;
+    return m;
+}
+
 void geglu_tanh_rows(float* g, const float* u, int64_t n) {
     if (use_avx2()) {
         simd_detail::geglu_tanh_avx2(g, u, n);

@@ -34,6 +34,23 @@ inline __m256 exp256(__m256 x) {
 
 } // namespace
 
+float max_value_avx2(const float* x, int64_t n) {
+    // maxps keeps its second operand where either is NaN: the running maximum goes second, so a
+    // NaN element is skipped unless the maximum is still NaN.
+    __m256 m = _mm256_set1_ps(x[0]);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+    alignas(32) float t[8];
+    _mm256_store_ps(t, m);
+    float r = t[0];
+    for (int k = 1; k < 8; ++k)
+        r = std::isnan(r) || t[k] > r ? t[k] : r;
+    for (; i < n; ++i)
+        r = std::isnan(r) || x[i] > r ? x[i] : r;
+    return r;
+}
+
 double exp_shifted_sum_avx2(float* x, int64_t n, float shift) {
     const __m256 s = _mm256_set1_ps(shift);
     __m256 acc = _mm256_setzero_ps();

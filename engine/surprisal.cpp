@@ -43,7 +43,7 @@ void fused_surprisal(const WeightMatrix& lm_head, const float* x, int64_t m,
                 const int32_t tg = targets[rows[static_cast<size_t>(r)]];
                 if (tg >= first && tg < first + n_rows)
                     target[static_cast<size_t>(r)] = l[tg - first];
-                const float mx = *std::max_element(l, l + n_rows);
+                const float mx = max_value(l, n_rows);
                 tile_max[static_cast<size_t>(ti * m + r)] = mx;
                 tile_sum[static_cast<size_t>(ti * m + r)] = exp_shifted_sum(l, n_rows, mx);
             }

@@ -40,6 +40,24 @@ TEST(Ops, ExpShiftedSumIsAccurate) {
     }
 }
 
+TEST(Ops, MaxValueIsTheLargestElementAtEveryLevel) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 10.0f);
+    for (KernelLevel level : spanscope::test::runnable_levels()) {
+        spanscope::test::LevelGuard g(level);
+        for (int64_t n : {1, 7, 8, 9, 31, 512, 1000}) {
+            std::vector<float> x(static_cast<size_t>(n));
+            for (auto& v : x)
+                v = nd(rng);
+            x[static_cast<size_t>(n / 2)] = 1000.0f + static_cast<float>(n); // the largest
+            EXPECT_EQ(max_value(x.data(), n), 1000.0f + static_cast<float>(n))
+                << kernel_level_name(level) << " n " << n;
+            x.back() = 5000.0f; // at the end, past the last whole vector
+            EXPECT_EQ(max_value(x.data(), n), 5000.0f) << kernel_level_name(level) << " n " << n;
+        }
+    }
+}
+
 TEST(Ops, GegluMatchesTheTanhDefinition) {
     std::mt19937 rng(3);
     std::normal_distribution<float> d(0.0f, 3.0f);
