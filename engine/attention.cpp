@@ -5,6 +5,7 @@
 #include "simd.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -72,9 +73,27 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                 }
         });
     }
-    pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int thread) {
+    // Tasks are taken one at a time, the last query blocks first: with a causal mask they see the
+    // most keys, so handing them out first keeps the threads evenly loaded. With key_mass the
+    // split is fixed instead (contiguous ranges), so that each thread's sums, and their total,
+    // are the same from run to run.
+    std::atomic<int64_t> next{0};
+    const bool dynamic = key_mass == nullptr;
+    pool.parallel_for(dynamic ? pool.size() : n_tasks, [&](int64_t t0, int64_t t1, int thread) {
         std::vector<float> scores;
-        for (int64_t task = t0; task < t1; ++task) {
+        int64_t fixed = t0;
+        for (;;) {
+            int64_t task;
+            if (dynamic) {
+                const int64_t taken = next.fetch_add(1);
+                if (taken >= n_tasks)
+                    break;
+                task = n_tasks - 1 - taken;
+            } else {
+                if (fixed >= t1)
+                    break;
+                task = fixed++;
+            }
             const int h = static_cast<int>(task % s.n_head);
             const int64_t qb = (task / s.n_head) * kQueryBlock;
             const int64_t nq = std::min(kQueryBlock, n_q - qb);
