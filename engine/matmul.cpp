@@ -123,6 +123,22 @@ void matmul_rows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, cons
     }
 }
 
+void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const float* x,
+                         int64_t n_tokens, ThreadPool& pool) {
+    bool shared = n_tokens >= kGemmMinTokens && prefill_products() == PrefillProducts::Integer;
+    for (const auto& o : outputs)
+        shared = shared && qgemm_supports(o.w->type) && o.w->cols == outputs.begin()->w->cols;
+    if (!shared) {
+        for (const auto& o : outputs)
+            matmul(*o.w, x, n_tokens, o.y, pool);
+        return;
+    }
+    thread_local QgemmActivations xq;
+    qgemm_quantize(x, n_tokens, outputs.begin()->w->cols, xq, &pool);
+    for (const auto& o : outputs)
+        qgemm(*o.w, 0, o.w->rows, xq, o.y, o.w->rows, pool);
+}
+
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
     matmul_rows(w, 0, w.rows, x, n_tokens, y, pool);
 }

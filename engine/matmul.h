@@ -5,6 +5,7 @@
 #include "thread_pool.h"
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace spanscope {
 
@@ -32,6 +33,16 @@ struct WeightMatrix {
 /// for the quantised types it supports; float weights are dequantised in panels and multiplied
 /// with OpenBLAS sgemm.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+/// y_i = x · W_iᵀ for several matrices of one input (a layer's query, key and value projections;
+/// its gate and up projections), as matmul each, with x quantised once for all of them.
+/// outputs: {W_i, y_i} with y_i: [n_tokens][W_i.rows]; every W_i.cols the same.
+struct MatmulOutput {
+    const WeightMatrix* w;
+    float* y;
+};
+void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const float* x,
+                         int64_t n_tokens, ThreadPool& pool);
 
 /// Same as matmul, restricted to output rows [row_begin, row_end) written densely:
 /// y: [n_tokens][row_end - row_begin].

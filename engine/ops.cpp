@@ -19,6 +19,11 @@ void rms_norm(float* x, const float* w, int64_t rows, int64_t n, float eps) {
     }
 }
 
+void rms_norm(float* x, const float* w, int64_t rows, int64_t n, float eps, ThreadPool& pool) {
+    pool.parallel_for(rows,
+                      [&](int64_t b, int64_t e, int) { rms_norm(x + b * n, w, e - b, n, eps); });
+}
+
 RopeTable::RopeTable(const int32_t* pos, int64_t n_tokens, int d_, double base) : d(d_) {
     const int half = d / 2;
     std::vector<double> inv_freq(static_cast<size_t>(half));

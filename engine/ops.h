@@ -1,6 +1,8 @@
 // Element-wise building blocks of the forward pass, shared by every architecture.
 #pragma once
 
+#include "thread_pool.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -9,6 +11,9 @@ namespace spanscope {
 /// RMSNorm (Zhang & Sennrich 2019): x[r][:] <- x[r][:] / sqrt(mean(x[r]^2) + eps) * w.
 /// x: [rows][n] in place; w: [n] (Gemma's "1 + w" is already folded into w by the converter).
 void rms_norm(float* x, const float* w, int64_t rows, int64_t n, float eps);
+/// The same, the rows spread over `pool` (each row computed as above, so the result does not
+/// depend on the thread count).
+void rms_norm(float* x, const float* w, int64_t rows, int64_t n, float eps, ThreadPool& pool);
 
 /// Cosines and sines of the rotary angles for a run of positions:
 /// angle(t, i) = pos[t] * base^(-2i/d), i < d/2 (Su et al. 2021, RoFormer §3.4.2), computed in

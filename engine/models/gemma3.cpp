@@ -254,12 +254,11 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
         const auto& L = layers_[static_cast<size_t>(il)];
         const auto& LI = I.layers[static_cast<size_t>(il)];
         std::copy(x.begin(), x.end(), h.begin());
-        rms_norm(h.data(), L.attn_norm, n, E, I.rms_eps);
-        matmul(L.wq, h.data(), n, q.data(), pool);
-        matmul(L.wk, h.data(), n, k.data(), pool);
-        matmul(L.wv, h.data(), n, v.data(), pool);
-        rms_norm(q.data(), L.q_norm, n * I.n_head, I.head_dim, I.rms_eps);
-        rms_norm(k.data(), L.k_norm, n * I.n_head_kv, I.head_dim, I.rms_eps);
+        rms_norm(h.data(), L.attn_norm, n, E, I.rms_eps, pool);
+        matmul_shared_input({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}}, h.data(), n,
+                            pool);
+        rms_norm(q.data(), L.q_norm, n * I.n_head, I.head_dim, I.rms_eps, pool);
+        rms_norm(k.data(), L.k_norm, n * I.n_head_kv, I.head_dim, I.rms_eps, pool);
         const RopeTable& rope = LI.sliding() ? rope_local : rope_global;
         rope_neox(q.data(), rope, n, I.n_head);
         rope_neox(k.data(), rope, n, I.n_head_kv);
@@ -269,18 +268,17 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
         mem.attend(q.data(), kept_pos.data(), n, att.data(), pool);
 
         matmul(L.wo, att.data(), n, o.data(), pool);
-        rms_norm(o.data(), L.post_attn_norm, n, E, I.rms_eps);
+        rms_norm(o.data(), L.post_attn_norm, n, E, I.rms_eps, pool);
         add_inplace(x.data(), o.data(), n * E);
 
         if (cancel && cancel->load()) // half a layer is ~60 ms of a 512-token ubatch on 2 cores
             throw Cancelled();
         std::copy(x.begin(), x.end(), h.begin());
-        rms_norm(h.data(), L.ffn_norm, n, E, I.rms_eps);
-        matmul(L.w_gate, h.data(), n, gate.data(), pool);
-        matmul(L.w_up, h.data(), n, up.data(), pool);
+        rms_norm(h.data(), L.ffn_norm, n, E, I.rms_eps, pool);
+        matmul_shared_input({{&L.w_gate, gate.data()}, {&L.w_up, up.data()}}, h.data(), n, pool);
         geglu_tanh(gate.data(), up.data(), n * F);
         matmul(L.w_down, gate.data(), n, o.data(), pool);
-        rms_norm(o.data(), L.post_ffn_norm, n, E, I.rms_eps);
+        rms_norm(o.data(), L.post_ffn_norm, n, E, I.rms_eps, pool);
         add_inplace(x.data(), o.data(), n * E);
 
         if (filter && il == filter->after_layer) {
@@ -304,7 +302,7 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
     }
 
     if (surprisal) {
-        rms_norm(x.data(), output_norm_, n, E, I.rms_eps); // x is not needed unnormed below
+        rms_norm(x.data(), output_norm_, n, E, I.rms_eps, pool); // x is not needed unnormed below
         token_surprisal(tok_embd_, x.data(), n, surprisal->targets, surprisal->surprisal, pool,
                         8192, cancel);
         if (logit_rows.empty())
