@@ -2,16 +2,19 @@
 # Spanscope against llama.cpp, side by side in one run, on the same GGUF file, the same prompts
 # (BOS + the GPL-3 text of Debian's base-files, repeated to the length) and the same threads.
 #
-#   bash bench/compare_llama_cpp.sh [--runs N] [--lengths 512,2048,8192] [--threads 2] [--write]
+#   bash bench/compare_llama_cpp.sh [--runs N] [--lengths 512,2048,8192] [--threads 2]
+#                                   [--decode N] [--write]
 #
 # 1. Builds llama-cpp-python 0.3.36 from its source package (PyPI sdist) into a virtual
 #    environment ($SPANSCOPE_BENCH_VENV, default ~/.local/share/spanscope/bench-venv), with the
 #    instruction sets this CPU has (from /proc/cpuinfo): AVX2/FMA/F16C, AVX-VNNI, AVX-512 with
 #    VNNI and BF16. AMX stays off: llama.cpp's AMX kernels fault unless the process first asks the
 #    kernel for the tile state, which it does not do on every build. Done once (~10 min on 2 cores).
-# 2. Runs, for each of N rounds, llama.cpp (bench/llama_cpp_speed.py) then `spanscope-cli bench`
+# 2. Runs, for each of N rounds, llama.cpp (bench/llama_cpp_speed.py), `spanscope-cli bench`
 #    (plain prefill, prefill with every token's surprisal, decode, and the machine's read
-#    bandwidth), alternating so both see the same machine state.
+#    bandwidth), and the same bench with OPENBLAS_CORETYPE=Prescott (OpenBLAS's generic kernels:
+#    the engine's speed must not rest on OpenBLAS knowing the CPU), alternating so all see the
+#    same machine state.
 # 3. Prints one Markdown table of the medians and their ratios, with the CPU model and flags;
 #    --write also puts it into docs/benchmarks.md between the "compare:" markers.
 set -euo pipefail
@@ -58,6 +61,13 @@ for ((r = 1; r <= RUNS; ++r)); do
         --lengths "$LENGTHS" --decode "$DECODE" --threads "$THREADS" --json >"$OUT/llama.$r.json"
     "$CLI" bench --model "$MODEL" --lengths "${LENS[@]}" --decode-tokens "$DECODE" \
         --threads "$THREADS" --ingest --bandwidth --json >"$OUT/spanscope.$r.json"
+    # Reading a real document into a new project (GPL-3: 7 570 tokens), the rate ingest reports.
+    rm -rf "$OUT/project.spanscope"*
+    "$CLI" ingest --model "$MODEL" --threads "$THREADS" --project "$OUT/project.spanscope" \
+        /usr/share/common-licenses/GPL-3 2>&1 | grep -o '[0-9.]* tokens/s' | tail -1 |
+        cut -d' ' -f1 >"$OUT/ingest.$r.txt"
+    OPENBLAS_CORETYPE=Prescott "$CLI" bench --model "$MODEL" --lengths "${LENS[@]}" \
+        --decode-tokens "$DECODE" --threads "$THREADS" --ingest --json >"$OUT/prescott.$r.json"
 done
 
 python3 - "$OUT" "$RUNS" "$ROOT/docs/benchmarks.md" "$WRITE" "$(nproc)" <<'PY'
@@ -65,7 +75,7 @@ import json, statistics, sys, datetime, re
 out, runs, doc, write, ncpu = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1", sys.argv[5]
 def load(name):
     return [json.load(open(f"{out}/{name}.{r}.json")) for r in range(1, runs + 1)]
-ll, sp = load("llama"), load("spanscope")
+ll, sp, pr = load("llama"), load("spanscope"), load("prescott")
 def med(runs_, n, key):
     vals = [next(x for x in r["results"] if x["prompt_tokens"] == n)[key] for r in runs_]
     return statistics.median(vals)
@@ -75,6 +85,7 @@ mod = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.starts
 flags = set(next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split())
 shown = [f for f in ["avx2", "fma", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8"] if f in flags]
 bw = statistics.median(r["read_bandwidth_gb_per_s"] for r in sp)
+doc_ingest = statistics.median(float(open(f"{out}/ingest.{r}.txt").read()) for r in range(1, runs + 1))
 lines = [f"<!-- compare:begin -->",
          f"Measured {datetime.date.today()} by `bash bench/compare_llama_cpp.sh --runs {runs}`: "
          f"{cpu} (family {fam}, model {mod}; {' '.join(shown)}), {ncpu} cores; threads "
@@ -82,15 +93,23 @@ lines = [f"<!-- compare:begin -->",
          f"`{sp[0].get('kernel_level', '?')}`; llama.cpp {ll[0]['engine']}; read bandwidth "
          f"{bw:.1f} GB/s (`spanscope-cli bench --bandwidth`).",
          "",
-         "| prompt tokens | llama.cpp prefill | Spanscope prefill | ratio | Spanscope ingest (prefill + surprisal) | ingest / llama.cpp prefill | llama.cpp decode | Spanscope decode | ratio | decode GB/s (of bandwidth) |",
-         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "| prompt tokens | llama.cpp prefill | Spanscope prefill | ratio | Spanscope ingest (prefill + surprisal) | ingest / llama.cpp prefill at 2048 | llama.cpp decode | Spanscope decode | ratio | decode GB/s (of bandwidth) | Prescott / default: prefill, ingest, decode |",
+         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+l2048 = med(ll, 2048, "prefill_tokens_per_s") if any(x["prompt_tokens"] == 2048 for x in ll[0]["results"]) else None
 for n in sorted({x["prompt_tokens"] for x in sp[0]["results"]}):
     lp, sp_p = med(ll, n, "prefill_tokens_per_s"), med(sp, n, "prefill_tokens_per_s")
     ing = med(sp, n, "ingest_tokens_per_s")
     ld, sd = med(ll, n, "decode_tokens_per_s"), med(sp, n, "decode_tokens_per_s")
     gbs = med(sp, n, "decode_gb_per_s")
-    lines.append(f"| {n} | {lp:.1f} | {sp_p:.1f} | {sp_p / lp:.2f}× | {ing:.1f} | {ing / lp:.2f}× | "
-                 f"{ld:.1f} | {sd:.1f} | {sd / ld:.2f}× | {gbs:.1f} ({100 * gbs / bw:.0f} %) |")
+    pp, pi, pd = (med(pr, n, k) for k in ("prefill_tokens_per_s", "ingest_tokens_per_s", "decode_tokens_per_s"))
+    ref = l2048 if l2048 else lp
+    lines.append(f"| {n} | {lp:.1f} | {sp_p:.1f} | {sp_p / lp:.2f}× | {ing:.1f} | {ing / ref:.2f}× | "
+                 f"{ld:.1f} | {sd:.1f} | {sd / ld:.2f}× | {gbs:.1f} ({100 * gbs / bw:.0f} %) | "
+                 f"{pp / sp_p:.2f}, {pi / ing:.2f}, {pd / sd:.2f} |")
+lines.append("")
+lines.append(f"`spanscope-cli ingest` of `/usr/share/common-licenses/GPL-3` (7 570 tokens, into a new "
+             f"project): {doc_ingest:.0f} tokens/s"
+             + (f", {doc_ingest / l2048:.2f}× llama.cpp's plain prefill at 2 048 tokens." if l2048 else "."))
 lines.append("<!-- compare:end -->")
 table = "\n".join(lines)
 print(table)

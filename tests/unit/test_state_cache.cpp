@@ -192,6 +192,13 @@ TEST_F(StateCacheTest, AnotherModelIgnoresTheStatesAndKeepsDocumentsAndChats) {
     const auto r = cache.ingest(id, s);
     EXPECT_EQ(r.tokens_computed, r.tokens);
     EXPECT_NO_THROW(cache.load_unit(id, 0));
+    // The reason is logged: a change of the engine's numerics version changes the fingerprint
+    // the same way, so states stored before it are recomputed, and said to be.
+    bool logged = false;
+    for (const auto& [kind, message] : p->events())
+        logged = logged || (kind == "recomputed" &&
+                            message.find("another model fingerprint") != std::string::npos);
+    EXPECT_TRUE(logged) << "no \"recomputed\" event naming the fingerprint";
     EXPECT_EQ(p->documents().size(), 1u);
     EXPECT_EQ(p->messages(chat).size(), 1u);
     EXPECT_EQ(p->info().models.size(), 2u) << "the first model's states are kept";
