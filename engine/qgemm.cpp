@@ -200,37 +200,71 @@ Scratch& scratch() {
     return s;
 }
 
-/// Q8_0 into the int8 layout (group 4): straight from the blocks, no unpacked copy.
-void pack_strip_q8_0(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s,
-                     Scratch& sc) {
+/// Block b of a row of a symmetric 32-element type as int8 values; returns its scale.
+float decode_block_sym(TensorType t, const uint8_t* row, int64_t b, int8_t* q) {
+    switch (t) {
+    case TensorType::Q8_0: {
+        const auto& x = reinterpret_cast<const BlockQ8_0*>(row)[b];
+        std::memcpy(q, x.qs, 32);
+        return fp16_to_fp32(x.d);
+    }
+    case TensorType::Q5_0: {
+        const auto& x = reinterpret_cast<const BlockQ5_0*>(row)[b];
+        uint32_t qh;
+        std::memcpy(&qh, x.qh, 4);
+        for (int j = 0; j < 16; ++j) {
+            q[j] = static_cast<int8_t>(((x.qs[j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4)) -
+                                       16);
+            q[j + 16] = static_cast<int8_t>(
+                ((x.qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4)) - 16);
+        }
+        return fp16_to_fp32(x.d);
+    }
+    default: { // Q4_0
+        const auto& x = reinterpret_cast<const BlockQ4_0*>(row)[b];
+        for (int j = 0; j < 16; ++j) {
+            q[j] = static_cast<int8_t>((x.qs[j] & 0xF) - 8);
+            q[j + 16] = static_cast<int8_t>((x.qs[j] >> 4) - 8);
+        }
+        return fp16_to_fp32(x.d);
+    }
+    }
+}
+
+/// Q8_0, Q5_0 and Q4_0 straight from the blocks into the strip, one block of the strip's rows at
+/// a time (no unpacked copy of the rows); the same bytes as the general path.
+void pack_strip_sym(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s,
+                    Scratch& sc) {
     const int64_t nbw = s.n_blocks();
     const int nr = s.nr;
     sc.strip.resize(s.block_bytes * static_cast<size_t>(nbw));
     uint8_t* p = sc.strip.data();
-    static const int8_t zeros[32] = {};
+    int8_t vals[64][32];
+    for (int r = nr_valid; r < nr; ++r)
+        std::memset(vals[r], 0, 32);
     for (int64_t b = 0; b < nbw; ++b) {
         auto* f = reinterpret_cast<float*>(p);
-        const int8_t* qs[64];
-        for (int r = 0; r < nr; ++r) {
-            if (r < nr_valid) {
-                const auto& blk = reinterpret_cast<const BlockQ8_0*>(w.row(row0 + r))[b];
-                f[r] = fp16_to_fp32(blk.d);
-                qs[r] = blk.qs;
-            } else {
-                f[r] = 0.0f;
-                qs[r] = zeros;
-            }
-        }
+        for (int r = 0; r < nr; ++r)
+            f[r] = r < nr_valid ? decode_block_sym(w.type, w.row(row0 + r), b, vals[r]) : 0.0f;
         p += 4 * nr;
-        for (int k0 = 0; k0 < 32; k0 += 4)
-            for (int r = 0; r < nr; ++r, p += 4)
-                std::memcpy(p, qs[r] + k0, 4);
+        if (s.group == 4) {
+            for (int k0 = 0; k0 < 32; k0 += 4)
+                for (int r = 0; r < nr; ++r, p += 4)
+                    std::memcpy(p, vals[r] + k0, 4);
+        } else {
+            for (int k0 = 0; k0 < 32; k0 += 2)
+                for (int r = 0; r < nr; ++r, p += 4) {
+                    const int16_t pair[2] = {vals[r][k0], vals[r][k0 + 1]};
+                    std::memcpy(p, pair, 4);
+                }
+        }
     }
 }
 
 void pack_strip(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s, Scratch& sc) {
-    if (w.type == TensorType::Q8_0 && s.group == 4 && s.nr <= 64) {
-        pack_strip_q8_0(w, row0, nr_valid, s, sc);
+    if ((w.type == TensorType::Q8_0 || w.type == TensorType::Q5_0 || w.type == TensorType::Q4_0) &&
+        s.nr <= 64) {
+        pack_strip_sym(w, row0, nr_valid, s, sc);
         return;
     }
     const int64_t K = s.cols, nbw = s.n_blocks(), L = s.block;
@@ -336,8 +370,17 @@ void qgemm_quantize(const float* x, int64_t n, int64_t cols, QgemmActivations& o
     const Level& lv = level_now();
     // The AMX level's bytes in tiles: per 16 tokens and 32 columns, 16 rows of 32 bytes.
     const size_t tiled = static_cast<size_t>((n + 15) / 16 * 16 * cols);
-    out.hi.assign(lv.needs_split ? tiled : 0, 0);
-    out.lo.assign(lv.needs_split ? tiled : 0, 0);
+    out.hi.resize(lv.needs_split ? tiled : 0);
+    out.lo.resize(lv.needs_split ? tiled : 0);
+    if (lv.needs_split && n % 16 != 0) { // the last tile's rows past the last token: zero
+        const int64_t t0 = n / 16 * 16;
+        for (int64_t a = 0; a < nb; ++a) {
+            const size_t at = static_cast<size_t>(((t0 / 16) * nb + a) * 512 + (n - t0) * 32);
+            const size_t len = static_cast<size_t>((16 - (n - t0)) * 32);
+            std::memset(out.hi.data() + at, 0, len);
+            std::memset(out.lo.data() + at, 0, len);
+        }
+    }
     auto rows = [&](int64_t b, int64_t e, int) {
         lv.quantize(x + b * cols, (e - b) * nb, out.q.data() + b * cols, out.d.data() + b * nb,
                     out.ds.data() + b * nb);
