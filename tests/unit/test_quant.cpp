@@ -136,9 +136,10 @@ class quant_Level : public ::testing::TestWithParam<KernelLevel> {
 protected:
     void SetUp() override {
         if (!level_supported(GetParam())) {
-            GTEST_SKIP() << "this CPU does not support kernel level "
-                         << kernel_level_name(GetParam())
-                         << " (best: " << kernel_level_name(best_kernel_level()) << ")";
+            GTEST_SKIP() << "kernel level " << kernel_level_name(GetParam())
+                         << " does not run here: the CPU lacks it (or, for amx, Linux refused the "
+                            "tile state; best: "
+                         << kernel_level_name(best_kernel_level()) << ")";
         }
     }
 };
