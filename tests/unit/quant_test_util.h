@@ -1,9 +1,13 @@
-// Helpers shared by the quantisation kernel tests (test_quant.cpp, test_quant_handbuilt.cpp).
+// Helpers shared by the kernel tests (test_quant.cpp, test_quant_handbuilt.cpp, test_qgemm.cpp,
+// test_attention_levels.cpp, test_ops.cpp).
 #pragma once
 
 #include "quant.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace spanscope::test {
@@ -19,6 +23,24 @@ public:
 
 inline bool level_supported(KernelLevel level) {
     return kernel_level_supported(level);
+}
+
+/// A test run once per kernel level (its parameter), skipped with the reason where the level
+/// does not run.
+class KernelLevelTest : public ::testing::TestWithParam<KernelLevel> {
+protected:
+    void SetUp() override {
+        if (!level_supported(GetParam()))
+            GTEST_SKIP() << "kernel level " << kernel_level_name(GetParam())
+                         << " does not run here: the CPU lacks it (or, for amx, Linux refused the "
+                            "tile state; best: "
+                         << kernel_level_name(best_kernel_level()) << ")";
+    }
+};
+
+/// The test name of a level parameter ("avx512", ...).
+inline std::string level_param_name(const ::testing::TestParamInfo<KernelLevel>& info) {
+    return std::string(kernel_level_name(info.param));
 }
 
 inline std::vector<uint8_t> quantized(TensorType t, const std::vector<float>& x) {

@@ -59,16 +59,7 @@ std::vector<double> reference(const AttentionShape& s, const std::vector<float>&
     return out;
 }
 
-class AttentionLevel : public ::testing::TestWithParam<KernelLevel> {
-protected:
-    void SetUp() override {
-        if (!level_supported(GetParam()))
-            GTEST_SKIP() << "kernel level " << kernel_level_name(GetParam())
-                         << " does not run here: the CPU lacks it (or, for amx, Linux refused the "
-                            "tile state; best: "
-                         << kernel_level_name(best_kernel_level()) << ")";
-    }
-};
+class AttentionLevel : public spanscope::test::KernelLevelTest {};
 
 } // namespace
 
@@ -117,6 +108,4 @@ INSTANTIATE_TEST_SUITE_P(Levels, AttentionLevel,
                          ::testing::Values(KernelLevel::Scalar, KernelLevel::Avx2,
                                            KernelLevel::AvxVnni, KernelLevel::Avx512,
                                            KernelLevel::Amx),
-                         [](const auto& info) {
-                             return std::string(kernel_level_name(info.param));
-                         });
+                         spanscope::test::level_param_name);

@@ -124,16 +124,7 @@ TEST(qgemm, ScalarMatchesADoublePrecisionProduct) {
 }
 
 // (b) Every SIMD level against the scalar reference, bit for bit.
-class qgemm_Level : public ::testing::TestWithParam<KernelLevel> {
-protected:
-    void SetUp() override {
-        if (!level_supported(GetParam()))
-            GTEST_SKIP() << "kernel level " << kernel_level_name(GetParam())
-                         << " does not run here: the CPU lacks it (or, for amx, Linux refused the "
-                            "tile state; best: "
-                         << kernel_level_name(best_kernel_level()) << ")";
-    }
-};
+class qgemm_Level : public spanscope::test::KernelLevelTest {};
 
 TEST_P(qgemm_Level, EqualsTheScalarReferenceBitForBit) {
     {
@@ -176,9 +167,7 @@ TEST_P(qgemm_Level, EqualsTheScalarReferenceBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Simd, qgemm_Level,
                          ::testing::Values(KernelLevel::Avx2, KernelLevel::AvxVnni,
                                            KernelLevel::Avx512, KernelLevel::Amx),
-                         [](const auto& info) {
-                             return std::string(kernel_level_name(info.param));
-                         });
+                         spanscope::test::level_param_name);
 
 // The quantiser itself against its definition: the scale from the block's largest magnitude, each
 // q within half a step of x, ties to even; NaN and infinity give a NaN scale, magnitudes too small

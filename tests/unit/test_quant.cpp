@@ -132,17 +132,7 @@ TEST(quant_Quality, VecDotMatchesDequantizedDot) {
 
 // =============================================================== (b) SIMD levels vs scalar
 
-class quant_Level : public ::testing::TestWithParam<KernelLevel> {
-protected:
-    void SetUp() override {
-        if (!level_supported(GetParam())) {
-            GTEST_SKIP() << "kernel level " << kernel_level_name(GetParam())
-                         << " does not run here: the CPU lacks it (or, for amx, Linux refused the "
-                            "tile state; best: "
-                         << kernel_level_name(best_kernel_level()) << ")";
-        }
-    }
-};
+class quant_Level : public spanscope::test::KernelLevelTest {};
 
 std::vector<int64_t> sizes_for(TensorType t) {
     if (traits(t).block_size == kQK_K) {
@@ -275,9 +265,7 @@ TEST_P(quant_Level, VecDotRowsMatchesScalarAndDoesNotDependOnTheSplit) {
 INSTANTIATE_TEST_SUITE_P(Simd, quant_Level,
                          ::testing::Values(KernelLevel::Avx2, KernelLevel::AvxVnni,
                                            KernelLevel::Avx512, KernelLevel::Amx),
-                         [](const auto& info) {
-                             return std::string(kernel_level_name(info.param));
-                         });
+                         spanscope::test::level_param_name);
 
 // =============================================================== (c) gguf-py reference
 
