@@ -66,7 +66,8 @@ bool type_shape(TensorType t, int& block, bool& has_min) {
 }
 
 // ---- Unpacking: one weight row -> int8 q[cols], dw[cols / L], mw[cols / 32].
-// The values are those of dequantize_row: element = dw · q (+ mw).
+// The values are those of dequantize_row: element = dw · q (+ mw). The symmetric 32-element
+// types (Q8_0, Q5_0, Q4_0) are packed from their blocks directly (pack_strip_sym).
 
 template <class Block>
 void unpack_q32_min(const Block* x, int64_t nb, bool five, int8_t* q, float* dw, float* mw) {
@@ -91,40 +92,6 @@ void unpack_q32_min(const Block* x, int64_t nb, bool five, int8_t* q, float* dw,
 
 void unpack_row(TensorType t, const uint8_t* src, int64_t cols, int8_t* q, float* dw, float* mw) {
     switch (t) {
-    case TensorType::Q8_0: {
-        const auto* x = reinterpret_cast<const BlockQ8_0*>(src);
-        for (int64_t i = 0; i < cols / 32; ++i) {
-            std::memcpy(q + 32 * i, x[i].qs, 32);
-            dw[i] = fp16_to_fp32(x[i].d);
-        }
-        return;
-    }
-    case TensorType::Q4_0: {
-        const auto* x = reinterpret_cast<const BlockQ4_0*>(src);
-        for (int64_t i = 0; i < cols / 32; ++i, q += 32) {
-            for (int j = 0; j < 16; ++j) {
-                q[j] = static_cast<int8_t>((x[i].qs[j] & 0xF) - 8);
-                q[j + 16] = static_cast<int8_t>((x[i].qs[j] >> 4) - 8);
-            }
-            dw[i] = fp16_to_fp32(x[i].d);
-        }
-        return;
-    }
-    case TensorType::Q5_0: {
-        const auto* x = reinterpret_cast<const BlockQ5_0*>(src);
-        for (int64_t i = 0; i < cols / 32; ++i, q += 32) {
-            uint32_t qh;
-            std::memcpy(&qh, x[i].qh, 4);
-            for (int j = 0; j < 16; ++j) {
-                const int lo = (x[i].qs[j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4);
-                const int hi = (x[i].qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
-                q[j] = static_cast<int8_t>(lo - 16);
-                q[j + 16] = static_cast<int8_t>(hi - 16);
-            }
-            dw[i] = fp16_to_fp32(x[i].d);
-        }
-        return;
-    }
     case TensorType::Q4_1:
         unpack_q32_min(reinterpret_cast<const BlockQ4_1*>(src), cols / 32, false, q, dw, mw);
         return;
