@@ -228,10 +228,16 @@ void pack_strip_sym(const WeightMatrix& w, int64_t row0, int nr_valid, const Sha
     }
 }
 
-void pack_strip(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s, Scratch& sc) {
+void pack_strip(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s, const Level& lv,
+                Scratch& sc) {
     if ((w.type == TensorType::Q8_0 || w.type == TensorType::Q5_0 || w.type == TensorType::Q4_0) &&
         s.nr <= 64) {
-        pack_strip_sym(w, row0, nr_valid, s, sc);
+        if (lv.pack_sym) {
+            sc.strip.resize(s.block_bytes * static_cast<size_t>(s.n_blocks()));
+            lv.pack_sym(w, row0, nr_valid, s, sc.strip.data());
+        } else {
+            pack_strip_sym(w, row0, nr_valid, s, sc);
+        }
         return;
     }
     const int64_t K = s.cols, nbw = s.n_blocks(), L = s.block;
@@ -383,7 +389,7 @@ void qgemm(const WeightMatrix& w, int64_t row_begin, int64_t row_end, const Qgem
         for (int64_t i = b; i < e; ++i) {
             const int64_t r0 = row_begin + i * lv.nr;
             const int nv = static_cast<int>(std::min<int64_t>(lv.nr, row_end - r0));
-            pack_strip(w, r0, nv, s, sc);
+            pack_strip(w, r0, nv, s, lv, sc);
             lv.kernel(sc.strip.data(), s, xq, y + (r0 - row_begin), ldy, nv);
         }
     });
@@ -406,7 +412,7 @@ void qgemm_tiles(const WeightMatrix& w, int64_t row_begin, int64_t row_end,
             sc.tile.resize(static_cast<size_t>(xq.n * rows));
             for (int64_t r = 0; r < rows; r += lv.nr) {
                 const int nv = static_cast<int>(std::min<int64_t>(lv.nr, rows - r));
-                pack_strip(w, t0 + r, nv, s, sc);
+                pack_strip(w, t0 + r, nv, s, lv, sc);
                 lv.kernel(sc.strip.data(), s, xq, sc.tile.data() + r, rows, nv);
             }
             fn(ti, t0, rows, sc.tile.data(), thread);

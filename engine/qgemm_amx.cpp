@@ -15,7 +15,9 @@
 // two overlap. Loaded with the configuration at each call, released at its end.
 #include "quant_no_contract.h"
 
+#include "fp16.h"
 #include "qgemm_impl.h"
+#include "quant_impl.h"
 
 #include <immintrin.h>
 
@@ -25,6 +27,14 @@
 
 namespace spanscope::qgemm_detail {
 namespace {
+
+// The symmetric types' strip packer (qgemm_pack_x86.inc) and the weight decoders it uses.
+using quant_detail::BlockQ4_0;
+using quant_detail::BlockQ5_0;
+using quant_detail::BlockQ8_0;
+#include "quant_x86_bytes.inc"
+// after the decoders it uses
+#include "qgemm_pack_x86.inc"
 
 constexpr int kRows = 16;
 constexpr int kTokens = 16;
@@ -154,6 +164,7 @@ Level amx_level() {
     lv.group = 4;
     lv.needs_split = true;
     lv.kernel = kernel_amx;
+    lv.pack_sym = pack_sym_x86<4>;
     return lv;
 }
 

@@ -7,7 +7,9 @@
 // Σ q_w · q_x of its row. Up to 8 tokens share each load of the weights.
 #include "quant_no_contract.h"
 
+#include "fp16.h"
 #include "qgemm_impl.h"
+#include "quant_impl.h"
 
 #include <immintrin.h>
 
@@ -16,6 +18,14 @@
 
 namespace spanscope::qgemm_detail {
 namespace {
+
+// The symmetric types' strip packer (qgemm_pack_x86.inc) and the weight decoders it uses.
+using quant_detail::BlockQ4_0;
+using quant_detail::BlockQ5_0;
+using quant_detail::BlockQ8_0;
+#include "quant_x86_bytes.inc"
+// after the decoders it uses
+#include "qgemm_pack_x86.inc"
 
 constexpr int kRows = 16;
 constexpr int kTokens = 8;
@@ -147,6 +157,7 @@ Level avx512_level() {
     Level lv;
     lv.nr = kRows;
     lv.kernel = kernel_avx512;
+    lv.pack_sym = pack_sym_x86<2>;
     lv.quantize = quantize_avx512;
     return lv;
 }

@@ -54,12 +54,18 @@ static inline float inverse_scale(float d) {
     return d > 0.0f && d <= std::numeric_limits<float>::max() ? 1.0f / d : 0.0f;
 }
 
+/// Packs rows [row0, row0 + nr_valid) of a Q8_0, Q5_0 or Q4_0 matrix as one strip into `strip`
+/// (s.block_bytes · s.n_blocks() bytes; rows past nr_valid zero): the bytes of the general packer.
+using PackSymFn = void (*)(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s,
+                           uint8_t* strip);
+
 struct Level {
     int nr = 0;               ///< rows per strip
     int group = 2;            ///< Shape::group of its strips
     bool needs_split = false; ///< reads QgemmActivations::hi and lo
     KernelFn kernel = nullptr;
     QuantizeFn quantize = nullptr;
+    PackSymFn pack_sym = nullptr; ///< a faster packer of the symmetric types, or the general one
 };
 
 Level scalar_level();
