@@ -10,6 +10,7 @@ namespace spanscope {
 
 /// RMSNorm (Zhang & Sennrich 2019): x[r][:] <- x[r][:] / sqrt(mean(x[r]^2) + eps) * w.
 /// x: [rows][n] in place; w: [n] (Gemma's "1 + w" is already folded into w by the converter).
+/// The mean square is summed in double, in eight interleaved partial sums added in a fixed order.
 void rms_norm(float* x, const float* w, int64_t rows, int64_t n, float eps);
 /// The same, the rows spread over `pool` (each row computed as above, so the result does not
 /// depend on the thread count).

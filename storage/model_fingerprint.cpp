@@ -14,7 +14,9 @@ namespace {
 // 2: prefill matrix products by the integer kernels (qgemm.h, int16 activations) instead of
 // float sgemm. (PrefillProducts::Float, matmul.h, is a reference for tests and benchmarks, not a
 // setting the programs that store states offer.)
-constexpr const char* kNumerics = "spanscope-kv-numerics-2:f16-rows:rope-neox:int16-products";
+// 3: RMSNorm's mean square summed in eight partial sums (ops.h) instead of one running sum.
+constexpr const char* kNumerics =
+    "spanscope-kv-numerics-3:f16-rows:rope-neox:int16-products:rmsnorm-8-sums";
 
 void update(XXH3_state_t* st, const void* p, size_t n) {
     XXH3_128bits_update(st, p, n);
