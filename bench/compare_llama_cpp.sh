@@ -3,7 +3,7 @@
 # (BOS + the GPL-3 text of Debian's base-files, repeated to the length) and the same threads.
 #
 #   bash bench/compare_llama_cpp.sh [--runs N] [--lengths 512,2048,8192] [--threads 2]
-#                                   [--decode N] [--write]
+#                                   [--decode N] [--kernel-level L] [--write]
 #
 # 1. Builds llama-cpp-python 0.3.36 from its source package (PyPI sdist) into a virtual
 #    environment ($SPANSCOPE_BENCH_VENV, default ~/.local/share/spanscope/bench-venv), with the
@@ -17,17 +17,21 @@
 #    same machine state.
 # 3. Prints one Markdown table of the medians and their ratios, with the CPU model and flags;
 #    --write also puts it into docs/benchmarks.md between the "compare:" markers.
+# --kernel-level L runs Spanscope's benches at kernel level L (avx2: the kernels an AVX2-only CPU
+# gets) against the same llama.cpp build, skips the document ingest (which runs at the best
+# level), and writes between "compare-L:" markers.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-RUNS=3 LENGTHS=512,2048,8192 THREADS=2 WRITE=0 DECODE=32
+RUNS=3 LENGTHS=512,2048,8192 THREADS=2 WRITE=0 DECODE=32 LEVEL=best
 while (($#)); do
     case "$1" in
     --runs) RUNS=$2; shift 2 ;;
     --lengths) LENGTHS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --decode) DECODE=$2; shift 2 ;;
+    --kernel-level) LEVEL=$2; shift 2 ;;
     --write) WRITE=1; shift ;;
-    *) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 DATA="${XDG_DATA_HOME:-$HOME/.local/share}/spanscope"
@@ -60,19 +64,26 @@ for ((r = 1; r <= RUNS; ++r)); do
     OMP_NUM_THREADS=$THREADS "$VENV/bin/python" "$ROOT/bench/llama_cpp_speed.py" --model "$MODEL" \
         --lengths "$LENGTHS" --decode "$DECODE" --threads "$THREADS" --json >"$OUT/llama.$r.json"
     "$CLI" bench --model "$MODEL" --lengths "${LENS[@]}" --decode-tokens "$DECODE" \
-        --threads "$THREADS" --ingest --bandwidth --json >"$OUT/spanscope.$r.json"
+        --threads "$THREADS" --kernel-level "$LEVEL" --ingest --bandwidth --json \
+        >"$OUT/spanscope.$r.json"
     # Reading a real document into a new project (GPL-3: 7 570 tokens), the rate ingest reports.
-    rm -rf "$OUT/project.spanscope"*
-    "$CLI" ingest --model "$MODEL" --threads "$THREADS" --project "$OUT/project.spanscope" \
-        /usr/share/common-licenses/GPL-3 2>&1 | grep -o '[0-9.]* tokens/s' | tail -1 |
-        cut -d' ' -f1 >"$OUT/ingest.$r.txt"
+    if [[ "$LEVEL" == best ]]; then
+        rm -rf "$OUT/project.spanscope"*
+        "$CLI" ingest --model "$MODEL" --threads "$THREADS" --project "$OUT/project.spanscope" \
+            /usr/share/common-licenses/GPL-3 2>&1 | grep -o '[0-9.]* tokens/s' | tail -1 |
+            cut -d' ' -f1 >"$OUT/ingest.$r.txt"
+    fi
     OPENBLAS_CORETYPE=Prescott "$CLI" bench --model "$MODEL" --lengths "${LENS[@]}" \
-        --decode-tokens "$DECODE" --threads "$THREADS" --ingest --json >"$OUT/prescott.$r.json"
+        --decode-tokens "$DECODE" --threads "$THREADS" --kernel-level "$LEVEL" --ingest --json \
+        >"$OUT/prescott.$r.json"
 done
 
-python3 - "$OUT" "$RUNS" "$ROOT/docs/benchmarks.md" "$WRITE" "$(nproc)" <<'PY'
+python3 - "$OUT" "$RUNS" "$ROOT/docs/benchmarks.md" "$WRITE" "$(nproc)" "$LEVEL" <<'PY'
 import json, statistics, sys, datetime, re
 out, runs, doc, write, ncpu = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1", sys.argv[5]
+level = sys.argv[6]
+mark = "compare" if level == "best" else f"compare-{level}"
+opts = f"--runs {runs}" + ("" if level == "best" else f" --kernel-level {level}")
 def load(name):
     return [json.load(open(f"{out}/{name}.{r}.json")) for r in range(1, runs + 1)]
 ll, sp, pr = load("llama"), load("spanscope"), load("prescott")
@@ -85,9 +96,10 @@ mod = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.starts
 flags = set(next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":", 1)[1].split())
 shown = [f for f in ["avx2", "fma", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8"] if f in flags]
 bw = statistics.median(r["read_bandwidth_gb_per_s"] for r in sp)
-doc_ingest = statistics.median(float(open(f"{out}/ingest.{r}.txt").read()) for r in range(1, runs + 1))
-lines = [f"<!-- compare:begin -->",
-         f"Measured {datetime.date.today()} by `bash bench/compare_llama_cpp.sh --runs {runs}`: "
+doc_ingest = (statistics.median(float(open(f"{out}/ingest.{r}.txt").read()) for r in range(1, runs + 1))
+              if level == "best" else None)
+lines = [f"<!-- {mark}:begin -->",
+         f"Measured {datetime.date.today()} by `bash bench/compare_llama_cpp.sh {opts}`: "
          f"{cpu} (family {fam}, model {mod}; {' '.join(shown)}), {ncpu} cores; threads "
          f"{sp[0]['threads']}; medians of {runs} alternating rounds; spanscope kernel level "
          f"`{sp[0].get('kernel_level', '?')}`; llama.cpp {ll[0]['engine']}; read bandwidth "
@@ -106,17 +118,18 @@ for n in sorted({x["prompt_tokens"] for x in sp[0]["results"]}):
     lines.append(f"| {n} | {lp:.1f} | {sp_p:.1f} | {sp_p / lp:.2f}× | {ing:.1f} | {ing / ref:.2f}× | "
                  f"{ld:.1f} | {sd:.1f} | {sd / ld:.2f}× | {gbs:.1f} ({100 * gbs / bw:.0f} %) | "
                  f"{pp / sp_p:.2f}, {pi / ing:.2f}, {pd / sd:.2f} |")
-lines.append("")
-lines.append(f"`spanscope-cli ingest` of `/usr/share/common-licenses/GPL-3` (7 570 tokens, into a new "
-             f"project): {doc_ingest:.0f} tokens/s"
-             + (f", {doc_ingest / l2048:.2f}× llama.cpp's plain prefill at 2 048 tokens." if l2048 else "."))
-lines.append("<!-- compare:end -->")
+if doc_ingest is not None:
+    lines.append("")
+    lines.append(f"`spanscope-cli ingest` of `/usr/share/common-licenses/GPL-3` (7 570 tokens, into a new "
+                 f"project): {doc_ingest:.0f} tokens/s"
+                 + (f", {doc_ingest / l2048:.2f}× llama.cpp's plain prefill at 2 048 tokens." if l2048 else "."))
+lines.append(f"<!-- {mark}:end -->")
 table = "\n".join(lines)
 print(table)
 if write:
     text = open(doc).read()
-    if "<!-- compare:begin -->" in text:
-        text = re.sub(r"<!-- compare:begin -->.*?<!-- compare:end -->", lambda m: table, text, flags=re.S)
+    if f"<!-- {mark}:begin -->" in text:
+        text = re.sub(rf"<!-- {mark}:begin -->.*?<!-- {mark}:end -->", lambda m: table, text, flags=re.S)
     else:
         text += "\n" + table + "\n"
     open(doc, "w").write(text)

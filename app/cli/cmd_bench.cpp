@@ -47,6 +47,17 @@ int run_bench(const BenchOptions& o) {
     const int threads =
         o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     set_prefill_products(o.products == "float" ? PrefillProducts::Float : PrefillProducts::Integer);
+    if (o.kernel_level != "best") {
+        const KernelLevel levels[] = {KernelLevel::Scalar, KernelLevel::Avx2, KernelLevel::AvxVnni,
+                                      KernelLevel::Avx512, KernelLevel::Amx};
+        for (const KernelLevel l : levels)
+            if (kernel_level_name(l) == o.kernel_level) {
+                if (!kernel_level_supported(l))
+                    throw std::runtime_error("kernel level " + o.kernel_level +
+                                             " is not supported by this CPU");
+                set_kernel_level(l);
+            }
+    }
     if (!o.json)
         std::printf("%-10s %-14s %-14s%s%s\n", "prompt", "prefill tok/s", "decode tok/s",
                     o.ingest ? " ingest tok/s " : "",

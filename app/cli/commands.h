@@ -88,7 +88,8 @@ struct BenchOptions {
     bool json = false;
     bool ingest = false;    ///< also time prefill with every token's surprisal (as ingest does)
     bool bandwidth = false; ///< also measure the read bandwidth and what decode reaches of it
-    std::string products = "integer"; ///< matmul.h PrefillProducts: integer or float
+    std::string products = "integer";  ///< matmul.h PrefillProducts: integer or float
+    std::string kernel_level = "best"; ///< best, or a quant.h KernelLevel by its name
     PolicyOptions policy;
 };
 

@@ -164,6 +164,12 @@ int main(int argc, char** argv) {
                      "Prefill matrix products: integer (the engine's kernels) or float (weights "
                      "dequantised, OpenBLAS sgemm: the reference numerics)")
         ->check(CLI::IsMember({"integer", "float"}));
+    bench_cmd
+        ->add_option("--kernel-level", bench.kernel_level,
+                     "CPU kernels to run: best (the best this CPU supports, as every other "
+                     "command does), or one level to compare levels on one machine: scalar, avx2, "
+                     "avxvnni, avx512, amx (refused when this CPU lacks it)")
+        ->check(CLI::IsMember({"best", "scalar", "avx2", "avxvnni", "avx512", "amx"}));
     add_policy_options(*bench_cmd, bench.policy);
     add_backend_option(*bench_cmd, bench.backend);
 

@@ -3,6 +3,7 @@
 #include "cli_runner.h"
 #include "gguf_reader.h"
 #include "model.h"
+#include "quant.h"
 #include "test_support.h"
 #include "tiny_model.h"
 #include "zoom_params.h"
@@ -415,6 +416,24 @@ TEST_F(Cli, PromptLongerThanTheContextGivesBothLengths) {
     const auto r = run({"ask", "--model", p, "--doc", d, "Q?"});
     expect_clean_error(r, "context window of 64 tokens");
     EXPECT_NE(r.err.find("the prompt is "), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BenchRunsAtTheKernelLevelAskedForAndRefusesOneTheCpuLacks) {
+    const auto r = run({"bench", "--json", "--model", model_, "--kernel-level", "scalar",
+                        "--lengths", "16", "--decode-tokens", "2", "--threads", "1"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("kernel_level"), "scalar");
+    EXPECT_GT(j.at("results").at(0).at("prefill_tokens_per_s").get<double>(), 0.0);
+    expect_clean_error(run({"bench", "--model", model_, "--kernel-level", "sse3"}), "sse3");
+    if (spanscope::kernel_level_supported(spanscope::KernelLevel::Amx)) {
+        std::printf("[ this CPU runs every kernel level: the refusal of a missing one is not "
+                    "exercised here ]\n");
+        return;
+    }
+    expect_clean_error(
+        run({"bench", "--model", model_, "--kernel-level", "amx", "--lengths", "16"}),
+        "kernel level amx is not supported by this CPU");
 }
 
 TEST_F(Cli, BadOptions) {
