@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 namespace spanscope::quant_detail {
 namespace {
