@@ -37,6 +37,7 @@ using quant_detail::BlockQ8_0;
 #include "qgemm_pack_x86.inc"
 
 constexpr int kRows = 16;
+static_assert(kRows == kPackLanes);
 constexpr int kTokens = 16;
 
 struct alignas(64) TileConfig {

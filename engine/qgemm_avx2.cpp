@@ -2,7 +2,9 @@
 // engine/CMakeLists.txt): int16 products with vpmaddwd.
 #include "quant_no_contract.h"
 
+#include "fp16.h"
 #include "qgemm_impl.h"
+#include "quant_impl.h"
 
 #include <immintrin.h>
 

@@ -28,6 +28,7 @@ using quant_detail::BlockQ8_0;
 #include "qgemm_pack_x86.inc"
 
 constexpr int kRows = 16;
+static_assert(kRows == kPackLanes);
 constexpr int kTokens = 8;
 
 template <int NT, int L, bool MIN>

@@ -2,7 +2,9 @@
 // engine/CMakeLists.txt): int16 products with the VEX-encoded vpdpwssd of CPUs without AVX-512.
 #include "quant_no_contract.h"
 
+#include "fp16.h"
 #include "qgemm_impl.h"
+#include "quant_impl.h"
 
 #include <immintrin.h>
 
