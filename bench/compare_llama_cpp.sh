@@ -18,8 +18,9 @@
 # 3. Prints one Markdown table of the medians and their ratios, with the CPU model and flags;
 #    --write also puts it into docs/benchmarks.md between the "compare:" markers.
 # --kernel-level L runs Spanscope's benches at kernel level L (avx2: the kernels an AVX2-only CPU
-# gets) against the same llama.cpp build, skips the document ingest (which runs at the best
-# level), and writes between "compare-L:" markers.
+# gets) against llama.cpp built for the same instruction sets (avx2: AVX2/FMA/F16C; avxvnni: and
+# AVX-VNNI; in a virtual environment of its own, "<venv>-L"), skips the document ingest (which
+# runs at the best level), and writes between "compare-L:" markers.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RUNS=3 LENGTHS=512,2048,8192 THREADS=2 WRITE=0 DECODE=32 LEVEL=best
@@ -42,6 +43,11 @@ CLI="${SPANSCOPE_CLI:-$ROOT/build/app/cli/spanscope-cli}"
 [[ -s "$MODEL" ]] || { echo "no model at $MODEL: run bash scripts/setup.sh model first" >&2; exit 1; }
 
 has() { grep -qw "$1" /proc/cpuinfo; }
+case "$LEVEL" in # instruction sets above the level's are off in llama.cpp's build too
+avx2) has() { [[ "$1" =~ ^(avx|avx2|fma|f16c)$ ]] && grep -qw "$1" /proc/cpuinfo; } ;;
+avxvnni) has() { [[ "$1" =~ ^(avx|avx2|fma|f16c|avx_vnni)$ ]] && grep -qw "$1" /proc/cpuinfo; } ;;
+esac
+[[ "$LEVEL" == avx2 || "$LEVEL" == avxvnni ]] && VENV="$VENV-$LEVEL"
 onoff() { if has "$1"; then echo ON; else echo OFF; fi; }
 FLAGS="-DGGML_NATIVE=OFF -DGGML_AVX=$(onoff avx) -DGGML_AVX2=$(onoff avx2) -DGGML_FMA=$(onoff fma)"
 FLAGS+=" -DGGML_F16C=$(onoff f16c) -DGGML_AVX_VNNI=$(onoff avx_vnni)"
@@ -78,10 +84,11 @@ for ((r = 1; r <= RUNS; ++r)); do
         >"$OUT/prescott.$r.json"
 done
 
-python3 - "$OUT" "$RUNS" "$ROOT/docs/benchmarks.md" "$WRITE" "$(nproc)" "$LEVEL" <<'PY'
+python3 - "$OUT" "$RUNS" "$ROOT/docs/benchmarks.md" "$WRITE" "$(nproc)" "$LEVEL" "$(cat "$VENV/.built")" <<'PY'
 import json, statistics, sys, datetime, re
 out, runs, doc, write, ncpu = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1", sys.argv[5]
 level = sys.argv[6]
+llama_isa = " ".join(f.split("=")[0].replace("-DGGML_", "").lower() for f in sys.argv[7].split() if f.endswith("=ON") and "OPENMP" not in f)
 mark = "compare" if level == "best" else f"compare-{level}"
 opts = f"--runs {runs}" + ("" if level == "best" else f" --kernel-level {level}")
 def load(name):
@@ -102,7 +109,7 @@ lines = [f"<!-- {mark}:begin -->",
          f"Measured {datetime.date.today()} by `bash bench/compare_llama_cpp.sh {opts}`: "
          f"{cpu} (family {fam}, model {mod}; {' '.join(shown)}), {ncpu} cores; threads "
          f"{sp[0]['threads']}; medians of {runs} alternating rounds; spanscope kernel level "
-         f"`{sp[0].get('kernel_level', '?')}`; llama.cpp {ll[0]['engine']}; read bandwidth "
+         f"`{sp[0].get('kernel_level', '?')}`; {ll[0]['engine']} built with {llama_isa}; read bandwidth "
          f"{bw:.1f} GB/s (`spanscope-cli bench --bandwidth`).",
          "",
          "| prompt tokens | llama.cpp prefill | Spanscope prefill | ratio | Spanscope ingest (prefill + surprisal) | ingest / llama.cpp prefill at 2048 | llama.cpp decode | Spanscope decode | ratio | decode GB/s (of bandwidth) | Prescott / default: prefill, ingest, decode |",
