@@ -199,14 +199,17 @@ float decode_block_sym(TensorType t, const uint8_t* row, int64_t b, int8_t* q) {
 }
 
 /// Q8_0, Q5_0 and Q4_0 straight from the blocks into the strip, one block of the strip's rows at
-/// a time (no unpacked copy of the rows); the same bytes as the general path.
+/// a time (no unpacked copy of the rows). The reference for the levels' SIMD packers (PackSymFn).
 void pack_strip_sym(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s,
                     Scratch& sc) {
     const int64_t nbw = s.n_blocks();
     const int nr = s.nr;
+    constexpr int kMaxRows = 64;
+    if (nr > kMaxRows)
+        throw std::logic_error("qgemm: strips of more than 64 rows");
     sc.strip.resize(s.block_bytes * static_cast<size_t>(nbw));
     uint8_t* p = sc.strip.data();
-    int8_t vals[64][32];
+    int8_t vals[kMaxRows][32];
     for (int r = nr_valid; r < nr; ++r)
         std::memset(vals[r], 0, 32);
     for (int64_t b = 0; b < nbw; ++b) {
@@ -230,8 +233,7 @@ void pack_strip_sym(const WeightMatrix& w, int64_t row0, int nr_valid, const Sha
 
 void pack_strip(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s, const Level& lv,
                 Scratch& sc) {
-    if ((w.type == TensorType::Q8_0 || w.type == TensorType::Q5_0 || w.type == TensorType::Q4_0) &&
-        s.nr <= 64) {
+    if (w.type == TensorType::Q8_0 || w.type == TensorType::Q5_0 || w.type == TensorType::Q4_0) {
         if (lv.pack_sym) {
             sc.strip.resize(s.block_bytes * static_cast<size_t>(s.n_blocks()));
             lv.pack_sym(w, row0, nr_valid, s, sc.strip.data());

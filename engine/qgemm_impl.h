@@ -55,7 +55,8 @@ static inline float inverse_scale(float d) {
 }
 
 /// Packs rows [row0, row0 + nr_valid) of a Q8_0, Q5_0 or Q4_0 matrix as one strip into `strip`
-/// (s.block_bytes · s.n_blocks() bytes; rows past nr_valid zero): the bytes of the general packer.
+/// (s.block_bytes · s.n_blocks() bytes; rows past nr_valid zero): the bytes of qgemm.cpp's
+/// pack_strip_sym.
 using PackSymFn = void (*)(const WeightMatrix& w, int64_t row0, int nr_valid, const Shape& s,
                            uint8_t* strip);
 
@@ -65,7 +66,8 @@ struct Level {
     bool needs_split = false; ///< reads QgemmActivations::hi and lo
     KernelFn kernel = nullptr;
     QuantizeFn quantize = nullptr;
-    PackSymFn pack_sym = nullptr; ///< a faster packer of the symmetric types, or the general one
+    PackSymFn pack_sym =
+        nullptr; ///< a SIMD packer of the symmetric types, or null (pack_strip_sym)
 };
 
 Level scalar_level();

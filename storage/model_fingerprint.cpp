@@ -14,7 +14,8 @@ namespace {
 // 2: prefill matrix products by the integer kernels (qgemm.h, int16 activations) instead of
 // float sgemm. (PrefillProducts::Float, matmul.h, is a reference for tests and benchmarks, not a
 // setting the programs that store states offer.)
-// 3: RMSNorm's mean square summed in eight partial sums (ops.h) instead of one running sum.
+// 3: RMSNorm's mean square summed in eight partial sums (ops.h) instead of one running sum, and
+// the avx2 level's decode products of Q8_0 and Q5_0 rows by a row kernel (another summation order).
 constexpr const char* kNumerics =
     "spanscope-kv-numerics-3:f16-rows:rope-neox:int16-products:rmsnorm-8-sums";
 

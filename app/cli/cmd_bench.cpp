@@ -47,14 +47,21 @@ int run_bench(const BenchOptions& o) {
     const int threads =
         o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
     set_prefill_products(o.products == "float" ? PrefillProducts::Float : PrefillProducts::Integer);
+    if (o.kernel_level != "best" && o.backend != "cpu")
+        throw std::runtime_error("--kernel-level chooses the cpu backend's kernels; drop it with "
+                                 "--backend " +
+                                 o.backend);
     if (o.kernel_level != "best") {
         const KernelLevel levels[] = {KernelLevel::Scalar, KernelLevel::Avx2, KernelLevel::AvxVnni,
                                       KernelLevel::Avx512, KernelLevel::Amx};
         for (const KernelLevel l : levels)
             if (kernel_level_name(l) == o.kernel_level) {
                 if (!kernel_level_supported(l))
-                    throw std::runtime_error("kernel level " + o.kernel_level +
-                                             " is not supported by this CPU");
+                    throw std::runtime_error(
+                        "kernel level " + o.kernel_level +
+                        " does not run here: the CPU lacks it (or, for amx, Linux refused the tile "
+                        "state; best: " +
+                        std::string(kernel_level_name(best_kernel_level())) + ")");
                 set_kernel_level(l);
             }
     }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -25,16 +26,21 @@ inline bool level_supported(KernelLevel level) {
     return kernel_level_supported(level);
 }
 
+/// Why `level` does not run here, for a skip message.
+inline std::string level_missing_reason(KernelLevel level) {
+    return "kernel level " + std::string(kernel_level_name(level)) +
+           " does not run here: the CPU lacks it (or, for amx, Linux refused the tile state; "
+           "best: " +
+           std::string(kernel_level_name(best_kernel_level())) + ")";
+}
+
 /// A test run once per kernel level (its parameter), skipped with the reason where the level
 /// does not run.
 class KernelLevelTest : public ::testing::TestWithParam<KernelLevel> {
 protected:
     void SetUp() override {
         if (!level_supported(GetParam()))
-            GTEST_SKIP() << "kernel level " << kernel_level_name(GetParam())
-                         << " does not run here: the CPU lacks it (or, for amx, Linux refused the "
-                            "tile state; best: "
-                         << kernel_level_name(best_kernel_level()) << ")";
+            GTEST_SKIP() << level_missing_reason(GetParam());
     }
 };
 
@@ -60,9 +66,10 @@ inline std::vector<KernelLevel> runnable_levels() {
     std::vector<KernelLevel> levels{KernelLevel::Scalar};
     for (KernelLevel l :
          {KernelLevel::Avx2, KernelLevel::AvxVnni, KernelLevel::Avx512, KernelLevel::Amx}) {
-        if (level_supported(l)) {
+        if (level_supported(l))
             levels.push_back(l);
-        }
+        else
+            std::printf("[ %s: not tested ]\n", level_missing_reason(l).c_str());
     }
     return levels;
 }

@@ -262,6 +262,45 @@ TEST_P(quant_Level, VecDotRowsMatchesScalarAndDoesNotDependOnTheSplit) {
     }
 }
 
+// The extremes of Q8_0's bytes: a weight of -128 (the format allows it, though ggml's quantiser
+// writes [-127, 127]) against activations of both signs, at every level, against the exact sum
+// of the dequantised products (both factors are exact in double).
+TEST_P(quant_Level, Q8_0WeightsOfMinus128AreMultipliedExactly) {
+    const int64_t n = 64, rows = 5;
+    const size_t rb = row_bytes(TensorType::Q8_0, n);
+    std::vector<uint8_t> w(rb * rows);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t b = 0; b < n / 32; ++b) {
+            uint8_t* block = w.data() + r * rb + b * 34;
+            const uint16_t d = fp32_to_fp16(0.25f * static_cast<float>(r + 1));
+            std::memcpy(block, &d, 2);
+            for (int j = 0; j < 32; ++j)
+                block[2 + j] = static_cast<uint8_t>(j % 3 == 0 ? -128 : j % 3 == 1 ? 127 : -5);
+        }
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k)
+        x[static_cast<size_t>(k)] = (k % 2 ? -1.0f : 1.0f) * (0.5f + static_cast<float>(k % 7));
+    const auto xq = quantized(TensorType::Q8_0, x);
+    const auto xd = dequantized(TensorType::Q8_0, xq, n);
+    std::vector<float> got(static_cast<size_t>(rows));
+    {
+        LevelGuard g(GetParam());
+        vec_dot_rows(TensorType::Q8_0, n, rows, w.data(), rb, xq.data(), got.data());
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<uint8_t> row(w.begin() + r * rb, w.begin() + (r + 1) * rb);
+        const auto wd = dequantized(TensorType::Q8_0, row, n);
+        double want = 0, mag = 0;
+        for (int64_t k = 0; k < n; ++k) {
+            want += static_cast<double>(wd[static_cast<size_t>(k)]) * xd[static_cast<size_t>(k)];
+            mag += std::fabs(static_cast<double>(wd[static_cast<size_t>(k)]) *
+                             xd[static_cast<size_t>(k)]);
+        }
+        // Each block's integer sum is exact; the float steps round a few times.
+        EXPECT_NEAR(got[static_cast<size_t>(r)], want, 8 * FLT_EPSILON * mag) << "row " << r;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Simd, quant_Level,
                          ::testing::Values(KernelLevel::Avx2, KernelLevel::AvxVnni,
                                            KernelLevel::Avx512, KernelLevel::Amx),
