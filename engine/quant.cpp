@@ -204,6 +204,20 @@ KernelLevel kernel_level() {
     return current().level.load();
 }
 
+std::vector<KernelLevel> kernel_levels() {
+    return {KernelLevel::Scalar, KernelLevel::Avx2, KernelLevel::AvxVnni, KernelLevel::Avx512,
+            KernelLevel::Amx};
+}
+
+std::optional<KernelLevel> kernel_level_from_name(std::string_view name) {
+    if (name == "best")
+        return KernelLevel::Auto;
+    for (const KernelLevel l : kernel_levels())
+        if (kernel_level_name(l) == name)
+            return l;
+    return std::nullopt;
+}
+
 std::string_view kernel_level_name(KernelLevel level) {
     switch (level) {
     case KernelLevel::Scalar:

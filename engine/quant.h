@@ -10,7 +10,9 @@
 #include "tensor_type.h"
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 namespace spanscope {
 
@@ -32,6 +34,10 @@ bool kernel_level_supported(KernelLevel level);
 void set_kernel_level(KernelLevel level);
 KernelLevel kernel_level();
 std::string_view kernel_level_name(KernelLevel level);
+/// Every level but Auto, from the simplest: Scalar, Avx2, AvxVnni, Avx512, Amx.
+std::vector<KernelLevel> kernel_levels();
+/// The level called `name` (kernel_level_name's names); Auto for "best"; nullopt for others.
+std::optional<KernelLevel> kernel_level_from_name(std::string_view name);
 
 /// Dequantise n elements (n % block_size == 0) from `src` (row_bytes(t, n) bytes) into dst[n].
 /// Bit-exact with gguf-py and with ggml's dequantize_row_* compiled without FMA contraction, at

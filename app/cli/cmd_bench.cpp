@@ -51,19 +51,15 @@ int run_bench(const BenchOptions& o) {
         throw std::runtime_error("--kernel-level chooses the cpu backend's kernels; drop it with "
                                  "--backend " +
                                  o.backend);
-    if (o.kernel_level != "best") {
-        const KernelLevel levels[] = {KernelLevel::Scalar, KernelLevel::Avx2, KernelLevel::AvxVnni,
-                                      KernelLevel::Avx512, KernelLevel::Amx};
-        for (const KernelLevel l : levels)
-            if (kernel_level_name(l) == o.kernel_level) {
-                if (!kernel_level_supported(l))
-                    throw std::runtime_error(
-                        "kernel level " + o.kernel_level +
-                        " does not run here: the CPU lacks it (or, for amx, Linux refused the tile "
-                        "state; best: " +
-                        std::string(kernel_level_name(best_kernel_level())) + ")");
-                set_kernel_level(l);
-            }
+    if (const auto level = kernel_level_from_name(o.kernel_level); level != KernelLevel::Auto) {
+        if (!level)
+            throw std::runtime_error("no kernel level " + o.kernel_level);
+        if (!kernel_level_supported(*level))
+            throw std::runtime_error("kernel level " + o.kernel_level +
+                                     " does not run here: the CPU lacks it (or, for amx, Linux "
+                                     "refused the tile state; best: " +
+                                     std::string(kernel_level_name(best_kernel_level())) + ")");
+        set_kernel_level(*level);
     }
     if (!o.json)
         std::printf("%-10s %-14s %-14s%s%s\n", "prompt", "prefill tok/s", "decode tok/s",

@@ -5,6 +5,7 @@
 #include "model.h"
 #include "pic_assembly.h"
 #include "project_answer.h"
+#include "quant.h"
 
 #include <CLI/CLI.hpp>
 
@@ -164,12 +165,15 @@ int main(int argc, char** argv) {
                      "Prefill matrix products: integer (the engine's kernels) or float (weights "
                      "dequantised, OpenBLAS sgemm: the reference numerics)")
         ->check(CLI::IsMember({"integer", "float"}));
+    std::vector<std::string> kernel_level_names{"best"};
+    for (const auto l : spanscope::kernel_levels())
+        kernel_level_names.emplace_back(spanscope::kernel_level_name(l));
     bench_cmd
         ->add_option("--kernel-level", bench.kernel_level,
                      "CPU kernels to run: best (the best this CPU supports, as every other "
                      "command does), or one level to compare levels on one machine: scalar, avx2, "
                      "avxvnni, avx512, amx (refused when this CPU lacks it)")
-        ->check(CLI::IsMember({"best", "scalar", "avx2", "avxvnni", "avx512", "amx"}));
+        ->check(CLI::IsMember(kernel_level_names));
     add_policy_options(*bench_cmd, bench.policy);
     add_backend_option(*bench_cmd, bench.backend);
 

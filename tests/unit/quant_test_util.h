@@ -64,8 +64,9 @@ inline std::vector<float> dequantized(TensorType t, const std::vector<uint8_t>& 
 /// Every level this CPU runs, scalar first.
 inline std::vector<KernelLevel> runnable_levels() {
     std::vector<KernelLevel> levels{KernelLevel::Scalar};
-    for (KernelLevel l :
-         {KernelLevel::Avx2, KernelLevel::AvxVnni, KernelLevel::Avx512, KernelLevel::Amx}) {
+    for (KernelLevel l : kernel_levels()) {
+        if (l == KernelLevel::Scalar)
+            continue;
         if (level_supported(l))
             levels.push_back(l);
         else
