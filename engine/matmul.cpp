@@ -125,6 +125,8 @@ void matmul_rows(const WeightMatrix& w, int64_t row_begin, int64_t row_end, cons
 
 void matmul_shared_input(std::initializer_list<MatmulOutput> outputs, const float* x,
                          int64_t n_tokens, ThreadPool& pool) {
+    if (outputs.size() == 0)
+        return;
     bool shared = n_tokens >= kGemmMinTokens && prefill_products() == PrefillProducts::Integer;
     for (const auto& o : outputs)
         shared = shared && qgemm_supports(o.w->type) && o.w->cols == outputs.begin()->w->cols;
