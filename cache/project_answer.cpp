@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "prompt.h"
+#include "engine/text/prompt.h"
+#include "engine/text/tokenizer.h"
 #include "sekv_relevance.h"
 #include "sekv_unit.h"
-#include "tokenizer.h"
 #include "unit_choice.h"
 
 #include <chrono>

@@ -4,11 +4,11 @@
 // Shared by spanscope-cli (ask --project) and the desktop application.
 #pragma once
 
-#include "model.h"
-#include "pic_assembly.h"
+#include "engine/linearkv/pic_assembly.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
+#include "engine/text/sampler.h"
 #include "project.h"
-#include "sampler.h"
-#include "session.h"
 #include "state_cache.h"
 #include "unit_choice.h"
 #include "zoom_trace_blob.h"

@@ -2,8 +2,8 @@
 // size and the unit (section) size (DESIGN.md §3.5).
 #pragma once
 
-#include "chunking.h"
-#include "model.h"
+#include "engine/model/model.h"
+#include "engine/text/chunking.h"
 #include "project.h"
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 #include "sekv_relevance.h"
 
-#include "memory.h"
-#include "memory_full.h"
-#include "ops.h"
+#include "engine/kernels/ops.h"
+#include "engine/memory/memory.h"
+#include "engine/memory/memory_full.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,9 +4,9 @@
 // +log|S| stands for the span's |S| rows). Used to rank sections when not all fit the context.
 #pragma once
 
-#include "model.h"
+#include "engine/kernels/thread_pool.h"
+#include "engine/model/model.h"
 #include "sekv_state.h"
-#include "thread_pool.h"
 
 #include <atomic>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #include "sekv_unit.h"
 
-#include "fp16.h"
-#include "zoom_params.h"
+#include "engine/kernels/fp16.h"
+#include "engine/sekv/zoom_params.h"
 
 #include <cmath>
 #include <cstdio>

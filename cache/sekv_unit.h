@@ -3,11 +3,11 @@
 // session's SEKV layers at the unit's position in the assembled context (DESIGN.md §3.4).
 #pragma once
 
-#include "chunking.h"
-#include "memory_sekv.h"
-#include "model.h"
+#include "engine/model/model.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/session/session.h"
+#include "engine/text/chunking.h"
 #include "sekv_state.h"
-#include "session.h"
 #include "state_cache.h"
 
 #include <string>

@@ -2,7 +2,7 @@
 
 #include "sekv_unit.h"
 
-#include "kv_rows.h"
+#include "engine/memory/kv_rows.h"
 
 #include <chrono>
 #include <stdexcept>

@@ -10,11 +10,11 @@
 #pragma once
 
 #include "chunk_state.h"
-#include "memory_sekv.h"
+#include "engine/linearkv/unit_prefill.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/session/session.h"
 #include "project.h"
 #include "sekv_state.h"
-#include "session.h"
-#include "unit_prefill.h"
 
 #include <atomic>
 #include <cstdint>

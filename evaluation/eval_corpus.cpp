@@ -1,6 +1,6 @@
 #include "eval_corpus.h"
 
-#include "tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 #include <filesystem>
 #include <fstream>

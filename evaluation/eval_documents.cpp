@@ -1,6 +1,6 @@
 #include "eval_documents.h"
 
-#include "tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 #include <cmath>
 #include <limits>

@@ -8,7 +8,7 @@ summary rows? (docs/sekv.md, "Kept keys at an equal fast-tier budget").
 span-score-probe.py ranks spans on the recording's own segmentation, so a score that keeps more
 in the fast tier a span (kept keys, a sketch) is compared as if its spans cost one row. Here each
 score gets the segmentation SEKV would seal the document with when a span costs that score's
-rows (segment_within_budget in engine/sekv_spans.cpp: anchors above μ + α·σ of the surprisal,
+rows (segment_within_budget in engine/sekv/sekv_spans.cpp: anchors above μ + α·σ of the surprisal,
 runs of 4 to 32 tokens, α raised in steps of 0.25 until the full-resolution rows + rows·spans +
 128 reserve rows fit 35 % of the tokens): more rows a span means a higher α, fewer anchors, more
 tokens in spans. Then, per recorded query (zoom_record.h: spans ending `tail` tokens before it
@@ -77,7 +77,7 @@ SCHEMES = (("summary", 1.0), ("mean", 1.0), ("far", 1.5), ("kept1", 1.5), ("kept
 
 
 def segment(sur, alpha):
-    """engine/segmentation.cpp segment(): spans [(begin, end)] and the full-resolution count."""
+    """engine/sekv/segmentation.cpp segment(): spans [(begin, end)] and the full-resolution count."""
     fin = np.isfinite(sur)
     mu = sur[fin].mean() if fin.any() else 0.0
     sigma = np.sqrt(((sur[fin] - mu) ** 2).mean()) if fin.any() else 0.0
@@ -102,7 +102,7 @@ def segment(sur, alpha):
 
 
 def segment_within_budget(sur, rows):
-    """engine/sekv_spans.cpp segment_within_budget() for a budget in (0, 1): None if unmet."""
+    """engine/sekv/sekv_spans.cpp segment_within_budget() for a budget in (0, 1): None if unmet."""
     n = len(sur)
     for step in range(33):
         spans, full = segment(sur, ALPHA + 0.25 * step)

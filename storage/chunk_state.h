@@ -37,9 +37,9 @@
 // Every count is checked against the model's layer shapes before anything is read.
 #pragma once
 
-#include "kv_rows.h"
+#include "engine/linearkv/pic_assembly.h"
+#include "engine/memory/kv_rows.h"
 #include "model_fingerprint.h"
-#include "pic_assembly.h"
 
 #include <cstdint>
 #include <stdexcept>

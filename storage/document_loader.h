@@ -5,7 +5,7 @@
 // a span of text can be highlighted in the original later.
 #pragma once
 
-#include "text_input.h" // DocumentError
+#include "engine/text/text_input.h" // DocumentError
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,6 @@
 #include "loader_text.h"
 
-#include "tokenizer.h" // is_valid_utf8
+#include "engine/text/tokenizer.h" // is_valid_utf8
 
 #include <uchardet/uchardet.h>
 

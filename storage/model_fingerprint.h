@@ -3,8 +3,8 @@
 // tokenizer that produced them.
 #pragma once
 
-#include "chunking.h"
-#include "model.h"
+#include "engine/model/model.h"
+#include "engine/text/chunking.h"
 
 #include <array>
 #include <cstdint>

@@ -2,9 +2,9 @@
 
 #include <sqlite3.h>
 
+#include "engine/text/tokenizer.h"
 #include "project_clock.h"
 #include "project_schema.h"
-#include "tokenizer.h"
 
 #include <xxhash.h>
 

@@ -9,8 +9,8 @@
 #pragma once
 
 #include "chunk_state.h"
-#include "chunking.h"
 #include "document_loader.h"
+#include "engine/text/chunking.h"
 #include "sqlite_db.h"
 
 #include <cstdint>

@@ -14,7 +14,7 @@
 #pragma once
 
 #include "chunk_state.h"
-#include "sekv_spans.h"
+#include "engine/sekv/sekv_spans.h"
 
 #include <cstdint>
 #include <string>

@@ -10,7 +10,7 @@
 // head (u32 n, i32 span ids [n], f32 relevances [n]))), then XXH3-64 of everything before it.
 #pragma once
 
-#include "zoom_trace.h"
+#include "engine/sekv/zoom_trace.h"
 
 #include <cstdint>
 #include <string>

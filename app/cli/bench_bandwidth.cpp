@@ -1,7 +1,7 @@
 #include "bench_bandwidth.h"
 
-#include "gguf_reader.h"
-#include "thread_pool.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/kernels/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>

@@ -2,7 +2,7 @@
 // the bytes a decode step reads, so that decode can be reported as a fraction of the bandwidth.
 #pragma once
 
-#include "model.h"
+#include "engine/model/model.h"
 
 #include <cstdint>
 

@@ -2,14 +2,14 @@
 
 #include "project_answer.h"
 
-#include "chunking.h"
 #include "document_loader.h"
-#include "model.h"
+#include "engine/linearkv/unit_prefill.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
+#include "engine/text/chunking.h"
+#include "engine/text/prompt.h"
+#include "engine/text/text_input.h"
 #include "project_support.h"
-#include "prompt.h"
-#include "session.h"
-#include "text_input.h"
-#include "unit_prefill.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,9 +1,9 @@
 #include "commands.h"
 
 #include "document_loader.h"
+#include "engine/session/session.h"
 #include "project_answer.h"
 #include "project_support.h"
-#include "session.h"
 #include "state_cache.h"
 
 #include <nlohmann/json.hpp>

@@ -1,12 +1,12 @@
 #include "commands.h"
 
-#include "backend.h"
 #include "bench_bandwidth.h"
-#include "matmul.h"
-#include "model.h"
-#include "quant.h"
-#include "sampler.h"
-#include "session.h"
+#include "engine/kernels/matmul.h"
+#include "engine/kernels/quant.h"
+#include "engine/model/backend.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
+#include "engine/text/sampler.h"
 
 #include <nlohmann/json.hpp>
 

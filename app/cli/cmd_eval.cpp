@@ -7,12 +7,12 @@
 // `spanscope-report` turns the lines into tables and plots (docs/results/).
 #include "commands.h"
 
+#include "engine/model/model.h"
+#include "engine/text/prompt.h"
 #include "eval_fidelity.h"
 #include "eval_metrics.h"
 #include "eval_run.h"
 #include "eval_tasks.h"
-#include "model.h"
-#include "prompt.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,10 +1,10 @@
 #include "commands.h"
 
-#include "backend.h"
+#include "engine/model/backend.h"
 
-#include "memory_sekv.h"
-#include "model.h"
-#include "model_locator.h"
+#include "engine/model/model.h"
+#include "engine/model/model_locator.h"
+#include "engine/sekv/memory_sekv.h"
 
 #include <nlohmann/json.hpp>
 

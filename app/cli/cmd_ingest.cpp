@@ -1,8 +1,8 @@
 #include "commands.h"
 
 #include "document_loader.h"
+#include "engine/session/session.h"
 #include "project_support.h"
-#include "session.h"
 #include "state_cache.h"
 
 #include <nlohmann/json.hpp>

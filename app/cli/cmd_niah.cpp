@@ -6,11 +6,11 @@
 // length; the results are recorded in docs/sekv.md with the command line.
 #include "commands.h"
 
-#include "chunking.h"
-#include "model.h"
-#include "prompt.h"
-#include "session.h"
-#include "unit_prefill.h"
+#include "engine/linearkv/unit_prefill.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
+#include "engine/text/chunking.h"
+#include "engine/text/prompt.h"
 
 #include <nlohmann/json.hpp>
 

@@ -9,14 +9,14 @@
 // recovered (their ratio), time to first token as a share of the cold prefill's.
 #include "commands.h"
 
+#include "engine/linearkv/pic_assembly.h"
+#include "engine/model/model.h"
+#include "engine/text/prompt.h"
 #include "eval_documents.h"
 #include "eval_fidelity.h"
 #include "eval_metrics.h"
 #include "eval_run.h"
 #include "eval_tasks.h"
-#include "model.h"
-#include "pic_assembly.h"
-#include "prompt.h"
 
 #include <nlohmann/json.hpp>
 

@@ -4,11 +4,11 @@
 // its questions reuse the prefilled prefix.
 #include "commands.h"
 
-#include "model.h"
-#include "model_locator.h"
-#include "prompt.h"
-#include "session.h"
-#include "text_input.h"
+#include "engine/model/model.h"
+#include "engine/model/model_locator.h"
+#include "engine/session/session.h"
+#include "engine/text/prompt.h"
+#include "engine/text/text_input.h"
 
 #include <nlohmann/json.hpp>
 

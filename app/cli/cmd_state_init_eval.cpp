@@ -12,12 +12,12 @@
 // assembly. Random-weight tiny models say how a state error propagates, not answer quality.
 #include "commands.h"
 
+#include "engine/linearkv/pic_assembly.h"
+#include "engine/memory/memory_recurrent.h"
+#include "engine/model/model.h"
 #include "eval_fidelity.h"
 #include "eval_metrics.h"
 #include "eval_run.h"
-#include "memory_recurrent.h"
-#include "model.h"
-#include "pic_assembly.h"
 
 #include <nlohmann/json.hpp>
 

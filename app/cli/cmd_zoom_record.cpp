@@ -1,5 +1,5 @@
 // `spanscope-cli zoom-record`: the recordings SEKV's trained zoom-in learns from (issue 8;
-// engine/zoom_recorder.h, engine/zoom_record.h). Each document is prefilled once with full
+// lab/router/zoom_recorder.h, lab/router/zoom_record.h). Each document is prefilled once with full
 // attention and recorded into OUT/<name>.zoom-record.gguf (the last --held-out documents into
 // OUT/held-out/). A run resumes: a document whose recording exists with the same model,
 // settings and tokens is skipped; a recording made otherwise stops the run (never mixed).
@@ -7,14 +7,14 @@
 #include "commands.h"
 
 #include "document_loader.h"
+#include "engine/model/model.h"
 #include "eval_corpus.h"
-#include "model.h"
+#include "lab/router/zoom_fact_probes.h"
+#include "lab/router/zoom_question_probes.h"
+#include "lab/router/zoom_recorder.h"
 #include "model_fingerprint.h"
 #include "project_support.h"
 #include "spanscope_git_commit.h" // SPANSCOPE_GIT_COMMIT, generated at build time
-#include "zoom_fact_probes.h"
-#include "zoom_question_probes.h"
-#include "zoom_recorder.h"
 
 #include <algorithm>
 #include <chrono>

@@ -7,18 +7,18 @@
 #include "commands.h"
 #include "finite_check.h"
 
-#include "content_hash.h"
+#include "engine/text/content_hash.h"
 
-#include "model.h"
+#include "engine/model/model.h"
+#include "engine/model/model_locator.h"
+#include "engine/sekv/span_sketch.h"
+#include "engine/sekv/zoom_params.h"
+#include "lab/router/zoom_record.h"
+#include "lab/router/zoom_reference.h"
+#include "lab/router/zoom_train.h"
 #include "model_fingerprint.h"
-#include "model_locator.h"
-#include "project_clock.h" // now_iso
-#include "span_sketch.h"
+#include "project_clock.h"        // now_iso
 #include "spanscope_git_commit.h" // SPANSCOPE_GIT_COMMIT, generated at build time
-#include "zoom_params.h"
-#include "zoom_record.h"
-#include "zoom_reference.h"
-#include "zoom_train.h"
 
 #include <nlohmann/json.hpp>
 

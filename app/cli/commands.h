@@ -1,8 +1,8 @@
 // spanscope-cli subcommands. Each returns the process exit code; errors are one line on stderr.
 #pragma once
 
+#include "lab/router/zoom_train.h"
 #include "policy_options.h"
-#include "zoom_train.h"
 
 #include <memory>
 #include <string>
@@ -161,7 +161,7 @@ struct StateInitEvalOptions {
 };
 
 /// `zoom-record`: recordings of full attention for SEKV's trained zoom-in (issue 8,
-/// cmd_zoom_record.cpp, engine/zoom_recorder.h).
+/// cmd_zoom_record.cpp, lab/router/zoom_recorder.h).
 struct ZoomRecordOptions {
     std::string model;
     std::string out; ///< DIR: one file per document, held-out ones in DIR/held-out

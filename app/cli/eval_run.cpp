@@ -3,12 +3,12 @@
 #include "project_clock.h"        // now_iso
 #include "spanscope_git_commit.h" // SPANSCOPE_GIT_COMMIT, generated at build time
 
+#include "engine/linearkv/unit_prefill.h"
+#include "engine/memory/memory_eviction.h"
+#include "engine/memory/memory_recurrent.h"
+#include "engine/model/model.h"
+#include "engine/text/prompt.h"
 #include "eval_fidelity.h"
-#include "memory_eviction.h"
-#include "memory_recurrent.h"
-#include "model.h"
-#include "prompt.h"
-#include "unit_prefill.h"
 
 #include <algorithm>
 #include <chrono>

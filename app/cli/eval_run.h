@@ -5,9 +5,9 @@
 // next-token distribution at the answer positions, with `full`'s answer teacher-forced).
 #pragma once
 
-#include "chunking.h"
+#include "engine/session/session.h"
+#include "engine/text/chunking.h"
 #include "eval_tasks.h"
-#include "session.h"
 
 #include <nlohmann/json.hpp>
 

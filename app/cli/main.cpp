@@ -1,11 +1,11 @@
 // spanscope-cli: the headless front end of the Spanscope engine.
 #include "commands.h"
+#include "engine/kernels/quant.h"
+#include "engine/linearkv/pic_assembly.h"
+#include "engine/model/model.h"
 #include "eval_tasks.h"
 #include "finite_check.h"
-#include "model.h"
-#include "pic_assembly.h"
 #include "project_answer.h"
-#include "quant.h"
 
 #include <CLI/CLI.hpp>
 

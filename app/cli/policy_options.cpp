@@ -1,8 +1,8 @@
 #include "policy_options.h"
 
-#include "backend.h"
+#include "engine/model/backend.h"
+#include "engine/model/model.h"
 #include "finite_check.h"
-#include "model.h"
 #include "model_fingerprint.h"
 
 #include <charconv>

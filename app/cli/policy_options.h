@@ -3,8 +3,8 @@
 // included (trained or training-free, zoom_locator.h).
 #pragma once
 
-#include "session.h"
-#include "zoom_locator.h"
+#include "engine/sekv/zoom_locator.h"
+#include "engine/session/session.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

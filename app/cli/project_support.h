@@ -2,8 +2,8 @@
 // a project and model, and progress lines.
 #pragma once
 
-#include "chunking.h"
-#include "model.h"
+#include "engine/model/model.h"
+#include "engine/text/chunking.h"
 #include "project.h"
 #include "project_settings.h"
 #include "state_cache.h"

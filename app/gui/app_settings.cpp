@@ -1,8 +1,8 @@
 #include "app_settings.h"
 
+#include "engine/sekv/sekv_routing.h"
+#include "engine/sekv/zoom_locator.h"
 #include "project_answer.h"
-#include "sekv_routing.h"
-#include "zoom_locator.h"
 
 #include <QSettings>
 #include <QStandardPaths>

@@ -1,20 +1,20 @@
 #include "engine_worker.h"
 
 #include "answer_stats_json.h"
-#include "backend.h"
 #include "document_list.h"
 #include "document_loader.h"
+#include "engine/model/backend.h"
+#include "engine/model/model.h"
+#include "engine/model/model_locator.h"
+#include "engine/sekv/zoom_locator.h"
+#include "engine/session/session.h"
 #include "error_text.h"
-#include "model.h"
 #include "model_fingerprint.h"
-#include "model_locator.h"
 #include "project.h"
 #include "project_answer.h"
 #include "project_settings.h"
 #include "sekv_display.h"
-#include "session.h"
 #include "state_cache.h"
-#include "zoom_locator.h"
 
 #include <QFileInfo>
 

@@ -1,10 +1,10 @@
 #include "error_text.h"
 
 #include "chunk_state.h"
-#include "session.h"
+#include "engine/sekv/zoom_params.h"
+#include "engine/session/session.h"
+#include "engine/text/text_input.h"
 #include "sqlite_db.h"
-#include "text_input.h"
-#include "zoom_params.h"
 
 #include <sqlite3.h>
 

@@ -127,7 +127,7 @@ struct MemorySettings {
     bool tau_per_query = false;
     /// sekv: the router, "trained" (learned for the model, from a parameter file),
     /// "training-free", or "" (trained when a parameter file for
-    /// the model is installed, else training-free; engine/zoom_locator.h).
+    /// the model is installed, else training-free; engine/sekv/zoom_locator.h).
     QString router;
     /// Two-stage routing's candidates per expanded span (SekvRouterOptions::rerank, 2 to
     /// kMaxRerank); 0: off (one stage), the default. Kept as chosen; it applies only where

@@ -1,9 +1,9 @@
 #include "settings_dialog.h"
 
-#include "backend.h"
-#include "model_locator.h"
-#include "sekv_routing.h"
-#include "zoom_locator.h"
+#include "engine/model/backend.h"
+#include "engine/model/model_locator.h"
+#include "engine/sekv/sekv_routing.h"
+#include "engine/sekv/zoom_locator.h"
 
 #include <QCheckBox>
 #include <QComboBox>

@@ -1,8 +1,8 @@
 // Loading and checking result lines; the aggregation is in report_aggregate.cpp.
 #include "report_data.h"
+#include "engine/sekv/zoom_locator.h" // kRouter*, kTau*
 #include "report_line_reader.h"
 #include "report_pic.h"
-#include "zoom_locator.h" // kRouter*, kTau*
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "cuda/cublas_loader.h"
+#include "engine/cuda/cublas_loader.h"
 
 #include <dlfcn.h>
 

@@ -1,8 +1,8 @@
 // One block per (query, head): the keys are read in chunks of kChunk, one key per thread for
 // the score, then every thread accumulates its own output elements over the chunk's
 // probabilities (kept in shared memory), with the online softmax rescaling between chunks.
-#include "cuda/cuda_attention.h"
-#include "cuda/cuda_check.h"
+#include "engine/cuda/cuda_attention.h"
+#include "engine/cuda/cuda_check.h"
 
 #include <cfloat>
 #include <stdexcept>

@@ -3,7 +3,7 @@
 // prefill (many queries) and decode (one), global and sliding-window layers alike.
 #pragma once
 
-#include "attention.h"
+#include "engine/kernels/attention.h"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

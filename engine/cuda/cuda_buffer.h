@@ -2,7 +2,7 @@
 // events, moved never copied, freed on destruction. Sizes are in elements of T.
 #pragma once
 
-#include "cuda/cuda_check.h"
+#include "engine/cuda/cuda_check.h"
 
 #include <cstddef>
 #include <cstdint>

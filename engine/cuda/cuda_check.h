@@ -3,7 +3,7 @@
 // silently with a half-written buffer.
 #pragma once
 
-#include "cuda/cublas_loader.h"
+#include "engine/cuda/cublas_loader.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

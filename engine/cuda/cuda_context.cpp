@@ -1,4 +1,4 @@
-#include "cuda/cuda_context.h"
+#include "engine/cuda/cuda_context.h"
 
 namespace spanscope::cuda {
 

@@ -3,7 +3,7 @@
 // fetches of span factors). Held by shared_ptr, so that a memory outlives no stream it uses.
 #pragma once
 
-#include "cuda/cuda_check.h"
+#include "engine/cuda/cuda_check.h"
 
 #include <memory>
 

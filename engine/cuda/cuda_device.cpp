@@ -1,6 +1,6 @@
-#include "cuda/cuda_device.h"
+#include "engine/cuda/cuda_device.h"
 
-#include "cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_kernels.h"
 
 #include <cuda_runtime.h>
 

@@ -5,16 +5,16 @@
 // Every step is a kernel of cuda_kernels.h / cuda_attention.h or a cuBLAS product on one
 // stream; the host waits only where it must read a result (logits, surprisal, a host policy's
 // attention, a token filter's decision).
-#include "cuda/cuda_gemma3.h"
+#include "engine/cuda/cuda_gemma3.h"
 
-#include "cuda/cuda_attention.h"
-#include "cuda/cuda_buffer.h"
-#include "cuda/cuda_context.h"
-#include "cuda/cuda_kernels.h"
-#include "cuda/cuda_kv_memory.h"
-#include "cuda/cuda_matmul.h"
-#include "cuda/cuda_sekv_memory.h"
-#include "models/model_file.h"
+#include "engine/cuda/cuda_attention.h"
+#include "engine/cuda/cuda_buffer.h"
+#include "engine/cuda/cuda_context.h"
+#include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_kv_memory.h"
+#include "engine/cuda/cuda_matmul.h"
+#include "engine/cuda/cuda_sekv_memory.h"
+#include "engine/model/model_file.h"
 
 #include <cmath>
 #include <mutex>

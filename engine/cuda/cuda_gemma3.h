@@ -1,7 +1,7 @@
 // Gemma 3's forward pass on a CUDA device (the same computation as models/gemma3.cpp).
 #pragma once
 
-#include "model.h"
+#include "engine/model/model.h"
 
 #include <memory>
 

@@ -1,7 +1,7 @@
 // Kernels of cuda_kernels.h. One block per row for the reductions (RMSNorm, surprisal,
 // argmax), a grid-stride loop for the element-wise ones.
-#include "cuda/cuda_check.h"
-#include "cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_kernels.h"
 
 #include <cfloat>
 #include <cmath>

@@ -1,7 +1,7 @@
-#include "cuda/cuda_kv_memory.h"
+#include "engine/cuda/cuda_kv_memory.h"
 
-#include "cuda/cuda_attention.h"
-#include "cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_attention.h"
+#include "engine/cuda/cuda_kernels.h"
 
 #include <algorithm>
 #include <stdexcept>

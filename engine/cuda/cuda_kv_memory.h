@@ -8,9 +8,9 @@
 // interface (store_device / attend_device) and no row leaves the device.
 #pragma once
 
-#include "cuda/cuda_buffer.h"
-#include "cuda/cuda_context.h"
-#include "cuda/cuda_layer_memory.h"
+#include "engine/cuda/cuda_buffer.h"
+#include "engine/cuda/cuda_context.h"
+#include "engine/cuda/cuda_layer_memory.h"
 
 #include <cuda_fp16.h>
 

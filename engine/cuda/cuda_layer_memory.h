@@ -3,7 +3,7 @@
 // answers (full, sliding, sekv) stays the memory's business.
 #pragma once
 
-#include "memory.h"
+#include "engine/memory/memory.h"
 
 #include <cstdint>
 

@@ -1,7 +1,7 @@
-#include "cuda/cuda_matmul.h"
+#include "engine/cuda/cuda_matmul.h"
 
-#include "fp16.h"
-#include "quant.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/quant.h"
 
 #include <cmath>
 #include <stdexcept>

@@ -4,9 +4,9 @@
 // (cublasGemmEx, CUBLAS_COMPUTE_32F), as llama.cpp's cuBLAS path does for f16 weights.
 #pragma once
 
-#include "cuda/cuda_buffer.h"
-#include "cuda/cuda_context.h"
-#include "matmul.h"
+#include "engine/cuda/cuda_buffer.h"
+#include "engine/cuda/cuda_context.h"
+#include "engine/kernels/matmul.h"
 
 #include <cublas_v2.h>
 #include <cuda_fp16.h>

@@ -2,9 +2,9 @@
 // mixed_attention: one block per (query, head), as cuda_attention.cu, over the three kinds of
 // keys laid end to end (full rows, summary rows, reconstructed rows), in chunks of kChunk keys
 // with the online softmax rescaling between chunks.
-#include "cuda/cuda_attention.h"
-#include "cuda/cuda_check.h"
-#include "cuda/cuda_mixed_attention.h"
+#include "engine/cuda/cuda_attention.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cuda_mixed_attention.h"
 
 #include <stdexcept>
 #include <string>

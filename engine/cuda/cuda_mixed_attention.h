@@ -4,7 +4,7 @@
 // reconstructed from their low-rank factors (span_factor_pack.h) by reconstruct_spans.
 #pragma once
 
-#include "attention.h"
+#include "engine/kernels/attention.h"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
-#include "cuda/cuda_sekv_memory.h"
+#include "engine/cuda/cuda_sekv_memory.h"
 
-#include "span_sketch.h"
+#include "engine/sekv/span_sketch.h"
 
 #include <algorithm>
 #include <climits>

@@ -14,14 +14,14 @@
 // factors) while the layers between run.
 #pragma once
 
-#include "cuda/cuda_buffer.h"
-#include "cuda/cuda_context.h"
-#include "cuda/cuda_kv_memory.h"
-#include "cuda/cuda_layer_memory.h"
-#include "cuda/cuda_mixed_attention.h"
-#include "memory_sekv.h"
-#include "span_factor_cache.h"
-#include "span_factor_pack.h"
+#include "engine/cuda/cuda_buffer.h"
+#include "engine/cuda/cuda_context.h"
+#include "engine/cuda/cuda_kv_memory.h"
+#include "engine/cuda/cuda_layer_memory.h"
+#include "engine/cuda/cuda_mixed_attention.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/sekv/span_factor_cache.h"
+#include "engine/sekv/span_factor_pack.h"
 
 #include <memory>
 #include <vector>

@@ -2,7 +2,7 @@
 // never crash, hang, read out of bounds, overflow, or throw anything else (an escaping
 // exception aborts the process, which libFuzzer reports as a crash).
 // Build and run: docs/fuzzing.md.
-#include "gguf_reader.h"
+#include "engine/gguf/gguf_reader.h"
 
 #include <cstddef>
 #include <cstdint>

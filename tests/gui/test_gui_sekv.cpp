@@ -8,15 +8,15 @@
 
 #include "chat_delegate.h"
 #include "document_view.h"
-#include "model.h"
+#include "engine/model/model.h"
+#include "engine/sekv/zoom_locator.h"
+#include "engine/sekv/zoom_params.h"
 #include "project.h"
 #include "project_settings.h"
 #include "sekv_display.h"
 #include "sqlite_db.h"
 #include "state_cache.h"
 #include "zoom_inspector.h"
-#include "zoom_locator.h"
-#include "zoom_params.h"
 
 #include "../unit/zoom_test_util.h"
 
@@ -418,8 +418,8 @@ static int heads_outside_share(const StoredZoomTrace& t, double rate, int group)
 
 // "Apply the expand rate to each query" in Settings reaches the router: every answer token's
 // query heads then zoom into at least share = round(rate · spans) spans each, and at most the
-// union of their KV group's shares (engine/sekv_routing.cpp). One segmentation serves every SEKV
-// layer and nothing is sealed while answering, so trace.n_spans is each layer's span count at
+// union of their KV group's shares (engine/sekv/sekv_routing.cpp). One segmentation serves every
+// SEKV layer and nothing is sealed while answering, so trace.n_spans is each layer's span count at
 // every step. The first answer (threshold set on the question) left some heads below their
 // share on this model and question; if it had not, the two settings could not be told apart
 // here, and the test skips, saying so.

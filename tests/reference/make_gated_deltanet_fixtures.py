@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/reference/fixtures/gated_deltanet.json, the independent reference for the Gated
-DeltaNet layer (engine/recurrent_gated_deltanet.cpp), checked by
+DeltaNet layer (engine/model/recurrent_gated_deltanet.cpp), checked by
 tests/unit/test_recurrent_gated_deltanet.cpp.
 
 How to run (from the repository root; numpy only, seeded, the same bytes on every run):

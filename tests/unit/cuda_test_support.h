@@ -2,7 +2,7 @@
 // fixture that skips (or, under SPANSCOPE_REQUIRE_GPU, fails) where no GPU can run them.
 #pragma once
 
-#include "backend.h"
+#include "engine/model/backend.h"
 #include "random_fill.h"
 
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <vector>
 
 #ifdef SPANSCOPE_HAVE_CUDA
-#include "cuda/cuda_buffer.h"
-#include "cuda/cuda_context.h"
+#include "engine/cuda/cuda_buffer.h"
+#include "engine/cuda/cuda_context.h"
 #endif
 
 namespace spanscope::test {

@@ -2,7 +2,7 @@
 // test_gguf_real_model.cpp).
 #pragma once
 
-#include "gguf_reader.h"
+#include "engine/gguf/gguf_reader.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -2,7 +2,7 @@
 // test_attention_levels.cpp, test_ops.cpp).
 #pragma once
 
-#include "quant.h"
+#include "engine/kernels/quant.h"
 
 #include <gtest/gtest.h>
 

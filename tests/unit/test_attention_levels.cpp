@@ -3,9 +3,9 @@
 // (queries not a multiple of the tile height, keys not a multiple of 4 nor of the key panel and
 // over several key blocks, head dimensions not a multiple of the vector width), with and without
 // a sliding window and sorted keys, few queries (decode's kernel) and many (prefill's).
-#include "attention.h"
+#include "engine/kernels/attention.h"
 
-#include "quant.h"
+#include "engine/kernels/quant.h"
 #include "quant_test_util.h"
 
 #include <gtest/gtest.h>

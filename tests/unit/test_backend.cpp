@@ -1,7 +1,7 @@
 // Choosing where the forward pass runs (backend.h), on any machine: names, the status of each
 // backend, and a clear refusal of a backend that cannot run here (no build, no GPU).
-#include "backend.h"
 #include "cli_runner.h"
+#include "engine/model/backend.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

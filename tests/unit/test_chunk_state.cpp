@@ -2,7 +2,7 @@
 // version 1 (KNOWN-FAILURES 7), and every way a blob can be unusable — each flipped byte and
 // each truncation is detected, and so is another model, another chunk or another shape.
 #include "chunk_state.h"
-#include "fp16.h"
+#include "engine/kernels/fp16.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

@@ -1,9 +1,9 @@
-// Chunking (engine/chunking.h): chunks cover the text in order, are cut at paragraph, then
+// Chunking (engine/text/chunking.h): chunks cover the text in order, are cut at paragraph, then
 // sentence, then word boundaries, stay near the target size, and map every text token back to
 // its bytes; documents longer than a unit are split into sections with their own headers.
-#include "chunking.h"
-#include "model.h"
-#include "prompt.h"
+#include "engine/model/model.h"
+#include "engine/text/chunking.h"
+#include "engine/text/prompt.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

@@ -1,12 +1,12 @@
 // spanscope-cli as a user meets it: every bad input is one line on stderr, a non-zero exit and
 // nothing on stdout; good input answers. Uses tiny models written by the test.
 #include "cli_runner.h"
-#include "gguf_reader.h"
-#include "model.h"
-#include "quant.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/kernels/quant.h"
+#include "engine/model/model.h"
+#include "engine/sekv/zoom_params.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "zoom_params.h"
 #include "zoom_test_util.h"
 
 #include <gtest/gtest.h>

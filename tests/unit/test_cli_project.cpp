@@ -2,9 +2,9 @@
 // with tiny models written by the test: what ingest prints, reuse counted by the engine and
 // equal to a cold answer, refusals that change nothing, Ctrl-C and resume, a damaged project
 // file left as it was, a document answered from its stored text, and cache maintenance.
-#include "chunking.h"
-#include "model.h"
-#include "prompt.h"
+#include "engine/model/model.h"
+#include "engine/text/chunking.h"
+#include "engine/text/prompt.h"
 #include "sqlite_db.h"
 #include "test_support.h"
 #include "tiny_model.h"

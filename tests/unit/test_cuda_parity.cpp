@@ -3,15 +3,15 @@
 // normalised mean squared error (NMSE = Σ(a − b)² / Σb²), and greedy continuations that agree.
 // The CPU side is the engine's own tested code (itself checked against independent references
 // in test_ops, test_quant and test_gemma3_tiny). Without a GPU every test skips and says why.
-#include "backend.h"
 #include "cuda_test_support.h"
-#include "fp16.h"
-#include "memory_full.h"
-#include "memory_sliding.h"
-#include "model.h"
-#include "ops.h"
-#include "quant.h"
-#include "session.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/ops.h"
+#include "engine/kernels/quant.h"
+#include "engine/memory/memory_full.h"
+#include "engine/memory/memory_sliding.h"
+#include "engine/model/backend.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -24,10 +24,10 @@
 #include <random>
 
 #ifdef SPANSCOPE_HAVE_CUDA
-#include "cuda/cuda_attention.h"
-#include "cuda/cuda_kernels.h"
-#include "cuda/cuda_kv_memory.h"
-#include "cuda/cuda_matmul.h"
+#include "engine/cuda/cuda_attention.h"
+#include "engine/cuda/cuda_kernels.h"
+#include "engine/cuda/cuda_kv_memory.h"
+#include "engine/cuda/cuda_matmul.h"
 #endif
 
 using namespace spanscope;

@@ -5,8 +5,8 @@
 // the engine's tested code (test_memory_sekv checks it against full attention). Without a GPU
 // every test skips and says why.
 #include "cuda_test_support.h"
-#include "memory_sekv.h"
-#include "segmentation.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/sekv/segmentation.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include <random>
 
 #ifdef SPANSCOPE_HAVE_CUDA
-#include "cuda/cuda_sekv_memory.h"
+#include "engine/cuda/cuda_sekv_memory.h"
 #endif
 
 using namespace spanscope;

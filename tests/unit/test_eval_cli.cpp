@@ -3,10 +3,10 @@
 // a budget covering the context answers exactly as full; every compressed answer kept its
 // budget), and the same contract on a tiny model, which runs everywhere.
 #include "cli_runner.h"
-#include "model.h"
+#include "engine/model/model.h"
+#include "engine/sekv/zoom_params.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "zoom_params.h"
 #include "zoom_test_util.h"
 
 #include <gtest/gtest.h>

@@ -2,15 +2,15 @@
 // pure functions of their request, have the requested length in tokens, hold their needles
 // where asked and the answers they expect. Lengths are counted with the tiny test models'
 // tokenizer (about one token per byte), and with the real one where it is installed.
+#include "engine/gguf/gguf_reader.h"
+#include "engine/text/tokenizer.h"
 #include "eval_corpus.h"
 #include "eval_documents.h"
 #include "eval_needles.h"
 #include "eval_qa.h"
 #include "eval_tasks.h"
-#include "gguf_reader.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "tokenizer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
 // The Gemma 3 forward pass on tiny models written by the test, against a naive reference
 // implemented here from the architecture description (no cache, no BLAS, explicit window
 // mask: KNOWN-FAILURES 2), and the batching/caching invariants of the session.
-#include "gguf_reader.h"
-#include "model.h"
-#include "prompt.h"
-#include "quant.h"
-#include "session.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/kernels/quant.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
+#include "engine/text/prompt.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

@@ -1,10 +1,10 @@
 // GGUF reader: a corruption corpus generated from small valid files, the committed seed corpus,
 // and files written by gguf-py. Every case must end in GgufError, never a crash or another
 // exception.
-#include "gguf_reader.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/gguf/gguf_writer.h"
+#include "engine/kernels/quant.h"
 #include "gguf_test_util.h"
-#include "gguf_writer.h"
-#include "quant.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

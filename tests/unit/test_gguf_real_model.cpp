@@ -1,7 +1,7 @@
 // GGUF reader: a comparison of the real model against gguf-py's view of it
 // (tests/reference/fixtures/gguf_real_model.json, made by tests/reference/make_gguf_fixture.py).
-#include "gguf_reader.h"
-#include "quant.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/kernels/quant.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

@@ -1,9 +1,9 @@
 // GGUF reader and writer: round trips of every value type, tensors of several types and shapes,
 // atomic writes, and the writer's input checks.
-#include "gguf_reader.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/gguf/gguf_writer.h"
+#include "engine/kernels/quant.h"
 #include "gguf_test_util.h"
-#include "gguf_writer.h"
-#include "quant.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

@@ -3,14 +3,14 @@
 // names and keys; loading and its errors, the memory per layer kind, the forward pass's
 // invariance to the ubatch layout (one ubatch = several = token by token; KNOWN-FAILURES 11),
 // and llama.cpp's logits for the committed reference files (tests/reference/README.md).
-#include "gguf_reader.h"
-#include "kv_rows.h"
-#include "memory_recurrent.h"
-#include "memory_sekv.h"
-#include "model.h"
-#include "pic_assembly.h"
-#include "prompt.h"
-#include "session.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/linearkv/pic_assembly.h"
+#include "engine/memory/kv_rows.h"
+#include "engine/memory/memory_recurrent.h"
+#include "engine/model/model.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/session/session.h"
+#include "engine/text/prompt.h"
 #include "state_cache.h"
 #include "test_support.h"
 #include "tiny_model.h"

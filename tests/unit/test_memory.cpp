@@ -1,10 +1,10 @@
 // Memory policies behind the attention interface: the sliding ring buffer against full
 // attention with an explicit window mask (KNOWN-FAILURES 2), positions kept absolute
 // (KNOWN-FAILURES 3), and attention against a naive double-precision reference.
-#include "attention.h"
-#include "memory_full.h"
-#include "memory_recurrent.h"
-#include "memory_sliding.h"
+#include "engine/kernels/attention.h"
+#include "engine/memory/memory_full.h"
+#include "engine/memory/memory_recurrent.h"
+#include "engine/memory/memory_sliding.h"
 #include "random_fill.h"
 
 #include <gtest/gtest.h>

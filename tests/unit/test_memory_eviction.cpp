@@ -4,12 +4,12 @@
 // summary-only attention against a softmax over rows and summaries written here, the rows h2o
 // and snapkv seal against rankings worked out here from a naive softmax, and, on a tiny
 // model, every policy at a budget that covers the context giving the logits of `full`.
-#include "memory_eviction.h"
-#include "memory_full.h"
-#include "memory_sekv.h"
-#include "model.h"
+#include "engine/memory/memory_eviction.h"
+#include "engine/memory/memory_full.h"
+#include "engine/model/model.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/session/session.h"
 #include "random_fill.h"
-#include "session.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

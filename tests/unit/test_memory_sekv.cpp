@@ -3,18 +3,18 @@
 // give it from their summary rows alone; the row budget and the calibrated expansion rate hold;
 // spans moved by Δ positions equal spans built there; the oracle router expands the spans of
 // most attention mass.
-#include "fp16.h"
-#include "memory_full.h"
-#include "memory_sekv.h"
-#include "model.h"
-#include "ops.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/ops.h"
+#include "engine/memory/memory_full.h"
+#include "engine/model/model.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/sekv/router.h"
+#include "engine/sekv/span_sketch.h"
+#include "engine/sekv/zoom_params.h"
+#include "engine/session/session.h"
 #include "random_fill.h"
-#include "router.h"
-#include "session.h"
-#include "span_sketch.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "zoom_params.h"
 
 #include <gtest/gtest.h>
 

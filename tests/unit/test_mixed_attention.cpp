@@ -1,9 +1,9 @@
 // SEKV mixed-resolution attention against plain softmax attention written out here: every span
 // expanded at full rank gives full attention; a span of equal rows gives it from its summary
 // row alone (the +log|S| size correction).
-#include "mixed_attention.h"
+#include "engine/sekv/mixed_attention.h"
+#include "engine/sekv/segmentation.h"
 #include "random_fill.h"
-#include "segmentation.h"
 
 #include <gtest/gtest.h>
 

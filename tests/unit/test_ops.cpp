@@ -1,9 +1,9 @@
 // Element-wise building blocks against their textbook definitions (double precision), at every
 // kernel level this CPU runs.
-#include "ops.h"
-#include "quant.h"
+#include "engine/kernels/ops.h"
+#include "engine/kernels/quant.h"
+#include "engine/kernels/simd.h"
 #include "quant_test_util.h"
-#include "simd.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
 // Position-independent caching on tiny models: documents prefilled on their own, assembled in
 // any order, with the recompute set of each selector (pic_assembly.h). The reference is a
 // cold prefill of the same concatenation through an ordinary session.
-#include "memory_assembled.h"
-#include "ops.h"
-#include "pic_assembly.h"
-#include "session.h"
+#include "engine/kernels/ops.h"
+#include "engine/linearkv/memory_assembled.h"
+#include "engine/linearkv/pic_assembly.h"
+#include "engine/session/session.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

@@ -3,11 +3,11 @@
 // the tests. Documents are prefilled on their own, assembled with a state initialiser
 // (pic_assembly.h, state_initialiser.h); the references are a cold prefill of the same
 // concatenation through an ordinary session (logits) and a joint run's recurrent states.
-#include "kv_rows.h"
-#include "memory_recurrent.h"
-#include "model.h"
-#include "pic_assembly.h"
-#include "session.h"
+#include "engine/linearkv/pic_assembly.h"
+#include "engine/memory/kv_rows.h"
+#include "engine/memory/memory_recurrent.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

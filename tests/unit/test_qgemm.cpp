@@ -1,4 +1,4 @@
-// The integer matrix product (engine/qgemm.h):
+// The integer matrix product (engine/kernels/qgemm.h):
 // (a) the scalar reference against an independent double-precision product of the dequantised
 //     weights (dequantize_row, bit-exact with ggml) and the dequantised activations, within a
 //     bound derived from the float steps' rounding;
@@ -7,9 +7,9 @@
 // (c) the result of a token does not depend on the batch it is in, nor on the thread count, and
 //     the tiled form equals the plain one;
 // (d) bad arguments are refused.
-#include "qgemm.h"
+#include "engine/kernels/qgemm.h"
 
-#include "quant.h"
+#include "engine/kernels/quant.h"
 #include "quant_test_util.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Tests of the quantisation kernels (engine/quant.h):
+// Tests of the quantisation kernels (engine/kernels/quant.h):
 //  (a) quantisation quality, and vec_dot against the dot product of dequantised rows;
 //  (b) every SIMD level against the scalar reference (dequantize and quantize byte/bit-exact,
 //      vec_dot within a floating-point reassociation bound);
@@ -6,8 +6,8 @@
 //      blocks of the model file (tests/reference/fixtures/quant_reference.json, written by
 //      tests/reference/make_quant_fixtures.py).
 // Hand-built blocks with known values, for every type, are in test_quant_handbuilt.cpp.
-#include "fp16.h"
-#include "quant.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/quant.h"
 #include "quant_test_util.h"
 #include "test_support.h"
 

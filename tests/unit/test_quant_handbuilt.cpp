@@ -1,8 +1,8 @@
-// Tests of the quantisation kernels (engine/quant.h) on hand-built blocks: each block is written
-// byte by byte with known values, for every type; and the API's levels and errors. The SIMD
+// Tests of the quantisation kernels (engine/kernels/quant.h) on hand-built blocks: each block is
+// written byte by byte with known values, for every type; and the API's levels and errors. The SIMD
 // levels against the scalar reference and gguf-py's reference are in test_quant.cpp.
-#include "fp16.h"
-#include "quant.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/quant.h"
 #include "quant_test_util.h"
 #include "test_support.h"
 

@@ -1,9 +1,9 @@
 // Gated DeltaNet layer (engine/recurrent_gated_deltanet.*): chunked prefill against a naive
 // step-by-step reference, decode and split prefills against one prefill, exact composition of
 // standalone chunk states, the independent numpy fixture, and shape validation.
-#include "quant.h"
-#include "recurrent_gated_deltanet.h"
-#include "state_initialiser.h"
+#include "engine/kernels/quant.h"
+#include "engine/linearkv/state_initialiser.h"
+#include "engine/model/recurrent_gated_deltanet.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -1,11 +1,11 @@
 // The Mamba-2 mixer (engine/recurrent_mamba2.*): chunked SSD prefill against a naive per-token
 // reference written here, prefill/decode/split agreement, exact state composition, the numpy
 // float64 fixture (tests/reference/make_mamba2_fixtures.py) and shape validation.
-#include "matmul.h"
-#include "quant.h"
-#include "recurrent_mamba2.h"
-#include "state_initialiser.h"
-#include "thread_pool.h"
+#include "engine/kernels/matmul.h"
+#include "engine/kernels/quant.h"
+#include "engine/kernels/thread_pool.h"
+#include "engine/linearkv/state_initialiser.h"
+#include "engine/model/recurrent_mamba2.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

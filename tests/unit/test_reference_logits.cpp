@@ -13,9 +13,9 @@
 //   * greedy continuation: teacher-forced on llama.cpp's tokens, the same top-1 at every step
 //     whose margin is >= 1.0; free-running, identical up to the first step whose margin
 //     is below 1.0.
-#include "model.h"
-#include "sampler.h"
-#include "session.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
+#include "engine/text/sampler.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // The SEKV router: relevance written out by hand (training-free and trained forms), the row
 // budget never exceeded, and τ calibrated on recorded queries expanding the target fraction of
 // spans on new ones.
-#include "router.h"
+#include "engine/sekv/router.h"
 
 #include <gtest/gtest.h>
 

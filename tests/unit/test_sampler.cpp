@@ -1,5 +1,5 @@
 // Sampling rules on hand-made logits.
-#include "sampler.h"
+#include "engine/text/sampler.h"
 
 #include <gtest/gtest.h>
 

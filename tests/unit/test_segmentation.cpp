@@ -1,7 +1,7 @@
 // SEKV segmentation rules (DESIGN.md §3.4) on surprisals whose mean and deviation are known by
 // hand.
-#include "segmentation.h"
-#include "sekv_spans.h"
+#include "engine/sekv/segmentation.h"
+#include "engine/sekv/sekv_spans.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
 // The device cache's bookkeeping (span_factor_cache.h) and the packed host tier
 // (span_factor_pack.h) of SEKV on the GPU: both are plain C++ and run on every machine; the
 // copies and kernels that use them are tested against the CPU engine in test_cuda_sekv.
+#include "engine/sekv/span_factor_cache.h"
+#include "engine/sekv/span_factor_pack.h"
 #include "random_fill.h"
-#include "span_factor_cache.h"
-#include "span_factor_pack.h"
 
 #include <gtest/gtest.h>
 

@@ -2,9 +2,9 @@
 // against singular values from another LAPACK routine (dgesvd, not the Gram-matrix eigen-solver
 // the factors use): the squared error of a rank-r approximation is the sum of the discarded
 // squared singular values (Eckart–Young), and full rank reconstructs the rows.
-#include "span_factors.h"
+#include "engine/sekv/span_factors.h"
 
-#include "ops.h"
+#include "engine/kernels/ops.h"
 #include "random_fill.h"
 
 #include <gtest/gtest.h>

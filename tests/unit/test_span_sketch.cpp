@@ -2,9 +2,9 @@
 // written out directly from the span's rows (not from the sketch's own code path), its
 // projection onto a smaller basis, the basis fitted on queries of a known subspace, and the
 // relevance it adds to.
+#include "engine/sekv/router.h"
+#include "engine/sekv/span_sketch.h"
 #include "random_fill.h"
-#include "router.h"
-#include "span_sketch.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 #include "test_support.h"
 
-#include "model_locator.h"
+#include "engine/model/model_locator.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,10 +3,10 @@
 // dequantised weights (dequantize_row) and the quantised activations (qgemm_quantize), on a
 // vocabulary that is not a multiple of the tile, for Q8_0 and Q6_K heads; also against the float
 // numerics (PrefillProducts::Float) within the activations' int16 rounding.
-#include "matmul.h"
-#include "qgemm.h"
-#include "quant.h"
-#include "surprisal.h"
+#include "engine/kernels/matmul.h"
+#include "engine/kernels/qgemm.h"
+#include "engine/kernels/quant.h"
+#include "engine/model/surprisal.h"
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,9 @@
 // average and 1.3e-2 at worst (Haswell: 3.6e-4 and 6.3e-3; measured with
 // OPENBLAS_CORETYPE, docs/benchmarks.md "Numbers"). So the bound is on the mean, 1e-3 nats, and the
 // worst token may differ by as much as the float kernels differ among themselves, 4 times over.
-#include "matmul.h"
-#include "model.h"
-#include "surprisal.h"
+#include "engine/kernels/matmul.h"
+#include "engine/model/model.h"
+#include "engine/model/surprisal.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

@@ -1,11 +1,11 @@
 // Tokenizer built from the GGUF vocabulary, against llama.cpp's tokenizer on the same file
 // (tests/reference/fixtures/tokenizer.json, made by tests/reference/make_fixtures.py).
-#include "gguf_reader.h"
-#include "model.h"
-#include "prompt.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/model/model.h"
+#include "engine/text/prompt.h"
+#include "engine/text/tokenizer.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -3,15 +3,15 @@
 // its own threshold with the gate's rank, τ calibrated to the expand rate without learned
 // thresholds, a file for another model or layers it does not cover are refused, and the router
 // mode is chosen as documented (zoom_locator.h). The file itself: test_zoom_params.cpp.
-#include "memory_sekv.h"
-#include "model.h"
+#include "engine/model/model.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/sekv/zoom_locator.h"
+#include "engine/sekv/zoom_params.h"
+#include "engine/session/session.h"
+#include "engine/text/prompt.h"
 #include "model_fingerprint.h"
-#include "prompt.h"
-#include "session.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "zoom_locator.h"
-#include "zoom_params.h"
 #include "zoom_params_refusal.h"
 #include "zoom_test_util.h"
 

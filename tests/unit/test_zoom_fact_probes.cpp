@@ -1,11 +1,11 @@
-// Fact probes for SEKV's zoom recordings (issue 8, engine/zoom_fact_probes.h): made-up facts
+// Fact probes for SEKV's zoom recordings (issue 8, lab/router/zoom_fact_probes.h): made-up facts
 // inserted at line ends of the document in the evaluation's prompt form, then question turns
 // asking for each, answered with its sentence; in both prompt styles; the refusals.
-#include "model.h"
-#include "prompt.h"
+#include "engine/model/model.h"
+#include "engine/text/prompt.h"
+#include "lab/router/zoom_fact_probes.h"
 #include "test_support.h"
 #include "tiny_model_suite.h"
-#include "zoom_fact_probes.h"
 
 #include <gtest/gtest.h>
 

@@ -3,14 +3,14 @@
 // and against SekvMemory holding the same spans with the same parameters (alone, with a sketch
 // basis, with the KV group's union, with spans of fewer components than the gate), and the hard
 // budget is what the hard decisions spend. The fixture: zoom_model_fixture.h.
-#include "memory_sekv.h"
-#include "mixed_attention.h"
-#include "router.h"
-#include "sekv_spans.h"
-#include "span_sketch.h"
-#include "zoom_model.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/sekv/mixed_attention.h"
+#include "engine/sekv/router.h"
+#include "engine/sekv/sekv_spans.h"
+#include "engine/sekv/span_sketch.h"
+#include "engine/sekv/zoom_params.h"
+#include "lab/router/zoom_model.h"
 #include "zoom_model_fixture.h"
-#include "zoom_params.h"
 
 #include <gtest/gtest.h>
 

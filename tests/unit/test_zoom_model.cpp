@@ -2,9 +2,9 @@
 // group against central finite differences of the relaxed losses; the zoom labels by hand; the
 // initial parameters, the calibration of θ and the ranking loss. The hard forward against the
 // engine's inference: test_zoom_hard_forward.cpp. The fixture: zoom_model_fixture.h.
-#include "zoom_model.h"
+#include "engine/sekv/zoom_params.h"
+#include "lab/router/zoom_model.h"
 #include "zoom_model_fixture.h"
-#include "zoom_params.h"
 
 #include <gtest/gtest.h>
 

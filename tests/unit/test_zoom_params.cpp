@@ -1,13 +1,13 @@
 // The trained zoom-in's parameter file (issue 8): the file round-trips, every malformed file is
 // refused with a message naming it, and the rank gate's maths equal a hand evaluation. What uses
 // the file in a session is tested in test_trained_router.cpp.
+#include "engine/sekv/zoom_params.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "zoom_params.h"
 #include "zoom_params_refusal.h"
 #include "zoom_test_util.h"
 
-#include "gguf_writer.h"
+#include "engine/gguf/gguf_writer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-// Question probes for SEKV's zoom recordings (issue 8, engine/zoom_question_probes.h): the
+// Question probes for SEKV's zoom recordings (issue 8, lab/router/zoom_question_probes.h): the
 // document in the evaluation's prompt form, then question turns answered with runs of the
 // document, in both prompt styles; the question's text; the refusals.
-#include "model.h"
-#include "prompt.h"
+#include "engine/model/model.h"
+#include "engine/text/prompt.h"
+#include "lab/router/zoom_question_probes.h"
 #include "test_support.h"
 #include "tiny_model_suite.h"
-#include "zoom_question_probes.h"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,13 @@
 // SEKV zoom recordings (issue 8): recording a document on a tiny model, the file's round trip,
 // the recorded outputs and span masses against a naive double-precision softmax attention
 // written here, the mining of query positions, malformed files, and resuming.
-#include "memory_full.h"
-#include "memory_recording.h"
-#include "session.h"
+#include "engine/memory/memory_full.h"
+#include "engine/memory/memory_recording.h"
+#include "engine/session/session.h"
+#include "lab/router/zoom_record.h"
+#include "lab/router/zoom_recorder.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "zoom_record.h"
-#include "zoom_recorder.h"
 
 #include <gtest/gtest.h>
 

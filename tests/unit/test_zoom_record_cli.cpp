@@ -3,14 +3,14 @@
 // `spanscope-cli zoom-train` on those recordings: the parameter file and its provenance, the
 // curves, resuming, and the refusals (other recordings, thread count, trained-on held-out text).
 #include "cli_runner.h"
-#include "model.h"
+#include "engine/model/model.h"
+#include "engine/sekv/zoom_params.h"
+#include "lab/router/zoom_fact_probes.h"
+#include "lab/router/zoom_question_probes.h"
+#include "lab/router/zoom_record.h"
+#include "lab/router/zoom_recorder.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "zoom_fact_probes.h"
-#include "zoom_params.h"
-#include "zoom_question_probes.h"
-#include "zoom_record.h"
-#include "zoom_recorder.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // SEKV's trained zoom-in (issue 8): the reference routers of `zoom-train --compare`
 // (zoom_reference.h) against the training's forward. The fixture: zoom_model_fixture.h.
-#include "zoom_model.h"
+#include "lab/router/zoom_model.h"
+#include "lab/router/zoom_reference.h"
 #include "zoom_model_fixture.h"
-#include "zoom_reference.h"
 
 #include <gtest/gtest.h>
 

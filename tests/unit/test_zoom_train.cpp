@@ -1,9 +1,9 @@
 // SEKV's trained zoom-in (issue 8), the training: the learning-rate schedule, AdamW by hand,
 // the minibatches, training lowering the held-out losses and exact resumption from a checkpoint.
 // The fixture: zoom_model_fixture.h.
-#include "zoom_model.h"
+#include "lab/router/zoom_model.h"
+#include "lab/router/zoom_train.h"
 #include "zoom_model_fixture.h"
-#include "zoom_train.h"
 
 #include <gtest/gtest.h>
 

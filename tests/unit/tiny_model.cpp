@@ -1,6 +1,6 @@
 #include "tiny_model.h"
 
-#include "gguf_writer.h"
+#include "engine/gguf/gguf_writer.h"
 
 #include <cmath>
 #include <cstdio>

@@ -2,7 +2,7 @@
 // forward pass, the memories and the session run in milliseconds without the real file.
 #pragma once
 
-#include "tensor_type.h"
+#include "engine/kernels/tensor_type.h"
 
 #include <cstdint>
 #include <string>

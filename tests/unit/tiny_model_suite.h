@@ -2,7 +2,7 @@
 // temporary directory and removed after it.
 #pragma once
 
-#include "model.h"
+#include "engine/model/model.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

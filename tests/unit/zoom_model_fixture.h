@@ -4,12 +4,12 @@
 // engine's), a small parameter set, and the helpers of the finite-difference checks.
 #pragma once
 
-#include "fp16.h"
+#include "engine/kernels/fp16.h"
+#include "engine/kernels/thread_pool.h"
+#include "engine/sekv/span_sketch.h"
+#include "engine/sekv/zoom_params.h"
+#include "lab/router/zoom_model.h"
 #include "random_fill.h"
-#include "span_sketch.h"
-#include "thread_pool.h"
-#include "zoom_model.h"
-#include "zoom_params.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // wrong (issue 8: test_zoom_params.cpp, test_trained_router.cpp).
 #pragma once
 
-#include "zoom_params.h"
+#include "engine/sekv/zoom_params.h"
 
 #include <gtest/gtest.h>
 

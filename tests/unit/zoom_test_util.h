@@ -4,10 +4,10 @@
 // include it too. The GoogleTest check of refusals: zoom_params_refusal.h.
 #pragma once
 
-#include "memory_sekv.h"
-#include "model.h"
+#include "engine/model/model.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/sekv/zoom_params.h"
 #include "model_fingerprint.h"
-#include "zoom_params.h"
 
 #include <cstdlib>
 #include <optional>

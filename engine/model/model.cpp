@@ -1,0 +1,155 @@
+#include "engine/model/model.h"
+
+#include "engine/kernels/matmul.h"
+#include "engine/memory/memory_eviction.h"
+#include "engine/memory/memory_full.h"
+#include "engine/memory/memory_recurrent.h"
+#include "engine/sekv/memory_sekv.h"
+#include "engine/memory/memory_sliding.h"
+#include "engine/model/gemma3.h"
+#include "engine/model/granite_hybrid.h"
+#include "engine/model/qwen3next.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace spanscope {
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+    // The engine parallelises around OpenBLAS with its own pool; OpenBLAS's own threads would
+    // oversubscribe the cores whoever calls forward().
+    static std::once_flag blas_once;
+    std::call_once(blas_once, [] { set_blas_threads(1); });
+    auto gguf = GgufFile::open(path);
+    if (!gguf->has("general.architecture"))
+        throw ModelError("not a model file: general.architecture is missing");
+    const std::string arch = gguf->get_string("general.architecture");
+    if (arch == "gemma3")
+        return load_gemma3(std::move(gguf), path);
+    if (arch == "granitehybrid")
+        return load_granite_hybrid(std::move(gguf), path);
+    if (arch == "qwen3next")
+        return load_qwen3next(std::move(gguf), path);
+    throw ModelError("unsupported model architecture '" + arch +
+                     "' (supported: gemma3, granitehybrid, qwen3next)");
+}
+
+const char* layer_kind_name(LayerKind kind) {
+    switch (kind) {
+    case LayerKind::Attention:
+        return "attention";
+    case LayerKind::Mamba2:
+        return "mamba2";
+    case LayerKind::GatedDeltaNet:
+        return "gated_deltanet";
+    }
+    return "?";
+}
+
+bool ModelInfo::hybrid() const {
+    return std::any_of(layers.begin(), layers.end(),
+                       [](const LayerInfo& l) { return l.recurrent(); });
+}
+
+std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options) {
+    std::vector<int> out;
+    if (options.layers.empty()) {
+        for (int il = 0; il < static_cast<int>(info.layers.size()); ++il)
+            if (info.layers[static_cast<size_t>(il)].global() &&
+                info.layers[static_cast<size_t>(il)].full_rope())
+                out.push_back(il);
+        return out;
+    }
+    for (const int il : options.layers) {
+        if (il < 0 || il >= static_cast<int>(info.layers.size()))
+            throw std::invalid_argument("SEKV layer " + std::to_string(il) +
+                                        " does not exist (the model has " +
+                                        std::to_string(info.layers.size()) + " layers)");
+        const auto& l = info.layers[static_cast<size_t>(il)];
+        if (l.recurrent())
+            throw std::invalid_argument("layer " + std::to_string(il) + " is a recurrent (" +
+                                        layer_kind_name(l.kind) +
+                                        ") layer; SEKV serves global attention layers");
+        if (l.sliding())
+            throw std::invalid_argument("layer " + std::to_string(il) +
+                                        " uses a sliding window; SEKV serves global layers");
+        if (!l.full_rope())
+            throw std::invalid_argument("layer " + std::to_string(il) +
+                                        " rotates part of each head (or none); SEKV's summary "
+                                        "keys assume full-head RoPE");
+        out.push_back(il);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+ModelMemory Model::new_memory(int64_t n_ctx, int64_t max_ubatch, const std::string& global_policy,
+                              const SekvOptions* sekv, const EvictionOptions* eviction) const {
+    return make_memory(info_, n_ctx, max_ubatch, global_policy, sekv, eviction);
+}
+
+void Model::adopt(Model& other) {
+    gguf_ = std::move(other.gguf_);
+    tokenizer_ = std::move(other.tokenizer_);
+    info_ = std::move(other.info_);
+    path_ = std::move(other.path_);
+}
+
+const std::vector<std::string>& global_policies() {
+    static const std::vector<std::string> names{"full",   "sekv", "chunk_summary",
+                                                "snapkv", "h2o",  "streaming"};
+    return names;
+}
+
+ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch,
+                        const std::string& global_policy, const SekvOptions* sekv,
+                        const EvictionOptions* eviction) {
+    const auto& names = global_policies();
+    if (std::find(names.begin(), names.end(), global_policy) == names.end())
+        throw std::invalid_argument("unknown memory policy '" + global_policy +
+                                    "' (expected full, sekv, chunk_summary, snapkv, h2o or "
+                                    "streaming)");
+    SekvOptions so = sekv ? *sekv : SekvOptions{};
+    so.summaries_only = global_policy == "chunk_summary";
+    const EvictionOptions eo = eviction ? *eviction : EvictionOptions{};
+    EvictionRule rule{};
+    const bool evicts = eviction_rule_from_name(global_policy, rule);
+    std::vector<int> compressed;
+    if (global_policy != "full") {
+        compressed = sekv_layers(info, so);
+        // Never a compressing policy that silently holds everything (KNOWN-FAILURES).
+        if (compressed.empty())
+            throw std::invalid_argument("'" + global_policy +
+                                        "' has no layer to serve: the model has no global "
+                                        "attention layer with full-head RoPE");
+    }
+    const size_t n_layer = info.layers.size();
+    std::vector<std::unique_ptr<LayerMemory>> layers(n_layer);
+    std::vector<std::unique_ptr<RecurrentMemory>> recurrent(n_layer);
+    for (int il = 0; il < static_cast<int>(n_layer); ++il) {
+        const auto& l = info.layers[static_cast<size_t>(il)];
+        auto& slot = layers[static_cast<size_t>(il)];
+        if (l.kind == LayerKind::Mamba2)
+            recurrent[static_cast<size_t>(il)] = std::make_unique<RecurrentMemory>(l.mamba2);
+        else if (l.kind == LayerKind::GatedDeltaNet)
+            recurrent[static_cast<size_t>(il)] =
+                std::make_unique<RecurrentMemory>(l.gated_deltanet);
+        else if (l.sliding())
+            slot = std::make_unique<SlidingMemory>(l.attn, max_ubatch);
+        else if (!std::binary_search(compressed.begin(), compressed.end(), il))
+            slot = std::make_unique<FullMemory>(l.attn, n_ctx);
+        else if (evicts)
+            slot = std::make_unique<EvictionMemory>(l.attn, n_ctx, rule, eo);
+        else if (!l.full_rope())
+            throw std::invalid_argument("layer " + std::to_string(il) +
+                                        " rotates part of each head (or none); SEKV's summary "
+                                        "keys assume full-head RoPE");
+        else
+            slot = std::make_unique<SekvMemory>(l.attn, n_ctx, l.rope_base,
+                                                sekv_layer_options(so, il, l.attn));
+    }
+    return ModelMemory(std::move(layers), std::move(recurrent));
+}
+
+} // namespace spanscope

@@ -1,0 +1,137 @@
+#include "engine/sekv/span_factors.h"
+
+#include "engine/kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+extern "C" {
+// LAPACK (OpenBLAS): eigenvalues and eigenvectors of a symmetric matrix, divide and conquer.
+void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
+             double* work, const int* lwork, int* iwork, const int* liwork, int* info);
+}
+
+namespace spanscope {
+
+std::vector<float> span_weights(const float* surprisal, int64_t n) {
+    if (n < 1)
+        throw std::invalid_argument("span of no rows");
+    std::vector<float> w(static_cast<size_t>(n));
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i)
+        total += std::isfinite(surprisal[i]) && surprisal[i] > 0 ? surprisal[i] : 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double s = std::isfinite(surprisal[i]) && surprisal[i] > 0 ? surprisal[i] : 0.0;
+        w[i] = static_cast<float>(total > 0 ? s / total : 1.0 / static_cast<double>(n));
+    }
+    return w;
+}
+
+void summary_row(const float* rows, int64_t n, int64_t d, const float* weights, float* out) {
+    for (int64_t j = 0; j < d; ++j) {
+        double acc = 0;
+        for (int64_t i = 0; i < n; ++i)
+            acc += static_cast<double>(weights[i]) * rows[i * d + j];
+        out[j] = static_cast<float>(acc);
+    }
+}
+
+double SpanFactors::discarded() const {
+    double e = 0;
+    for (size_t i = static_cast<size_t>(rank); i < sigma2.size(); ++i)
+        e += sigma2[i];
+    return e;
+}
+
+void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w) {
+    if (n < 1 || a.size() != static_cast<size_t>(n) * static_cast<size_t>(n))
+        throw std::invalid_argument("symmetric_eigen: not an n×n matrix");
+    w.assign(static_cast<size_t>(n), 0.0);
+    int info = 0, lwork = -1, liwork = -1, iwork_query = 0;
+    double work_query = 0;
+    dsyevd_("V", "U", &n, a.data(), &n, w.data(), &work_query, &lwork, &iwork_query, &liwork,
+            &info);
+    lwork = static_cast<int>(work_query);
+    liwork = iwork_query;
+    std::vector<double> work(static_cast<size_t>(std::max(1, lwork)));
+    std::vector<int> iwork(static_cast<size_t>(std::max(1, liwork)));
+    dsyevd_("V", "U", &n, a.data(), &n, w.data(), work.data(), &lwork, iwork.data(), &liwork,
+            &info);
+    if (info != 0)
+        throw std::runtime_error("LAPACK dsyevd failed (info " + std::to_string(info) + ")");
+    // Deterministic signs: each eigenvector's largest-magnitude entry (the first of equals)
+    // positive.
+    for (int k = 0; k < n; ++k) {
+        double* u = a.data() + static_cast<size_t>(k) * n;
+        int big = 0;
+        for (int i = 1; i < n; ++i)
+            if (std::fabs(u[i]) > std::fabs(u[big]))
+                big = i;
+        if (u[big] < 0)
+            for (int i = 0; i < n; ++i)
+                u[i] = -u[i];
+    }
+}
+
+SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_rank) {
+    if (n < 1 || d < 1 || max_rank < 1)
+        throw std::invalid_argument("low_rank_factors: empty span or rank < 1");
+    if (n > 65536)
+        throw std::invalid_argument("low_rank_factors: span of " + std::to_string(n) +
+                                    " rows is too long (Gram matrix)");
+    SpanFactors f;
+    f.rows = n;
+    f.dim = d;
+    f.rank = static_cast<int>(std::min<int64_t>({max_rank, n, d}));
+    // Gram matrix G = X Xᵀ [n][n], in double (column-major equals row-major: symmetric).
+    std::vector<double> g(static_cast<size_t>(n * n));
+    for (int64_t a = 0; a < n; ++a)
+        for (int64_t b = 0; b <= a; ++b) {
+            double acc = 0;
+            for (int64_t j = 0; j < d; ++j)
+                acc += static_cast<double>(rows[a * d + j]) * rows[b * d + j];
+            g[a * n + b] = g[b * n + a] = acc;
+        }
+    std::vector<double> w;
+    symmetric_eigen(g, static_cast<int>(n), w);
+    // Eigenvalues come ascending; eigenvector k is column k (column-major: g[k * n + i]).
+    f.sigma2.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k)
+        f.sigma2[k] = std::max(0.0, w[n - 1 - k]);
+    f.left.assign(static_cast<size_t>(n * f.rank), 0.0f);
+    f.right.assign(static_cast<size_t>(f.rank) * static_cast<size_t>(d), 0.0f);
+    for (int r = 0; r < f.rank; ++r) {
+        const double* u = g.data() + (n - 1 - r) * n;
+        for (int64_t i = 0; i < n; ++i)
+            f.left[i * f.rank + r] = static_cast<float>(u[i]);
+        for (int64_t j = 0; j < d; ++j) {
+            double acc = 0;
+            for (int64_t i = 0; i < n; ++i)
+                acc += u[i] * rows[i * d + j];
+            f.right[r * d + j] = static_cast<float>(acc);
+        }
+    }
+    return f;
+}
+
+void reconstruct(const SpanFactors& f, float* out) {
+    for (int64_t i = 0; i < f.rows; ++i)
+        for (int64_t j = 0; j < f.dim; ++j) {
+            double acc = 0;
+            for (int r = 0; r < f.rank; ++r)
+                acc += static_cast<double>(f.left[i * f.rank + r]) * f.right[r * f.dim + j];
+            out[i * f.dim + j] = static_cast<float>(acc);
+        }
+}
+
+void move_key_span(SpanFactors& f, float* summary, int32_t delta, double rope_base) {
+    if (f.dim % 2 != 0)
+        throw std::invalid_argument("move_key_span: head dimension must be even");
+    const int d = static_cast<int>(f.dim);
+    rope_shift_neox(f.right.data(), f.rank, 1, d, delta, rope_base);
+    rope_shift_neox(summary, 1, 1, d, delta, rope_base);
+}
+
+} // namespace spanscope

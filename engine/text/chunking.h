@@ -1,0 +1,56 @@
+// Cutting a document into chunks and units (DESIGN.md §3.5).
+//
+// A *unit* is what is prefilled on its own: its own BOS and document header, positions from 0.
+// A document is one unit unless it is longer than max_unit_tokens; then it is split at chunk
+// boundaries into sections ("part k of N"), each its own unit and position space.
+// A *chunk* (~target_tokens) is cut at paragraph boundaries (a blank line), then at sentence
+// boundaries, then between words; it is the unit of persistence, progress and resume. Each
+// chunk's text is tokenised on its own, and the unit's token sequence is the concatenation of
+// its chunks' tokens: the same ids whether the unit is prefilled now or restored later
+// (KNOWN-FAILURES 8).
+#pragma once
+
+#include "engine/text/tokenizer.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spanscope {
+
+struct ChunkingOptions {
+    int64_t target_tokens = 1024;   ///< tokens per chunk (about; paragraphs are kept whole)
+    int64_t max_unit_tokens = 0;    ///< most tokens per unit; must be > 0
+    bool instruction_tuned = false; ///< header in the Gemma turn format (prompt.h)
+};
+
+struct TextChunk {
+    int64_t char_begin = 0, char_end = 0; ///< bytes of the document text [begin, end)
+    int64_t token_begin = 0;              ///< position of tokens[0] within its unit
+    std::vector<int32_t> tokens;          ///< ids (the unit's first chunk starts with BOS+header)
+    /// Byte offset into the document text where each token's text starts; -1 for tokens that
+    /// are not document text (BOS, header, trailer). [tokens.size()]
+    std::vector<int64_t> token_chars;
+    int64_t token_end() const { return token_begin + static_cast<int64_t>(tokens.size()); }
+};
+
+struct DocumentUnit {
+    int index = 0; ///< 0-based section number
+    int64_t char_begin = 0, char_end = 0;
+    std::vector<TextChunk> chunks;
+    int64_t n_tokens() const { return chunks.empty() ? 0 : chunks.back().token_end(); }
+};
+
+/// Byte ranges [begin, end) of `text` for chunks of about target_tokens tokens, covering the
+/// whole text in order. Throws std::invalid_argument when target_tokens < 1.
+std::vector<std::pair<int64_t, int64_t>>
+split_into_chunks(const Tokenizer& tok, const std::string& text, int64_t target_tokens);
+
+/// The units of a document: `name` is shown to the model in the header ("Document: NAME").
+/// Throws std::invalid_argument (empty text, invalid UTF-8, options out of range, or a chunk
+/// that alone exceeds max_unit_tokens).
+std::vector<DocumentUnit> build_document_units(const Tokenizer& tok, const std::string& name,
+                                               const std::string& text,
+                                               const ChunkingOptions& options);
+
+} // namespace spanscope
