@@ -4,7 +4,7 @@
 // line — prompt length, answer, expected, score, memory per tier, whether the budget was kept,
 // fidelity to `full`, seconds, the sekv router — appended to --out (a run resumes: samples whose
 // lines are all there are not computed again), and a summary per configuration ends the run.
-// `spanscope-report` turns the lines into tables and plots (docs/results/).
+// `spanscope-report` turns the lines into tables and plots (docs/results.md names the result sets).
 #include "commands.h"
 
 #include "engine/model/model.h"

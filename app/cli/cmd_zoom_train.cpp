@@ -498,7 +498,7 @@ CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o) {
                   "Give the router a key sketch of this many dimensions: each span keeps, in the "
                   "fast tier, its keys' mean and covariance within a basis of the query space "
                   "fitted on the training recordings' queries, and the relevance gains their "
-                  "second-order term (docs/sekv.md \"A second-order relevance\"); 0: none. "
+                  "second-order term (docs/sekv.md, \"What did not work\"); 0: none. "
                   "With --compare, the file's own basis is used")
         ->check(CLI::Range(0, 64))
         ->capture_default_str();

@@ -39,7 +39,7 @@ struct SekvOptions {
     bool summaries_only = false;
     /// Summary rows as the plain means of their span's keys and values (weights 1/|S|) instead
     /// of the surprisal-weighted means of DESIGN.md §3.4 (span_weights). An evaluation setting
-    /// (`eval --summary-weights uniform`; docs/sekv.md, "Kept keys at an equal fast-tier budget"):
+    /// (`eval --summary-weights uniform`; docs/sekv.md, "What did not work"):
     /// the trained router, whose training reads surprisal-weighted summaries, is refused with it
     /// (sekv_layer_options), and the project store keeps the design's weights.
     bool uniform_summary = false;

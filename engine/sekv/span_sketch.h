@@ -1,4 +1,4 @@
-// The key sketch of a SEKV span (issue 8, docs/sekv.md "A second-order relevance"): a few
+// The key sketch of a SEKV span (issue 8, docs/sekv.md, "What did not work"): a few
 // numbers per span and KV head, kept in the fast tier beside the summary row, from which the
 // trained router estimates the second-order term of the span's attention mass.
 //

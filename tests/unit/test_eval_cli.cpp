@@ -1,5 +1,5 @@
 // `spanscope-cli eval`, the harness the cache policies are judged by: the small configuration
-// of docs/results/ci-eval.json on the real model (full keeps its recorded score; every policy at
+// of tests/fixtures/ci-eval.json on the real model (full keeps its recorded score; every policy at
 // a budget covering the context answers exactly as full; every compressed answer kept its
 // budget), and the same contract on a tiny model, which runs everywhere.
 #include "cli_runner.h"
@@ -451,14 +451,14 @@ TEST(EvalCli, BadArgumentsAreRefusedInOneLine) {
     EXPECT_NE(p.err.find("lru"), std::string::npos) << p.err;
 }
 
-// The small configuration recorded in docs/results/ci-eval.json, on the real model.
+// The small configuration recorded in tests/fixtures/ci-eval.json, on the real model.
 TEST(EvalCli, TheRecordedSmallConfigurationOnTheRealModel) {
     const auto model = test::real_model_path();
     if (!model)
         GTEST_SKIP() << "the default model is not installed (run the set-up command)";
     if (!std::filesystem::exists("/usr/share/common-licenses/GPL-3"))
         GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
-    std::ifstream in(test::data_dir() + "/../docs/results/ci-eval.json");
+    std::ifstream in(test::data_dir() + "/fixtures/ci-eval.json");
     const auto recorded = nlohmann::json::parse(in);
     std::vector<std::string> args = recorded["arguments"];
     args.insert(args.end(), {"--model", *model, "--json", "--quiet"});

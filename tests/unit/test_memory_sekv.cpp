@@ -758,7 +758,7 @@ struct LogitDifference {
 /// whose global layers are SEKV with every span expanded at up to max_rank components (0: the
 /// head dimension, i.e. full rank), and compares the question's logits. With dump set, writes
 /// both logit vectors there (float32, full then SEKV, [n_vocab] each) for
-/// scripts/logit-spread.py.
+/// lab/scripts/logit-spread.py.
 LogitDifference forward_difference(const Model& model, const std::string& text, int64_t max_tokens,
                                    int max_rank = 0, const char* dump = nullptr) {
     auto toks = model.tokenizer().encode(text);
@@ -861,7 +861,7 @@ TEST(SekvMemory, ForwardPassOfTheRealModelMatchesFullWhenEverySpanExpands) {
     // Prescott), and SEKV at full rank differs from full by 0.003-0.031 depending on the kernel.
     // 0.25 % sits 2x above that. Spans of up to 32 rows cut to 24 components give 0.14, 2.3x above
     // the bound; cuts to 28-31 components give the same logits as full rank on this text.
-    // SPANSCOPE_TEST_LOGITS (a path) dumps the full-rank logits for scripts/logit-spread.py.
+    // SPANSCOPE_TEST_LOGITS (a path) dumps the full-rank logits for lab/scripts/logit-spread.py.
     const double tol = 2.5e-3;
     const auto d = forward_difference(*model, text, 700, 0, std::getenv("SPANSCOPE_TEST_LOGITS"));
     const auto cut = forward_difference(*model, text, 700, 24);
