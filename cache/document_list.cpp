@@ -1,4 +1,4 @@
-#include "document_list.h"
+#include "cache/document_list.h"
 
 #include <nlohmann/json.hpp>
 

@@ -3,7 +3,7 @@
 // the project's settings table, so that a reopened project asks about the same context.
 #pragma once
 
-#include "project.h"
+#include "storage/project.h"
 
 #include <cstdint>
 #include <string>

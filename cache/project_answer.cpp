@@ -1,12 +1,12 @@
-#include "project_answer.h"
+#include "cache/project_answer.h"
 
 #include <algorithm>
 
+#include "cache/sekv_relevance.h"
+#include "cache/sekv_unit.h"
+#include "cache/unit_choice.h"
 #include "engine/text/prompt.h"
 #include "engine/text/tokenizer.h"
-#include "sekv_relevance.h"
-#include "sekv_unit.h"
-#include "unit_choice.h"
 
 #include <chrono>
 #include <optional>

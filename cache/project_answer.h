@@ -4,14 +4,14 @@
 // Shared by spanscope-cli (ask --project) and the desktop application.
 #pragma once
 
+#include "cache/state_cache.h"
+#include "cache/unit_choice.h"
 #include "engine/linearkv/pic_assembly.h"
 #include "engine/model/model.h"
 #include "engine/session/session.h"
 #include "engine/text/sampler.h"
-#include "project.h"
-#include "state_cache.h"
-#include "unit_choice.h"
-#include "zoom_trace_blob.h"
+#include "storage/project.h"
+#include "storage/zoom_trace_blob.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "project_settings.h"
+#include "cache/project_settings.h"
 
 #include <algorithm>
 #include <stdexcept>

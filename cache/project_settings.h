@@ -4,7 +4,7 @@
 
 #include "engine/model/model.h"
 #include "engine/text/chunking.h"
-#include "project.h"
+#include "storage/project.h"
 
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-#include "sekv_display.h"
+#include "cache/sekv_display.h"
 
 #include <cmath>
 

@@ -2,8 +2,8 @@
 // for each span its character range, tokens, kept rank and summary-key norm, and the anchors.
 #pragma once
 
-#include "sekv_state.h"
-#include "state_cache.h"
+#include "cache/state_cache.h"
+#include "storage/sekv_state.h"
 
 #include <cstdint>
 #include <utility>

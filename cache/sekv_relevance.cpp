@@ -1,4 +1,4 @@
-#include "sekv_relevance.h"
+#include "cache/sekv_relevance.h"
 
 #include "engine/kernels/ops.h"
 #include "engine/memory/memory.h"

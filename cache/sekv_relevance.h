@@ -6,7 +6,7 @@
 
 #include "engine/kernels/thread_pool.h"
 #include "engine/model/model.h"
-#include "sekv_state.h"
+#include "storage/sekv_state.h"
 
 #include <atomic>
 #include <cstdint>

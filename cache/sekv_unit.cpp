@@ -1,4 +1,4 @@
-#include "sekv_unit.h"
+#include "cache/sekv_unit.h"
 
 #include "engine/kernels/fp16.h"
 #include "engine/sekv/zoom_params.h"

@@ -3,12 +3,12 @@
 // session's SEKV layers at the unit's position in the assembled context (DESIGN.md §3.4).
 #pragma once
 
+#include "cache/state_cache.h"
 #include "engine/model/model.h"
 #include "engine/sekv/memory_sekv.h"
 #include "engine/session/session.h"
 #include "engine/text/chunking.h"
-#include "sekv_state.h"
-#include "state_cache.h"
+#include "storage/sekv_state.h"
 
 #include <string>
 #include <vector>

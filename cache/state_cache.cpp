@@ -1,6 +1,6 @@
-#include "state_cache.h"
+#include "cache/state_cache.h"
 
-#include "sekv_unit.h"
+#include "cache/sekv_unit.h"
 
 #include "engine/memory/kv_rows.h"
 

@@ -9,12 +9,12 @@
 // unit is recomputed and an event is logged.
 #pragma once
 
-#include "chunk_state.h"
 #include "engine/linearkv/unit_prefill.h"
 #include "engine/sekv/memory_sekv.h"
 #include "engine/session/session.h"
-#include "project.h"
-#include "sekv_state.h"
+#include "storage/chunk_state.h"
+#include "storage/project.h"
+#include "storage/sekv_state.h"
 
 #include <atomic>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "unit_choice.h"
+#include "cache/unit_choice.h"
 
 #include <algorithm>
 #include <numeric>

@@ -2,7 +2,8 @@
 # Set up Spanscope on Debian 12 (run as root from the source tree) and run something.
 #
 #   bash scripts/setup.sh demo   install, build, open the window on the GPL-3 and ask about it
-#   bash scripts/setup.sh test   install, build, run the whole test suite (exit != 0 on failure)
+#   bash scripts/setup.sh test   install, build (the lab too), run the whole test suite (exit != 0
+#                                on failure)
 #   bash scripts/setup.sh deps | model | build    one step only
 #
 # Idempotent: packages already installed, a model already in place and an up-to-date build are
@@ -57,9 +58,9 @@ step_model() {
     mv "$MODEL.part" "$MODEL"
 }
 
-step_build() { # [target…]
+step_build() { # [target…]; LAB=ON also builds the lab (spanscope-lab, spanscope-report, tests)
     echo "== building in $BUILD"
-    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPANSCOPE_LAB="${LAB:-OFF}" >/dev/null
     cmake --build "$BUILD" -j "$JOBS" ${1:+--target "$@"}
 }
 
@@ -87,7 +88,7 @@ demo)
 test)
     step_deps
     step_model
-    step_build
+    LAB=ON step_build
     step_fuzz_build
     echo "== replaying the fuzz corpus"
     ctest --test-dir "$BUILD-fuzz" --output-on-failure -R fuzz_

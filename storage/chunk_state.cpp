@@ -1,4 +1,4 @@
-#include "chunk_state.h"
+#include "storage/chunk_state.h"
 
 #include <xxhash.h>
 

@@ -39,7 +39,7 @@
 
 #include "engine/linearkv/pic_assembly.h"
 #include "engine/memory/kv_rows.h"
-#include "model_fingerprint.h"
+#include "storage/model_fingerprint.h"
 
 #include <cstdint>
 #include <stdexcept>

@@ -1,8 +1,8 @@
-#include "document_loader.h"
+#include "storage/document_loader.h"
 
-#include "loader_html.h"
-#include "loader_pdf.h"
-#include "loader_text.h"
+#include "storage/loader_html.h"
+#include "storage/loader_pdf.h"
+#include "storage/loader_text.h"
 
 #include <zlib.h>
 

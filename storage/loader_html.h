@@ -1,7 +1,7 @@
 // HTML: the visible text of a page, from libxml2's forgiving HTML parser.
 #pragma once
 
-#include "document_loader.h"
+#include "storage/document_loader.h"
 
 #include <string>
 

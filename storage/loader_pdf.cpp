@@ -1,6 +1,6 @@
-#include "loader_pdf.h"
+#include "storage/loader_pdf.h"
 
-#include "loader_text.h" // has_visible_text, first_invalid_utf8
+#include "storage/loader_text.h" // has_visible_text, first_invalid_utf8
 
 #include <poppler-document.h>
 #include <poppler-global.h>

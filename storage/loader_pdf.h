@@ -1,7 +1,7 @@
 // PDF: the text layer of each page, from poppler-cpp, in the reading order pdftotext uses.
 #pragma once
 
-#include "document_loader.h"
+#include "storage/document_loader.h"
 
 #include <string>
 

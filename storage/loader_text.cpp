@@ -1,4 +1,4 @@
-#include "loader_text.h"
+#include "storage/loader_text.h"
 
 #include "engine/text/tokenizer.h" // is_valid_utf8
 

@@ -3,7 +3,7 @@
 // helpers the other loaders share (encoding detection, visible-text test).
 #pragma once
 
-#include "document_loader.h"
+#include "storage/document_loader.h"
 
 #include <string>
 #include <string_view>

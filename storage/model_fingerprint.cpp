@@ -1,4 +1,4 @@
-#include "model_fingerprint.h"
+#include "storage/model_fingerprint.h"
 
 #include <xxhash.h>
 

@@ -1,10 +1,10 @@
-#include "project.h"
+#include "storage/project.h"
 
 #include <sqlite3.h>
 
 #include "engine/text/tokenizer.h"
-#include "project_clock.h"
-#include "project_schema.h"
+#include "storage/project_clock.h"
+#include "storage/project_schema.h"
 
 #include <xxhash.h>
 

@@ -8,10 +8,10 @@
 // version and is upgraded by numbered migrations (schema.cpp).
 #pragma once
 
-#include "chunk_state.h"
-#include "document_loader.h"
 #include "engine/text/chunking.h"
-#include "sqlite_db.h"
+#include "storage/chunk_state.h"
+#include "storage/document_loader.h"
+#include "storage/sqlite_db.h"
 
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
 // Project: chats and messages, settings, the event log, sizes and maintenance.
-#include "project.h"
-#include "project_clock.h"
-#include "project_schema.h"
+#include "storage/project.h"
+#include "storage/project_clock.h"
+#include "storage/project_schema.h"
 
 #include <filesystem>
 

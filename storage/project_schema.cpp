@@ -1,6 +1,6 @@
-#include "project_schema.h"
+#include "storage/project_schema.h"
 
-#include "project.h"
+#include "storage/project.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>

@@ -2,7 +2,7 @@
 // is allowed to write to it.
 #pragma once
 
-#include "sqlite_db.h"
+#include "storage/sqlite_db.h"
 
 #include <string>
 

@@ -1,5 +1,5 @@
 // Project: full-text search over the units' text (SQLite FTS5, schema migration 2).
-#include "project.h"
+#include "storage/project.h"
 
 #include <unordered_set>
 

@@ -1,5 +1,5 @@
 // Project: SEKV states of units and the zoom traces of answers.
-#include "project.h"
+#include "storage/project.h"
 
 namespace spanscope {
 

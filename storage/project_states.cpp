@@ -1,6 +1,6 @@
 // Project: chunk states — storing, checking presence, least-recently-used eviction.
-#include "project.h"
-#include "project_clock.h"
+#include "storage/project.h"
+#include "storage/project_clock.h"
 
 #include <cstring>
 #include <set>

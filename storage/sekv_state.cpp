@@ -1,6 +1,6 @@
-#include "sekv_state.h"
+#include "storage/sekv_state.h"
 
-#include "byte_stream.h"
+#include "storage/byte_stream.h"
 
 #include <xxhash.h>
 

@@ -13,8 +13,8 @@
 // everything before it.
 #pragma once
 
-#include "chunk_state.h"
 #include "engine/sekv/sekv_spans.h"
+#include "storage/chunk_state.h"
 
 #include <cstdint>
 #include <string>

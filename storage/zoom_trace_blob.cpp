@@ -1,6 +1,6 @@
-#include "zoom_trace_blob.h"
+#include "storage/zoom_trace_blob.h"
 
-#include "byte_stream.h"
+#include "storage/byte_stream.h"
 
 #include <xxhash.h>
 #include <zlib.h>

@@ -1,4 +1,4 @@
-#include "bench_bandwidth.h"
+#include "app/cli/bench_bandwidth.h"
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/kernels/thread_pool.h"

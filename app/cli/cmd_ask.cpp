@@ -1,15 +1,15 @@
-#include "commands.h"
+#include "app/cli/commands.h"
 
-#include "project_answer.h"
+#include "cache/project_answer.h"
 
-#include "document_loader.h"
+#include "app/cli/project_support.h"
 #include "engine/linearkv/unit_prefill.h"
 #include "engine/model/model.h"
 #include "engine/session/session.h"
 #include "engine/text/chunking.h"
 #include "engine/text/prompt.h"
 #include "engine/text/text_input.h"
-#include "project_support.h"
+#include "storage/document_loader.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,6 @@
-#include "commands.h"
+#include "app/cli/commands.h"
 
-#include "bench_bandwidth.h"
+#include "app/cli/bench_bandwidth.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/quant.h"
 #include "engine/model/backend.h"

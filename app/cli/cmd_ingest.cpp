@@ -1,9 +1,9 @@
-#include "commands.h"
+#include "app/cli/commands.h"
 
-#include "document_loader.h"
+#include "app/cli/project_support.h"
+#include "cache/state_cache.h"
 #include "engine/session/session.h"
-#include "project_support.h"
-#include "state_cache.h"
+#include "storage/document_loader.h"
 
 #include <nlohmann/json.hpp>
 

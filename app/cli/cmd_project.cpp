@@ -1,6 +1,6 @@
-#include "commands.h"
+#include "app/cli/commands.h"
 
-#include "project_support.h"
+#include "app/cli/project_support.h"
 
 #include <nlohmann/json.hpp>
 

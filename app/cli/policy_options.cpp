@@ -1,9 +1,9 @@
-#include "policy_options.h"
+#include "app/cli/policy_options.h"
 
+#include "app/cli/finite_check.h"
 #include "engine/model/backend.h"
 #include "engine/model/model.h"
-#include "finite_check.h"
-#include "model_fingerprint.h"
+#include "storage/model_fingerprint.h"
 
 #include <charconv>
 #include <iostream>

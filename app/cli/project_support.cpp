@@ -1,4 +1,4 @@
-#include "project_support.h"
+#include "app/cli/project_support.h"
 
 #include <unistd.h>
 

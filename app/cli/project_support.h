@@ -2,12 +2,12 @@
 // a project and model, and progress lines.
 #pragma once
 
+#include "cache/project_settings.h"
+#include "cache/state_cache.h"
+#include "cache/unit_choice.h"
 #include "engine/model/model.h"
 #include "engine/text/chunking.h"
-#include "project.h"
-#include "project_settings.h"
-#include "state_cache.h"
-#include "unit_choice.h"
+#include "storage/project.h"
 
 #include <atomic>
 #include <string>

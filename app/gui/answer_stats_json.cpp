@@ -1,4 +1,4 @@
-#include "answer_stats_json.h"
+#include "app/gui/answer_stats_json.h"
 
 namespace spanscope::gui {
 

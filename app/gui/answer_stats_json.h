@@ -3,7 +3,7 @@
 // the answer that just finished and for the answers of a chat loaded from the project.
 #pragma once
 
-#include "gui_types.h"
+#include "app/gui/gui_types.h"
 
 #include <nlohmann/json.hpp>
 

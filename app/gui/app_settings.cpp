@@ -1,8 +1,8 @@
-#include "app_settings.h"
+#include "app/gui/app_settings.h"
 
+#include "cache/project_answer.h"
 #include "engine/sekv/sekv_routing.h"
 #include "engine/sekv/zoom_locator.h"
-#include "project_answer.h"
 
 #include <QSettings>
 #include <QStandardPaths>

@@ -2,7 +2,7 @@
 // tests enable QStandardPaths' test mode, which moves them aside).
 #pragma once
 
-#include "gui_types.h"
+#include "app/gui/gui_types.h"
 
 #include <QString>
 #include <QStringList>

@@ -1,6 +1,6 @@
-#include "chat_delegate.h"
+#include "app/gui/chat_delegate.h"
 
-#include "chat_model.h"
+#include "app/gui/chat_model.h"
 
 #include <QAbstractItemView>
 #include <QPainter>

@@ -1,4 +1,4 @@
-#include "chat_export.h"
+#include "app/gui/chat_export.h"
 
 #include <QStringList>
 

@@ -1,7 +1,7 @@
 // A chat as Markdown, for "Export chat" and "Copy chat".
 #pragma once
 
-#include "gui_types.h"
+#include "app/gui/gui_types.h"
 
 #include <QList>
 #include <QString>

@@ -1,6 +1,6 @@
-#include "chat_model.h"
+#include "app/gui/chat_model.h"
 
-#include "zoom_data.h"
+#include "app/gui/zoom_data.h"
 
 namespace spanscope::gui {
 

@@ -2,7 +2,7 @@
 // is a dataChanged of that row, never a reset; switching chats resets.
 #pragma once
 
-#include "gui_types.h"
+#include "app/gui/gui_types.h"
 
 #include <QAbstractListModel>
 

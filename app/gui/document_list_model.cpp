@@ -1,4 +1,4 @@
-#include "document_list_model.h"
+#include "app/gui/document_list_model.h"
 
 #include <QBrush>
 #include <QColor>

@@ -4,7 +4,7 @@
 // Rows change by inserts, removals, moves and dataChanged; only opening a project resets it.
 #pragma once
 
-#include "gui_types.h"
+#include "app/gui/gui_types.h"
 
 #include <QAbstractListModel>
 

@@ -1,4 +1,4 @@
-#include "document_view.h"
+#include "app/gui/document_view.h"
 
 #include <QHelpEvent>
 #include <QLocale>

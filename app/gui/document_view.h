@@ -4,7 +4,7 @@
 // summary norm. Everything is drawn as extra selections over the read-only text.
 #pragma once
 
-#include "zoom_data.h"
+#include "app/gui/zoom_data.h"
 
 #include <QColor>
 #include <QList>

@@ -5,8 +5,8 @@
 // every layer of a forward pass and before every generated token).
 #pragma once
 
-#include "gui_types.h"
-#include "zoom_data.h"
+#include "app/gui/gui_types.h"
+#include "app/gui/zoom_data.h"
 
 #include <QObject>
 

@@ -1,10 +1,10 @@
-#include "error_text.h"
+#include "app/gui/error_text.h"
 
-#include "chunk_state.h"
 #include "engine/sekv/zoom_params.h"
 #include "engine/session/session.h"
 #include "engine/text/text_input.h"
-#include "sqlite_db.h"
+#include "storage/chunk_state.h"
+#include "storage/sqlite_db.h"
 
 #include <sqlite3.h>
 

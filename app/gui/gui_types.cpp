@@ -1,6 +1,6 @@
-#include "gui_types.h"
+#include "app/gui/gui_types.h"
 
-#include "zoom_data.h"
+#include "app/gui/zoom_data.h"
 
 #include <QLocale>
 

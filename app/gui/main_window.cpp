@@ -1,12 +1,12 @@
 // The main window: layout, menus, keyboard shortcuts, drag and drop, the worker threads.
 // What happens when the user acts or a worker reports is in main_window_actions.cpp.
-#include "main_window.h"
+#include "app/gui/main_window.h"
 
-#include "chat_delegate.h"
-#include "document_view.h"
-#include "engine_worker.h"
-#include "store_worker.h"
-#include "zoom_inspector.h"
+#include "app/gui/chat_delegate.h"
+#include "app/gui/document_view.h"
+#include "app/gui/engine_worker.h"
+#include "app/gui/store_worker.h"
+#include "app/gui/zoom_inspector.h"
 
 #include <QAction>
 #include <QApplication>

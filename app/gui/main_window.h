@@ -4,11 +4,11 @@
 // queued calls and shows what they report, so it never waits on them.
 #pragma once
 
-#include "app_settings.h"
-#include "chat_model.h"
-#include "document_list_model.h"
-#include "gui_types.h"
-#include "zoom_data.h"
+#include "app/gui/app_settings.h"
+#include "app/gui/chat_model.h"
+#include "app/gui/document_list_model.h"
+#include "app/gui/gui_types.h"
+#include "app/gui/zoom_data.h"
 
 #include <QHash>
 #include <QMainWindow>

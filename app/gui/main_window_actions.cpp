@@ -1,13 +1,13 @@
 // The main window's reactions: user actions (projects, documents, chats, send and stop) and
 // the reports of the worker threads.
-#include "main_window.h"
+#include "app/gui/main_window.h"
 
-#include "chat_export.h"
-#include "document_view.h"
-#include "engine_worker.h"
-#include "project.h"
-#include "settings_dialog.h"
-#include "store_worker.h"
+#include "app/gui/chat_export.h"
+#include "app/gui/document_view.h"
+#include "app/gui/engine_worker.h"
+#include "app/gui/settings_dialog.h"
+#include "app/gui/store_worker.h"
+#include "storage/project.h"
 
 #include <QApplication>
 #include <QClipboard>

@@ -1,9 +1,9 @@
 // The main window's documents in context: which are checked, in what order (dragged in the list
 // or moved with Alt+Up / Alt+Down), kept in the project so that a reopened project asks about the
 // same context (LinearKV puts the documents in context in list order, DESIGN.md §3.5).
-#include "main_window.h"
+#include "app/gui/main_window.h"
 
-#include "store_worker.h"
+#include "app/gui/store_worker.h"
 
 #include <QAction>
 #include <QListView>

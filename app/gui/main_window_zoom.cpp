@@ -1,13 +1,13 @@
 // The main window's SEKV views (DESIGN.md §5): the shown document's spans (built on the engine
 // thread), an answer's zoom trace (read on the store thread) drawn over the document for a
 // token or the whole answer, and the inspector dock.
-#include "main_window.h"
+#include "app/gui/main_window.h"
 
-#include "chat_delegate.h"
-#include "document_view.h"
-#include "engine_worker.h"
-#include "store_worker.h"
-#include "zoom_inspector.h"
+#include "app/gui/chat_delegate.h"
+#include "app/gui/document_view.h"
+#include "app/gui/engine_worker.h"
+#include "app/gui/store_worker.h"
+#include "app/gui/zoom_inspector.h"
 
 #include <QAction>
 #include <QDockWidget>

@@ -1,8 +1,8 @@
-#include "screenshots.h"
+#include "app/gui/screenshots.h"
 
-#include "main_window.h"
-#include "wait_signal.h"
-#include "zoom_inspector.h"
+#include "app/gui/main_window.h"
+#include "app/gui/wait_signal.h"
+#include "app/gui/zoom_inspector.h"
 
 #include <QApplication>
 #include <QDir>

@@ -3,7 +3,7 @@
 // each as a PNG.
 #pragma once
 
-#include "app_settings.h"
+#include "app/gui/app_settings.h"
 
 #include <QString>
 #include <QStringList>

@@ -1,4 +1,4 @@
-#include "settings_dialog.h"
+#include "app/gui/settings_dialog.h"
 
 #include "engine/model/backend.h"
 #include "engine/model/model_locator.h"

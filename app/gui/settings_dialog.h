@@ -4,7 +4,7 @@
 // (LinearKV selector, recompute share, state initialiser of hybrid models), cache size limit.
 #pragma once
 
-#include "app_settings.h"
+#include "app/gui/app_settings.h"
 
 #include <QDialog>
 

@@ -1,10 +1,10 @@
-#include "store_worker.h"
+#include "app/gui/store_worker.h"
 
-#include "answer_stats_json.h"
-#include "chat_export.h"
-#include "document_list.h"
-#include "error_text.h"
-#include "project.h"
+#include "app/gui/answer_stats_json.h"
+#include "app/gui/chat_export.h"
+#include "app/gui/error_text.h"
+#include "cache/document_list.h"
+#include "storage/project.h"
 
 #include <QLocale>
 #include <QSaveFile>

@@ -3,8 +3,8 @@
 // chats and their messages, export). SQLite in WAL mode lets it read while the engine writes.
 #pragma once
 
-#include "gui_types.h"
-#include "zoom_data.h"
+#include "app/gui/gui_types.h"
+#include "app/gui/zoom_data.h"
 
 #include <QObject>
 

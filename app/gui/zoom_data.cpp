@@ -1,4 +1,4 @@
-#include "zoom_data.h"
+#include "app/gui/zoom_data.h"
 
 #include <algorithm>
 #include <stdexcept>

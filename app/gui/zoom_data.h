@@ -4,9 +4,9 @@
 // draw (spans per token, (layer, head) pairs per span, the layer × head × step grid).
 #pragma once
 
-#include "gui_types.h"
-#include "sekv_display.h"
-#include "zoom_trace_blob.h"
+#include "app/gui/gui_types.h"
+#include "cache/sekv_display.h"
+#include "storage/zoom_trace_blob.h"
 
 #include <QList>
 #include <QMetaType>

@@ -1,4 +1,4 @@
-#include "zoom_inspector.h"
+#include "app/gui/zoom_inspector.h"
 
 #include <QHelpEvent>
 #include <QLabel>

@@ -3,7 +3,7 @@
 // clicking a step (a column of the grid) selects that answer token.
 #pragma once
 
-#include "zoom_data.h"
+#include "app/gui/zoom_data.h"
 
 #include <QWidget>
 

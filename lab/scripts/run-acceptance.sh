@@ -6,8 +6,8 @@
 #   bash lab/scripts/run-acceptance.sh [4096|8192|16384|all] [report]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-CLI=${CLI:-build/app/cli/spanscope-cli}
-REPORT=${REPORT:-build/app/report/spanscope-report}
+CLI=${CLI:-build/lab/spanscope-lab}
+REPORT=${REPORT:-build/lab/report/spanscope-report}
 OUT=${OUT:?set OUT=DIR, the folder for the result lines (kept out of the repository; a run resumes from what is there)}
 mkdir -p "$OUT"
 POLICIES=full,sekv,chunk_summary,snapkv,h2o,streaming

@@ -17,8 +17,8 @@
 # the same per length in $OUT/by-length/LEN/report.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-CLI=${CLI:-build/app/cli/spanscope-cli}
-REPORT=${REPORT:-build/app/report/spanscope-report}
+CLI=${CLI:-build/lab/spanscope-lab}
+REPORT=${REPORT:-build/lab/report/spanscope-report}
 OUT=${OUT:?set OUT=DIR, the folder for the result lines (kept out of the repository; a run resumes from what is there)}
 mkdir -p "$OUT"
 COMMON=(--documents 2,4,8 --selector none,epic,cacheblend --recompute 0.05,0.1,0.2,0.4

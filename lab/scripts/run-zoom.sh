@@ -16,8 +16,8 @@
 # parameter file's and one rate's at a time (the report does not tell two rates apart).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-CLI=${CLI:-build/app/cli/spanscope-cli}
-REPORT=${REPORT:-build/app/report/spanscope-report}
+CLI=${CLI:-build/lab/spanscope-lab}
+REPORT=${REPORT:-build/lab/report/spanscope-report}
 THREADS=${THREADS:-2}
 DATA=${ZOOM_DATA:-$HOME/.local/share/spanscope/zoom-data}
 OUT=${OUT:?set OUT=DIR, the folder for the result lines (kept out of the repository; a run resumes from what is there)}

@@ -22,7 +22,7 @@
 # refused, never kept or resumed as if it were this file's.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-CLI="${SPANSCOPE_CLI:-$ROOT/build/app/cli/spanscope-cli}"
+CLI="${SPANSCOPE_CLI:-$ROOT/build/lab/spanscope-lab}"
 [[ $# -ge 3 ]] || { echo "usage: $0 PARAMS OUT_DIR SEED..." >&2; exit 2; }
 PARAMS=$1 OUT=$2; shift 2
 ROUTERS=${ROUTERS:-training-free trained}

@@ -5,7 +5,7 @@
     python3 -m venv /tmp/probe && /tmp/probe/bin/pip install gguf numpy
     /tmp/probe/bin/python lab/scripts/span-score-probe.py --every 4 RECORDS_DIR
 
-Reads zoom recordings (spanscope-cli zoom-record; lab/router/zoom_record.h): per recorded query,
+Reads zoom recordings (spanscope-lab zoom-record; lab/router/zoom_record.h): per recorded query,
 SEKV layer and query head, the query q [head_dim], the keys k [n_tokens][n_kv_head][head_dim] and
 the teacher's attention mass on each span. For each score below it ranks the spans the query
 sees, takes the top k, and divides the teacher's mass on them by the mass on the k spans with

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Equal-accuracy expansions and equal-expansion KL of a trained router against the
-training-free one, from `spanscope-cli eval niah` rows (issue 8's second form of the target:
+training-free one, from `spanscope-lab eval niah` rows (issue 8's second form of the target:
 "at least 25 % fewer expansions at the same accuracy").
 
     python3 lab/scripts/zoom-interp.py --training-free ROWS... --trained ROWS...

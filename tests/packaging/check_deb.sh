@@ -107,6 +107,9 @@ expected=(./usr/bin/spanscope-cli
 for p in "${expected[@]}"; do
     grep -Fqx -- "$p" <<<"$contents" || fail "package lacks $p"
 done
+# The lab (spanscope-lab, spanscope-report and their libraries) is never packaged.
+lab="$(grep -E '(spanscope-lab|spanscope-report|spanscope_lab|spanscope_eval|spanscope_report)' <<<"$contents" || true)"
+[[ -z "$lab" ]] || fail "package holds lab code: $lab"
 outside="$(grep -Ev '^\./(usr(/.*)?)?$' <<<"$contents")"
 [[ -z "$outside" ]] || fail "package has files outside /usr: $outside"
 

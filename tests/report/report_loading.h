@@ -3,7 +3,7 @@
 // a stream with add_stream(in, name) and give what they read with finish().
 #pragma once
 
-#include "report_data.h" // InputError
+#include "lab/report/report_data.h" // InputError
 
 #include <sstream>
 #include <string>

@@ -2,9 +2,9 @@
 // input whose numbers are worked out below, and the built program on a small file: report.md
 // with the expected cells, PNGs that load, have the expected size and are not one colour, and
 // the exit codes of bad input and bad arguments.
-#include "report_data.h"
+#include "lab/report/report_data.h"
+#include "lab/report/report_markdown.h"
 #include "report_loading.h"
-#include "report_markdown.h"
 #include "report_program.h"
 
 #include <QImage>
@@ -56,7 +56,7 @@ std::string fast(double fraction, bool within = true) {
 //   normal approximation 0.75 ± 1.96 · 0.25 / √3 = 0.75 ± 0.2829 → [46.7 %, 100 %] (clamped).
 std::string sample_jsonl() {
     std::string s =
-        R"({"command":"spanscope-cli eval niah --lengths 4096,8192","started":"2026-11-30T17:00:00Z","machine":"m1","threads":2,"commit":"abc123"})"
+        R"({"command":"spanscope-lab eval niah --lengths 4096,8192","started":"2026-11-30T17:00:00Z","machine":"m1","threads":2,"commit":"abc123"})"
         "\n";
     s += result("alpha", "full", 1.0, 4096, 0.0, 0, 1, fast(1.0));
     s += result("alpha", "full", 1.0, 4096, 0.5, 1, 1, fast(1.0));
@@ -72,7 +72,7 @@ std::string sample_jsonl() {
     s += result("beta", "full", 1.0, 4096, 0.5, 1, 1.0, fast(1.0));
     s += result("beta", "full", 1.0, 4096, 1.0, 2, 0.75, fast(1.0));
     s +=
-        R"({"command":"spanscope-cli eval niah --lengths 4096,8192","started":"2026-12-01T09:00:00Z"})"
+        R"({"command":"spanscope-lab eval niah --lengths 4096,8192","started":"2026-12-01T09:00:00Z"})"
         "\n";
     s += result("alpha", "sekv", 0.35, 4096, 1.0, 2, 1, fast(0.28) + fid); // the resumed run
     return s;
@@ -240,7 +240,7 @@ TEST(ReportData, MalformedLinesNameFileAndLine) {
     EXPECT_EQ(e.rfind("bad.jsonl:2: neither a result", 0), 0u) << e;
     e = load_error(result("t", "sekv", 0.35, 4096, 0.5, 0, 1, R"(,"within_budget":"yes")"));
     EXPECT_EQ(e, "bad.jsonl:1: \"within_budget\" is not true or false");
-    e = load_error(R"({"command":"spanscope-cli eval"})"
+    e = load_error(R"({"command":"spanscope-lab eval"})"
                    "\n");
     EXPECT_EQ(e, "no result rows in the input");
 }
@@ -758,7 +758,7 @@ TEST_F(ReportProgram, WritesTheReportAndThePlots) {
     EXPECT_NE(md.find("- sekv \u2212 best baseline: no other compressed policy at this budget"),
               std::string::npos);
     EXPECT_NE(md.find("| sekv@35% | 4 | 0.900 | 0.800 | 0.0020 |"), std::string::npos) << md;
-    EXPECT_NE(md.find("## Commands\n\n- `spanscope-cli eval niah --lengths 4096,8192` (started "
+    EXPECT_NE(md.find("## Commands\n\n- `spanscope-lab eval niah --lengths 4096,8192` (started "
                       "2026-11-30T17:00:00Z, machine m1, --threads 2, commit abc123, 2 runs)"),
               std::string::npos)
         << md;
@@ -801,7 +801,7 @@ TEST_F(ReportProgram, BadInputFailsWithOneLineNamingTheLine) {
     EXPECT_NE(r.err.find("cannot open " + (dir_ / "missing.jsonl").string()), std::string::npos);
     EXPECT_EQ(line_count(r.err), 1) << r.err;
 
-    const fs::path meta = write("meta.jsonl", R"({"command":"spanscope-cli eval"})"
+    const fs::path meta = write("meta.jsonl", R"({"command":"spanscope-lab eval"})"
                                               "\n");
     r = run({"--out-dir", (dir_ / "o").string(), meta.string()});
     EXPECT_EQ(r.status, 1);

@@ -3,11 +3,11 @@
 // values worked out by hand, the Markdown table of held-out changes on a small hand-written
 // file, and the built program with --curves: report.md, one PNG per component with the
 // expected name and size, and the held-out series drawn where it should be.
-#include "report_curves.h"
-#include "report_curves_plot.h"
-#include "report_data.h"
+#include "lab/report/report_curves.h"
+#include "lab/report/report_curves_plot.h"
+#include "lab/report/report_data.h"
+#include "lab/report/report_paint.h"
 #include "report_loading.h"
-#include "report_paint.h"
 #include "report_program.h"
 
 #include <QColor>

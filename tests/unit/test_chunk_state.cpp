@@ -1,8 +1,8 @@
 // The chunk state blob (storage/chunk_state.h): round trip, the committed golden file of format
 // version 1 (KNOWN-FAILURES 7), and every way a blob can be unusable — each flipped byte and
 // each truncation is detected, and so is another model, another chunk or another shape.
-#include "chunk_state.h"
 #include "engine/kernels/fp16.h"
+#include "storage/chunk_state.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

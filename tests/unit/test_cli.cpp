@@ -327,11 +327,6 @@ TEST_F(Cli, NumbersThatAreNotFiniteAreRefused) {
         {"ask", "--model", model_, "--doc", doc, "--temperature", "nan", "Q?"},
         {"ask", "--model", model_, "--doc", doc, "--budget", "inf", "Q?"},
         {"ask", "--model", model_, "--doc", doc, "--expand-rate", "-nan", "Q?"},
-        {"eval", "niah", "--model", model_, "--budget", "0.35,nan", "--out", dir_ + "/e.jsonl"},
-        {"zoom-train", "--model", model_, "--records", dir_, "--out", dir_ + "/p.gguf", "--compare",
-         "--compare-rates", "0.1,nan"},
-        {"zoom-train", "--model", model_, "--records", dir_, "--out", dir_ + "/p.gguf", "--lr",
-         "nan"},
     };
     for (const auto& args : cases) {
         const auto r = run(args);
@@ -434,6 +429,22 @@ TEST_F(Cli, BenchRunsAtTheKernelLevelAskedForAndRefusesOneTheCpuLacks) {
     expect_clean_error(
         run({"bench", "--model", model_, "--kernel-level", "amx", "--lengths", "16"}),
         "kernel level amx is not supported by this CPU");
+}
+
+// spanscope-cli is the product: its help lists info, ask, ingest, project and bench, and the
+// lab's commands (spanscope-lab) are not there.
+TEST_F(Cli, OffersOnlyTheProductsCommands) {
+    const auto help = run({"--help"});
+    ASSERT_EQ(help.status, 0) << help.err;
+    for (const char* c : {"info", "ask", "ingest", "project", "bench"})
+        EXPECT_NE(help.out.find(std::string("  ") + c + " "), std::string::npos) << c;
+    for (const char* c :
+         {"eval", "niah", "pic-eval", "state-init-eval", "zoom-record", "zoom-train", "qa"}) {
+        EXPECT_EQ(help.out.find(std::string("  ") + c + " "), std::string::npos) << c;
+        const auto r = run({c, "--model", model_});
+        EXPECT_EQ(r.status, 2) << c;
+        EXPECT_EQ(r.out, "") << c;
+    }
 }
 
 TEST_F(Cli, BadOptions) {

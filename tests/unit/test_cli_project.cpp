@@ -5,7 +5,7 @@
 #include "engine/model/model.h"
 #include "engine/text/chunking.h"
 #include "engine/text/prompt.h"
-#include "sqlite_db.h"
+#include "storage/sqlite_db.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

@@ -1,5 +1,5 @@
 // Document loaders: text in its encodings, gzip, HTML, PDF (against pdftotext), the offset map.
-#include "document_loader.h"
+#include "storage/document_loader.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

@@ -3,6 +3,7 @@
 // names and keys; loading and its errors, the memory per layer kind, the forward pass's
 // invariance to the ubatch layout (one ubatch = several = token by token; KNOWN-FAILURES 11),
 // and llama.cpp's logits for the committed reference files (tests/reference/README.md).
+#include "cache/state_cache.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/linearkv/pic_assembly.h"
 #include "engine/memory/kv_rows.h"
@@ -11,7 +12,6 @@
 #include "engine/sekv/memory_sekv.h"
 #include "engine/session/session.h"
 #include "engine/text/prompt.h"
-#include "state_cache.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

@@ -7,8 +7,8 @@
 //
 // The kills are random but reproducible in their sequence: the seed is printed, and
 // SPANSCOPE_KILL_SEED=N runs the test with another one.
-#include "project.h"
-#include "sqlite_db.h"
+#include "storage/project.h"
+#include "storage/sqlite_db.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

@@ -2,8 +2,8 @@
 // clear error, the file untouched), documents, chunks, chats, least-recently-used eviction of
 // chunk states, the committed project of schema version 1 (KNOWN-FAILURES 15) and its upgrade,
 // and the full-text index of units (FTS5).
-#include "project.h"
-#include "project_schema.h"
+#include "storage/project.h"
+#include "storage/project_schema.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

@@ -3,14 +3,14 @@
 // answer and zoom trace; the zoom trace blob round-trips and refuses damage; a unit's stored
 // spans moved to an offset equal the spans built from its rows restored (re-rotated) there;
 // spans built by the trained rank gate are stored apart from the training-free ones.
-#include "project_answer.h"
-#include "sekv_display.h"
-#include "sekv_unit.h"
-#include "state_cache.h"
+#include "cache/project_answer.h"
+#include "cache/sekv_display.h"
+#include "cache/sekv_unit.h"
+#include "cache/state_cache.h"
+#include "storage/zoom_trace_blob.h"
 #include "test_support.h"
 #include "tiny_model.h"
 #include "zoom_test_util.h"
-#include "zoom_trace_blob.h"
 
 #include <gtest/gtest.h>
 

@@ -3,10 +3,10 @@
 // equals an uninterrupted one, an unusable or foreign blob is recomputed and logged, a unit
 // moved to new positions matches a fresh prefill there (KNOWN-FAILURES 1), reordered units
 // assemble (KNOWN-FAILURES 10), and the stored surprisal is -log softmax of the full logits.
+#include "cache/state_cache.h"
 #include "engine/memory/kv_rows.h"
 #include "engine/text/prompt.h"
-#include "model_fingerprint.h"
-#include "state_cache.h"
+#include "storage/model_fingerprint.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

@@ -3,9 +3,9 @@
 // cold prefill's next-token logits exactly and the same greedy answer, with every document
 // token reused (KNOWN-FAILURES 5 and 9). SPANSCOPE_STORE_TEST_TOKENS sets the document length
 // (default 1200 tokens; docs/project-store.md records a 16 000-token run).
+#include "cache/state_cache.h"
 #include "engine/text/chunking.h"
 #include "engine/text/prompt.h"
-#include "state_cache.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

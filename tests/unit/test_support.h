@@ -1,7 +1,7 @@
 // Helpers shared by the unit and integration tests.
 #pragma once
 
-#include "document_loader.h"
+#include "storage/document_loader.h"
 #include <optional>
 
 #include <cstddef>

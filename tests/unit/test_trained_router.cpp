@@ -9,7 +9,7 @@
 #include "engine/sekv/zoom_params.h"
 #include "engine/session/session.h"
 #include "engine/text/prompt.h"
-#include "model_fingerprint.h"
+#include "storage/model_fingerprint.h"
 #include "test_support.h"
 #include "tiny_model.h"
 #include "zoom_params_refusal.h"

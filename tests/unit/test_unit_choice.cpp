@@ -3,10 +3,10 @@
 // relevance formula against a hand computation, the question's queries, and ask_project over
 // documents longer than a tiny model's context (the section holding the question's rare word
 // is used, the user's document order is kept, SEKV summaries join the ranking once stored).
+#include "cache/project_answer.h"
+#include "cache/sekv_relevance.h"
+#include "cache/state_cache.h"
 #include "engine/text/prompt.h"
-#include "project_answer.h"
-#include "sekv_relevance.h"
-#include "state_cache.h"
 #include "test_support.h"
 #include "tiny_model.h"
 

@@ -26,7 +26,7 @@ ZoomParams sample_params() {
     ZoomParams p;
     p.model_fingerprint = "0123456789abcdef0123456789abcdef";
     p.model_name = "some-model.gguf";
-    p.provenance = {"/data/recordings (12 documents)", "spanscope-cli zoom-train --epochs 3",
+    p.provenance = {"/data/recordings (12 documents)", "spanscope-lab zoom-train --epochs 3",
                     "abc1234", "2026-05-01T10:00:00Z"};
     std::mt19937 rng(7);
     std::normal_distribution<float> g(0.0f, 1.0f);

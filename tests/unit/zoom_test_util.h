@@ -7,7 +7,7 @@
 #include "engine/model/model.h"
 #include "engine/sekv/memory_sekv.h"
 #include "engine/sekv/zoom_params.h"
-#include "model_fingerprint.h"
+#include "storage/model_fingerprint.h"
 
 #include <cstdlib>
 #include <optional>
