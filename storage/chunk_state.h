@@ -1,4 +1,4 @@
-// The chunk state blob: what the project store keeps per chunk and model (DESIGN.md §3.5, §4).
+// The chunk state blob: what the project store keeps per chunk and model (docs/linearkv.md, §4).
 //
 // Format version 1, all integers little-endian, fields naturally aligned:
 //   offset size

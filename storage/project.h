@@ -1,7 +1,7 @@
 // A Spanscope project: one SQLite file (*.spanscope) holding documents (source path, content
 // hash, extracted text, offset map), their chunks per tokenizer, chunk states per model
 // (chunk_state.h blobs), chats with their messages, settings, an event log, and room for the
-// SEKV segmentation and zoom traces (DESIGN.md §4).
+// SEKV segmentation and zoom traces (docs/architecture.md, Storage).
 //
 // WAL journal, foreign keys on, a busy timeout; every write is a short transaction, so a killed
 // process leaves a database that opens and holds every committed chunk. The schema carries a

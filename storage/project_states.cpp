@@ -62,7 +62,8 @@ void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprin
         data.run();
     }
     // A SEKV state built from this chunk's earlier rows (project_sekv.cpp: keyed
-    // "fingerprint/options") must not be held beside the new ones (KNOWN-FAILURES 8).
+    // "fingerprint/options") must not be held beside the new ones (tests/README.md, failure mode
+    // 8).
     db_->prepare("DELETE FROM segmentations WHERE chunk_id = ? AND substr(fingerprint, 1, ?) = ?")
         .bind(1, chunk_id)
         .bind(2, static_cast<int64_t>(fingerprint.size() + 1))

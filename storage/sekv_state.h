@@ -1,5 +1,5 @@
 // The SEKV state of one unit (a document section prefilled from position 0), as the project
-// keeps it beside the unit's chunk states (DESIGN.md §3.4, §4): the segmentation with the
+// keeps it beside the unit's chunk states (docs/sekv.md, §4): the segmentation with the
 // character ranges of its spans and anchors, each token's surprisal, and per SEKV layer every
 // span's summary rows and factors, keys rotated at unit-local positions (moved on restore).
 //

@@ -1,7 +1,7 @@
-// The zoom trace of an answer as the project keeps it with the answer's message (DESIGN.md §4):
-// the trace (zoom_trace.h), where the context's spans came from (which document section, at
-// which span ids), and the text of each generated token, so that a reopened chat can show
-// which spans each answer token zoomed into.
+// The zoom trace of an answer as the project keeps it with the answer's message
+// (docs/architecture.md, Storage): the trace (zoom_trace.h), where the context's spans came from
+// (which document section, at which span ids), and the text of each generated token, so that a
+// reopened chat can show which spans each answer token zoomed into.
 //
 // Format version 1: zlib-compressed stream of magic "SSZOOM\0\0", u32 version, i32 n_spans,
 // u32 n_sources, per source (i64 document id, i32 unit, i32 first span, i32 spans,

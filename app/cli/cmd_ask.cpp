@@ -1,6 +1,6 @@
 #include "app/cli/commands.h"
 
-#include "cache/project_answer.h"
+#include "answering/project_answer.h"
 
 #include "app/cli/project_support.h"
 #include "engine/linearkv/unit_prefill.h"

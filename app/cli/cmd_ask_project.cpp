@@ -1,8 +1,8 @@
 #include "app/cli/commands.h"
 
+#include "answering/project_answer.h"
+#include "answering/state_cache.h"
 #include "app/cli/project_support.h"
-#include "cache/project_answer.h"
-#include "cache/state_cache.h"
 #include "engine/session/session.h"
 #include "storage/document_loader.h"
 

@@ -1,7 +1,7 @@
 #include "app/cli/commands.h"
 
+#include "answering/state_cache.h"
 #include "app/cli/project_support.h"
-#include "cache/state_cache.h"
 #include "engine/session/session.h"
 #include "storage/document_loader.h"
 
@@ -42,7 +42,8 @@ int run_ingest(const IngestOptions& o) {
     so.threads = o.threads;
     Session scratch(*model, so);
 
-    // One bad file never blocks the others (KNOWN-FAILURES 14): each is reported and skipped.
+    // One bad file never blocks the others (tests/README.md, failure mode 14): each is reported and
+    // skipped.
     int failed = 0;
     for (const auto& given : o.docs) {
         const std::string path = std::filesystem::absolute(given).lexically_normal().string();

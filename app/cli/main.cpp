@@ -1,7 +1,7 @@
 // spanscope-cli: the headless front end of the Spanscope engine.
+#include "answering/project_answer.h"
 #include "app/cli/commands.h"
 #include "app/cli/finite_check.h"
-#include "cache/project_answer.h"
 #include "engine/kernels/quant.h"
 #include "engine/linearkv/pic_assembly.h"
 #include "engine/model/model.h"

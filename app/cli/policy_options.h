@@ -1,6 +1,6 @@
 // The cache-policy options shared by the commands that answer (ask, bench, niah, eval): the
-// policy of the global-attention layers and SEKV's settings (DESIGN.md §3.3, §3.4), its router
-// included (trained or training-free, zoom_locator.h).
+// policy of the global-attention layers and SEKV's settings (docs/architecture.md, Memory, §3.4),
+// its router included (trained or training-free, zoom_locator.h).
 #pragma once
 
 #include "engine/sekv/zoom_locator.h"

@@ -2,9 +2,9 @@
 // a project and model, and progress lines.
 #pragma once
 
-#include "cache/project_settings.h"
-#include "cache/state_cache.h"
-#include "cache/unit_choice.h"
+#include "answering/project_settings.h"
+#include "answering/state_cache.h"
+#include "answering/unit_choice.h"
 #include "engine/model/model.h"
 #include "engine/text/chunking.h"
 #include "storage/project.h"

@@ -1,9 +1,9 @@
 // spanscope: the desktop application. `spanscope [FILE…]` opens the window; .spanscope files
 // are projects, other files documents added to the project (--project, else the default one).
-#include "app/gui/app_settings.h"
-#include "app/gui/main_window.h"
-#include "app/gui/screenshots.h"
 #include "storage/project.h"
+#include "ui/app_settings.h"
+#include "ui/main_window.h"
+#include "ui/screenshots.h"
 
 #include <QApplication>
 #include <QCommandLineParser>

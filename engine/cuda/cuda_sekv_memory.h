@@ -1,4 +1,4 @@
-// SEKV on the GPU (DESIGN.md §3.4; the device counterpart of memory_sekv.h), with its tiers
+// SEKV on the GPU (docs/sekv.md; the device counterpart of memory_sekv.h), with its tiers
 // where the design puts them:
 // - fast tier, device memory: the rows held at full resolution (anchors, short spans, the tail)
 //   as f16, and one summary row per span (fp32) with log|S|;

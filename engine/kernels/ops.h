@@ -38,7 +38,8 @@ void rope_neox_partial(float* x, const RopeTable& table, int64_t n_tokens, int n
 /// Move keys rotated at position p to position p + delta: rotate every (x[i], x[i+d/2]) pair by
 /// delta * base^(-2i/d). RoPE rotations compose (R(p + delta) = R(delta) R(p); RoFormer §3.4.2),
 /// so this equals rotating the unrotated key at p + delta up to float rounding.
-/// x: [n_rows][n_heads][d] in place; base: the layer's own RoPE base (KNOWN-FAILURES 1).
+/// x: [n_rows][n_heads][d] in place; base: the layer's own RoPE base (tests/README.md, failure mode
+/// 1).
 void rope_shift_neox(float* x, int64_t n_rows, int n_heads, int d, int32_t delta, double base);
 /// The same move for partial NeoX RoPE (rope_neox_partial): the first rope_dims elements of
 /// each head are rotated by delta as rope_shift_neox rotates a head of rope_dims, the other

@@ -1,6 +1,6 @@
 // `assembled` memory: the rows of documents prefilled on their own, put side by side at new
 // positions, in which a recompute pass may overwrite rows (position-independent caching,
-// DESIGN.md §3.5). Every row of the layer is held, for global and sliding-window layers alike
+// docs/linearkv.md). Every row of the layer is held, for global and sliding-window layers alike
 // (a sliding layer masks by its window, so a token recomputed in the middle of a document sees
 // exactly the rows its window covers). Overwriting a row records how far its value vector
 // moved: CacheBlend's selection signal (Yao et al. 2025, "CacheBlend: Fast Large Language

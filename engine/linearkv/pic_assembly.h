@@ -1,4 +1,4 @@
-// Position-independent caching (PIC, DESIGN.md §3.5): documents prefilled on their own (own
+// Position-independent caching (PIC, docs/linearkv.md): documents prefilled on their own (own
 // BOS, positions from 0) are put side by side in any order; keys move to their new positions
 // (re-rotated per layer with that layer's RoPE base, kv_rows.h), values stay; a selector
 // chooses the recompute set U, whose tokens run through the layers again at their true
@@ -20,7 +20,7 @@
 // states (each prefilled from a zero state) by a StateInitialiser (state_initialiser.h:
 // single-block, exact, zero), standing for the whole context [0, n_past). The recompute set
 // then runs through the recurrent layers as through the attention layers: they absorb U's
-// tokens in position order, on top of the initial state (DESIGN.md §3.5: "recurrent layers
+// tokens in position order, on top of the initial state (docs/linearkv.md: "recurrent layers
 // advance S_init over U in position order"; the initial state already holds those tokens'
 // documents, so U's tokens enter it a second time: the design's choice, not a joint run).
 // `full` starts the recurrent layers from a zero state at position 0 instead, so that it
@@ -41,11 +41,11 @@
 // at the end of the context.
 #pragma once
 
+#include "engine/kernels/thread_pool.h"
+#include "engine/linearkv/state_initialiser.h"
 #include "engine/memory/kv_rows.h"
 #include "engine/memory/memory.h"
 #include "engine/model/model.h"
-#include "engine/linearkv/state_initialiser.h"
-#include "engine/kernels/thread_pool.h"
 
 #include <atomic>
 #include <cstdint>

@@ -1,7 +1,7 @@
-// State initialisers of recurrent layers for position-independent reuse (LinearKV, DESIGN.md
-// §3.5): documents D1…DK were each prefilled on their own from a zero state; the text after
-// them (the question) needs the state a joint run over D1…DK would have left. A layer with a
-// fixed-size state cannot concatenate like attention rows can, so it starts from:
+// State initialisers of recurrent layers for position-independent reuse (LinearKV,
+// docs/architecture.md §3.5): documents D1…DK were each prefilled on their own from a zero state;
+// the text after them (the question) needs the state a joint run over D1…DK would have left. A
+// layer with a fixed-size state cannot concatenate like attention rows can, so it starts from:
 //   single-block  the last document's own end state (and conv tail): the LinearKV default;
 //                 it forgets D1…DK−1, which a fixed-size state decays anyway
 //   exact         the composition S ← S·T_k + S_k over k = 1…K in fp32 (Mamba-2: T_k is the

@@ -1,12 +1,12 @@
-// Prefill of a document unit chunk by chunk (DESIGN.md §3.5): the chunks are run in order with
+// Prefill of a document unit chunk by chunk (docs/linearkv.md): the chunks are run in order with
 // the earlier chunks in context, and after each chunk the sliding-window layers are trimmed to
 // what a continuation still sees (kv_rows.h), which is exactly the state a prefill resumed from
 // storage starts from. So a unit prefilled in one go, one resumed after an interruption and one
 // restored from storage hold identical memory.
 #pragma once
 
-#include "engine/text/chunking.h"
 #include "engine/session/session.h"
+#include "engine/text/chunking.h"
 
 #include <atomic>
 #include <cstdint>

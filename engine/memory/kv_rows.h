@@ -1,6 +1,7 @@
 // Key/value rows moved between a model's memory and storage: exported at f16 precision (what
 // the exact memories hold, memory.h), imported at the same or at shifted positions with the
-// keys re-rotated by each layer's own RoPE base (DESIGN.md §3.5; KNOWN-FAILURES 1 and 3).
+// keys re-rotated by each layer's own RoPE base (docs/linearkv.md; failure modes 1 and 3
+// (tests/README.md)).
 #pragma once
 
 #include "engine/memory/memory.h"

@@ -1,11 +1,12 @@
 // The memory (cache policy) behind each attention layer. The model asks its layer's memory to
 // store this ubatch's keys/values and to attend over what it holds; it never learns which
-// policy answers (DESIGN.md §3.3; llama.cpp's llama_memory_i is the model for this split).
+// policy answers (docs/architecture.md, Memory; llama.cpp's llama_memory_i is the model for this
+// split).
 #pragma once
 
 #include "engine/kernels/attention.h"
-#include "engine/sekv/segmentation.h"
 #include "engine/kernels/thread_pool.h"
+#include "engine/sekv/segmentation.h"
 #include "engine/sekv/zoom_trace.h"
 
 #include <cstdint>
@@ -60,7 +61,7 @@ struct SealRequest {
 class LayerMemory {
 public:
     virtual ~LayerMemory() = default;
-    /// Policy name as in DESIGN.md §3.3 ("full", "sliding", ...).
+    /// Policy name as in docs/architecture.md, Memory ("full", "sliding", ...).
     virtual std::string_view policy() const = 0;
     virtual const AttentionShape& shape() const = 0;
     /// Store keys (RoPE-rotated at pos) and values of n tokens.

@@ -4,11 +4,11 @@
 #include "engine/memory/memory_eviction.h"
 #include "engine/memory/memory_full.h"
 #include "engine/memory/memory_recurrent.h"
-#include "engine/sekv/memory_sekv.h"
 #include "engine/memory/memory_sliding.h"
 #include "engine/model/gemma3.h"
 #include "engine/model/granite_hybrid.h"
 #include "engine/model/qwen3next.h"
+#include "engine/sekv/memory_sekv.h"
 
 #include <algorithm>
 #include <mutex>
@@ -118,7 +118,8 @@ ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch
     std::vector<int> compressed;
     if (global_policy != "full") {
         compressed = sekv_layers(info, so);
-        // Never a compressing policy that silently holds everything (KNOWN-FAILURES).
+        // Never a compressing policy that silently holds everything (tests/README.md, failure mode
+        // 12).
         if (compressed.empty())
             throw std::invalid_argument("'" + global_policy +
                                         "' has no layer to serve: the model has no global "

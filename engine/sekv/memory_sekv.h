@@ -1,5 +1,5 @@
 // `sekv` memory: the resolution-adaptive semantic KV cache of one global-attention layer
-// (DESIGN.md §3.4). Nothing is thrown away: rows arrive at full resolution (store()); once a
+// (docs/sekv.md). Nothing is thrown away: rows arrive at full resolution (store()); once a
 // document is complete, seal() holds each of its spans at two resolutions — a summary row in
 // the fast tier, low-rank factors in the host tier — and keeps anchors, short spans and every
 // later token (question, answer: the tail) at full resolution. Each query's router picks the
@@ -38,7 +38,7 @@ struct SekvOptions {
     /// factors are not kept).
     bool summaries_only = false;
     /// Summary rows as the plain means of their span's keys and values (weights 1/|S|) instead
-    /// of the surprisal-weighted means of DESIGN.md §3.4 (span_weights). An evaluation setting
+    /// of the surprisal-weighted means of docs/sekv.md (span_weights). An evaluation setting
     /// (`eval --summary-weights uniform`; docs/sekv.md, "What did not work"):
     /// the trained router, whose training reads surprisal-weighted summaries, is refused with it
     /// (sekv_layer_options), and the project store keeps the design's weights.

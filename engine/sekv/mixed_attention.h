@@ -1,4 +1,4 @@
-// SEKV mixed-resolution attention for one query against one KV head (DESIGN.md §3.4): one
+// SEKV mixed-resolution attention for one query against one KV head (docs/sekv.md): one
 // softmax over the rows kept at full resolution (anchors, short spans, the recent tail; bias
 // 0), the summary row of every span that is not expanded (bias +log|S|, so a span of |S| equal
 // rows weighs what its rows would), and the rows of expanded spans, reconstructed from their

@@ -1,4 +1,4 @@
-// The SEKV router (DESIGN.md §3.4): which spans a query zooms into. Training-free form:
+// The SEKV router (docs/sekv.md): which spans a query zooms into. Training-free form:
 // relevance(S) = σ(q·k̄_S / √d + log|S|), k̄_S the span's summary key; a span expands when its
 // relevance exceeds τ, calibrated per (layer, head) so that a target fraction of spans expands;
 // an optional row budget keeps the most relevant expanded spans whose rows fit. The trained
@@ -7,7 +7,7 @@
 //   relevance(S) = σ(q·k̄_S / √d + ⟨W q, W k̄_S⟩ / √d′ + log|S|),  W [d′][d] per layer and head,
 // so that W = 0 is the training-free router exactly. A trained router may also carry a sketch
 // basis (span_sketch.h): the logit then gains the second-order term of the span's attention
-// mass estimated from the span's sketch. DESIGN.md §3.4.5 writes
+// mass estimated from the span's sketch. docs/sekv.md writes
 // σ(⟨W q, normalise(W k̄_S)⟩/√d′ + log|S|); docs/sekv.md gives the measurements that led here.
 #pragma once
 

@@ -1,4 +1,4 @@
-// SEKV segmentation (DESIGN.md §3.4): a document's tokens cut into spans at high-surprisal
+// SEKV segmentation (docs/sekv.md): a document's tokens cut into spans at high-surprisal
 // tokens. Anchors (tokens whose surprisal exceeds μ + α·σ of the document, and position 0) stay
 // at full resolution; the maximal runs between anchors are spans, held at two resolutions;
 // runs shorter than min_span tokens stay at full resolution too. One segmentation per

@@ -1,4 +1,4 @@
-// The router's decisions for a SEKV layer's queries (DESIGN.md §3.4), shared by the memories
+// The router's decisions for a SEKV layer's queries (docs/sekv.md), shared by the memories
 // that hold a layer's spans — on the host (memory_sekv.h) and on the GPU
 // (cuda/cuda_sekv_memory.h) — so that both expand the same spans for the same queries.
 // Relevance and τ are router.h's; this file applies them per (query, head) over a layer's spans,
@@ -6,8 +6,8 @@
 #pragma once
 
 #include "engine/kernels/attention.h"
-#include "engine/sekv/sekv_spans.h"
 #include "engine/kernels/thread_pool.h"
+#include "engine/sekv/sekv_spans.h"
 #include "engine/sekv/zoom_trace.h"
 
 #include <cstdint>

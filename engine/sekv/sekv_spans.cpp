@@ -147,7 +147,8 @@ Segmentation segment_within_budget(const float* token_surprisal, int64_t n,
     Segmentation s = segment(token_surprisal, n, o);
     if (budget >= 1.0) {
         // A budget that covers the whole context: every token stays at full resolution, so
-        // the policy is an exact no-op (KNOWN-FAILURES 12). The anchors are kept for display.
+        // the policy is an exact no-op (tests/README.md, failure mode 12). The anchors are kept for
+        // display.
         s.spans.clear();
         s.full_resolution.resize(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i)

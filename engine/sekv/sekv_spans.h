@@ -1,4 +1,4 @@
-// A SEKV span of one layer at its two resolutions for every KV head (DESIGN.md §3.4): the
+// A SEKV span of one layer at its two resolutions for every KV head (docs/sekv.md): the
 // summary rows (surprisal-weighted means of its keys and values) kept in the fast tier, and the
 // low-rank factors of its keys and values kept in the host tier. Built from the rows a memory
 // held at full resolution; moved to another position by rotating what depends on it.
@@ -13,7 +13,7 @@
 
 namespace spanscope {
 
-/// A learned rank gate (DESIGN.md §3.4.9; the trained zoom-in loads one from a parameter file):
+/// A learned rank gate (docs/sekv.md; the trained zoom-in loads one from a parameter file):
 /// how many components of a span's spectrum to keep.
 class RankGatePredictor {
 public:

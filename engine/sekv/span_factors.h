@@ -1,4 +1,4 @@
-// The two resolutions of a SEKV span (DESIGN.md §3.4): a summary row (the surprisal-weighted
+// The two resolutions of a SEKV span (docs/sekv.md): a summary row (the surprisal-weighted
 // mean of the span's key or value rows) and low-rank factors of its rows. Keys are kept
 // rotated at document positions; both resolutions are linear in the rows, so a rotation of
 // every row (moving a document) rotates the summary and the right-hand factor alike.

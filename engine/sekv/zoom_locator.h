@@ -1,4 +1,4 @@
-// Which SEKV router a run uses (DESIGN.md §3.4.5): trained (W, τ and the rank gates from a
+// Which SEKV router a run uses (docs/sekv.md): trained (W, τ and the rank gates from a
 // parameter file, zoom_params.h; τ calibrated on the question unless the learned one is asked
 // for) or training-free (W = 0, τ calibrated, the energy gate), and
 // where a model's parameter file is found. The default is trained when a file for the model

@@ -1,4 +1,4 @@
-// The parameters of SEKV's trained zoom-in (DESIGN.md §3.4.5 and §3.4.9; issue 8): per SEKV
+// The parameters of SEKV's trained zoom-in (docs/sekv.md and §3.4.9; issue 8): per SEKV
 // layer and query head a routing projection W (d′×d) and a threshold τ, and per layer a small
 // rank-gate MLP. They are learned on recorded real text while the base model stays frozen
 // (zoom_model.h, zoom_train.h) and kept in a small versioned file tied to the model it was
@@ -18,7 +18,7 @@ struct TrainedRouterLayer;
 class RankGatePredictor;
 
 /// The rank gate of one layer: a two-layer MLP from a span's spectrum and summary key to a gate
-/// in (0, 1) per spectral component (DESIGN.md §3.4.9):
+/// in (0, 1) per spectral component (docs/sekv.md):
 ///   x = [ sqrt(σ²_i / Σσ²) for i < n_rank (0 past the spectrum) ; k̄ / ‖k̄‖ ]   (n_in = n_rank + d)
 ///   h = tanh(w1 x + b1)          [n_hidden]
 ///   m = σ(w2 h + b2)             [n_rank]
@@ -91,7 +91,7 @@ struct ZoomParams {
     int64_t n_parameters() const;
     /// 16 hex characters: a 64-bit FNV-1a hash of the format version (it fixes the gate's input)
     /// and every layer's index and rank gate (sizes and weights). The spans a rank gate builds
-    /// depend on nothing else of the file, so stored spans are keyed by it (cache/sekv_unit.h
+    /// depend on nothing else of the file, so stored spans are keyed by it (answering/sekv_unit.h
     /// sekv_options_key).
     std::string rank_gate_digest() const;
     /// 16 hex characters: the same hash over the format version (the relevance's form),
@@ -130,7 +130,7 @@ ZoomParams load_zoom_params(const std::string& path, const std::string& expected
 /// std::invalid_argument naming the layer.
 void check_zoom_params(const ZoomParams& p);
 
-/// The rank gate's input x [g.n_in()] for a span (DESIGN.md §3.4.9): x_i = sqrt(σ²_i / Σσ²) for
+/// The rank gate's input x [g.n_in()] for a span (docs/sekv.md): x_i = sqrt(σ²_i / Σσ²) for
 /// i < n_rank (0 for i past sigma2's end, and every x_i = 0 when Σσ² = 0; negative σ² count as
 /// 0), Σ over all of sigma2; then x_{n_rank + j} = k̄_j / ‖k̄‖₂ (all 0 when ‖k̄‖ = 0).
 /// sigma2: the span's squared singular values, descending (any length); summary_k: [g.head_dim].

@@ -1,4 +1,4 @@
-// The zoom trace of an answer (DESIGN.md §3.4): for every generated token, for every SEKV layer
+// The zoom trace of an answer (docs/sekv.md): for every generated token, for every SEKV layer
 // and query head, the spans the router expanded and their relevances, with the memory per tier
 // at that step. Span ids index the spans of the assembled context in position order.
 #pragma once

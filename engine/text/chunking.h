@@ -1,4 +1,4 @@
-// Cutting a document into chunks and units (DESIGN.md §3.5).
+// Cutting a document into chunks and units (docs/linearkv.md).
 //
 // A *unit* is what is prefilled on its own: its own BOS and document header, positions from 0.
 // A document is one unit unless it is longer than max_unit_tokens; then it is split at chunk
@@ -7,7 +7,7 @@
 // boundaries, then between words; it is the unit of persistence, progress and resume. Each
 // chunk's text is tokenised on its own, and the unit's token sequence is the concatenation of
 // its chunks' tokens: the same ids whether the unit is prefilled now or restored later
-// (KNOWN-FAILURES 8).
+// (tests/README.md, failure mode 8).
 #pragma once
 
 #include "engine/text/tokenizer.h"

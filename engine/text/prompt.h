@@ -5,8 +5,8 @@
 // (Gemma has no system role; a system text joins the first user turn.)
 // Base model: a plain completion prompt ending in "Answer:"; generation stops at the end of the
 // answer's first line (base models otherwise continue with the next question).
-// Exactly one BOS, whatever the texts contain (KNOWN-FAILURES 17): document and question text
-// is tokenised as plain text, so "<bos>" inside a document is just text.
+// Exactly one BOS, whatever the texts contain (tests/README.md, failure mode 17): document and
+// question text is tokenised as plain text, so "<bos>" inside a document is just text.
 #pragma once
 
 #include "engine/text/tokenizer.h"

@@ -201,7 +201,7 @@ int run_niah(const NiahOptions& o) {
             t.sekv += j["sekv"]["correct"].get<bool>();
             const double fraction = j["sekv"].value("fast_tier_fraction", 0.0);
             // Every sample records the memory it actually used and whether it kept the budget
-            // (KNOWN-FAILURES 13).
+            // (tests/README.md, failure mode 13).
             j["sekv"]["within_budget"] = fraction <= o.policy.budget;
             t.over_budget += fraction > o.policy.budget;
             t.fraction += fraction;

@@ -1,5 +1,5 @@
 // `spanscope-lab state-init-eval`: the state initialisers of recurrent layers measured on a
-// hybrid model (issue 7, LinearKV; DESIGN.md §3.5). Each sample is K documents of random token
+// hybrid model (issue 7, LinearKV; docs/linearkv.md). Each sample is K documents of random token
 // ids (each with its BOS) and a question of random ids. The reference is a joint run of the
 // concatenation: its recurrent states after the documents and its next-token distributions at
 // the question's positions. Each initialiser (single-block, exact, zero; state_initialiser.h)

@@ -40,7 +40,7 @@ struct EvalOptions {
     bool json = false;
     bool quiet = false;
     bool allow_over_budget = false;
-    /// sekv and chunk_summary: "surprisal" (DESIGN.md §3.4) or "uniform" summary rows
+    /// sekv and chunk_summary: "surprisal" (docs/sekv.md) or "uniform" summary rows
     /// (SekvOptions::uniform_summary; training-free and oracle routers only).
     std::string summary_weights = "surprisal";
     std::string command_line; ///< recorded in --out

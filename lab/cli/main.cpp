@@ -1,7 +1,7 @@
 // spanscope-lab: the research commands (evaluations, needle tests, the QA set, the router's
 // recorder and trainer); never packaged. The product's commands are spanscope-cli's.
+#include "answering/project_answer.h"
 #include "app/cli/finite_check.h"
-#include "cache/project_answer.h"
 #include "engine/kernels/quant.h"
 #include "engine/linearkv/pic_assembly.h"
 #include "engine/model/model.h"

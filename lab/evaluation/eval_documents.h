@@ -1,8 +1,8 @@
-// Several documents from one evaluation sample, for position-independent caching (DESIGN.md
-// §3.5, issue 7): the sample's context is cut at paragraph boundaries into documents of about
-// equal length, each then prefilled on its own. A needle keeps its place in the text, so the
-// question is about document k (the one holding the first needle); the others hold the other
-// needles (niah_multikey: distractors in other documents) or plain text.
+// Several documents from one evaluation sample, for position-independent caching
+// (docs/architecture.md §3.5, issue 7): the sample's context is cut at paragraph boundaries into
+// documents of about equal length, each then prefilled on its own. A needle keeps its place in the
+// text, so the question is about document k (the one holding the first needle); the others hold the
+// other needles (niah_multikey: distractors in other documents) or plain text.
 #pragma once
 
 #include <cstdint>

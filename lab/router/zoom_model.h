@@ -1,4 +1,4 @@
-// The trainable model of SEKV's zoom-in and its layer-local losses (issue 8; DESIGN.md §3.4.5,
+// The trainable model of SEKV's zoom-in and its layer-local losses (issue 8; docs/sekv.md,
 // §3.4.6, §3.4.9). The base model is frozen: one training example is one recorded query of one
 // SEKV layer and query head (zoom_record.h), with the spans it sees at two resolutions, and
 // every loss is computed from that layer alone, so no backpropagation through the model is
@@ -42,8 +42,8 @@
 #pragma once
 
 #include "engine/kernels/thread_pool.h"
-#include "lab/router/zoom_examples.h"
 #include "engine/sekv/zoom_params.h"
+#include "lab/router/zoom_examples.h"
 
 #include <cstdint>
 #include <vector>

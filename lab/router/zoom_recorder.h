@@ -1,5 +1,5 @@
 // Recording what the frozen model does with full attention on a document, for SEKV's trained
-// zoom-in (DESIGN.md §3.4.9, issue 8; the file: zoom_record.h). The document is prefilled once
+// zoom-in (docs/sekv.md, issue 8; the file: zoom_record.h). The document is prefilled once
 // with full attention and its per-token surprisal; it is segmented exactly as SEKV seals it
 // (segment_within_budget with SekvOptions' segmentation and reserve_rows at the given budget);
 // the queries and outputs of the SEKV layers are taken at candidate positions through a

@@ -27,7 +27,7 @@ Scores (as in span-score-probe.py; z_i = s q·k_i; the query statistics of `kept
 the other recordings read, never on the one scored):
 
   summary  s q·k̄ + log|S|, k̄ the surprisal-weighted summary key: 1 row a span (the training-free
-           router; its summary row (k̄, v̄) surprisal-weighted, as DESIGN.md §3.4 builds it)
+           router; its summary row (k̄, v̄) surprisal-weighted, as docs/sekv.md builds it)
   mean     s q·k̃ + log|S|, the summary row the plain means (k̃, ṽ): 1 row
   far      log(exp(z_far) + (|S|−1) exp(s q·k̃)), k_far the key furthest from k̃, kept beside the
            plain-mean summary row: 1.5 rows

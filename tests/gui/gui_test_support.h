@@ -2,8 +2,8 @@
 // and a meter of the gaps between the event loop's timer ticks.
 #pragma once
 
-#include "app/gui/main_window.h"
 #include "engine/model/model_locator.h"
+#include "ui/main_window.h"
 
 #include <QElapsedTimer>
 #include <QTimer>

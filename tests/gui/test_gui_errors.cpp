@@ -1,8 +1,8 @@
 // Failures reach the user in words and lose nothing: a missing model, a project file that is
 // not one, a question without a project or documents. No real model is needed.
-#include "app/gui/settings_dialog.h"
 #include "engine/sekv/sekv_routing.h"
 #include "gui_test_support.h"
+#include "ui/settings_dialog.h"
 
 #include <QCheckBox>
 #include <QComboBox>

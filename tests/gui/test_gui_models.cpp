@@ -3,13 +3,13 @@
 // The SEKV views on made-up data: byte offsets to positions of the shown text, an answer's zoom
 // counts and tokens, the document view's tints, heat and tooltips, the inspector's grid, and
 // clickable answer tokens. No model is needed.
-#include "app/gui/answer_stats_json.h"
-#include "app/gui/chat_delegate.h"
-#include "app/gui/chat_model.h"
-#include "app/gui/document_list_model.h"
-#include "app/gui/document_view.h"
-#include "app/gui/zoom_data.h"
-#include "app/gui/zoom_inspector.h"
+#include "ui/answer_stats_json.h"
+#include "ui/chat_delegate.h"
+#include "ui/chat_model.h"
+#include "ui/document_list_model.h"
+#include "ui/document_view.h"
+#include "ui/zoom_data.h"
+#include "ui/zoom_inspector.h"
 
 #include <QAbstractItemModelTester>
 #include <QListView>

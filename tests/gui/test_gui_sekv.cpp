@@ -6,17 +6,17 @@
 // steps. Under full an answer has no trace and says so; a damaged trace is explained in words.
 #include "gui_test_support.h"
 
-#include "app/gui/chat_delegate.h"
-#include "app/gui/document_view.h"
-#include "app/gui/zoom_inspector.h"
-#include "cache/project_settings.h"
-#include "cache/sekv_display.h"
-#include "cache/state_cache.h"
+#include "answering/project_settings.h"
+#include "answering/sekv_display.h"
+#include "answering/state_cache.h"
 #include "engine/model/model.h"
 #include "engine/sekv/zoom_locator.h"
 #include "engine/sekv/zoom_params.h"
 #include "storage/project.h"
 #include "storage/sqlite_db.h"
+#include "ui/chat_delegate.h"
+#include "ui/document_view.h"
+#include "ui/zoom_inspector.h"
 
 #include "../unit/zoom_test_util.h"
 

@@ -1,10 +1,10 @@
 // The store worker (document text with PDF page markers, chats listed, renamed, deleted and
 // exported as Markdown) and the words shown for errors. No model is needed.
-#include "app/gui/chat_export.h"
-#include "app/gui/error_text.h"
-#include "app/gui/store_worker.h"
 #include "storage/project.h"
 #include "storage/sqlite_db.h"
+#include "ui/chat_export.h"
+#include "ui/error_text.h"
+#include "ui/store_worker.h"
 
 #include <QSignalSpy>
 #include <QStandardPaths>

@@ -1,6 +1,6 @@
 // The chunk state blob (storage/chunk_state.h): round trip, the committed golden file of format
-// version 1 (KNOWN-FAILURES 7), and every way a blob can be unusable — each flipped byte and
-// each truncation is detected, and so is another model, another chunk or another shape.
+// version 1 (tests/README.md, failure mode 7), and every way a blob can be unusable — each flipped
+// byte and each truncation is detected, and so is another model, another chunk or another shape.
 #include "engine/kernels/fp16.h"
 #include "storage/chunk_state.h"
 #include "test_support.h"
@@ -84,8 +84,8 @@ std::string golden_path() {
 TEST(ChunkState, RoundTripsAndSizeIsLayersTimesRowsTimesHeadsTimesDim) {
     const auto s = pattern_state();
     const auto blob = encode_chunk_state(s);
-    // KNOWN-FAILURES 6: size = layers x tokens x kv heads x head dim x element size (K and V),
-    // plus the surprisal, the layer index and the header.
+    // failure mode 6 (tests/README.md): size = layers x tokens x kv heads x head dim x element size
+    // (K and V), plus the surprisal, the layer index and the header.
     EXPECT_EQ(blob.size(), kChunkStateHeaderBytes + 16 + 3 * 2 * (5 * 2 * 4 * 2) + 5 * 4);
     const auto back = decode_chunk_state(blob.data(), blob.size(), expectation_of(s));
     expect_same(s, back);

@@ -123,7 +123,7 @@ TEST_F(Chunking, TokenOffsetsPointAtTheTokensText) {
         }
     }
     EXPECT_GT(text_tokens, static_cast<int64_t>(text.size()) / 4);
-    // Exactly one BOS per unit (KNOWN-FAILURES 17), even with "<bos>" in the text.
+    // Exactly one BOS per unit (tests/README.md, failure mode 17), even with "<bos>" in the text.
     const auto with_bos = build_document_units(tok(), "d", "<bos> text <bos>\n", o);
     int bos = 0;
     for (const auto& c : with_bos[0].chunks)

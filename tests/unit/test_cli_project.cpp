@@ -262,7 +262,7 @@ TEST_F(CliProject, IngestJsonAndListDocsAgree) {
 
 TEST_F(CliProject, AskReusesTheStoredDocumentAndAnswersLikeAColdAsk) {
     // One chunk (the default chunk size is 1024 tokens), so the cold run prefills the same
-    // token sequence in the same ubatch (KNOWN-FAILURES 5).
+    // token sequence in the same ubatch (tests/README.md, failure mode 5).
     const auto doc = write_file("doc.txt", sample_prose(3, 400));
     ASSERT_EQ(run(ingest(project_, {doc})).status, 0);
     const json docs = list_docs(project_);
@@ -535,7 +535,8 @@ TEST_F(CliProject, RemoveDocVacuumAndCacheLimit) {
     const json cold = ask(project_, "What keeps the letter?");
     EXPECT_EQ(cold["stats"]["units_recomputed"], 1) << cold;
     EXPECT_EQ(cold["answer"], warm["answer"]);
-    // The recomputed section's tokens count as computed, not reused (KNOWN-FAILURES 9).
+    // The recomputed section's tokens count as computed, not reused (tests/README.md, failure mode
+    // 9).
     EXPECT_EQ(cold["stats"]["tokens_reused"], 0) << cold;
     EXPECT_EQ(cold["stats"]["tokens_computed"].get<int64_t>(),
               cold["stats"]["prompt_tokens"].get<int64_t>())

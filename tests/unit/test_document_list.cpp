@@ -1,7 +1,7 @@
-// The document list a project keeps (cache/document_list.h): order and documents left out of
+// The document list a project keeps (answering/document_list.h): order and documents left out of
 // the context survive reopening, follow documents added and removed, and a damaged setting
 // falls back to id order with a warning instead of failing.
-#include "cache/document_list.h"
+#include "answering/document_list.h"
 #include "storage/project.h"
 #include "test_support.h"
 

@@ -1,6 +1,6 @@
 // The Gemma 3 forward pass on tiny models written by the test, against a naive reference
 // implemented here from the architecture description (no cache, no BLAS, explicit window
-// mask: KNOWN-FAILURES 2), and the batching/caching invariants of the session.
+// mask: failure mode 2 (tests/README.md)), and the batching/caching invariants of the session.
 #include "engine/gguf/gguf_reader.h"
 #include "engine/kernels/quant.h"
 #include "engine/model/model.h"
@@ -341,8 +341,8 @@ TEST_F(TinyGemma3, CancellationStopsBetweenUbatches) {
 }
 
 TEST_F(TinyGemma3, WarmAskReusesTheDocumentAndAnswersLikeACold) {
-    // KNOWN-FAILURES 5 and 9: a second question about the same document reuses its prefilled
-    // prefix (counted by the engine) and answers exactly as a cold session does.
+    // failure modes 5 and 9 (tests/README.md): a second question about the same document reuses its
+    // prefilled prefix (counted by the engine) and answers exactly as a cold session does.
     TinyGemma3Config c;
     auto m = Model::load(write(c));
     const std::vector<PromptDocument> docs{{"d.txt", "the cat at the cat the cat\n"}};

@@ -1,9 +1,10 @@
 // Hybrid recurrent models (issue 7): tiny `granitehybrid` (Mamba-2 + attention) and `qwen3next`
 // (Gated DeltaNet + gated attention + MoE) GGUF files written by the tests with the converters'
 // names and keys; loading and its errors, the memory per layer kind, the forward pass's
-// invariance to the ubatch layout (one ubatch = several = token by token; KNOWN-FAILURES 11),
-// and llama.cpp's logits for the committed reference files (tests/reference/README.md).
-#include "cache/state_cache.h"
+// invariance to the ubatch layout (one ubatch = several = token by token; failure mode 11
+// (tests/README.md)), and llama.cpp's logits for the committed reference files
+// (tests/reference/README.md).
+#include "answering/state_cache.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/linearkv/pic_assembly.h"
 #include "engine/memory/kv_rows.h"
@@ -217,7 +218,8 @@ TEST_P(HybridModel, MemoryHasTheKindOfEveryLayer) {
     }
 }
 
-// KNOWN-FAILURES 11: a multi-token forward from a state equals stepping token by token.
+// failure mode 11 (tests/README.md): a multi-token forward from a state equals stepping token by
+// token.
 TEST_P(HybridModel, OneUbatchEqualsSeveralEqualsTokenByToken) {
     auto m = Model::load(write_model(GetParam()));
     ThreadPool pool(2);
@@ -285,9 +287,9 @@ TEST_P(HybridModel, RefusesAMemoryOfTheWrongKindAndTokenFilters) {
                  std::invalid_argument);
 }
 
-// KNOWN-FAILURES 5 and 9 on a hybrid model: the session's document prefix cache holds the
-// recurrent states too, so a second question reuses the prefix (counted by the engine) and
-// answers exactly as a cold session.
+// failure modes 5 and 9 (tests/README.md) on a hybrid model: the session's document prefix cache
+// holds the recurrent states too, so a second question reuses the prefix (counted by the engine)
+// and answers exactly as a cold session.
 TEST_P(HybridModel, WarmAskReusesTheDocumentAndAnswersLikeACold) {
     auto m = Model::load(write_model(GetParam()));
     const std::vector<PromptDocument> docs{{"d.txt", "the cat at the cat the cat\n"}};

@@ -1,7 +1,7 @@
-// Acceptance test of the project store's crash safety (KNOWN-FAILURES 14): `spanscope-cli
-// ingest` is killed with SIGKILL at random moments, at least 20 times. After every kill the
-// project opens, passes PRAGMA integrity_check (and its full-text index matches its units),
-// holds a prefix of the chunk states (never fewer than before the kill), and every state it
+// Acceptance test of the project store's crash safety (tests/README.md, failure mode 14):
+// `spanscope-cli ingest` is killed with SIGKILL at random moments, at least 20 times. After every
+// kill the project opens, passes PRAGMA integrity_check (and its full-text index matches its
+// units), holds a prefix of the chunk states (never fewer than before the kill), and every state it
 // holds is byte-identical to the one an uninterrupted ingest stores; re-running the same
 // command resumes and ends with exactly the states of an uninterrupted ingest.
 //

@@ -1,6 +1,6 @@
 // Memory policies behind the attention interface: the sliding ring buffer against full
-// attention with an explicit window mask (KNOWN-FAILURES 2), positions kept absolute
-// (KNOWN-FAILURES 3), and attention against a naive double-precision reference.
+// attention with an explicit window mask (tests/README.md, failure mode 2), positions kept absolute
+// (tests/README.md, failure mode 3), and attention against a naive double-precision reference.
 #include "engine/kernels/attention.h"
 #include "engine/memory/memory_full.h"
 #include "engine/memory/memory_recurrent.h"

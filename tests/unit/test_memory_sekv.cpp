@@ -169,7 +169,7 @@ TEST(SekvMemory, SummaryRowsAreSurprisalWeightedOrWithUniformSummaryPlainMeans) 
         for (size_t s = 0; s < doc.seg.spans.size(); ++s) {
             const auto& ts = doc.seg.spans[s];
             const auto& sp = sekv.spans()[s];
-            // DESIGN.md §3.4: weights ∝ each row's own surprisal (NaN or negative: 0).
+            // docs/sekv.md: weights ∝ each row's own surprisal (NaN or negative: 0).
             std::vector<double> w;
             double total = 0;
             for (int64_t i = ts.begin; i < ts.end; ++i) {

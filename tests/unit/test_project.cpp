@@ -1,7 +1,7 @@
 // The project database (storage/project.h): creation, what a damaged or foreign file gets (a
 // clear error, the file untouched), documents, chunks, chats, least-recently-used eviction of
-// chunk states, the committed project of schema version 1 (KNOWN-FAILURES 15) and its upgrade,
-// and the full-text index of units (FTS5).
+// chunk states, the committed project of schema version 1 (tests/README.md, failure mode 15) and
+// its upgrade, and the full-text index of units (FTS5).
 #include "storage/project.h"
 #include "storage/project_schema.h"
 #include "test_support.h"

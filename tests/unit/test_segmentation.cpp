@@ -1,4 +1,4 @@
-// SEKV segmentation rules (DESIGN.md §3.4) on surprisals whose mean and deviation are known by
+// SEKV segmentation rules (docs/sekv.md) on surprisals whose mean and deviation are known by
 // hand.
 #include "engine/sekv/segmentation.h"
 #include "engine/sekv/sekv_spans.h"

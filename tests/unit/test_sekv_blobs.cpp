@@ -1,6 +1,7 @@
 // The committed golden files of the SEKV state (format version 1) and of the zoom trace
-// (version 1) still read, value by value (KNOWN-FAILURES 7); save -> load -> save of a SEKV state
-// is byte-identical. Regenerate only for a new format version: SPANSCOPE_WRITE_GOLDEN=1.
+// (version 1) still read, value by value (tests/README.md, failure mode 7); save -> load -> save of
+// a SEKV state is byte-identical. Regenerate only for a new format version:
+// SPANSCOPE_WRITE_GOLDEN=1.
 #include "storage/sekv_state.h"
 #include "storage/zoom_trace_blob.h"
 #include "test_support.h"

@@ -3,10 +3,10 @@
 // answer and zoom trace; the zoom trace blob round-trips and refuses damage; a unit's stored
 // spans moved to an offset equal the spans built from its rows restored (re-rotated) there;
 // spans built by the trained rank gate are stored apart from the training-free ones.
-#include "cache/project_answer.h"
-#include "cache/sekv_display.h"
-#include "cache/sekv_unit.h"
-#include "cache/state_cache.h"
+#include "answering/project_answer.h"
+#include "answering/sekv_display.h"
+#include "answering/sekv_unit.h"
+#include "answering/state_cache.h"
 #include "storage/zoom_trace_blob.h"
 #include "test_support.h"
 #include "tiny_model.h"

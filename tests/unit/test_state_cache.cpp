@@ -1,9 +1,10 @@
 // Chunk states end to end on tiny models (storage/state_cache.h): a unit restored from the
-// store gives bit-identical logits to a cold prefill (KNOWN-FAILURES 5), a resumed ingest
-// equals an uninterrupted one, an unusable or foreign blob is recomputed and logged, a unit
-// moved to new positions matches a fresh prefill there (KNOWN-FAILURES 1), reordered units
-// assemble (KNOWN-FAILURES 10), and the stored surprisal is -log softmax of the full logits.
-#include "cache/state_cache.h"
+// store gives bit-identical logits to a cold prefill (tests/README.md, failure mode 5), a resumed
+// ingest equals an uninterrupted one, an unusable or foreign blob is recomputed and logged, a unit
+// moved to new positions matches a fresh prefill there (tests/README.md, failure mode 1), reordered
+// units assemble (tests/README.md, failure mode 10), and the stored surprisal is -log softmax of
+// the full logits.
+#include "answering/state_cache.h"
 #include "engine/memory/kv_rows.h"
 #include "engine/text/prompt.h"
 #include "storage/model_fingerprint.h"
@@ -388,7 +389,7 @@ TEST_F(StateCacheTest, DocumentOfOver100000TokensIsStoredInSections) {
 
 TEST_F(StateCacheTest, TwoAssembledDocumentsMatchEachPrefilledAloneAtItsPlace) {
     // Window 64: the second document is shorter than the window, so the question's sliding
-    // layers see the end of the first document's tail too (KNOWN-FAILURES 10).
+    // layers see the end of the first document's tail too (tests/README.md, failure mode 10).
     auto wide = config_;
     wide.sliding_window = 64;
     write_tiny_gemma3(dir_ + "/wide.gguf", wide);

@@ -1,9 +1,9 @@
 // The project store with the real model (skipped with a printed reason when it is not
 // installed): a document ingested into a project and restored in a fresh session gives the
 // cold prefill's next-token logits exactly and the same greedy answer, with every document
-// token reused (KNOWN-FAILURES 5 and 9). SPANSCOPE_STORE_TEST_TOKENS sets the document length
-// (default 1200 tokens; docs/project-store.md records a 16 000-token run).
-#include "cache/state_cache.h"
+// token reused (tests/README.md, failure modes 5 and 9). SPANSCOPE_STORE_TEST_TOKENS sets the
+// document length (default 1200 tokens; docs/project-store.md records a 16 000-token run).
+#include "answering/state_cache.h"
 #include "engine/text/chunking.h"
 #include "engine/text/prompt.h"
 #include "test_support.h"

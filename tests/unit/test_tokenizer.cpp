@@ -127,7 +127,7 @@ TEST_F(RealTokenizer, BosThenTextLikeLlamaCpp) {
 }
 
 TEST_F(RealTokenizer, ExactlyOneBosWhateverTheTextSays) {
-    // KNOWN-FAILURES 17: documents or questions that contain "<bos>" stay text.
+    // failure mode 17 (tests/README.md): documents or questions that contain "<bos>" stay text.
     const auto prompt = build_question_prompt(*tok_, false, {{"d", "<bos>text<bos>"}}, "<bos>?");
     EXPECT_EQ(std::count(prompt.tokens.begin(), prompt.tokens.end(), tok_->bos()), 1);
     EXPECT_EQ(prompt.tokens.front(), tok_->bos());

@@ -3,9 +3,9 @@
 // relevance formula against a hand computation, the question's queries, and ask_project over
 // documents longer than a tiny model's context (the section holding the question's rare word
 // is used, the user's document order is kept, SEKV summaries join the ranking once stored).
-#include "cache/project_answer.h"
-#include "cache/sekv_relevance.h"
-#include "cache/state_cache.h"
+#include "answering/project_answer.h"
+#include "answering/sekv_relevance.h"
+#include "answering/state_cache.h"
 #include "engine/text/prompt.h"
 #include "test_support.h"
 #include "tiny_model.h"

@@ -349,7 +349,7 @@ TEST(ZoomParams, EveryMalformedFileIsRefusedWithAMessageNamingIt) {
     fs::remove_all(dir);
 }
 
-// The gate of DESIGN.md §3.4.9 on a tiny MLP, evaluated here by hand in double.
+// The gate of docs/sekv.md on a tiny MLP, evaluated here by hand in double.
 TEST(RankGate, InputForwardAndRankEqualAHandEvaluation) {
     RankGateMlp g;
     g.n_rank = 3;

@@ -1,0 +1,38 @@
+// What the desktop application shows of a document's SEKV structures (docs/sekv.md, §5):
+// for each span its character range, tokens, kept rank and summary-key norm, and the anchors.
+#pragma once
+
+#include "answering/state_cache.h"
+#include "storage/sekv_state.h"
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace spanscope {
+
+struct SpanDisplay {
+    int64_t char_begin = -1, char_end = -1; ///< bytes of the document text; -1: header tokens
+    int64_t tokens = 0;
+    int rank = 0;           ///< rank of the key factors (first SEKV layer, mean over KV heads,
+                            ///< rounded)
+    float summary_norm = 0; ///< L2 norm of the summary key (first SEKV layer, first KV head)
+};
+
+struct UnitSpansDisplay {
+    int64_t document_id = 0;
+    int unit = 0;
+    std::vector<SpanDisplay> spans;                   ///< unit-local span ids, in order
+    std::vector<std::pair<int64_t, int64_t>> anchors; ///< byte ranges of the anchor tokens
+};
+
+/// The display of one unit's SEKV state.
+UnitSpansDisplay display_spans(const SekvUnitState& state, int64_t document_id, int unit);
+
+/// The SEKV spans of every unit of a document for these options, built and stored where missing
+/// (its chunk states must be stored: ingest first). Throws StateError when a unit's chunk
+/// states are missing or unusable.
+std::vector<UnitSpansDisplay> document_sekv_spans(StateCache& cache, int64_t document_id,
+                                                  const SekvOptions& options);
+
+} // namespace spanscope

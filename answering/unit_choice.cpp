@@ -1,0 +1,73 @@
+#include "answering/unit_choice.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace spanscope {
+
+namespace {
+
+// Adds 1 / (kRrfK + rank) to fused[i] for the candidates that have a score, ranked by `better`.
+template <class Get, class Better>
+void add_ranking(const std::vector<UnitCandidate>& c, std::vector<double>& fused, Get get,
+                 Better better) {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < c.size(); ++i)
+        if (get(c[i]))
+            order.push_back(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return better(*get(c[a]), *get(c[b])); });
+    for (size_t r = 0; r < order.size(); ++r)
+        fused[order[r]] += 1.0 / (kRrfK + static_cast<double>(r + 1));
+}
+
+} // namespace
+
+UnitChoice choose_units(const std::vector<UnitCandidate>& candidates, int64_t budget) {
+    int64_t total = 0;
+    for (const auto& c : candidates) {
+        if (c.tokens < 0)
+            throw std::invalid_argument("unit " + std::to_string(c.unit) + " of document " +
+                                        std::to_string(c.document_id) +
+                                        " has a negative token count");
+        total += c.tokens;
+    }
+    UnitChoice out;
+    if (total <= budget) {
+        for (const auto& c : candidates)
+            out.chosen.push_back({c, 0, 0.0});
+        return out;
+    }
+    out.ranked = true;
+    std::vector<double> fused(candidates.size(), 0.0);
+    add_ranking(
+        candidates, fused, [](const UnitCandidate& c) { return c.bm25; },
+        [](double a, double b) { return a < b; });
+    add_ranking(
+        candidates, fused, [](const UnitCandidate& c) { return c.sekv; },
+        [](double a, double b) { return a > b; });
+    std::vector<size_t> order(candidates.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return fused[a] > fused[b]; });
+    std::vector<int> rank(candidates.size(), 0);
+    std::vector<bool> take(candidates.size(), false);
+    int64_t used = 0;
+    for (size_t r = 0; r < order.size(); ++r) {
+        const size_t i = order[r];
+        rank[i] = static_cast<int>(r + 1);
+        if (used + candidates[i].tokens <= budget) {
+            take[i] = true;
+            used += candidates[i].tokens;
+        }
+    }
+    for (size_t i = 0; i < candidates.size(); ++i)
+        if (take[i])
+            out.chosen.push_back({candidates[i], rank[i], fused[i]});
+    out.left_out = static_cast<int>(candidates.size() - out.chosen.size());
+    return out;
+}
+
+} // namespace spanscope

@@ -1,0 +1,42 @@
+// The desktop application's settings, kept with QSettings (~/.config/Spanscope/spanscope.conf;
+// tests enable QStandardPaths' test mode, which moves them aside).
+#pragma once
+
+#include "ui/gui_types.h"
+
+#include <QString>
+#include <QStringList>
+
+namespace spanscope::gui {
+
+struct AppSettings {
+    QString model_path; ///< empty: the default model location (model_locator.h)
+    /// --model for this run only: used instead of model_path, never saved.
+    QString model_override;
+    /// The model file to load: the override, else model_path.
+    QString effective_model() const {
+        return model_override.isEmpty() ? model_path : model_override;
+    }
+    int threads = 0; ///< engine threads; 0: all cores
+    /// Where the forward pass runs: "cpu" or "cuda" (backend.h); a backend that cannot run
+    /// here fails the model's load with the reason.
+    QString backend = QStringLiteral("cpu");
+    GenerationSettings generation;
+    MemorySettings memory;
+    ReuseSettings reuse;
+    /// The chunk-state cache limit shown in Settings (bytes): read from a project as it opens,
+    /// written to it when changed; new projects start at the store's default (8 GiB).
+    qint64 cache_limit_bytes = qint64{8} << 30;
+    QStringList recent_projects; ///< most recent first, at most 8
+
+    static AppSettings load();
+    void save() const;
+    /// Put `path` first in recent_projects (and save).
+    void remember_project(const QString& path);
+};
+
+/// Where projects are created by default: QStandardPaths::GenericDataLocation
+/// + "/spanscope/projects" ($XDG_DATA_HOME/spanscope/projects, as for spanscope-cli).
+QString default_project_dir();
+
+} // namespace spanscope::gui

@@ -1,0 +1,166 @@
+#include "ui/chat_delegate.h"
+
+#include "ui/chat_model.h"
+
+#include <QAbstractItemView>
+#include <QPainter>
+#include <QTextLayout>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+namespace spanscope::gui {
+
+namespace {
+constexpr int kPad = 8;
+const QColor kSelectedToken(252, 211, 77);
+
+struct Layout {
+    QRect who, text, details;
+    int height = 0;
+    std::unique_ptr<QTextLayout> lines; ///< the message's text, laid out at `text`'s origin
+};
+
+QFont small_font(const QFont& f) {
+    QFont s = f;
+    s.setPointSizeF(f.pointSizeF() > 0 ? f.pointSizeF() * 0.85 : 8);
+    return s;
+}
+
+Layout layout(const QStyleOptionViewItem& option, const QModelIndex& index) {
+    const int width = qMax(120, option.rect.width() > 0 ? option.rect.width() : 400);
+    const QFontMetrics sm(small_font(option.font));
+    const int inner = width - 2 * kPad;
+    Layout l;
+    int y = option.rect.top() + kPad;
+    l.who = QRect(option.rect.left() + kPad, y, inner, sm.height());
+    y += sm.height() + 2;
+    QString text = index.data(Qt::DisplayRole).toString();
+    if (text.isEmpty())
+        text = QStringLiteral(" ");
+    // One layout for painting, sizing and finding tokens, so that they agree.
+    l.lines = std::make_unique<QTextLayout>(text, option.font);
+    QTextOption wrap;
+    wrap.setWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
+    l.lines->setTextOption(wrap);
+    l.lines->beginLayout();
+    qreal h = 0;
+    for (QTextLine line = l.lines->createLine(); line.isValid(); line = l.lines->createLine()) {
+        line.setLineWidth(inner);
+        line.setPosition(QPointF(0, h));
+        h += line.height();
+    }
+    l.lines->endLayout();
+    l.text = QRect(option.rect.left() + kPad, y, inner, static_cast<int>(std::ceil(h)));
+    y += l.text.height();
+    const QString details = index.data(ChatModel::DetailsRole).toString();
+    if (!details.isEmpty()) {
+        const QRect dr = sm.boundingRect(QRect(0, 0, inner, 100000), Qt::TextWordWrap, details);
+        y += 2;
+        l.details = QRect(option.rect.left() + kPad, y, inner, dr.height());
+        y += dr.height();
+    }
+    l.height = y + kPad - option.rect.top();
+    return l;
+}
+
+// [begin, end) of a token in the shown text; begin == end when it is not shown.
+std::pair<int, int> token_range(const QModelIndex& index, int token) {
+    const auto starts = index.data(ChatModel::TokenStartsRole).value<QList<int>>();
+    if (token < 0 || token + 1 >= starts.size())
+        return {0, 0};
+    return {starts[token], starts[token + 1]};
+}
+} // namespace
+
+void ChatDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option,
+                         const QModelIndex& index) const {
+    const bool user = index.data(ChatModel::FromUserRole).toBool();
+    const Layout l = layout(option, index);
+    painter->save();
+    const QPalette& pal = option.palette;
+    QColor bg = user ? pal.color(QPalette::AlternateBase) : pal.color(QPalette::Base);
+    if (option.state & QStyle::State_Selected)
+        bg = pal.color(QPalette::Highlight).lighter(170);
+    painter->fillRect(option.rect.adjusted(2, 2, -2, -2), bg);
+    painter->setFont(small_font(option.font));
+    painter->setPen(pal.color(QPalette::PlaceholderText));
+    painter->drawText(l.who, Qt::AlignLeft, user ? tr("You") : tr("Spanscope"));
+    painter->setPen(pal.color(QPalette::Text));
+    QList<QTextLayout::FormatRange> marks;
+    const auto [b, e] = token_range(index, index.data(ChatModel::SelectedTokenRole).toInt());
+    if (e > b) {
+        QTextLayout::FormatRange r;
+        r.start = b;
+        r.length = e - b;
+        r.format.setBackground(kSelectedToken);
+        marks << r;
+    }
+    l.lines->draw(painter, l.text.topLeft(), marks);
+    if (!l.details.isNull()) {
+        painter->setFont(small_font(option.font));
+        painter->setPen(pal.color(QPalette::PlaceholderText));
+        painter->drawText(l.details, Qt::TextWordWrap,
+                          index.data(ChatModel::DetailsRole).toString());
+    }
+    painter->restore();
+}
+
+QSize ChatDelegate::sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const {
+    QStyleOptionViewItem o = option;
+    if (const auto* view = qobject_cast<const QAbstractItemView*>(option.widget))
+        o.rect.setWidth(view->viewport()->width());
+    return {o.rect.width(), layout(o, index).height};
+}
+
+QStyleOptionViewItem ChatDelegate::option_for(const QAbstractItemView* view,
+                                              const QModelIndex& index) {
+    QStyleOptionViewItem o;
+    o.initFrom(view->viewport());
+    o.font = view->font();
+    o.rect = view->visualRect(index);
+    o.widget = view;
+    return o;
+}
+
+int ChatDelegate::token_at(const QStyleOptionViewItem& option, const QModelIndex& index,
+                           QPoint pos) const {
+    const auto starts = index.data(ChatModel::TokenStartsRole).value<QList<int>>();
+    if (starts.size() < 2)
+        return -1;
+    const Layout l = layout(option, index);
+    const QPointF at = pos - l.text.topLeft();
+    for (int i = 0; i < l.lines->lineCount(); ++i) {
+        const QTextLine line = l.lines->lineAt(i);
+        if (at.y() < line.y() || at.y() >= line.y() + line.height())
+            continue;
+        if (at.x() < 0 || at.x() > line.naturalTextWidth())
+            return -1;
+        const int c = line.xToCursor(at.x(), QTextLine::CursorOnCharacter);
+        // The token holding character c: the last that starts at or before it and is not empty.
+        for (int t = static_cast<int>(starts.size()) - 2; t >= 0; --t)
+            if (starts[t] <= c && c < starts[t + 1])
+                return t;
+        return -1;
+    }
+    return -1;
+}
+
+QRect ChatDelegate::token_rect(const QStyleOptionViewItem& option, const QModelIndex& index,
+                               int token) const {
+    const auto [b, e] = token_range(index, token);
+    if (e <= b)
+        return {};
+    const Layout l = layout(option, index);
+    const QTextLine line = l.lines->lineForTextPosition(b);
+    if (!line.isValid())
+        return {};
+    const qreal x0 = line.cursorToX(b);
+    const qreal x1 = line.cursorToX(std::min(e, line.textStart() + line.textLength()));
+    return QRectF(l.text.left() + x0, l.text.top() + line.y(), std::max<qreal>(1, x1 - x0),
+                  line.height())
+        .toAlignedRect();
+}
+
+} // namespace spanscope::gui

@@ -1,0 +1,16 @@
+// A chat as Markdown, for "Export chat" and "Copy chat".
+#pragma once
+
+#include "ui/gui_types.h"
+
+#include <QList>
+#include <QString>
+
+namespace spanscope::gui {
+
+/// "# TITLE", then each question as "**You:** …" and each answer as "**Spanscope:** …" with
+/// its statistics in italics; Markdown characters in the texts are kept as typed, except that
+/// a line starting with '#' is escaped so it cannot become a heading.
+QString chat_markdown(const QString& title, const QList<MessageRow>& messages);
+
+} // namespace spanscope::gui

@@ -1,0 +1,82 @@
+// The document view (docs/desktop-app.md): a document's text, and under the sekv policy its spans
+// in alternating light tints, its anchors underlined, and the zoom of an answer (token or whole
+// answer) as a heat over the spans it expanded. Hovering a span tells its id, tokens, rank and
+// summary norm. Everything is drawn as extra selections over the read-only text.
+#pragma once
+
+#include "ui/zoom_data.h"
+
+#include <QColor>
+#include <QList>
+#include <QPlainTextEdit>
+
+#include <map>
+
+namespace spanscope::gui {
+
+class DocumentView : public QPlainTextEdit {
+    Q_OBJECT
+public:
+    /// A range of the shown text (UTF-16 positions, end excluded).
+    struct Range {
+        int begin = 0, end = 0;
+        bool operator==(const Range&) const = default;
+    };
+    /// A span drawn in the view: its range and where it is in the document's SEKV state.
+    struct SpanMark {
+        Range range;
+        int unit = 0, index = 0;
+        SpanDisplay span;
+    };
+    /// A span under the zoom, with how many (layer, head) pairs expanded it.
+    struct ZoomMark {
+        Range range;
+        int count = 0;
+    };
+
+    explicit DocumentView(QWidget* parent = nullptr);
+
+    /// Show a document's text (positions: where its bytes are in `text`); spans and zoom go.
+    void show_document(qint64 id, const QString& text, TextPositionsPtr positions);
+    void clear_document();
+    qint64 document_id() const { return document_id_; }
+
+    /// Tint the spans and mark the anchors (spans of another document are ignored).
+    void set_spans(const DocumentSpansPtr& spans);
+    void clear_spans();
+    bool has_spans() const { return !spans_.empty(); }
+
+    /// Heat over the spans of the shown document: counts per (unit, span index); `of` is what
+    /// a count is out of (the colour's full intensity); `what` says what was counted (a
+    /// zoomed span's tooltip: "Zoom: expanded 3 times (what)").
+    void set_zoom(const std::map<std::pair<int, int>, int>& counts, int of, const QString& what);
+    void clear_zoom();
+    /// Scroll so that the first zoomed span is in view; false when none is shown.
+    bool scroll_to_zoom();
+
+    const QList<SpanMark>& span_marks() const { return spans_; }
+    const QList<Range>& anchor_ranges() const { return anchors_; }
+    const QList<ZoomMark>& zoom_marks() const { return zoom_; }
+    /// The tooltip at a position of the text ("" where there is no span or anchor).
+    QString tooltip_at(int position) const;
+    /// The colour a zoom count is drawn with.
+    static QColor heat_colour(int count, int of);
+
+protected:
+    bool viewportEvent(QEvent* event) override;
+
+private:
+    void update_selections();
+    Range range_of(int64_t begin, int64_t end) const;
+
+    qint64 document_id_ = 0;
+    TextPositionsPtr positions_;
+    QList<SpanMark> spans_; ///< ascending positions
+    QList<Range> anchors_;  ///< ascending positions
+    QList<ZoomMark> zoom_;  ///< ascending positions
+    std::map<std::pair<int, int>, int> zoom_counts_;
+    int zoom_of_ = 1;
+    QString zoom_what_;
+};
+
+} // namespace spanscope::gui

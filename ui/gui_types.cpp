@@ -1,0 +1,116 @@
+#include "ui/gui_types.h"
+
+#include "ui/zoom_data.h"
+
+#include <QLocale>
+
+namespace spanscope::gui {
+
+QString status_text(const DocumentRow& row) {
+    using S = DocumentRow::Status;
+    switch (row.status) {
+    case S::Queued:
+        return QStringLiteral("queued");
+    case S::Extracting:
+        return QStringLiteral("extracting text");
+    case S::Prefilling:
+        return QStringLiteral("prefilling %1/%2 chunks").arg(row.chunks_stored).arg(row.chunks);
+    case S::Ready:
+        return QStringLiteral("ready · %1 tokens").arg(QLocale().toString(row.tokens));
+    case S::Partial:
+        return QStringLiteral("%1/%2 chunks stored (add it again to complete)")
+            .arg(row.chunks_stored)
+            .arg(row.chunks);
+    case S::Unprefilled:
+        return QStringLiteral("not prefilled for this model (it is when asked about)");
+    case S::Cancelled:
+        return QStringLiteral("cancelled");
+    case S::Failed:
+        return QStringLiteral("failed: %1").arg(row.error);
+    }
+    return {};
+}
+
+QString stats_text(const AnswerStats& s) {
+    const QLocale l;
+    QString text =
+        QStringLiteral("first token %1 ms · %2 tokens/s · %3 tokens reused / %4 computed")
+            .arg(l.toString(qRound64(s.ttft_ms)))
+            .arg(l.toString(s.decode_tokens_per_s, 'f', 1))
+            .arg(l.toString(s.tokens_reused))
+            .arg(l.toString(s.tokens_computed));
+    if (s.policy == QLatin1String("sekv")) {
+        text += QStringLiteral(" · sekv: fast tier %1 % of full, %2 spans expanded per token")
+                    .arg(l.toString(100 * s.fast_tier_fraction, 'f', 0))
+                    .arg(l.toString(s.expansions, 'f', 1));
+        if (!s.router.isEmpty())
+            text += QStringLiteral(", %1 router").arg(s.router);
+        if (s.rerank > 0)
+            text += QStringLiteral(", two-stage routing (%1 candidates per expanded span)")
+                        .arg(s.rerank);
+    } else if (s.policy == QLatin1String("full"))
+        text += QStringLiteral(" · full memory");
+    if (!s.selector.isEmpty() && s.selector != QLatin1String("none")) {
+        const auto share = [&](const AnswerStats::LayerRows& k) {
+            const qint64 all = k.recomputed + k.reused;
+            return all > 0 ? l.toString(100.0 * k.recomputed / all, 'f', 0) : QStringLiteral("0");
+        };
+        text += QStringLiteral(" · %1 recomputed %2 (global layers %3 % of rows, sliding %4 %)")
+                    .arg(s.selector, count_text(s.recompute_set, QStringLiteral("token"),
+                                                QStringLiteral("tokens")))
+                    .arg(share(s.global_rows), share(s.sliding_rows));
+    }
+    if (s.sections_left_out > 0) {
+        text += QStringLiteral(" · %1 of %2 sections used")
+                    .arg(l.toString(s.sections_used.size()))
+                    .arg(l.toString(s.sections_used.size() + s.sections_left_out));
+        if (!s.ranking.isEmpty())
+            text += QStringLiteral(" (%1)").arg(s.ranking);
+    }
+    if (!s.state_init.isEmpty())
+        text += QStringLiteral(" · recurrent state: %1").arg(s.state_init);
+    return text;
+}
+
+QString trimmed_number(double value, int decimals) {
+    const QLocale l;
+    QString text = l.toString(value, 'f', decimals);
+    const QString point = l.decimalPoint();
+    if (decimals > 0 && text.contains(point)) {
+        while (text.endsWith(QLatin1Char('0')))
+            text.chop(1);
+        if (text.endsWith(point))
+            text.chop(point.size());
+    }
+    return text;
+}
+
+QString count_text(qint64 n, const QString& one, const QString& many) {
+    return QStringLiteral("%1 %2").arg(QLocale().toString(n), n == 1 ? one : many);
+}
+
+QString MemorySettings::spans_key() const {
+    if (!sekv())
+        return {};
+    QString key = QStringLiteral("sekv:%1").arg(budget, 0, 'g', 6);
+    if (!router.isEmpty() || !zoom_params.isEmpty())
+        key += QStringLiteral(":%1:%2").arg(router, zoom_params);
+    return key;
+}
+
+void register_gui_types() {
+    qRegisterMetaType<DocumentRow>();
+    qRegisterMetaType<ChatRow>();
+    qRegisterMetaType<MessageRow>();
+    qRegisterMetaType<AnswerStats>();
+    qRegisterMetaType<GenerationSettings>();
+    qRegisterMetaType<MemorySettings>();
+    qRegisterMetaType<ReuseSettings>();
+    qRegisterMetaType<IngestStatus>();
+    qRegisterMetaType<QList<DocumentRow>>();
+    qRegisterMetaType<QList<ChatRow>>();
+    qRegisterMetaType<QList<MessageRow>>();
+    register_zoom_types();
+}
+
+} // namespace spanscope::gui

@@ -1,0 +1,206 @@
+#include "ui/store_worker.h"
+
+#include "answering/document_list.h"
+#include "storage/project.h"
+#include "ui/answer_stats_json.h"
+#include "ui/chat_export.h"
+#include "ui/error_text.h"
+
+#include <QLocale>
+#include <QSaveFile>
+
+#include <nlohmann/json.hpp>
+
+namespace spanscope::gui {
+
+namespace {
+QString q(const std::string& s) {
+    return QString::fromStdString(s);
+}
+} // namespace
+
+StoreWorker::StoreWorker() = default;
+StoreWorker::~StoreWorker() = default;
+
+void StoreWorker::open_project(const QString& path) {
+    project_.reset();
+    try {
+        project_ = Project::open(path.toStdString(), /*create=*/false);
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Opening %1").arg(path), e));
+    }
+}
+
+void StoreWorker::close_project() {
+    project_.reset();
+}
+
+void StoreWorker::load_document_text(qint64 id) {
+    if (!project_)
+        return;
+    try {
+        const auto doc = project_->document(id);
+        if (!doc)
+            return;
+        std::vector<std::pair<int64_t, int>> pages;
+        for (const auto& a : project_->document_offset_map(id))
+            pages.emplace_back(a.text_offset, a.page);
+        auto shown = shown_text(project_->document_text(id), pages);
+        emit document_text(id, q(doc->name), shown.text,
+                           std::make_shared<const TextPositions>(std::move(shown.positions)));
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Showing document %1").arg(id), e));
+    }
+}
+
+void StoreWorker::load_zoom_trace(qint64 message_id) {
+    if (!project_)
+        return;
+    try {
+        const auto blob = project_->zoom_trace(message_id);
+        if (!blob) {
+            emit zoom_trace_loaded(message_id, nullptr,
+                                   QStringLiteral("This answer has no zoom trace: it was answered "
+                                                  "with the full memory policy (choose sekv in "
+                                                  "Settings to see where answers zoom in)."));
+            return;
+        }
+        emit zoom_trace_loaded(
+            message_id, std::make_shared<const AnswerZoom>(message_id, decode_zoom_trace(*blob)),
+            QString());
+    } catch (const std::exception& e) {
+        emit zoom_trace_loaded(
+            message_id, nullptr,
+            QStringLiteral("The zoom trace of this answer cannot be shown: %1. The answer itself "
+                           "is kept.")
+                .arg(q(e.what())));
+    }
+}
+
+void StoreWorker::list_chats() {
+    if (!project_)
+        return;
+    try {
+        QList<ChatRow> rows;
+        for (const auto& c : project_->chats())
+            rows << ChatRow{c.id, q(c.title), c.messages};
+        emit chats_listed(rows);
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Listing the chats"), e));
+    }
+}
+
+QString message_details(const std::string& stats_json) {
+    const auto j = nlohmann::json::parse(stats_json, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object())
+        return {};
+    const auto str = [&](const char* k) {
+        return j.contains(k) && j[k].is_string() ? q(j[k].get<std::string>()) : QString();
+    };
+    const QString reason = str("stop_reason");
+    if (reason == "error")
+        return QStringLiteral("no answer: %1").arg(str("error"));
+    if (!j.contains("ttft_ms"))
+        return reason == "stopped" ? QStringLiteral("stopped before the answer began") : QString();
+    const AnswerStats s = answer_stats_from_json(j);
+    QString line = stats_text(s);
+    if (reason == "stopped")
+        line += QStringLiteral(" · stopped");
+    return line;
+}
+
+QString message_policy(const std::string& stats_json, qint64* full_kv_bytes) {
+    const auto j = nlohmann::json::parse(stats_json, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("policy") || !j["policy"].is_string())
+        return {};
+    if (full_kv_bytes && j.contains("memory") && j["memory"].is_object() &&
+        j["memory"].contains("full_kv_bytes") && j["memory"]["full_kv_bytes"].is_number())
+        *full_kv_bytes = j["memory"]["full_kv_bytes"].get<qint64>();
+    return q(j["policy"].get<std::string>());
+}
+
+namespace {
+QList<MessageRow> message_rows(Project& project, qint64 chat_id) {
+    QList<MessageRow> rows;
+    for (const auto& m : project.messages(chat_id)) {
+        MessageRow r;
+        r.id = m.id;
+        r.from_user = m.role == "user";
+        r.text = q(m.text);
+        if (!r.from_user) {
+            r.details = message_details(m.stats_json);
+            r.sekv = message_policy(m.stats_json, &r.full_kv_bytes) == QLatin1String("sekv");
+        }
+        rows << r;
+    }
+    return rows;
+}
+} // namespace
+
+void StoreWorker::load_chat(qint64 chat_id) {
+    if (!project_)
+        return;
+    try {
+        emit chat_loaded(chat_id, message_rows(*project_, chat_id));
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Loading the chat"), e));
+    }
+}
+
+void StoreWorker::rename_chat(qint64 chat_id, const QString& title) {
+    if (!project_)
+        return;
+    try {
+        project_->rename_chat(chat_id, title.toStdString());
+        list_chats();
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Renaming the chat"), e));
+    }
+}
+
+void StoreWorker::delete_chat(qint64 chat_id) {
+    if (!project_)
+        return;
+    try {
+        project_->delete_chat(chat_id);
+        list_chats();
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Deleting the chat"), e));
+    }
+}
+
+void StoreWorker::export_chat(qint64 chat_id, const QString& path) {
+    if (!project_)
+        return;
+    try {
+        QString title;
+        for (const auto& c : project_->chats())
+            if (c.id == chat_id)
+                title = q(c.title);
+        QSaveFile f(path);
+        const QByteArray md = chat_markdown(title, message_rows(*project_, chat_id)).toUtf8();
+        if (!f.open(QIODevice::WriteOnly) || f.write(md) != md.size() || !f.commit()) {
+            emit error(QStringLiteral("Exporting the chat to %1 failed: %2. Nothing was written.")
+                           .arg(path, f.errorString()));
+            return;
+        }
+        emit chat_exported(chat_id, path);
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Exporting the chat"), e));
+    }
+}
+
+void StoreWorker::save_document_list(const QList<qint64>& order, const QList<qint64>& excluded) {
+    if (!project_)
+        return;
+    try {
+        DocumentListState state;
+        state.order.assign(order.begin(), order.end());
+        state.excluded.assign(excluded.begin(), excluded.end());
+        set_project_document_list(*project_, state);
+    } catch (const std::exception& e) {
+        emit error(describe_error(QStringLiteral("Keeping the document order"), e));
+    }
+}
+
+} // namespace spanscope::gui
