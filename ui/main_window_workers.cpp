@@ -1,0 +1,160 @@
+// The window's side of its two workers (main_window.h): their signals connected to the views,
+// the status bar and the banners. The window itself is built in main_window.cpp.
+#include "ui/chat_delegate.h"
+#include "ui/document_view.h"
+#include "ui/engine_worker.h"
+#include "ui/main_window.h"
+#include "ui/store_worker.h"
+#include "ui/zoom_inspector.h"
+#include <QAction>
+#include <QApplication>
+#include <QClipboard>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QFile>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QKeySequence>
+#include <QLabel>
+#include <QListView>
+#include <QMenuBar>
+#include <QMimeData>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollBar>
+#include <QShortcut>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTimer>
+#include <QToolButton>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <unistd.h>
+
+namespace spanscope::gui {
+
+void MainWindow::connect_workers() {
+    auto* e = engine_;
+    connect(e, &EngineWorker::model_loaded, this, [this](const QString& desc) {
+        model_label_->setText(tr("Model: %1").arg(desc));
+        emit model_ready(true);
+    });
+    connect(e, &EngineWorker::model_failed, this, [this](const QString& msg) {
+        model_label_->setText(tr("No model"));
+        show_banner(msg, true);
+        emit model_ready(false);
+    });
+    connect(e, &EngineWorker::project_opened, this, &MainWindow::on_project_opened);
+    connect(e, &EngineWorker::project_failed, this, [this](const QString& msg) {
+        project_requested_ = !project_path_.isEmpty();
+        show_banner(msg, true);
+        emit project_ready(-1);
+    });
+    connect(e, &EngineWorker::project_closed, this, [this] {
+        project_path_.clear();
+        cache_label_->clear();
+        documents_.reset_rows({});
+        chats_.clear();
+        chat_.set_messages(0, {});
+        document_view_->clear_document();
+        document_title_->setText(tr("<b>No document</b>"));
+        shown_document_ = 0;
+        spans_.clear();
+        zooms_.clear();
+        clear_zoom_state();
+        span_status_->clear();
+        update_title();
+        update_actions();
+    });
+    connect(e, &EngineWorker::document_updated, this, [this](const DocumentRow& row) {
+        documents_.upsert(row);
+        if (row.status == DocumentRow::Status::Failed)
+            show_banner(row.error, true);
+        if (row.id > 0 && row.id == shown_document_ && row.status == DocumentRow::Status::Ready &&
+            spans_.contains(row.id) && !spans_[row.id]->error.isEmpty())
+            request_spans(/*again=*/true); // its chunks are all stored now
+        if (row.id > 0 && shown_document_ == 0 && row.status == DocumentRow::Status::Ready) {
+            const int r = documents_.row_of_id(row.id);
+            document_list_->setCurrentIndex(documents_.index(r));
+        }
+    });
+    connect(e, &EngineWorker::document_removed, this, [this](qint64 id) {
+        documents_.remove_id(id);
+        spans_.remove(id);
+        if (id == shown_document_) {
+            shown_document_ = 0;
+            document_view_->clear_document();
+            document_title_->setText(tr("<b>No document</b>"));
+            span_status_->clear();
+        }
+    });
+    connect(e, &EngineWorker::ingest_started, this, [this](quint64, int files) {
+        ingest_bar_->setRange(0, 0);
+        ingest_bar_->setFormat(tr("reading %n file(s)…", nullptr, files));
+        ingest_bar_->show();
+        cancel_ingest_->show();
+    });
+    connect(e, &EngineWorker::ingest_progress, this, &MainWindow::on_ingest_progress);
+    connect(e, &EngineWorker::ingest_finished, this,
+            [this](quint64, int added, int failed, bool cancelled) {
+                if (--ingests_running_ <= 0) {
+                    ingests_running_ = 0;
+                    ingest_bar_->hide();
+                    cancel_ingest_->hide();
+                }
+                if (cancelled)
+                    show_status(
+                        tr("Adding documents was cancelled; the chunks already prefilled are "
+                           "kept."),
+                        8000);
+                qint64 stored = 0;
+                for (int r = 0; r < documents_.rowCount(); ++r)
+                    stored += documents_.row(r).chunks_stored;
+                cache_label_->setText(
+                    tr("%1 %2 cached").arg(stored).arg(stored == 1 ? tr("chunk") : tr("chunks")));
+                update_actions();
+                emit ingest_done(added, failed, cancelled);
+            });
+    connect(e, &EngineWorker::answer_started, this, [this](quint64 serial, qint64 chat_id) {
+        if (serial != ask_serial_)
+            return;
+        answer_started_ = true;
+        chat_.set_chat_id(chat_id);
+        QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
+    });
+    connect(e, &EngineWorker::answer_piece, this, [this](quint64 serial, const QString& piece) {
+        if (serial == ask_serial_)
+            chat_.append_piece(piece);
+    });
+    connect(e, &EngineWorker::answer_finished, this, &MainWindow::on_answer_finished);
+    connect(e, &EngineWorker::answer_failed, this, &MainWindow::on_answer_failed);
+    connect(e, &EngineWorker::document_spans, this, &MainWindow::on_document_spans);
+    connect(e, &EngineWorker::note, this, [this](const QString& t) { show_banner(t, false); });
+    connect(e, &EngineWorker::error, this, [this](const QString& t) { show_banner(t, true); });
+
+    auto* s = store_;
+    connect(s, &StoreWorker::error, this, [this](const QString& t) { show_banner(t, true); });
+    connect(s, &StoreWorker::document_text, this, &MainWindow::on_document_text);
+    connect(s, &StoreWorker::zoom_trace_loaded, this, &MainWindow::on_zoom_loaded);
+    connect(s, &StoreWorker::chats_listed, this, [this](const QList<ChatRow>& rows) {
+        chats_.set_chats(rows);
+        const int r = chats_.row_of_id(chat_.chat_id());
+        if (r >= 0 && chat_list_->currentIndex().row() != r) {
+            QSignalBlocker block(chat_list_->selectionModel());
+            chat_list_->setCurrentIndex(chats_.index(r));
+        }
+        update_actions();
+        emit chats_changed();
+    });
+    connect(s, &StoreWorker::chat_loaded, this, [this](qint64 id, const QList<MessageRow>& rows) {
+        if (!answering_ && id == chat_.chat_id()) // a reply for the chat still selected
+            chat_.set_messages(id, rows);
+    });
+    connect(s, &StoreWorker::chat_exported, this, [this](qint64, const QString& path) {
+        show_status(tr("Chat exported to %1").arg(path), 8000);
+    });
+}
+
+} // namespace spanscope::gui
