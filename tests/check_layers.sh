@@ -13,8 +13,9 @@ declare -A may=(
     [storage]="storage engine"
     [answering]="answering storage engine"
     [ui]="ui answering storage engine"
-    [app]="app ui answering storage engine"
-    [lab]="lab app answering storage engine"
+    [app/gui]="app ui answering storage engine"
+    [app/cli]="app/cli answering storage engine"
+    [lab]="lab app/cli answering storage engine"
 )
 bad=0
 for folder in "${!may[@]}"; do
@@ -27,7 +28,7 @@ for folder in "${!may[@]}"; do
         [[ -d "$top" ]] || continue        # not one of ours
         ok=0
         for allowed in ${may[$folder]}; do
-            [[ "$top" == "$allowed" ]] && ok=1
+            [[ "$target" == "$allowed"/* ]] && ok=1
         done
         if ((!ok)); then
             echo "$file includes \"$target\": $folder may include only ${may[$folder]}"

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 int main(int argc, char** argv) {
@@ -16,6 +17,11 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "spanscope-cli " SPANSCOPE_VERSION);
     app.require_subcommand(1);
     app.option_defaults()->always_capture_default(); // --help shows every default
+    const std::vector<std::string> lab_commands{
+        "eval", "niah", "pic-eval", "state-init-eval", "qa", "zoom-record", "zoom-train"};
+    app.footer("The research commands (eval, niah, pic-eval, state-init-eval, qa, zoom-record, "
+               "zoom-train) are spanscope-lab's, built with -DSPANSCOPE_LAB=ON (bash "
+               "scripts/setup.sh test builds it: build/lab/spanscope-lab).");
 
     InfoOptions info;
     auto* info_cmd = app.add_subcommand("info", "Print the model's metadata and tensor types");
@@ -189,6 +195,14 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
+        if (argc > 1 &&
+            std::find(lab_commands.begin(), lab_commands.end(), argv[1]) != lab_commands.end()) {
+            std::cerr << "spanscope-cli: " << argv[1]
+                      << " is a research command of spanscope-lab (build it with "
+                         "-DSPANSCOPE_LAB=ON: build/lab/spanscope-lab "
+                      << argv[1] << " ...)\n";
+            return 2;
+        }
         std::cerr << "spanscope-cli: " << e.what() << " (see --help)\n";
         return 2;
     }
