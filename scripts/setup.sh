@@ -60,8 +60,17 @@ step_model() {
 
 step_build() { # [target…]; LAB=ON also builds the lab (spanscope-lab, spanscope-report, tests)
     echo "== building in $BUILD"
-    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPANSCOPE_LAB="${LAB:-OFF}" >/dev/null
+    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${LAB:+-DSPANSCOPE_LAB=$LAB} >/dev/null
     cmake --build "$BUILD" -j "$JOBS" ${1:+--target "$@"}
+}
+
+# The programs as users and the package build them (no lab, no tests): the product must not
+# need the lab to compile or link.
+step_product_build() {
+    echo "== building the programs without the lab in $BUILD-product"
+    cmake -S "$ROOT" -B "$BUILD-product" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPANSCOPE_LAB=OFF \
+        -DSPANSCOPE_BUILD_TESTS=OFF >/dev/null
+    cmake --build "$BUILD-product" -j "$JOBS" --target spanscope spanscope-cli
 }
 
 step_fuzz_build() {
@@ -89,6 +98,7 @@ test)
     step_deps
     step_model
     LAB=ON step_build
+    step_product_build
     step_fuzz_build
     echo "== replaying the fuzz corpus"
     ctest --test-dir "$BUILD-fuzz" --output-on-failure -R fuzz_

@@ -1,5 +1,5 @@
 // `spanscope-lab eval TASK`: the evaluation harness (issue 6). For each length and sample, one
-// generated prompt (evaluation/eval_tasks.h) is prefilled once and answered by every policy and
+// generated prompt (lab/evaluation/eval_tasks.h) is prefilled once and answered by every policy and
 // budget asked for, from that one prefill (eval_run.h). Each (sample, policy) gives one JSON
 // line — prompt length, answer, expected, score, memory per tier, whether the budget was kept,
 // fidelity to `full`, seconds, the sekv router — appended to --out (a run resumes: samples whose
@@ -365,7 +365,7 @@ int run_eval(const EvalOptions& o) {
                         sj["samples_over_budget"].get<int>());
     }
     if (over > 0 && !o.allow_over_budget) {
-        std::cerr << "spanscope-cli: " << over
+        std::cerr << "spanscope-lab: " << over
                   << " compressed answers held more than their budget (see within_budget)\n";
         return 1;
     }

@@ -1,5 +1,5 @@
 // `spanscope-lab pic-eval TASK`: position-independent caching measured (issue 7). Each generated
-// sample's context (evaluation/eval_tasks.h) is cut into documents (eval_documents.h), each
+// sample's context (lab/evaluation/eval_tasks.h) is cut into documents (eval_documents.h), each
 // prefilled on its own (own BOS, positions from 0: the cache a project keeps). A cold prefill
 // of the concatenation answers first: the reference for quality and for the time to first
 // token. Then, per selector and recompute ratio, the documents are assembled from their

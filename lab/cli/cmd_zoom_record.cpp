@@ -223,13 +223,13 @@ int run_zoom_record(const ZoomRecordOptions& o) {
         } catch (const ZoomRecordError&) {
             throw; // a recording made otherwise: stop, nothing is mixed
         } catch (const DocumentError& e) {
-            std::cerr << "spanscope-cli: " << e.what() << " (skipped)\n";
+            std::cerr << "spanscope-lab: " << e.what() << " (skipped)\n";
             ++failed;
         } catch (const ZoomOutCheckError& e) {
-            std::cerr << "spanscope-cli: " << source << ": " << e.what() << " (skipped)\n";
+            std::cerr << "spanscope-lab: " << source << ": " << e.what() << " (skipped)\n";
             ++failed;
         } catch (const std::invalid_argument& e) {
-            std::cerr << "spanscope-cli: " << source << ": " << e.what() << " (skipped)\n";
+            std::cerr << "spanscope-lab: " << source << ": " << e.what() << " (skipped)\n";
             ++failed;
         }
         if (g_interrupted.load())

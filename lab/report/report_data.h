@@ -131,7 +131,7 @@ bool config_before(const Config& a, const Config& b);
 /// The rank of a policy in that order (unknown policies after the known ones).
 int policy_rank(const std::string& policy);
 
-/// A 95 % confidence interval, as fractions (evaluation/eval_metrics.h computes them).
+/// A 95 % confidence interval, as fractions (lab/evaluation/eval_metrics.h computes them).
 using Interval = eval::Interval;
 
 /// Mean score of a set of samples with its 95 % confidence interval.

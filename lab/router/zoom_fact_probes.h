@@ -4,11 +4,11 @@
 // tokens can only be read from the inserted fact, a few tokens far back in the document: the
 // queries of a question about one detail of a long text.
 //
-// The facts are of their own generator, not the evaluation's needles (evaluation/eval_tasks.cpp:
-// "The secret code for the <adjective> <noun> is <5 digits>."): a person's <kind> number of six
-// digits, worded "Note: the locker number of Agnes Brennan is 482913.", and asked "What is the
-// locker number of Agnes Brennan?". They are drawn from a generator seeded by the document's
-// name, so a recording is reproducible.
+// The facts are of their own generator, not the evaluation's needles
+// (lab/evaluation/eval_tasks.cpp: "The secret code for the <adjective> <noun> is <5 digits>."): a
+// person's <kind> number of six digits, worded "Note: the locker number of Agnes Brennan is
+// 482913.", and asked "What is the locker number of Agnes Brennan?". They are drawn from a
+// generator seeded by the document's name, so a recording is reproducible.
 #pragma once
 
 #include "engine/text/tokenizer.h"

@@ -1,4 +1,4 @@
-// Evaluation metrics (evaluation/eval_metrics.h) against values computed by hand from their
+// Evaluation metrics (lab/evaluation/eval_metrics.h) against values computed by hand from their
 // definitions: RULER's string match, SQuAD v1.1's token F1, the Wilson score interval.
 #include "lab/evaluation/eval_metrics.h"
 

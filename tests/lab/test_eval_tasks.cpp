@@ -1,4 +1,4 @@
-// Evaluation task generators (evaluation/eval_tasks.h, eval_needles.h, eval_qa.h): samples are
+// Evaluation task generators (lab/evaluation/eval_tasks.h, eval_needles.h, eval_qa.h): samples are
 // pure functions of their request, have the requested length in tokens, hold their needles
 // where asked and the answers they expect. Lengths are counted with the tiny test models'
 // tokenizer (about one token per byte), and with the real one where it is installed.

@@ -57,7 +57,7 @@ ZoomParams sample_params() {
     return p;
 }
 
-// The file format written out by hand from its description (zoom_params.h, DESIGN §3.4.5), with
+// The file format written out by hand from its description (zoom_params.h, docs/sekv.md), with
 // one thing spoiled on request, so that the reader is tested against the format and not
 // against its own writer.
 struct Spoil {
