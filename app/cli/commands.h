@@ -5,7 +5,9 @@
 
 #include "app/cli/policy_options.h"
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +85,14 @@ int run_project(const ProjectOptions& o);
 int run_ask_project(const AskOptions& o);
 int run_ask(const AskOptions& o);
 int run_bench(const BenchOptions& o);
+
+/// Parse argv into app's options, the same way in spanscope-cli and spanscope-lab. Returns
+/// nullopt when a command is to run, else the exit code to return: 2 after printing the help when
+/// no argument was given, 0 after --help or --version, 2 after one line on stderr for a parse
+/// error ("<program>: <what> (see --help)", or `hint`'s line when it returns one).
+std::optional<int> parse_command_line(
+    CLI::App& app, int argc, char** argv, const std::string& program,
+    const std::function<std::optional<std::string>(const CLI::ParseError&)>& hint = {});
 
 /// Locate and load the model (see model_locator.h) on `backend` ("cpu" or "cuda", backend.h);
 /// throws std::runtime_error with a one-line message (including how to install the default

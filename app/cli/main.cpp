@@ -182,30 +182,16 @@ int main(int argc, char** argv) {
     add_policy_options(*bench_cmd, bench.policy);
     add_backend_option(*bench_cmd, bench.backend);
 
-    if (argc < 2) {
-        std::cout << app.help();
-        return 2;
-    }
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-        if (argc > 1 &&
-            std::find(lab_commands.begin(), lab_commands.end(), argv[1]) != lab_commands.end()) {
-            std::cerr << "spanscope-cli: " << argv[1]
-                      << " is a research command of spanscope-lab (build it with "
-                         "-DSPANSCOPE_LAB=ON: build/lab/spanscope-lab "
-                      << argv[1] << " ...)\n";
-            return 2;
-        }
-        std::cerr << "spanscope-cli: " << e.what() << " (see --help)\n";
-        return 2;
-    }
+    const auto lab_hint = [&](const CLI::ParseError&) -> std::optional<std::string> {
+        if (std::find(lab_commands.begin(), lab_commands.end(), argv[1]) == lab_commands.end())
+            return std::nullopt;
+        return std::string(argv[1]) +
+               " is a research command of spanscope-lab (build it with -DSPANSCOPE_LAB=ON: "
+               "build/lab/spanscope-lab " +
+               argv[1] + " ...)";
+    };
+    if (const auto code = parse_command_line(app, argc, argv, "spanscope-cli", lab_hint))
+        return *code;
     try {
         if (*info_cmd)
             return run_info(info);

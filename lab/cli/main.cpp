@@ -265,22 +265,8 @@ int main(int argc, char** argv) {
                      "Exit 77 (test skipped) when no model is installed");
     qa_cmd->add_flag("--json", qa.json, "Print one JSON object with every answer");
 
-    if (argc < 2) {
-        std::cout << app.help();
-        return 2;
-    }
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
-    } catch (const CLI::ParseError& e) {
-        std::cerr << "spanscope-lab: " << e.what() << " (see --help)\n";
-        return 2;
-    }
+    if (const auto code = parse_command_line(app, argc, argv, "spanscope-lab"))
+        return *code;
     try {
         if (*niah_cmd)
             return run_niah(niah);
