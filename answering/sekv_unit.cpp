@@ -1,7 +1,7 @@
 #include "answering/sekv_unit.h"
 
 #include "engine/kernels/fp16.h"
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 
 #include <cmath>
 #include <cstdio>
@@ -27,8 +27,8 @@ std::string sekv_options_key(const SekvOptions& o, const std::vector<int>& layer
     }
     // The trained rank gates keep other ranks than the energy gate: spans they built are kept
     // under their own key (the training-free key is unchanged, so stored states stay valid).
-    if (o.zoom && o.trained_rank_gate)
-        key += "-g" + o.zoom->rank_gate_digest();
+    if (o.router_params && o.trained_rank_gate)
+        key += "-g" + o.router_params->rank_gate_digest();
     // A key sketch makes each span cost more of the budget, so the segmentation is coarser:
     // those states have their own key (without a sketch the key is unchanged).
     if (const double span_rows = sekv_span_rows(o); span_rows > 1.0) {
@@ -116,7 +116,7 @@ SekvUnitState build_sekv_unit(const DocumentUnit& unit, const UnitStates& states
                                         std::to_string(n) + " tokens");
         SekvLayerState ls;
         ls.layer = il;
-        // This layer's rank gate: the trained one when options.zoom holds it and
+        // This layer's rank gate: the trained one when options.router_params holds it and
         // options.trained_rank_gate is on, else the energy gate.
         const auto rank = sekv_layer_options(options, il, shape).rank;
         for (const auto& t : seg.spans)

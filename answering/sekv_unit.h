@@ -17,10 +17,10 @@ namespace spanscope {
 
 /// The options that shape a SEKV state (segmentation, rank gate, budget, layers) as a short
 /// key: states built with other options are not reused. layers: sekv_layers(). With
-/// options.zoom and options.trained_rank_gate the key ends in "-g" and the parameters'
+/// options.router_params and options.trained_rank_gate the key ends in "-g" and the parameters'
 /// rank_gate_digest(), so spans built by the trained rank gates are never served to the
 /// training-free mode, nor the reverse. Throws std::invalid_argument for a rank.predictor that
-/// is not the trained gate of options.zoom (without zoom, or with trained_rank_gate off):
+/// is not the trained gate of options.router_params (without them, or with trained_rank_gate off):
 /// nothing identifies it, and for options.uniform_summary (build_sekv_unit builds the design's
 /// surprisal-weighted summary rows only).
 std::string sekv_options_key(const SekvOptions& options, const std::vector<int>& layers);

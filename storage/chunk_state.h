@@ -37,7 +37,7 @@
 // Every count is checked against the model's layer shapes before anything is read.
 #pragma once
 
-#include "engine/linearkv/pic_assembly.h"
+#include "engine/linearkv/state_initialiser.h" // RecurrentLayerState
 #include "engine/memory/kv_rows.h"
 #include "storage/model_fingerprint.h"
 

@@ -1,7 +1,7 @@
 #include "storage/loader_html.h"
 
-#include "engine/text/tokenizer.h" // is_valid_utf8
-#include "storage/loader_text.h"   // detect_encoding, code_unit_bytes
+#include "engine/text/text_input.h" // is_valid_utf8
+#include "storage/loader_text.h"    // detect_encoding, code_unit_bytes
 
 #include <libxml/HTMLparser.h>
 #include <libxml/tree.h>

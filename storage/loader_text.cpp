@@ -1,6 +1,6 @@
 #include "storage/loader_text.h"
 
-#include "engine/text/tokenizer.h" // is_valid_utf8
+#include "engine/text/text_input.h" // is_valid_utf8
 
 #include <uchardet/uchardet.h>
 

@@ -2,7 +2,7 @@
 
 #include <sqlite3.h>
 
-#include "engine/text/tokenizer.h"
+#include "engine/text/text_input.h" // is_valid_utf8
 #include "storage/project_clock.h"
 #include "storage/project_schema.h"
 

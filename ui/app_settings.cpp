@@ -2,7 +2,6 @@
 
 #include "answering/project_answer.h"
 #include "engine/sekv/sekv_routing.h"
-#include "engine/sekv/zoom_locator.h"
 
 #include <QSettings>
 #include <QStandardPaths>

@@ -26,7 +26,7 @@ public:
     struct SpanMark {
         Range range;
         int unit = 0, index = 0;
-        SpanDisplay span;
+        SpanExtent span;
     };
     /// A span under the zoom, with how many (layer, head) pairs expanded it.
     struct ZoomMark {

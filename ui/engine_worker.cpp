@@ -1,14 +1,14 @@
 #include "ui/engine_worker.h"
 
 #include "answering/document_list.h"
+#include "answering/document_spans.h"
+#include "answering/policy_settings.h"
 #include "answering/project_answer.h"
 #include "answering/project_settings.h"
-#include "answering/sekv_display.h"
 #include "answering/state_cache.h"
 #include "engine/model/backend.h"
 #include "engine/model/model.h"
 #include "engine/model/model_locator.h"
-#include "engine/sekv/zoom_locator.h"
 #include "engine/session/session.h"
 #include "storage/document_loader.h"
 #include "storage/model_fingerprint.h"
@@ -286,25 +286,11 @@ void EngineWorker::remove_document(qint64 id) {
 }
 
 SessionOptions EngineWorker::session_options(const MemorySettings& m) {
-    SessionOptions so;
-    so.threads = threads_;
-    so.global_policy = m.sekv() ? "sekv" : "full";
-    so.sekv.budget = m.budget;
-    so.sekv.router.expand_rate = m.expand_rate;
-    so.sekv.router.tau_per_query = m.tau_per_query;
-    // Two-stage routing where the engine takes it: τ per query, the CPU.
-    so.sekv.router.rerank =
-        m.rerank_in_effect(QString::fromLatin1(model_ ? model_->backend() : "cpu"));
-    if (m.sekv() && model_) {
-        const bool free = m.router == QLatin1String(kRouterTrainingFree);
-        const auto c = choose_router(m.router.toStdString(),
-                                     free ? std::string() : m.zoom_params.toStdString(),
-                                     model_->path(), fingerprint_hex(model_fingerprint(*model_)));
-        for (const auto& n : c.notes)
-            emit note(q(n));
-        so.sekv.zoom = c.params;
-    }
-    return so;
+    if (!model_)
+        throw std::logic_error("session options asked for without a model");
+    const auto s = m.policy_settings(QString::fromLatin1(model_->backend()));
+    return policy_setup(s, *model_, threads_, [this](const std::string& n) { emit note(q(n)); })
+        .options;
 }
 
 void EngineWorker::load_document_spans(quint64 serial, qint64 id, const MemorySettings& m) {

@@ -86,9 +86,10 @@ signals:
 
 private:
     DocumentRow row_for(qint64 id);
-    /// The session options for `m`; under sekv with the router it names (zoom_locator.h
-    /// choose_router for the model loaded; files passed over are emitted as notes). Throws
-    /// ZoomParamsError or std::invalid_argument when that router cannot be had.
+    /// The session options for `m` on the model loaded, from the answering service
+    /// (answering/policy_settings.h policy_setup; parameter files passed over are emitted as
+    /// notes). Throws RouterParamsError or std::invalid_argument when its router cannot be had,
+    /// std::logic_error without a model.
     SessionOptions session_options(const MemorySettings& m);
     void open_cache();
 

@@ -1,6 +1,6 @@
 #include "ui/error_text.h"
 
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 #include "engine/session/session.h"
 #include "engine/text/text_input.h"
 #include "storage/chunk_state.h"
@@ -39,7 +39,7 @@ QString describe_error(const QString& what, const std::exception& e) {
         cause = QStringLiteral("It does not fit the model's context window.");
     } else if (dynamic_cast<const StateError*>(&e)) {
         cause = QStringLiteral("A stored state is damaged; it will be recomputed.");
-    } else if (dynamic_cast<const ZoomParamsError*>(&e)) {
+    } else if (dynamic_cast<const RouterParamsError*>(&e)) {
         cause = QStringLiteral("Choose another SEKV parameter file, or the automatic or "
                                "training-free router, in Settings.");
     }

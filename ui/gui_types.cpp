@@ -1,5 +1,6 @@
 #include "ui/gui_types.h"
 
+#include "answering/policy_settings.h"
 #include "ui/zoom_data.h"
 
 #include <QLocale>
@@ -87,6 +88,25 @@ QString trimmed_number(double value, int decimals) {
 
 QString count_text(qint64 n, const QString& one, const QString& many) {
     return QStringLiteral("%1 %2").arg(QLocale().toString(n), n == 1 ? one : many);
+}
+
+bool MemorySettings::two_stage_applies(const QString& backend) const {
+    return two_stage_routing_applies(policy.toStdString(), tau_per_query, backend.toStdString());
+}
+
+spanscope::PolicySettings MemorySettings::policy_settings(const QString& backend) const {
+    spanscope::PolicySettings s;
+    s.policy = sekv() ? "sekv" : "full";
+    s.budget = budget;
+    s.expand_rate = expand_rate;
+    s.tau_per_query = tau_per_query;
+    s.rerank = rerank_in_effect(backend);
+    if (sekv()) {
+        s.router = router.toStdString();
+        if (router != QLatin1String(kRouterTrainingFree))
+            s.router_params_file = zoom_params.toStdString();
+    }
+    return s;
 }
 
 QString MemorySettings::spans_key() const {

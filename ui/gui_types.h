@@ -7,6 +7,10 @@
 #include <QString>
 #include <QStringList>
 
+namespace spanscope {
+struct PolicySettings;
+}
+
 namespace spanscope::gui {
 
 /// One row of the document list. `key` identifies a row before the document has an id (the
@@ -127,7 +131,7 @@ struct MemorySettings {
     bool tau_per_query = false;
     /// sekv: the router, "trained" (learned for the model, from a parameter file),
     /// "training-free", or "" (trained when a parameter file for
-    /// the model is installed, else training-free; engine/sekv/zoom_locator.h).
+    /// the model is installed, else training-free; answering/router_choice.h).
     QString router;
     /// Two-stage routing's candidates per expanded span (SekvRouterOptions::rerank, 2 to
     /// kMaxRerank); 0: off (one stage), the default. Kept as chosen; it applies only where
@@ -135,17 +139,18 @@ struct MemorySettings {
     int rerank = 0;
     QString zoom_params; ///< sekv, not training-free: the parameter file ("": the installed one)
     bool sekv() const { return policy == QLatin1String("sekv"); }
-    /// Whether two-stage routing applies on `backend` ("cpu" or "cuda"): under sekv with
-    /// tau_per_query on the CPU (the engine refuses it without τ per query, and the GPU memory
-    /// refuses it).
-    bool two_stage_applies(const QString& backend) const {
-        return sekv() && tau_per_query && backend != QLatin1String("cuda");
-    }
+    /// Whether two-stage routing applies on `backend` ("cpu" or "cuda"; the answering
+    /// service's rule, answering/policy_settings.h two_stage_routing_applies).
+    bool two_stage_applies(const QString& backend) const;
     /// The N of two-stage routing the engine is asked for on `backend`: rerank where it
     /// applies, else 0.
     int rerank_in_effect(const QString& backend) const {
         return two_stage_applies(backend) ? rerank : 0;
     }
+    /// These settings as the answering service takes them (answering/policy_settings.h) on
+    /// `backend`: two-stage routing only where it applies, and no parameter file for the
+    /// training-free router (Settings keeps the file chosen while another router is).
+    spanscope::PolicySettings policy_settings(const QString& backend) const;
     /// What the documents' SEKV states depend on ("" for full): spans shown under one key are
     /// those answers under the same key use (the router's rank gates shape them too).
     QString spans_key() const;

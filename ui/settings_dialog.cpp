@@ -3,7 +3,6 @@
 #include "engine/model/backend.h"
 #include "engine/model/model_locator.h"
 #include "engine/sekv/sekv_routing.h"
-#include "engine/sekv/zoom_locator.h"
 
 #include <QCheckBox>
 #include <QComboBox>

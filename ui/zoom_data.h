@@ -4,7 +4,7 @@
 // draw (spans per token, (layer, head) pairs per span, the layer × head × step grid).
 #pragma once
 
-#include "answering/sekv_display.h"
+#include "answering/document_spans.h"
 #include "storage/zoom_trace_blob.h"
 #include "ui/gui_types.h"
 
@@ -50,9 +50,9 @@ ShownText shown_text(const std::string& text, const std::vector<std::pair<int64_
 /// The SEKV spans of a document, per unit (section), as document_sekv_spans gives them.
 struct DocumentSpans {
     qint64 document_id = 0;
-    QString key;                         ///< MemorySettings::spans_key() they were built for
-    std::vector<UnitSpansDisplay> units; ///< in unit order
-    QString error;                       ///< why there are none, in words ("" when built)
+    QString key;                  ///< MemorySettings::spans_key() they were built for
+    std::vector<UnitSpans> units; ///< in unit order
+    QString error;                ///< why there are none, in words ("" when built)
 };
 using DocumentSpansPtr = std::shared_ptr<const DocumentSpans>;
 

@@ -90,11 +90,7 @@ int run_ask(const AskOptions& o) {
                               " tokens (a project splits long documents into sections: "
                               "spanscope-cli ingest)");
 
-    SessionOptions so;
-    so.threads = o.threads;
-    apply_policy(o.policy, so);
-    apply_router(o.policy, *model, so.global_policy == "sekv", so);
-    Session session(*model, so);
+    Session session(*model, policy_setup(o.policy, *model, o.threads, print_note).options);
     const bool sekv = !session.memory().sealing_layers().empty();
     SamplingParams sp;
     sp.temperature = o.temperature;

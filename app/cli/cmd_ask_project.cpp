@@ -75,11 +75,9 @@ int ask_project(const AskOptions& o) {
     if (project->documents().empty())
         throw std::runtime_error(project->path() +
                                  " has no documents; add some with spanscope-cli ingest");
-    SessionOptions answer_options = so;
-    apply_policy(o.policy, answer_options);
-    apply_router(o.policy, *model, answer_options.global_policy == "sekv", answer_options);
+    const auto setup = policy_setup(o.policy, *model, o.threads, print_note);
     const ProjectAnswer a =
-        ask_project(*project, *model, cache, scratch, answer_options, q, hooks, &g_interrupted);
+        ask_project(*project, *model, cache, scratch, setup.options, q, hooks, &g_interrupted);
     end_progress_line();
     const auto& ans = a.answer;
     if (ans.stop_reason == "stopped")

@@ -77,14 +77,12 @@ int run_bench(const BenchOptions& o) {
                                      std::to_string(o.decode_tokens) +
                                      " decoded tokens exceeds the context window of " +
                                      std::to_string(model->info().n_ctx_train) + " tokens");
-    SessionOptions routed; // the sekv router, chosen once for every length
-    const auto router = apply_router(o.policy, *model, o.policy.policy == "sekv", routed);
+    // The settings checked and the sekv router chosen once for every length.
+    const auto setup = policy_setup(o.policy, *model, threads, print_note);
+    const auto& router = setup.router;
     for (int len : o.lengths) {
-        SessionOptions so;
-        so.threads = threads;
+        SessionOptions so = setup.options;
         so.n_ctx = std::min<int64_t>(model->info().n_ctx_train, len + o.decode_tokens);
-        apply_policy(o.policy, so);
-        use_router(router, so);
         Session session(*model, so);
         const bool sekv = !session.memory().sealing_layers().empty(); // or another compressor
         const bool segments = session.memory().needs_segmentation();

@@ -42,7 +42,7 @@ struct AskOptions {
     double recompute = 0.15;       ///< --project, epic: recompute ratio (share of the context)
     std::string state_init = "single-block"; ///< --project, hybrid models: the recurrent
                                              ///< layers' initialiser (single-block, exact, zero)
-    PolicyOptions policy;
+    PolicySettings policy;
 };
 
 struct BenchOptions {
@@ -56,7 +56,7 @@ struct BenchOptions {
     bool bandwidth = false; ///< also measure the read bandwidth and what decode reaches of it
     std::string products = "integer";  ///< matmul.h PrefillProducts: integer or float
     std::string kernel_level = "best"; ///< best, or a quant.h KernelLevel by its name
-    PolicyOptions policy;
+    PolicySettings policy;
 };
 
 struct IngestOptions {

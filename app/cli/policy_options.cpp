@@ -3,7 +3,6 @@
 #include "app/cli/finite_check.h"
 #include "engine/model/backend.h"
 #include "engine/model/model.h"
-#include "storage/model_fingerprint.h"
 
 #include <charconv>
 #include <iostream>
@@ -18,7 +17,7 @@ void add_backend_option(CLI::App& cmd, std::string& backend) {
         ->capture_default_str();
 }
 
-void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
+void add_policy_options(CLI::App& cmd, PolicySettings& o) {
     cmd.add_option("--policy", o.policy,
                    "Memory policy of the global-attention layers: full (every token's keys and "
                    "values), sekv (spans at two resolutions, zoomed into per query), or a "
@@ -67,7 +66,7 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
                    "attention mass, scored against the keys rebuilt from every span's factors")
         ->check(CLI::IsMember({std::string(kRouterTrained), std::string(kRouterTrainingFree),
                                std::string(kRouterOracle)}));
-    cmd.add_option("--zoom-params", o.zoom_params,
+    cmd.add_option("--zoom-params", o.router_params_file,
                    "sekv: the trained router's parameter file (default: <model name>.zoom.gguf "
                    "in the installed data, see README); it must be trained for the model")
         ->check(CLI::ExistingFile);
@@ -104,94 +103,8 @@ void add_policy_options(CLI::App& cmd, PolicyOptions& o) {
         ->capture_default_str();
 }
 
-void apply_policy(const PolicyOptions& o, SessionOptions& so) {
-    so.global_policy = o.policy;
-    so.sekv.budget = o.budget;
-    so.sekv.router.expand_rate = o.expand_rate;
-    so.sekv.router.budget_rows = o.expand_rows;
-    so.sekv.router.tau_per_query = o.tau_per_query;
-    so.sekv.router.rerank = o.rerank;
-    so.sekv.trained_rank_gate = !o.full_rank;
-    so.sekv.segmentation.alpha = o.alpha;
-    so.sekv.segmentation.max_span = o.max_span;
-    so.sekv.layers = o.layers;
-    so.eviction.budget = o.budget;
-}
-
-RouterChoice apply_router(const PolicyOptions& o, const Model& model, bool routes,
-                          SessionOptions& so) {
-    so.sekv.zoom.reset();
-    if (!routes) {
-        if (!o.router.empty() || !o.zoom_params.empty() || o.learned_tau || o.tau_per_query ||
-            o.full_rank || o.rerank != 0)
-            throw std::invalid_argument("--router, --zoom-params, --learned-tau, "
-                                        "--tau-per-query, --full-rank and --rerank apply to the "
-                                        "sekv policy: add --policy sekv");
-        return {};
-    }
-    auto c = choose_router(o.router, o.zoom_params, model.path(),
-                           fingerprint_hex(model_fingerprint(model)));
-    for (const auto& n : c.notes)
-        std::cerr << "note: " << n << "\n";
-    if (c.mode == kRouterOracle && !o.tau_per_query)
-        throw std::invalid_argument("--router oracle expands, per query head, as many spans as "
-                                    "--tau-per-query asks for: give --tau-per-query");
-    if (c.mode == kRouterOracle && (o.learned_tau || o.full_rank))
-        throw std::invalid_argument(std::string(o.learned_tau ? "--learned-tau" : "--full-rank") +
-                                    " is the trained router's: not with --router oracle");
-    if (o.learned_tau && !c.params)
-        throw std::invalid_argument(
-            o.router.empty()
-                ? "--learned-tau: no parameter file for the model was found, so the router is "
-                  "training-free and has no learned thresholds; give --zoom-params FILE"
-                : "--learned-tau: the training-free router has no learned thresholds (its τ is "
-                  "calibrated to --expand-rate)");
-    if (o.learned_tau && o.expand_rate_given)
-        throw std::invalid_argument("--expand-rate calibrates τ; with --learned-tau the trained "
-                                    "router (" +
-                                    c.path + ") decides with its learned thresholds");
-    if (o.full_rank && !c.params)
-        throw std::invalid_argument(
-            o.router.empty()
-                ? "--full-rank: no parameter file for the model was found, so the router is "
-                  "training-free and keeps every span's factors at the energy gate's rank "
-                  "already; give --zoom-params FILE"
-                : "--full-rank: the training-free router keeps every span's factors at the "
-                  "energy gate's rank already; it applies to the trained router");
-    if (o.rerank == 1)
-        throw std::invalid_argument("--rerank 1 would take as candidates only the spans it "
-                                    "expands: give 0 (off) or at least 2");
-    if (o.rerank > 0 && !o.tau_per_query)
-        throw std::invalid_argument("--rerank takes each query head's candidates by τ per "
-                                    "query: give --tau-per-query");
-    if (o.rerank > 0 && c.mode == kRouterOracle)
-        throw std::invalid_argument("--rerank: the oracle router scores every span's keys "
-                                    "already: drop --rerank or choose another --router");
-    if (o.tau_per_query && o.expand_rows > 0)
-        throw std::invalid_argument("--tau-per-query calibrates τ at each query; --expand-rows "
-                                    "caps the rows of each query head instead: give one of them");
-    if (o.learned_tau && o.tau_per_query)
-        throw std::invalid_argument("--tau-per-query calibrates τ at each query; with "
-                                    "--learned-tau the trained router decides with its learned "
-                                    "thresholds");
-    if (o.learned_tau && o.expand_rows > 0 && c.params && c.params->share_group)
-        throw std::invalid_argument("--learned-tau: " + c.path +
-                                    " was trained with the KV group's union (zoom-train "
-                                    "--share-group), and a row budget (--expand-rows) decides "
-                                    "each query head alone: give one of them");
-    c.learned_tau = o.learned_tau;
-    c.tau_per_query = o.tau_per_query;
-    c.full_rank = o.full_rank;
-    use_router(c, so);
-    return c;
-}
-
-void use_router(const RouterChoice& router, SessionOptions& so) {
-    so.sekv.zoom = router.params;
-    so.sekv.router.learned_tau = router.params && router.learned_tau;
-    so.sekv.router.oracle = router.mode == kRouterOracle;
-    if (so.sekv.router.learned_tau) // as trained: each query head alone or the group's union
-        so.sekv.router.share_group = router.params->share_group;
+void print_note(const std::string& note) {
+    std::cerr << "note: " << note << "\n";
 }
 
 void put_router_fields(nlohmann::json& j, const RouterChoice& router) {

@@ -152,14 +152,6 @@ ModelMemory make_assembled_memory(const ModelInfo& info, int64_t capacity, bool 
     return ModelMemory(std::move(attention), std::move(recurrent));
 }
 
-const std::vector<float>& RecurrentLayerState::conv() const {
-    if (mamba2)
-        return mamba2->conv;
-    if (gated_deltanet)
-        return gated_deltanet->conv;
-    throw std::logic_error("recurrent layer " + std::to_string(layer) + ": no state");
-}
-
 CachedDocument prefill_document(const Model& model, const std::vector<int32_t>& tokens,
                                 ThreadPool& pool, int64_t ubatch, const std::atomic<bool>* cancel,
                                 bool track_transition) {

@@ -55,19 +55,6 @@
 
 namespace spanscope {
 
-/// One recurrent layer's state at the end of a document prefilled on its own from a zero state
-/// (fp32). Exactly one of the two is set, as the layer's kind.
-struct RecurrentLayerState {
-    int layer = 0;
-    /// Mamba-2: ssm [H][P][N], conv tail [d_conv − 1][conv_dim], log_decay [H] (nats).
-    std::optional<Mamba2State> mamba2;
-    /// Gated DeltaNet: s [n_v][d_v][d_k], conv tail [d_conv − 1][conv_dim], and the transition
-    /// [n_v][d_k][d_k] when it was tracked (prefill_document's track_transition).
-    std::optional<GatedDeltaNetState> gated_deltanet;
-    /// The conv tail, [d_conv − 1][conv_dim]. Throws std::logic_error when no state is set.
-    const std::vector<float>& conv() const;
-};
-
 /// A document prefilled on its own: its tokens (from its BOS), every attention layer's rows
 /// at document-local positions [0, tokens.size()) and every recurrent layer's end state.
 struct CachedDocument {

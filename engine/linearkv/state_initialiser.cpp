@@ -1,6 +1,7 @@
 #include "engine/linearkv/state_initialiser.h"
 
 #include <stdexcept>
+#include <string>
 
 namespace spanscope {
 
@@ -17,6 +18,14 @@ void check_documents(const Shape& shape, const std::vector<const State*>& docume
     }
 }
 } // namespace
+
+const std::vector<float>& RecurrentLayerState::conv() const {
+    if (mamba2)
+        return mamba2->conv;
+    if (gated_deltanet)
+        return gated_deltanet->conv;
+    throw std::logic_error("recurrent layer " + std::to_string(layer) + ": no state");
+}
 
 const std::vector<std::string>& state_initialiser_names() {
     static const std::vector<std::string> kNames = {"single-block", "exact", "zero"};

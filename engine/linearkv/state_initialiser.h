@@ -9,15 +9,31 @@
 //                 which must have been tracked), with DK's conv tail; equals the joint run when
 //                 each document's first tokens saw the previous document's conv tail
 //   zero          a zero state and conv tail (as if the documents were not there)
+// A document's end states (RecurrentLayerState) are what the project store keeps of it
+// (storage/chunk_state.h, kind 3) and what the initialisers start from.
 #pragma once
 
 #include "engine/model/recurrent_gated_deltanet.h"
 #include "engine/model/recurrent_mamba2.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace spanscope {
+
+/// One recurrent layer's state at the end of a document prefilled on its own from a zero state
+/// (fp32). Exactly one of the two is set, as the layer's kind.
+struct RecurrentLayerState {
+    int layer = 0;
+    /// Mamba-2: ssm [H][P][N], conv tail [d_conv − 1][conv_dim], log_decay [H] (nats).
+    std::optional<Mamba2State> mamba2;
+    /// Gated DeltaNet: s [n_v][d_v][d_k], conv tail [d_conv − 1][conv_dim], and the transition
+    /// [n_v][d_k][d_k] when it was tracked (prefill_document's track_transition).
+    std::optional<GatedDeltaNetState> gated_deltanet;
+    /// The conv tail, [d_conv − 1][conv_dim]. Throws std::logic_error when no state is set.
+    const std::vector<float>& conv() const;
+};
 
 enum class StateInitialiser { SingleBlock, Exact, Zero };
 

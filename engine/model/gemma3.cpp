@@ -9,6 +9,7 @@
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
+#include "engine/model/model_file.h"
 
 #include <algorithm>
 #include <cmath>
@@ -38,142 +39,99 @@ public:
 
 private:
     void read_hparams();
-    const GgufTensorInfo& tensor(const std::string& name, std::vector<int64_t> ne) const;
-    const float* norm_weight(const std::string& name, int64_t n) const;
-    WeightMatrix matrix(const std::string& name, int64_t cols, int64_t rows) const;
+    void load_layer(int il);
 
+    std::unique_ptr<ModelFile> file_;
     WeightMatrix tok_embd_;
     const float* output_norm_ = nullptr;
     std::vector<Gemma3Layer> layers_;
 };
 
-std::string shape_str(const std::vector<int64_t>& ne) {
-    std::string s = "[";
-    for (size_t i = 0; i < ne.size(); ++i)
-        s += (i ? ", " : "") + std::to_string(ne[i]);
-    return s + "]";
-}
-
 Gemma3Model::Gemma3Model(std::unique_ptr<GgufFile> gguf, const std::string& path) {
     gguf_ = std::move(gguf);
     path_ = path;
+    file_ = std::make_unique<ModelFile>(*gguf_, "gemma3");
     read_hparams();
-    try {
-        tokenizer_ = Tokenizer::from_gguf(*gguf_);
-    } catch (const GgufError& e) {
-        throw ModelError(std::string("tokenizer: ") + e.what());
-    } catch (const std::runtime_error& e) {
-        throw ModelError(std::string("tokenizer: ") + e.what());
-    }
+    tokenizer_ = load_model_tokenizer(*gguf_, info_.n_vocab);
+    output_norm_ = file_->floats("output_norm.weight", {info_.n_embd});
+    file_->refuse_tensor("output.weight", "Gemma 3 ties its output to the token embedding");
+    layers_.resize(static_cast<size_t>(info_.n_layer));
+    for (int il = 0; il < info_.n_layer; ++il)
+        load_layer(il);
+}
+
+void Gemma3Model::load_layer(int il) {
     const auto& I = info_;
-    if (tokenizer_->n_vocab() != I.n_vocab)
-        throw ModelError("the vocabulary has " + std::to_string(tokenizer_->n_vocab()) +
-                         " tokens but token_embd.weight has " + std::to_string(I.n_vocab) +
-                         " rows");
+    ModelFile& f = *file_;
     const int64_t q_dim = static_cast<int64_t>(I.n_head) * I.head_dim;
     const int64_t kv_dim = static_cast<int64_t>(I.n_head_kv) * I.head_dim;
-    output_norm_ = norm_weight("output_norm.weight", I.n_embd);
-    if (gguf_->find_tensor("output.weight"))
-        throw ModelError("output.weight present: untied output embeddings are not supported");
-    layers_.resize(static_cast<size_t>(I.n_layer));
-    for (int il = 0; il < I.n_layer; ++il) {
-        const std::string p = "blk." + std::to_string(il) + ".";
-        auto& L = layers_[static_cast<size_t>(il)];
-        L.attn_norm = norm_weight(p + "attn_norm.weight", I.n_embd);
-        L.q_norm = norm_weight(p + "attn_q_norm.weight", I.head_dim);
-        L.k_norm = norm_weight(p + "attn_k_norm.weight", I.head_dim);
-        L.post_attn_norm = norm_weight(p + "post_attention_norm.weight", I.n_embd);
-        L.ffn_norm = norm_weight(p + "ffn_norm.weight", I.n_embd);
-        L.post_ffn_norm = norm_weight(p + "post_ffw_norm.weight", I.n_embd);
-        L.wq = matrix(p + "attn_q.weight", I.n_embd, q_dim);
-        L.wk = matrix(p + "attn_k.weight", I.n_embd, kv_dim);
-        L.wv = matrix(p + "attn_v.weight", I.n_embd, kv_dim);
-        L.wo = matrix(p + "attn_output.weight", q_dim, I.n_embd);
-        L.w_gate = matrix(p + "ffn_gate.weight", I.n_embd, I.n_ff);
-        L.w_up = matrix(p + "ffn_up.weight", I.n_embd, I.n_ff);
-        L.w_down = matrix(p + "ffn_down.weight", I.n_ff, I.n_embd);
-    }
+    const std::string p = "blk." + std::to_string(il) + ".";
+    auto& L = layers_[static_cast<size_t>(il)];
+    L.attn_norm = f.floats(p + "attn_norm.weight", {I.n_embd});
+    L.q_norm = f.floats(p + "attn_q_norm.weight", {I.head_dim});
+    L.k_norm = f.floats(p + "attn_k_norm.weight", {I.head_dim});
+    L.post_attn_norm = f.floats(p + "post_attention_norm.weight", {I.n_embd});
+    L.ffn_norm = f.floats(p + "ffn_norm.weight", {I.n_embd});
+    L.post_ffn_norm = f.floats(p + "post_ffw_norm.weight", {I.n_embd});
+    L.wq = f.matrix(p + "attn_q.weight", I.n_embd, q_dim);
+    L.wk = f.matrix(p + "attn_k.weight", I.n_embd, kv_dim);
+    L.wv = f.matrix(p + "attn_v.weight", I.n_embd, kv_dim);
+    L.wo = f.matrix(p + "attn_output.weight", q_dim, I.n_embd);
+    L.w_gate = f.matrix(p + "ffn_gate.weight", I.n_embd, I.n_ff);
+    L.w_up = f.matrix(p + "ffn_up.weight", I.n_embd, I.n_ff);
+    L.w_down = f.matrix(p + "ffn_down.weight", I.n_ff, I.n_embd);
 }
 
 void Gemma3Model::read_hparams() {
     auto& I = info_;
+    const ModelFile& f = *file_;
     const GgufFile& g = *gguf_;
-    const std::string a = "gemma3.";
-    auto need_int = [&](const std::string& key) -> int64_t {
-        if (!g.has(key))
-            throw ModelError("missing hyper-parameter " + key);
-        const int64_t v = g.get_int(key);
-        if (v <= 0 || v > (int64_t{1} << 30))
-            throw ModelError(key + " = " + std::to_string(v) + " is out of range");
-        return v;
-    };
     I.architecture = "gemma3";
-    I.name = g.has("general.name") ? g.get_string("general.name") : "";
-    I.n_layer = static_cast<int>(need_int(a + "block_count"));
-    I.n_embd = static_cast<int>(need_int(a + "embedding_length"));
-    I.n_ff = static_cast<int>(need_int(a + "feed_forward_length"));
-    I.n_head = static_cast<int>(need_int(a + "attention.head_count"));
-    I.n_head_kv = static_cast<int>(need_int(a + "attention.head_count_kv"));
-    I.n_ctx_train = static_cast<int>(need_int(a + "context_length"));
-    I.head_dim = static_cast<int>(need_int(a + "attention.key_length"));
-    if (need_int(a + "attention.value_length") != I.head_dim)
+    read_model_identity(g, I);
+    I.n_layer = static_cast<int>(f.need_int("block_count"));
+    I.n_embd = static_cast<int>(f.need_int("embedding_length"));
+    I.n_ff = static_cast<int>(f.need_int("feed_forward_length"));
+    I.n_head = static_cast<int>(f.need_int("attention.head_count"));
+    I.n_head_kv = static_cast<int>(f.need_int("attention.head_count_kv"));
+    I.n_ctx_train = static_cast<int>(f.need_int("context_length"));
+    I.head_dim = static_cast<int>(f.need_int("attention.key_length"));
+    if (f.need_int("attention.value_length") != I.head_dim)
         throw ModelError("attention.value_length differs from attention.key_length");
     if (I.n_head % I.n_head_kv != 0)
         throw ModelError("head_count " + std::to_string(I.n_head) +
                          " is not a multiple of head_count_kv " + std::to_string(I.n_head_kv));
     if (I.head_dim % 2 != 0)
         throw ModelError("key_length must be even for RoPE");
-    I.sliding_window = static_cast<int>(need_int(a + "attention.sliding_window"));
+    I.sliding_window = static_cast<int>(f.need_int("attention.sliding_window"));
     if (I.sliding_window > I.n_ctx_train)
         throw ModelError("attention.sliding_window " + std::to_string(I.sliding_window) +
                          " is larger than the context length " + std::to_string(I.n_ctx_train));
-    if (!g.has(a + "attention.layer_norm_rms_epsilon"))
-        throw ModelError("missing hyper-parameter " + a + "attention.layer_norm_rms_epsilon");
-    I.rms_eps = static_cast<float>(g.get_float(a + "attention.layer_norm_rms_epsilon"));
-    if (!(I.rms_eps > 0.0f && I.rms_eps < 1e-2f))
-        throw ModelError("layer_norm_rms_epsilon out of range");
-    if (!g.has(a + "rope.freq_base"))
-        throw ModelError("missing hyper-parameter " + a + "rope.freq_base");
-    I.rope_base_global = g.get_float(a + "rope.freq_base");
-    if (g.has(a + "rope.freq_base_swa")) {
-        I.rope_base_local = g.get_float(a + "rope.freq_base_swa");
-    } else {
-        // Gemma 3 report §2: local layers use RoPE base 10k; llama.cpp's converter does not
-        // write it for gemma3, so the architecture's value is used.
-        I.rope_base_local = 10000.0;
+    I.rms_eps = static_cast<float>(f.need_float("attention.layer_norm_rms_epsilon", 1e-12, 1e-2));
+    I.rope_base_global = f.need_float("rope.freq_base", 1.0 + 1e-9, 1e12);
+    // Gemma 3 report §2: local layers use RoPE base 10k; llama.cpp's converter does not write it
+    // for gemma3, so the architecture's value is used.
+    I.rope_base_local = f.opt_float("rope.freq_base_swa", 10000.0, 1.0 + 1e-9, 1e12);
+    if (!f.has("rope.freq_base_swa"))
         I.defaults_used.push_back("rope.freq_base_swa = 10000 (Gemma 3 local layers)");
-    }
-    if (!(I.rope_base_global > 1.0 && I.rope_base_local > 1.0))
-        throw ModelError("RoPE bases must be > 1");
-    if (g.has(a + "rope.dimension_count") && g.get_int(a + "rope.dimension_count") != I.head_dim)
+    if (f.opt_int("rope.dimension_count", I.head_dim) != I.head_dim)
         throw ModelError("partial rotary dimensions are not supported for gemma3");
-    if (g.has(a + "rope.scaling.type") && g.get_string(a + "rope.scaling.type") != "none")
-        throw ModelError("RoPE scaling '" + g.get_string(a + "rope.scaling.type") +
+    if (f.has("rope.scaling.type") && g.get_string(f.key("rope.scaling.type")) != "none")
+        throw ModelError("RoPE scaling '" + g.get_string(f.key("rope.scaling.type")) +
                          "' is not supported yet");
-    if (g.has(a + "final_logit_softcapping") || g.has(a + "attn_logit_softcapping"))
+    if (f.has("final_logit_softcapping") || f.has("attn_logit_softcapping"))
         throw ModelError("logit softcapping is not part of Gemma 3 and is not supported");
-    if (g.has(a + "attention.sliding_window_pattern")) {
-        I.sliding_pattern = static_cast<int>(need_int(a + "attention.sliding_window_pattern"));
-    } else {
-        // Gemma 3 report §2: 5 local layers for every global layer.
-        I.sliding_pattern = 6;
+    // Gemma 3 report §2: 5 local layers for every global layer.
+    I.sliding_pattern = static_cast<int>(f.opt_int("attention.sliding_window_pattern", 6));
+    if (!f.has("attention.sliding_window_pattern"))
         I.defaults_used.push_back("attention.sliding_window_pattern = 6 (5 local : 1 global)");
-    }
-    I.chat_template =
-        g.has("tokenizer.chat_template") ? g.get_string("tokenizer.chat_template") : "";
+    // Besides a chat template, the name or fine-tune says an instruction-tuned Gemma ("-it").
     std::string lname = I.name;
     std::transform(lname.begin(), lname.end(), lname.begin(), ::tolower);
     const std::string finetune = g.has("general.finetune") ? g.get_string("general.finetune") : "";
-    I.instruction_tuned = !I.chat_template.empty() || lname.find("-it") != std::string::npos ||
+    I.instruction_tuned = I.instruction_tuned || lname.find("-it") != std::string::npos ||
                           lname.find("instruct") != std::string::npos || finetune == "it" ||
                           finetune.find("instruct") != std::string::npos;
-
-    const auto* embd = g.find_tensor("token_embd.weight");
-    if (!embd || embd->ne.size() != 2 || embd->ne[0] != I.n_embd)
-        throw ModelError("token_embd.weight missing or not [" + std::to_string(I.n_embd) +
-                         ", n_vocab]");
-    I.n_vocab = static_cast<int>(embd->ne[1]);
-    tok_embd_ = WeightMatrix::from(*embd);
+    tok_embd_ = token_embedding(f, I);
 
     I.layers.resize(static_cast<size_t>(I.n_layer));
     for (int il = 0; il < I.n_layer; ++il) {
@@ -187,30 +145,6 @@ void Gemma3Model::read_hparams() {
         L.attn.window = global ? 0 : I.sliding_window;
         L.rope_base = global ? I.rope_base_global : I.rope_base_local;
     }
-}
-
-const GgufTensorInfo& Gemma3Model::tensor(const std::string& name, std::vector<int64_t> ne) const {
-    const auto* t = gguf_->find_tensor(name);
-    if (!t)
-        throw ModelError("missing tensor " + name);
-    if (t->ne != ne)
-        throw ModelError("tensor " + name + " has shape " + shape_str(t->ne) + ", expected " +
-                         shape_str(ne));
-    return *t;
-}
-
-const float* Gemma3Model::norm_weight(const std::string& name, int64_t n) const {
-    const auto& t = tensor(name, {n});
-    if (t.type != TensorType::F32)
-        throw ModelError("norm weight " + name + " must be f32");
-    return reinterpret_cast<const float*>(t.data);
-}
-
-WeightMatrix Gemma3Model::matrix(const std::string& name, int64_t cols, int64_t rows) const {
-    const auto& t = tensor(name, {cols, rows});
-    if (t.type == TensorType::Q8_K || t.type == TensorType::Q8_1)
-        throw ModelError("tensor " + name + " uses an activation-only type");
-    return WeightMatrix::from(t);
 }
 
 void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,

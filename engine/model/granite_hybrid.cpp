@@ -14,10 +14,10 @@
 #include "engine/model/granite_hybrid.h"
 
 #include "engine/kernels/matmul.h"
-#include "engine/model/model_file.h"
-#include "engine/model/moe_ffn.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
+#include "engine/model/model_file.h"
+#include "engine/model/moe_ffn.h"
 #include "engine/model/recurrent_mamba2.h"
 
 #include <cmath>
@@ -74,7 +74,7 @@ void GraniteHybridModel::read_hparams() {
     const ModelFile& f = *file_;
     const GgufFile& g = *gguf_;
     I.architecture = "granitehybrid";
-    I.name = g.has("general.name") ? g.get_string("general.name") : "";
+    read_model_identity(g, I);
     I.n_layer = static_cast<int>(f.need_int("block_count", 1, 4096));
     I.n_embd = static_cast<int>(f.need_int("embedding_length"));
     I.n_ctx_train = static_cast<int>(f.need_int("context_length", 1, INT32_MAX));
@@ -134,12 +134,7 @@ void GraniteHybridModel::read_hparams() {
         throw ModelError(std::string("Mamba-2 shape: ") + e.what());
     }
 
-    const auto* embd = g.find_tensor("token_embd.weight");
-    if (!embd || embd->ne.size() != 2 || embd->ne[0] != I.n_embd)
-        throw ModelError("token_embd.weight missing or not [" + std::to_string(I.n_embd) +
-                         ", n_vocab]");
-    I.n_vocab = static_cast<int>(embd->ne[1]);
-    tok_embd_ = WeightMatrix::from(*embd);
+    tok_embd_ = token_embedding(f, I);
 
     I.layers.resize(static_cast<size_t>(I.n_layer));
     for (int il = 0; il < I.n_layer; ++il) {
@@ -166,9 +161,6 @@ void GraniteHybridModel::read_hparams() {
             I.n_head_kv = L.attn.n_kv_head;
         }
     }
-    I.chat_template =
-        g.has("tokenizer.chat_template") ? g.get_string("tokenizer.chat_template") : "";
-    I.instruction_tuned = !I.chat_template.empty();
 }
 
 void GraniteHybridModel::load_layer(int il) {

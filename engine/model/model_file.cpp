@@ -1,8 +1,8 @@
 #include "engine/model/model_file.h"
 
-#include "engine/memory/memory_recurrent.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
+#include "engine/memory/memory_recurrent.h"
 #include "engine/model/surprisal.h"
 
 #include <cmath>
@@ -167,6 +167,28 @@ std::vector<WeightMatrix> ModelFile::experts(const std::string& name, int64_t co
 void ModelFile::refuse_tensor(const std::string& name, const std::string& why) const {
     if (g_.find_tensor(name))
         throw ModelError("tensor " + name + " is not supported: " + why);
+}
+
+void read_model_identity(const GgufFile& g, ModelInfo& info) {
+    try {
+        info.name = g.has("general.name") ? g.get_string("general.name") : "";
+        info.chat_template =
+            g.has("tokenizer.chat_template") ? g.get_string("tokenizer.chat_template") : "";
+    } catch (const GgufError& e) {
+        throw ModelError(e.what());
+    }
+    info.instruction_tuned = !info.chat_template.empty();
+}
+
+WeightMatrix token_embedding(const ModelFile& f, ModelInfo& info) {
+    const auto* embd = f.gguf().find_tensor("token_embd.weight");
+    if (!embd || embd->ne.size() != 2 || embd->ne[0] != info.n_embd)
+        throw ModelError("token_embd.weight missing or not [" + std::to_string(info.n_embd) +
+                         ", n_vocab]");
+    if (embd->ne[1] < 1 || embd->ne[1] > INT32_MAX)
+        throw ModelError("token_embd.weight has " + std::to_string(embd->ne[1]) + " rows");
+    info.n_vocab = static_cast<int>(embd->ne[1]);
+    return WeightMatrix::from(*embd);
 }
 
 std::unique_ptr<Tokenizer> load_model_tokenizer(const GgufFile& g, int64_t n_vocab) {

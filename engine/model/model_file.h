@@ -74,6 +74,15 @@ private:
     std::deque<std::vector<float>> owned_;
 };
 
+/// general.name, tokenizer.chat_template, and instruction_tuned as the template's presence says
+/// (an architecture may know more hints) into `info`. Throws ModelError for a value that is not
+/// a string.
+void read_model_identity(const GgufFile& g, ModelInfo& info);
+
+/// token_embd.weight {n_embd, n_vocab}: its matrix, with info.n_vocab set from it (info.n_embd
+/// must be set). Throws ModelError when it is missing or not info.n_embd wide.
+WeightMatrix token_embedding(const ModelFile& f, ModelInfo& info);
+
 /// The GGUF tokenizer; its errors become ModelError("tokenizer: ..."). Throws ModelError when
 /// its size differs from n_vocab (rows of token_embd.weight).
 std::unique_ptr<Tokenizer> load_model_tokenizer(const GgufFile& g, int64_t n_vocab);

@@ -15,10 +15,10 @@
 #include "engine/model/qwen3next.h"
 
 #include "engine/kernels/matmul.h"
-#include "engine/model/model_file.h"
-#include "engine/model/moe_ffn.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
+#include "engine/model/model_file.h"
+#include "engine/model/moe_ffn.h"
 #include "engine/model/recurrent_gated_deltanet.h"
 
 #include <cmath>
@@ -77,7 +77,7 @@ void Qwen3NextModel::read_hparams() {
     const ModelFile& f = *file_;
     const GgufFile& g = *gguf_;
     I.architecture = "qwen3next";
-    I.name = g.has("general.name") ? g.get_string("general.name") : "";
+    read_model_identity(g, I);
     I.n_layer = static_cast<int>(f.need_int("block_count", 1, 4096));
     if (f.opt_int("nextn_predict_layers", 0, 0, 4096) != 0)
         throw ModelError("qwen3next.nextn_predict_layers > 0: multi-token-prediction layers "
@@ -153,12 +153,7 @@ void Qwen3NextModel::read_hparams() {
             recurrent.push_back((il + 1) % interval != 0);
     }
 
-    const auto* embd = g.find_tensor("token_embd.weight");
-    if (!embd || embd->ne.size() != 2 || embd->ne[0] != I.n_embd)
-        throw ModelError("token_embd.weight missing or not [" + std::to_string(I.n_embd) +
-                         ", n_vocab]");
-    I.n_vocab = static_cast<int>(embd->ne[1]);
-    tok_embd_ = WeightMatrix::from(*embd);
+    tok_embd_ = token_embedding(f, I);
 
     I.layers.resize(static_cast<size_t>(I.n_layer));
     for (int il = 0; il < I.n_layer; ++il) {
@@ -177,9 +172,6 @@ void Qwen3NextModel::read_hparams() {
         L.rope_base = I.rope_base_global;
         L.rope_dims = rope_dims_;
     }
-    I.chat_template =
-        g.has("tokenizer.chat_template") ? g.get_string("tokenizer.chat_template") : "";
-    I.instruction_tuned = !I.chat_template.empty();
 }
 
 void Qwen3NextModel::load_layer(int il) {

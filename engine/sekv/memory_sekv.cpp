@@ -3,7 +3,7 @@
 #include "engine/sekv/span_sketch.h"
 
 #include "engine/sekv/mixed_attention.h"
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -14,17 +14,17 @@ namespace spanscope {
 SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const AttentionShape& shape) {
     SekvOptions o = options;
     if (options.summaries_only)
-        o.zoom.reset(); // chunk_summary never routes and keeps no factors: nothing to take
-    if (!o.zoom)
+        o.router_params.reset(); // chunk_summary never routes and keeps no factors: nothing to take
+    if (!o.router_params)
         return o;
     if (options.uniform_summary)
         throw std::invalid_argument("SEKV layer " + std::to_string(layer) +
                                     ": the trained router reads surprisal-weighted summary rows "
                                     "(its training builds them so): not with uniform summaries");
-    const auto* l = options.zoom->find(layer);
-    const std::string file = options.zoom->model_name.empty()
+    const auto* l = options.router_params->find(layer);
+    const std::string file = options.router_params->model_name.empty()
                                  ? std::string("the zoom parameters")
-                                 : "the zoom parameters for " + options.zoom->model_name;
+                                 : "the zoom parameters for " + options.router_params->model_name;
     if (!l)
         throw std::invalid_argument("SEKV layer " + std::to_string(layer) + ": " + file +
                                     " have no entry for it (trained for other layers; choose "
@@ -51,9 +51,9 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
 
 double sekv_span_rows(const SekvOptions& options) {
     double rows = 1.0;
-    if (!options.zoom || options.summaries_only)
+    if (!options.router_params || options.summaries_only)
         return rows;
-    for (const auto& l : options.zoom->layers)
+    for (const auto& l : options.router_params->layers)
         if (l.sketch_dim > 0 && l.head_dim > 0)
             rows = std::max(rows, 1.0 + static_cast<double>(sketch_length(l.sketch_dim)) /
                                             (2.0 * static_cast<double>(l.head_dim)));

@@ -18,7 +18,7 @@
 
 namespace spanscope {
 
-struct ZoomParams;
+struct RouterParams;
 
 struct SekvOptions {
     SegmentationOptions segmentation{1.0, 4, 32};
@@ -43,23 +43,24 @@ struct SekvOptions {
     /// the trained router, whose training reads surprisal-weighted summaries, is refused with it
     /// (sekv_layer_options), and the project store keeps the design's weights.
     bool uniform_summary = false;
-    /// The trained zoom-in (issue 8, zoom_params.h): every SEKV layer takes its router
+    /// The trained router's parameters (router_params.h): every SEKV layer takes its router
     /// (router.trained: W and the learned τ, used with router.learned_tau) and rank gate
     /// (rank.predictor) from it (sekv_layer_options). nullptr: training-free (W = 0, τ
     /// calibrated, the energy gate).
-    std::shared_ptr<const ZoomParams> zoom;
-    /// With zoom: build the spans' factors with its trained rank gate (true), or with the
+    std::shared_ptr<const RouterParams> router_params;
+    /// With router_params: build the spans' factors with its trained rank gate (true), or with the
     /// energy gate of `rank` as the training-free router does (false: the trained router alone,
     /// an ablation of the rank gate).
     bool trained_rank_gate = true;
 };
 
-/// The options SEKV layer `layer` of shape `shape` runs with: `options`, and with options.zoom
-/// the layer's trained router in router.trained and (with trained_rank_gate) its rank gate in
-/// rank.predictor, rank.max_rank the gate's n_rank (not with summaries_only: chunk_summary neither
-/// routes nor keeps factors, zoom is dropped). Throws std::invalid_argument naming the layer when
-/// the parameters have no entry for it, or one trained for another shape (n_head, head_dim), and
-/// for zoom with uniform_summary.
+/// The options SEKV layer `layer` of shape `shape` runs with: `options`, and with
+/// options.router_params the layer's trained router in router.trained and (with
+/// trained_rank_gate) its rank gate in rank.predictor, rank.max_rank the gate's n_rank (not with
+/// summaries_only: chunk_summary neither routes nor keeps factors, the parameters are dropped).
+/// Throws std::invalid_argument naming the layer when the parameters have no entry for it, or
+/// one trained for another shape (n_head, head_dim), and for router parameters with
+/// uniform_summary.
 SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const AttentionShape& shape);
 
 /// The fast-tier rows one span costs under `options`, for segment_within_budget: 1 (its summary

@@ -2,7 +2,7 @@
 // relevance(S) = σ(q·k̄_S / √d + log|S|), k̄_S the span's summary key; a span expands when its
 // relevance exceeds τ, calibrated per (layer, head) so that a target fraction of spans expands;
 // an optional row budget keeps the most relevant expanded spans whose rows fit. The trained
-// router (issue 8, zoom_params.h) adds a learned correction through the same calls (residual
+// router (issue 8, router_params.h) adds a learned correction through the same calls (residual
 // form, docs/sekv.md "The relevance's form"):
 //   relevance(S) = σ(q·k̄_S / √d + ⟨W q, W k̄_S⟩ / √d′ + log|S|),  W [d′][d] per layer and head,
 // so that W = 0 is the training-free router exactly. A trained router may also carry a sketch

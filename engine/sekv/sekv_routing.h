@@ -16,7 +16,15 @@
 
 namespace spanscope {
 
-/// A trained router for one layer (zoom_params.h trained_router makes it from a parameter
+/// The router modes, as the command line, Settings and an answer's statistics name them
+/// (GenerationStats::router).
+inline constexpr const char* kRouterTrained = "trained";
+inline constexpr const char* kRouterTrainingFree = "training-free";
+/// The attention-mass oracle of evaluations (SekvRouterOptions::oracle): the spans of most
+/// attention mass, a reference for the other two, not a policy to answer with.
+inline constexpr const char* kRouterOracle = "oracle";
+
+/// A trained router for one layer (router_params.h trained_router makes it from a parameter
 /// file): per query head a projection W [d_out][head_dim] and a threshold τ, and optionally per
 /// KV head a sketch basis U (span_sketch.h: the spans then carry key sketches).
 struct TrainedRouterLayer {

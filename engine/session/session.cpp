@@ -1,7 +1,7 @@
 #include "engine/session/session.h"
 
 #include "engine/kernels/matmul.h"
-#include "engine/sekv/zoom_locator.h"
+#include "engine/sekv/sekv_routing.h"
 
 #include <sys/resource.h>
 
@@ -292,7 +292,7 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
     ans.stats.memory = memory_.total();
     ans.stats.policy = options_.global_policy;
     if (options_.global_policy == "sekv") {
-        ans.stats.router = options_.sekv.zoom            ? kRouterTrained
+        ans.stats.router = options_.sekv.router_params   ? kRouterTrained
                            : options_.sekv.router.oracle ? kRouterOracle
                                                          : kRouterTrainingFree;
         ans.stats.rerank = options_.sekv.router.rerank;

@@ -3,13 +3,13 @@
 #pragma once
 
 #include "engine/kernels/cancel.h"
+#include "engine/kernels/thread_pool.h"
 #include "engine/memory/memory.h"
 #include "engine/memory/memory_eviction.h"
-#include "engine/sekv/memory_sekv.h"
 #include "engine/model/model.h"
+#include "engine/sekv/memory_sekv.h"
 #include "engine/text/prompt.h"
 #include "engine/text/sampler.h"
-#include "engine/kernels/thread_pool.h"
 
 #include <atomic>
 #include <chrono>
@@ -63,8 +63,8 @@ struct GenerationStats {
     MemoryStats memory; ///< all layers, after the answer
     std::string policy; ///< the global layers' memory policy (SessionOptions::global_policy)
     /// sekv: the router, "trained" (W, rank gates and learned τ from a parameter file,
-    /// sekv.zoom; τ calibrated unless sekv.router.learned_tau), "training-free" or "oracle"
-    /// (sekv.router.oracle); empty for the other policies.
+    /// sekv.router_params; τ calibrated unless sekv.router.learned_tau), "training-free" or
+    /// "oracle" (sekv.router.oracle); empty for the other policies.
     std::string router;
     /// sekv: candidates per expanded span of two-stage routing (SekvRouterOptions::rerank) as
     /// the answer used; 0: one stage, and for the other policies.

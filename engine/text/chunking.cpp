@@ -1,6 +1,7 @@
 #include "engine/text/chunking.h"
 
 #include "engine/text/prompt.h"
+#include "engine/text/text_input.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,6 +1,7 @@
 #include "engine/text/tokenizer.h"
 
 #include "engine/gguf/gguf_reader.h"
+#include "engine/text/text_input.h"
 
 #include <sentencepiece_processor.h>
 
@@ -59,45 +60,6 @@ std::string respell_spaces(const std::string& s) {
 }
 
 } // namespace
-
-bool is_valid_utf8(std::string_view s) {
-    size_t i = 0;
-    const size_t n = s.size();
-    while (i < n) {
-        const unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c < 0x80) {
-            ++i;
-            continue;
-        }
-        int len;
-        uint32_t cp;
-        if ((c & 0xe0) == 0xc0) {
-            len = 2;
-            cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3;
-            cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (i + len > n)
-            return false;
-        for (int k = 1; k < len; ++k) {
-            const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-            if ((cc & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (cc & 0x3f);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        i += len;
-    }
-    return true;
-}
 
 Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;

@@ -78,7 +78,4 @@ private:
     std::string pending_;
 };
 
-/// True if `s` is valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
-bool is_valid_utf8(std::string_view s);
-
 } // namespace spanscope

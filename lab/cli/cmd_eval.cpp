@@ -12,6 +12,7 @@
 #include "lab/cli/eval_run.h"
 #include "lab/evaluation/eval_fidelity.h"
 #include "lab/evaluation/eval_metrics.h"
+#include "lab/evaluation/eval_result_line.h"
 #include "lab/evaluation/eval_tasks.h"
 
 #include <nlohmann/json.hpp>
@@ -31,7 +32,7 @@ namespace {
 
 // The router that answered a sekv line: "" for training-free (the lines measured before the
 // trained router existed have no "router" and were training-free), "trained:<digest>:<tau>"
-// for the trained one (zoom_params.h ZoomParams::digest; τ as result_line_tau, so that a line
+// for the trained one (router_params.h RouterParams::digest; τ as result_line_tau, so that a line
 // measured before "tau" said per_query resumes), "oracle" for the oracle, so that a file resumes
 // with the same router only.
 std::string router_key(const nlohmann::json& j) {
@@ -162,8 +163,8 @@ int run_eval(const EvalOptions& o) {
     // The sekv router, chosen before anything is written (trained without a file is refused).
     const bool routes = std::any_of(configs.begin(), configs.end(),
                                     [](const EvalConfig& c) { return c.policy == "sekv"; });
-    SessionOptions routed;
-    const auto router = apply_router(o.policy, *model, routes, routed);
+    const auto setup = policy_setup_for_runs(o.policy, *model, o.threads, routes, print_note);
+    const auto& router = setup.router;
     if (o.summary_weights != "surprisal" && o.summary_weights != "uniform")
         throw std::invalid_argument("--summary-weights must be surprisal or uniform, not '" +
                                     o.summary_weights + "'");
@@ -178,11 +179,8 @@ int run_eval(const EvalOptions& o) {
 
     // Resume: results already in --out are read back and not computed again.
     ResultLog log(o.out, o.command_line, o.threads, result_key);
-    SessionOptions base;
-    base.threads = o.threads;
-    apply_policy(o.policy, base); // SEKV's knobs (expand rate, α, layers) apply to sekv runs
+    SessionOptions base = setup.options; // SEKV's knobs (expand rate, α, layers) for sekv runs
     base.sekv.uniform_summary = uniform_summary;
-    use_router(router, base);
 
     std::map<std::string, Tally> tally;
     nlohmann::json results = nlohmann::json::array();

@@ -127,8 +127,10 @@ nlohmann::json run_policy(Session& session, const std::vector<int32_t>& question
 
 int run_niah(const NiahOptions& o) {
     auto model = open_model(o.model);
-    SessionOptions routed; // the sekv router, chosen once
-    const auto router = apply_router(o.policy, *model, /*routes=*/true, routed);
+    // The settings checked and the sekv router chosen once.
+    const auto setup =
+        policy_setup_for_runs(o.policy, *model, o.threads, /*routes=*/true, print_note);
+    const auto& router = setup.router;
     const auto& info = model->info();
     const auto& tok = model->tokenizer();
     const auto paras = corpus_paragraphs();
@@ -157,17 +159,15 @@ int run_niah(const NiahOptions& o) {
             const auto units = build_document_units(tok, "notes.txt", s.text, co);
             const auto question = question_tokens(tok, info.instruction_tuned,
                                                   "What is the secret code for the " + s.key + "?");
-            SessionOptions so;
-            so.threads = o.threads;
+            SessionOptions so = setup.options;
+            so.global_policy = "full";
             int64_t n = 0;
             for (const auto& u : units)
                 n += u.n_tokens();
             so.n_ctx = std::min<int64_t>(info.n_ctx_train,
                                          n + static_cast<int64_t>(question.size()) + o.max_tokens);
             SessionOptions sekv_options = so;
-            apply_policy(o.policy, sekv_options);
             sekv_options.global_policy = "sekv";
-            use_router(router, sekv_options);
             // One prefill (with surprisal) serves both: before sealing, SEKV layers hold every
             // row and attend exactly as full ones.
             Session sekv(*model, sekv_options), full(*model, so);

@@ -1,7 +1,7 @@
 // `spanscope-lab zoom-train`: SEKV's trained zoom-in learned from recordings (issue 8;
 // zoom_record.h, zoom_model.h, zoom_train.h). Reads the recordings of a directory (and of its
 // held-out/ subdirectory for evaluation), trains the router (W, θ per layer and query head) and
-// the rank gates with the base model frozen, and writes the parameter file (zoom_params.h) with
+// the rank gates with the base model frozen, and writes the parameter file (router_params.h) with
 // its provenance. Resumes from its checkpoint; prints a progress line per step and writes the
 // loss curves (train and held-out) as JSON lines for spanscope-report.
 #include "app/cli/finite_check.h"
@@ -11,8 +11,8 @@
 
 #include "engine/model/model.h"
 #include "engine/model/model_locator.h"
+#include "engine/sekv/router_params.h"
 #include "engine/sekv/span_sketch.h"
-#include "engine/sekv/zoom_params.h"
 #include "lab/router/zoom_record.h"
 #include "lab/router/zoom_reference.h"
 #include "lab/router/zoom_train.h"
@@ -85,7 +85,7 @@ std::string config_string(const ZoomTrainCliOptions& o, const ZoomTrainOptions& 
     std::ostringstream s;
     // The parameter format's version stands for the model's form (the relevance, the gate's
     // input): a checkpoint trained for another form is not resumed.
-    s << "format=" << ZoomParams::kVersion << ";data=" << data << ";model=" << model
+    s << "format=" << RouterParams::kVersion << ";data=" << data << ";model=" << model
       << ";threads=" << threads << ";d_out=" << o.d_out << ";hidden=" << o.hidden
       << ";max_rank=" << o.max_rank << ";steps=" << t.steps << ";batch=" << t.batch
       << ";lr=" << t.lr << ";warmup=" << t.warmup << ";min_lr=" << t.min_lr_ratio
@@ -170,7 +170,7 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
     if (held.empty())
         throw std::runtime_error("--compare needs held-out recordings (" +
                                  (o.held_out.empty() ? o.records + "/held-out" : o.held_out) + ")");
-    const ZoomParams p = load_zoom_params(o.out, fingerprint, model_name);
+    const RouterParams p = load_router_params(o.out, fingerprint, model_name);
     for (const auto& l : p.layers)
         if (l.gate.n_rank != o.max_rank)
             throw std::runtime_error(o.out + ": its rank gate decides among " +
@@ -228,7 +228,7 @@ int compare_on_held_out(const ZoomTrainCliOptions& o, const std::vector<ZoomExam
                     100 * r.expansion_rate, 100 * r.label_recall);
     };
     for (const double rate : o.compare_rates) {
-        ZoomParams at = p;
+        RouterParams at = p;
         calibrate_theta(at, sets, held, rate);
         const auto t = zoom_loss(at, sets, held, lo, nullptr, pool);
         ZoomReferenceOptions ro;
@@ -274,9 +274,9 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
                                          fingerprint + ")");
 
     // The parameter shapes: one entry per recorded layer.
-    std::vector<ZoomLayerParams> shapes;
+    std::vector<RouterLayerParams> shapes;
     for (const auto& rl : train_records.front().layers) {
-        ZoomLayerParams s;
+        RouterLayerParams s;
         s.layer = rl.layer;
         s.n_head = rl.n_head;
         s.head_dim = rl.head_dim;
@@ -290,7 +290,7 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
     // gradient), before the spans are prepared, as their sketches depend on it. --compare
     // takes the basis of the file it compares.
     if (o.compare) {
-        const auto file = load_zoom_params(o.out, fingerprint, model_name);
+        const auto file = load_router_params(o.out, fingerprint, model_name);
         for (auto& s : shapes)
             if (const auto* l = file.find(s.layer)) {
                 s.sketch_dim = l->sketch_dim;
@@ -324,8 +324,8 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
             s.sketch =
                 fit_sketch_basis(q.data(), n_q, s.n_head, s.n_kv_head, s.head_dim, o.sketch_dim);
         }
-    ZoomParams init =
-        init_zoom_params(shapes, o.train.seed, kZoomInitWScale, o.train.init_gate_bias);
+    RouterParams init =
+        init_router_params(shapes, o.train.seed, kZoomInitWScale, o.train.init_gate_bias);
     init.model_fingerprint = fingerprint;
     init.model_name = model_name;
 
@@ -431,14 +431,14 @@ int run_zoom_train(const ZoomTrainCliOptions& o) {
                              p.held_out.budget, p.held_out.budget_soft, p.held_out.ranking,
                              100 * p.held_out.expansion_rate, p.held_out.mean_rank);
         });
-    ZoomParams out = state.params;
+    RouterParams out = state.params;
     out.provenance.data = o.records + " (" + std::to_string(train_records.size()) +
                           " recordings; held out: " + std::to_string(held_records.size()) + ")";
     out.provenance.command = o.command_line;
-    out.share_group = o.train.loss.share_group; // how its θ decide (use_router)
+    out.share_group = o.train.loss.share_group; // how its θ decide (answering/policy_settings.cpp)
     out.provenance.commit = SPANSCOPE_GIT_COMMIT;
     out.provenance.created = now_iso();
-    save_zoom_params(out, o.out);
+    save_router_params(out, o.out);
     std::fprintf(stderr, "zoom-train: %lld steps (%lld this run) in %.1f s; wrote %s\n",
                  static_cast<long long>(state.step),
                  static_cast<long long>(state.step - start_step),

@@ -19,7 +19,7 @@ struct NiahOptions {
     int max_tokens = 16;
     int threads = 0;
     std::string out; ///< append one JSON line per sample here too
-    PolicyOptions policy;
+    PolicySettings policy;
 };
 
 struct EvalOptions {
@@ -44,7 +44,7 @@ struct EvalOptions {
     /// (SekvOptions::uniform_summary; training-free and oracle routers only).
     std::string summary_weights = "surprisal";
     std::string command_line; ///< recorded in --out
-    PolicyOptions policy;     ///< SEKV's settings
+    PolicySettings policy;    ///< SEKV's settings
 };
 
 struct QaOptions {

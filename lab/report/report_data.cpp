@@ -1,6 +1,6 @@
 // Loading and checking result lines; the aggregation is in report_aggregate.cpp.
 #include "lab/report/report_data.h"
-#include "engine/sekv/zoom_locator.h" // kRouter*, kTau*
+#include "lab/evaluation/eval_result_line.h" // kRouter*, kTau*, result_line_*
 #include "lab/report/report_line_reader.h"
 #include "lab/report/report_pic.h"
 

@@ -51,7 +51,8 @@ struct ResultRow {
     Fidelity fidelity;
     /// sekv: spans expanded per generated token, mean over the SEKV layers and query heads.
     std::optional<double> expansions;
-    /// sekv-trained: the parameter file's digest (zoom_params.h ZoomParams::digest), "" if absent.
+    /// sekv-trained: the parameter file's digest (router_params.h RouterParams::digest), "" if
+    /// absent.
     std::string zoom_digest;
     std::string source; ///< "FILE:LINE" of the line that was kept
 

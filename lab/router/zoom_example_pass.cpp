@@ -30,7 +30,7 @@ double dot(const float* a, const float* b, int64_t n) {
 
 } // namespace
 
-ZoomExampleView zoom_example_view(const ZoomParams& params, const ZoomExampleSet& set,
+ZoomExampleView zoom_example_view(const RouterParams& params, const ZoomExampleSet& set,
                                   const ZoomExample& ex) {
     if (ex.layer < 0 || ex.layer >= static_cast<int>(set.layers.size()))
         throw std::invalid_argument("zoom example: no layer " + std::to_string(ex.layer));
@@ -58,7 +58,7 @@ ZoomExampleView zoom_example_view(const ZoomParams& params, const ZoomExampleSet
 }
 
 void zoom_example_pass(const ZoomExampleView& v, const ZoomRecord& R, const ZoomLossOptions& o,
-                       double weight, ZoomLayerParams* grad, ZoomLoss& loss, ZoomForward* fwd) {
+                       double weight, RouterLayerParams* grad, ZoomLoss& loss, ZoomForward* fwd) {
     const auto& L = *v.L;
     const auto& P = *v.P;
     const int64_t d = L.head_dim, dp = P.d_out;

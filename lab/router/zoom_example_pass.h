@@ -5,9 +5,9 @@
 // output, the five losses and their gradients written by hand.
 #pragma once
 
+#include "engine/sekv/router_params.h"
 #include "lab/router/zoom_examples.h"
 #include "lab/router/zoom_model.h"
-#include "engine/sekv/zoom_params.h"
 
 #include <cstdint>
 
@@ -20,7 +20,7 @@ namespace spanscope {
 /// three must outlive it unchanged.
 struct ZoomExampleView {
     const ZoomExampleSet::Layer* L = nullptr; ///< the example's SEKV layer in the set
-    const ZoomLayerParams* P = nullptr;       ///< that layer's parameters
+    const RouterLayerParams* P = nullptr;     ///< that layer's parameters
     const float* q = nullptr;                 ///< the query [head_dim] of the example's query head
     const float* target = nullptr;            ///< full attention's output for it [head_dim]
     /// the teacher's attention mass on each of the recording's spans [R.spans.size()] (all
@@ -34,7 +34,7 @@ struct ZoomExampleView {
 /// The view of `ex` in `set` with the parameters of its layer. Throws std::invalid_argument for
 /// a layer, query or head outside the set, or parameters that do not cover the layer (absent,
 /// or another head count or head_dim).
-ZoomExampleView zoom_example_view(const ZoomParams& params, const ZoomExampleSet& set,
+ZoomExampleView zoom_example_view(const RouterParams& params, const ZoomExampleSet& set,
                                   const ZoomExample& ex);
 
 /// One example's forward and losses (added to `loss` as sums: zoom_loss divides by the
@@ -46,6 +46,6 @@ ZoomExampleView zoom_example_view(const ZoomParams& params, const ZoomExampleSet
 /// sketch basis and the set's spans lack a sketch of its size (a set prepared for other
 /// parameters).
 void zoom_example_pass(const ZoomExampleView& v, const ZoomRecord& R, const ZoomLossOptions& o,
-                       double weight, ZoomLayerParams* grad, ZoomLoss& loss, ZoomForward* fwd);
+                       double weight, RouterLayerParams* grad, ZoomLoss& loss, ZoomForward* fwd);
 
 } // namespace spanscope

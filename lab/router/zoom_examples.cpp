@@ -8,7 +8,8 @@
 
 namespace spanscope {
 
-ZoomExampleSet prepare_examples(const ZoomRecord& record, const ZoomParams& params, int max_rank) {
+ZoomExampleSet prepare_examples(const ZoomRecord& record, const RouterParams& params,
+                                int max_rank) {
     ZoomExampleSet set;
     set.record = &record;
     const SpanRankOptions rank{max_rank, 1.0, nullptr};

@@ -3,8 +3,8 @@
 // them, one example per (layer, query, query head), and the zoom labels of a query and head.
 #pragma once
 
+#include "engine/sekv/router_params.h"
 #include "engine/sekv/sekv_spans.h"
-#include "engine/sekv/zoom_params.h"
 #include "lab/router/zoom_record.h"
 
 #include <cstdint>
@@ -31,7 +31,7 @@ struct ZoomExampleSet {
 /// with a sketch basis in `params`, each carries its key sketch (span_sketch.h).
 /// Throws std::invalid_argument when the record's layers do not match `params` (a layer missing,
 /// another n_head or head_dim).
-ZoomExampleSet prepare_examples(const ZoomRecord& record, const ZoomParams& params, int max_rank);
+ZoomExampleSet prepare_examples(const ZoomRecord& record, const RouterParams& params, int max_rank);
 
 /// One example: record layer index, query index, query head.
 struct ZoomExample {

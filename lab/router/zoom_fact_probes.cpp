@@ -1,6 +1,7 @@
 #include "lab/router/zoom_fact_probes.h"
 
 #include "engine/text/prompt.h"
+#include "engine/text/text_input.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,10 +1,10 @@
-// The rank gate's training pass (issue 8; zoom_model.h): the forward of zoom_params.h's MLP
+// The rank gate's training pass (issue 8; zoom_model.h): the forward of router_params.h's MLP
 // with its activations kept, and its backward written by hand (checked against finite
 // differences in test_zoom_model.cpp).
 #pragma once
 
+#include "engine/sekv/router_params.h"
 #include "engine/sekv/span_factors.h"
-#include "engine/sekv/zoom_params.h"
 
 #include <vector>
 

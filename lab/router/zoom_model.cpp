@@ -15,8 +15,8 @@ namespace spanscope {
 namespace {
 
 // Gradient arrays shaped like p, zeroed.
-ZoomParams zeros_like(const ZoomParams& p) {
-    ZoomParams g;
+RouterParams zeros_like(const RouterParams& p) {
+    RouterParams g;
     g.layers = p.layers;
     for (auto& l : g.layers)
         for (auto* v : {&l.w, &l.theta, &l.gate.w1, &l.gate.b1, &l.gate.w2, &l.gate.b2})
@@ -24,7 +24,7 @@ ZoomParams zeros_like(const ZoomParams& p) {
     return g;
 }
 
-void add_into(ZoomParams& a, const ZoomParams& b) {
+void add_into(RouterParams& a, const RouterParams& b) {
     for (size_t il = 0; il < a.layers.size(); ++il) {
         auto& x = a.layers[il];
         const auto& y = b.layers[il];
@@ -58,7 +58,7 @@ ZoomLoss& ZoomLoss::operator+=(const ZoomLoss& o) {
     return *this;
 }
 
-ZoomForward zoom_forward(const ZoomParams& params, const ZoomExampleSet& set,
+ZoomForward zoom_forward(const RouterParams& params, const ZoomExampleSet& set,
                          const ZoomExample& example, const ZoomLossOptions& options) {
     const auto v = zoom_example_view(params, set, example);
     ZoomForward f;
@@ -67,9 +67,9 @@ ZoomForward zoom_forward(const ZoomParams& params, const ZoomExampleSet& set,
     return f;
 }
 
-ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
+ZoomLoss zoom_loss(const RouterParams& params, const std::vector<ZoomExampleSet>& sets,
                    const std::vector<ZoomItem>& examples, const ZoomLossOptions& options,
-                   ZoomParams* grad, ThreadPool& pool) {
+                   RouterParams* grad, ThreadPool& pool) {
     if (!(options.temperature > 0) || !(options.coverage > 0 && options.coverage <= 1))
         throw std::invalid_argument("zoom loss: temperature must be > 0 and coverage in (0, 1]");
     std::vector<ZoomExampleView> views;
@@ -81,7 +81,7 @@ ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& 
     }
     const int T = pool.size();
     std::vector<ZoomLoss> part(static_cast<size_t>(T));
-    std::vector<ZoomParams> gpart;
+    std::vector<RouterParams> gpart;
     if (grad)
         for (int t = 0; t < T; ++t)
             gpart.push_back(zeros_like(params));
@@ -89,7 +89,7 @@ ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& 
     pool.parallel_for(static_cast<int64_t>(views.size()), [&](int64_t b, int64_t e, int t) {
         for (int64_t i = b; i < e; ++i) {
             const auto& v = views[static_cast<size_t>(i)];
-            ZoomLayerParams* g = nullptr;
+            RouterLayerParams* g = nullptr;
             if (grad) {
                 auto& gp = gpart[static_cast<size_t>(t)];
                 g = &gp.layers[static_cast<size_t>(v.P - params.layers.data())];
@@ -127,7 +127,7 @@ ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& 
     return sum;
 }
 
-void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
+void calibrate_theta(RouterParams& params, const std::vector<ZoomExampleSet>& sets,
                      const std::vector<ZoomItem>& examples, double rate) {
     ZoomLossOptions o;
     for (auto& P : params.layers)
@@ -160,19 +160,19 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
         }
 }
 
-ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed,
-                            double w_scale, double gate_bias) {
+RouterParams init_router_params(const std::vector<RouterLayerParams>& shapes, uint64_t seed,
+                                double w_scale, double gate_bias) {
     if (!(w_scale >= 0) || !std::isfinite(w_scale))
-        throw std::invalid_argument("init_zoom_params: W's scale must be a finite number >= 0");
+        throw std::invalid_argument("init_router_params: W's scale must be a finite number >= 0");
     if (!std::isfinite(gate_bias))
-        throw std::invalid_argument("init_zoom_params: the gate's bias must be a finite number");
-    ZoomParams p;
+        throw std::invalid_argument("init_router_params: the gate's bias must be a finite number");
+    RouterParams p;
     std::mt19937_64 rng(seed);
     for (const auto& s : shapes) {
-        ZoomLayerParams l = s;
+        RouterLayerParams l = s;
         const int d = s.head_dim, R = s.gate.n_rank, Hd = s.gate.n_hidden;
         if (d < 1 || s.d_out < 1 || s.n_head < 1 || R < 1 || Hd < 1 || s.gate.head_dim != d)
-            throw std::invalid_argument("init_zoom_params: bad shape of layer " +
+            throw std::invalid_argument("init_router_params: bad shape of layer " +
                                         std::to_string(s.layer));
         auto fill = [&](std::vector<float>& v, size_t n, double sd) {
             std::normal_distribution<double> nd(0.0, sd);
@@ -192,7 +192,7 @@ ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t
     return p;
 }
 
-std::vector<ZoomTensorRef> zoom_tensors(ZoomParams& p) {
+std::vector<ZoomTensorRef> zoom_tensors(RouterParams& p) {
     std::vector<ZoomTensorRef> out;
     for (auto& l : p.layers) {
         out.push_back({&l.w, true, "w"});

@@ -8,7 +8,7 @@
 //   a = W q,  b_S = W k̄_S,  z_S = q·k̄_S/√d + ⟨a, b_S⟩/√d′ + log|S|   (relevance = σ(z_S);
 //   router.h RelevanceScore, the residual form: W = 0 is the training-free router)
 //   expand e_S = 1[z_S > θ]  (τ = σ(θ));  soft gate s_S = σ((z_S − θ)/T)
-//   rank gates m = MLP(spectrum, k̄_S) for the key and for the value factors (zoom_params.h);
+//   rank gates m = MLP(spectrum, k̄_S) for the key and for the value factors (router_params.h);
 //   kept components h_r = 1[r < #{r' < n : m_r' > 0.5}] (at least 1), n = the span's available
 //   components (its factors' rank; rank_gate_rank)
 //   mixed attention (mixed_attention.h): one softmax over the full-resolution rows, the summary
@@ -42,7 +42,7 @@
 #pragma once
 
 #include "engine/kernels/thread_pool.h"
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 #include "lab/router/zoom_examples.h"
 
 #include <cstdint>
@@ -112,9 +112,9 @@ struct ZoomLoss {
 /// Losses of `examples` (means) and, when grad is non-null, their gradients with respect to
 /// every parameter (grad has params' shapes; it is overwritten). Examples are spread over the
 /// pool's threads. Throws std::invalid_argument for an example outside the set.
-ZoomLoss zoom_loss(const ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
+ZoomLoss zoom_loss(const RouterParams& params, const std::vector<ZoomExampleSet>& sets,
                    const std::vector<ZoomItem>& examples, const ZoomLossOptions& options,
-                   ZoomParams* grad, ThreadPool& pool);
+                   RouterParams* grad, ThreadPool& pool);
 
 /// What the forward of one example did (for the tests and the evaluation of expansions).
 struct ZoomForward {
@@ -125,7 +125,7 @@ struct ZoomForward {
     std::vector<int> rank_k, rank_v; ///< [visible spans] kept ranks (hard)
     std::vector<int64_t> full_rows;  ///< token positions attended at full resolution
 };
-ZoomForward zoom_forward(const ZoomParams& params, const ZoomExampleSet& set,
+ZoomForward zoom_forward(const RouterParams& params, const ZoomExampleSet& set,
                          const ZoomExample& example, const ZoomLossOptions& options);
 
 /// θ of every (layer, head) set so that a fraction `rate` of the visible spans of `examples`
@@ -134,7 +134,7 @@ ZoomForward zoom_forward(const ZoomParams& params, const ZoomExampleSet& set,
 /// so that round(rate · n) of a head's n spans pass z > θ, ties and scores within one float
 /// step above the quantile aside. Throws std::invalid_argument for no examples of some head or
 /// a rate outside [0, 1].
-void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets,
+void calibrate_theta(RouterParams& params, const std::vector<ZoomExampleSet>& sets,
                      const std::vector<ZoomItem>& examples, double rate);
 
 /// Parameters with the given shapes, initialised from `seed`: W with independent
@@ -147,10 +147,11 @@ void calibrate_theta(ZoomParams& params, const std::vector<ZoomExampleSet>& sets
 /// Throws std::invalid_argument for a w_scale that is negative or not finite, a gate_bias that
 /// is not finite, or a layer shape with a size below 1 or a gate whose head_dim differs from
 /// the layer's.
-inline constexpr double kZoomInitWScale = 0.1;   ///< init_zoom_params' default w_scale
+inline constexpr double kZoomInitWScale = 0.1;   ///< init_router_params' default w_scale
 inline constexpr double kZoomInitGateBias = 1.0; ///< the default gate_bias (zoom-train --gate-bias)
-ZoomParams init_zoom_params(const std::vector<ZoomLayerParams>& shapes, uint64_t seed,
-                            double w_scale = kZoomInitWScale, double gate_bias = kZoomInitGateBias);
+RouterParams init_router_params(const std::vector<RouterLayerParams>& shapes, uint64_t seed,
+                                double w_scale = kZoomInitWScale,
+                                double gate_bias = kZoomInitGateBias);
 
 /// Every trainable array of p, in a fixed order, with whether weight decay applies to it
 /// (the matrices W, w1, w2; not θ or the biases).
@@ -159,6 +160,6 @@ struct ZoomTensorRef {
     bool decay;
     const char* name;
 };
-std::vector<ZoomTensorRef> zoom_tensors(ZoomParams& p);
+std::vector<ZoomTensorRef> zoom_tensors(RouterParams& p);
 
 } // namespace spanscope

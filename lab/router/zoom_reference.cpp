@@ -17,7 +17,7 @@ namespace {
 // The relevances of the first nv (visible) spans for query i and head h of layer L; W from
 // `trained` (the layer's parameters) or none (training-free form). One RelevanceScore per query
 // and head, as inference scores (sekv_routing.cpp span_relevances).
-std::vector<double> relevances(const ZoomExampleSet::Layer& L, const ZoomLayerParams* trained,
+std::vector<double> relevances(const ZoomExampleSet::Layer& L, const RouterLayerParams* trained,
                                int64_t i, int h, size_t nv) {
     const int64_t d = L.head_dim;
     const int g = h / (L.n_head / L.n_kv_head);

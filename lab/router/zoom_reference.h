@@ -10,8 +10,8 @@
 #pragma once
 
 #include "engine/kernels/thread_pool.h"
+#include "engine/sekv/router_params.h"
 #include "lab/router/zoom_examples.h"
-#include "engine/sekv/zoom_params.h"
 
 #include <cstdint>
 #include <vector>
@@ -26,7 +26,7 @@ struct ZoomReferenceOptions {
     /// of its shape, W [n_head][d_out][head_dim] (must outlive the call). Only W is used: τ is
     /// calibrated at expand_rate as above (the file's θ is ignored) and every factor stays at
     /// full rank (its rank gate is ignored). nullptr: the training-free router.
-    const ZoomParams* trained = nullptr;
+    const RouterParams* trained = nullptr;
     /// τ of each head calibrated on each query's own relevances alone (the (1 − rate) quantile
     /// over its visible spans: round(rate · visible spans) expanded per query and head), rather
     /// than over all the examples given. Inference calibrates on the relevances of all of a

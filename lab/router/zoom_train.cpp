@@ -42,7 +42,7 @@ double zoom_learning_rate(const ZoomTrainOptions& o, int64_t step) {
     return o.lr * (r + (1.0 - r) * 0.5 * (1.0 + std::cos(M_PI * t)));
 }
 
-ZoomTrainState start_training(ZoomParams params) {
+ZoomTrainState start_training(RouterParams params) {
     ZoomTrainState s;
     s.params = std::move(params);
     for (const auto& t : zoom_tensors(s.params)) {
@@ -52,7 +52,7 @@ ZoomTrainState start_training(ZoomParams params) {
     return s;
 }
 
-double adamw_update(ZoomTrainState& s, ZoomParams grad, double lr, const ZoomTrainOptions& o) {
+double adamw_update(ZoomTrainState& s, RouterParams grad, double lr, const ZoomTrainOptions& o) {
     auto pt = zoom_tensors(s.params);
     auto gt = zoom_tensors(grad);
     if (pt.size() != gt.size() || pt.size() != s.m.size())
@@ -109,7 +109,7 @@ void save_zoom_checkpoint(const ZoomTrainState& s, const std::string& config,
     w.set_uint64("spanscope.zoom_checkpoint.step", static_cast<uint64_t>(s.step));
     w.set_string("spanscope.zoom_checkpoint.config", config);
     w.set_string("spanscope.zoom_checkpoint.model_fingerprint", s.params.model_fingerprint);
-    ZoomParams params = s.params; // zoom_tensors hands out mutable views
+    RouterParams params = s.params; // zoom_tensors hands out mutable views
     const auto ts = zoom_tensors(params);
     for (size_t i = 0; i < ts.size(); ++i) {
         const auto n = static_cast<int64_t>(ts[i].values->size());
@@ -122,7 +122,7 @@ void save_zoom_checkpoint(const ZoomTrainState& s, const std::string& config,
 }
 
 ZoomTrainState load_zoom_checkpoint(const std::string& path, const std::string& config,
-                                    const ZoomParams& like) {
+                                    const RouterParams& like) {
     std::unique_ptr<GgufFile> f;
     try {
         f = GgufFile::open(path);
@@ -168,7 +168,7 @@ void train_zoom(ZoomTrainState& state, const std::vector<ZoomExampleSet>& train_
         std::vector<ZoomItem> batch;
         for (const int64_t i : zoom_minibatch(o, state.step, static_cast<int64_t>(train.size())))
             batch.push_back(train[static_cast<size_t>(i)]);
-        ZoomParams grad;
+        RouterParams grad;
         p.train = zoom_loss(state.params, train_sets, batch, o.loss, &grad, pool);
         p.grad_norm = adamw_update(state, std::move(grad), p.lr, o);
         const bool last = state.step >= o.steps;

@@ -29,7 +29,7 @@ struct ZoomTrainOptions {
     int64_t eval_every = 100; ///< steps between held-out evaluations (and curve points)
     int64_t checkpoint_every = 100;
     double init_expand_rate = 0.2; ///< θ is first calibrated to expand this share of spans
-    /// The rank gates' starting output bias b2 (init_zoom_params): m ≈ σ(b2) at the start. On
+    /// The rank gates' starting output bias b2 (init_router_params): m ≈ σ(b2) at the start. On
     /// the recorded data b2 = 1 keeps every available component (m ≈ 0.73), as the
     /// training-free gate does; b2 = 0, the start until run 16 (docs/sekv.md), left the gates
     /// undecided, keeping a chance half of each span's components; negative values start them
@@ -45,18 +45,18 @@ double zoom_learning_rate(const ZoomTrainOptions& o, int64_t step);
 
 /// The optimiser's state: first and second moments per trainable array (zoom_tensors order).
 struct ZoomTrainState {
-    ZoomParams params;
+    RouterParams params;
     std::vector<std::vector<float>> m, v;
     int64_t step = 0; ///< steps taken
 };
 
 /// A fresh state: params, zero moments, step 0.
-ZoomTrainState start_training(ZoomParams params);
+ZoomTrainState start_training(RouterParams params);
 
 /// One AdamW update of state.params with `grad` (same shapes) at learning rate lr, after
 /// clipping grad's global L2 norm to o.clip. Returns the norm before clipping.
 /// Throws std::invalid_argument when the shapes differ.
-double adamw_update(ZoomTrainState& state, ZoomParams grad, double lr, const ZoomTrainOptions& o);
+double adamw_update(ZoomTrainState& state, RouterParams grad, double lr, const ZoomTrainOptions& o);
 
 /// The minibatch of step `step`: o.batch items drawn uniformly with replacement from
 /// [0, n_items) by a generator seeded with (o.seed, step).
@@ -71,7 +71,7 @@ void save_zoom_checkpoint(const ZoomTrainState& s, const std::string& config,
 /// Read a checkpoint; its config must equal `config` and its shapes those of `like` (the
 /// parameters a fresh run would start from). Throws std::runtime_error saying what differs.
 ZoomTrainState load_zoom_checkpoint(const std::string& path, const std::string& config,
-                                    const ZoomParams& like);
+                                    const RouterParams& like);
 
 /// One line of the training progress: the step's minibatch losses, or a held-out evaluation.
 struct ZoomProgress {

@@ -395,7 +395,7 @@ void GuiModels::documentViewTintsSpansAndDrawsTheZoom() {
     v.show_document(3, shown.text, std::make_shared<const TextPositions>(shown.positions));
     auto spans = std::make_shared<DocumentSpans>();
     spans->document_id = 3;
-    spanscope::UnitSpansDisplay u;
+    spanscope::UnitSpans u;
     u.document_id = 3;
     u.spans = {
         {-1, -1, 2, 1, 1.0f}, {0, 5, 5, 3, 2.5f}, {6, 10, 4, 2, 1.25f}, {11, 16, 6, 4, 3.0f}};

@@ -6,12 +6,12 @@
 // steps. Under full an answer has no trace and says so; a damaged trace is explained in words.
 #include "gui_test_support.h"
 
+#include "answering/document_spans.h"
 #include "answering/project_settings.h"
-#include "answering/sekv_display.h"
+#include "answering/router_choice.h"
 #include "answering/state_cache.h"
 #include "engine/model/model.h"
-#include "engine/sekv/zoom_locator.h"
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 #include "storage/project.h"
 #include "storage/sqlite_db.h"
 #include "ui/chat_delegate.h"
@@ -569,7 +569,7 @@ void GuiSekv::damagedTraceIsExplained() {
 // the reason.
 void GuiSekv::trainedRouterIsUsedAndNamed() {
     const QString file = dir_.filePath(QStringLiteral("gemma.zoom.gguf"));
-    save_zoom_params(test::tiny_zoom_params(*model_, 0.0f, 4), file.toStdString());
+    save_router_params(test::tiny_router_params(*model_, 0.0f, 4), file.toStdString());
     AppSettings s = w_->settings();
     s.memory.router = QStringLiteral("trained");
     s.memory.zoom_params = file;
@@ -590,10 +590,10 @@ void GuiSekv::trainedRouterIsUsedAndNamed() {
         QCOMPARE(m.span.rank, 4);
 
     // Parameters for another model: the answer is refused and says why.
-    auto foreign = test::tiny_zoom_params(*model_, 0.0f, 4);
+    auto foreign = test::tiny_router_params(*model_, 0.0f, 4);
     foreign.model_fingerprint = "0123456789abcdef0123456789abcdef";
     const QString other = dir_.filePath(QStringLiteral("other.zoom.gguf"));
-    save_zoom_params(foreign, other.toStdString());
+    save_router_params(foreign, other.toStdString());
     s.memory.zoom_params = other;
     w_->apply_settings(s);
     QSignalSpy failed(w_.get(), &MainWindow::answer_error);

@@ -4,7 +4,7 @@
 // budget), and the same contract on a tiny model, which runs everywhere.
 #include "cli_runner.h"
 #include "engine/model/model.h"
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 #include "test_support.h"
 #include "tiny_model.h"
 #include "zoom_test_util.h"
@@ -229,8 +229,8 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
         GTEST_SKIP() << "/usr/share/common-licenses is missing (package base-files)";
     const std::string dir = tiny_model_dir();
     // Learned thresholds that expand nothing: only calibrated τ (the default) expands.
-    const auto zp = test::tiny_zoom_params(*Model::load(dir + "/tiny.gguf"), 100.0f, 32);
-    save_zoom_params(zp, dir + "/tiny.zoom.gguf");
+    const auto zp = test::tiny_router_params(*Model::load(dir + "/tiny.gguf"), 100.0f, 32);
+    save_router_params(zp, dir + "/tiny.zoom.gguf");
     const std::vector<std::string> args{"niah",
                                         "--model",
                                         dir + "/tiny.gguf",

@@ -6,9 +6,9 @@
 #include "engine/sekv/memory_sekv.h"
 #include "engine/sekv/mixed_attention.h"
 #include "engine/sekv/router.h"
+#include "engine/sekv/router_params.h"
 #include "engine/sekv/sekv_spans.h"
 #include "engine/sekv/span_sketch.h"
-#include "engine/sekv/zoom_params.h"
 #include "lab/router/zoom_model.h"
 #include "zoom_model_fixture.h"
 
@@ -107,7 +107,7 @@ ZoomLossOptions budget_options() {
 // The hard budget 0.7 · expanded rows / visible rows + 0.3 · kept / available components, summed
 // by hand from each example's own hard forward (each head alone); with `union_of_group`, a span
 // counts as expanded when any head of the example's KV group expands it in its own forward.
-BudgetTally tally_hard_budget(const ZoomParams& p, const Fixture& f, bool union_of_group) {
+BudgetTally tally_hard_budget(const RouterParams& p, const Fixture& f, bool union_of_group) {
     ZoomLossOptions alone;
     BudgetTally t;
     for (const auto& [si, ex] : f.items) {
@@ -166,7 +166,7 @@ TEST(ZoomModel, HardBudgetIsWhatTheHardDecisionsSpend) {
     // smooth function of every parameter there: σ((z − θ)/T) and m).
     o.w_zoom = o.w_distill = o.w_recon = 0;
     o.w_budget = 1;
-    ZoomParams grad;
+    RouterParams grad;
     zoom_loss(p, f->sets, f->items, o, &grad, pool);
     auto q = p;
     auto qt = zoom_tensors(q);
@@ -215,12 +215,12 @@ namespace {
 // SekvMemory with the parameters p (sekv_layer_options: trained router per query head, trained
 // rank gate, its max rank) holding each query's visible spans at two resolutions, against the
 // training's hard forward of every head; counts the expanded and summarised (span, head) pairs.
-void expect_sekv_memory_is_the_hard_forward(const ZoomParams& p, const Fixture& fx, int& expanded,
+void expect_sekv_memory_is_the_hard_forward(const RouterParams& p, const Fixture& fx, int& expanded,
                                             int& summarised, bool share_group = false,
                                             int* united = nullptr) {
     const AttentionShape shape{kHeads, kKv, kDim, 0.5f, 0};
     SekvOptions base;
-    base.zoom = std::make_shared<ZoomParams>(p);
+    base.router_params = std::make_shared<RouterParams>(p);
     auto options = sekv_layer_options(base, 3, shape);
     // As the training: each query head decides with its learned threshold, alone or (with
     // share_group) expanding what any head of its KV group asks for.

@@ -2,7 +2,7 @@
 // group against central finite differences of the relaxed losses; the zoom labels by hand; the
 // initial parameters, the calibration of θ and the ranking loss. The hard forward against the
 // engine's inference: test_zoom_hard_forward.cpp. The fixture: zoom_model_fixture.h.
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 #include "lab/router/zoom_model.h"
 #include "zoom_model_fixture.h"
 
@@ -32,10 +32,10 @@ TEST(ZoomModel, LabelsAreTheFewestSpansCoveringTheMass) {
 namespace {
 // zoom_loss's gradient of every parameter group against central differences of its total, at
 // 6 elements of each group drawn with `seed`.
-void expect_gradients_match_finite_differences(const ZoomParams& p0, const Fixture& f,
+void expect_gradients_match_finite_differences(const RouterParams& p0, const Fixture& f,
                                                const ZoomLossOptions& o, ThreadPool& pool,
                                                uint32_t seed) {
-    ZoomParams grad;
+    RouterParams grad;
     zoom_loss(p0, f.sets, f.items, o, &grad, pool);
     auto p = p0;
     auto pt = zoom_tensors(p);
@@ -120,7 +120,7 @@ TEST(ZoomModel, GradientsMatchFiniteDifferencesWithASketchBasis) {
 
 // The residual form: at W = 0 the trained relevance logits are the training-free ones
 // (q·k̄/√d + log|S|, written out here), and W = 0 is a stationary point of every loss (the
-// correction is bilinear in W), which is why init_zoom_params starts W small but not zero.
+// correction is bilinear in W), which is why init_router_params starts W small but not zero.
 TEST(ZoomModel, ZeroProjectionIsTheTrainingFreeRouterAndAStationaryPoint) {
     auto p = tiny_params(5);
     for (auto& x : p.layers[0].w)
@@ -147,7 +147,7 @@ TEST(ZoomModel, ZeroProjectionIsTheTrainingFreeRouterAndAStationaryPoint) {
     ThreadPool pool(2);
     ZoomLossOptions o;
     o.relax = true;
-    ZoomParams grad;
+    RouterParams grad;
     zoom_loss(p, f->sets, f->items, o, &grad, pool);
     for (const float x : grad.layers[0].w)
         EXPECT_EQ(x, 0.0f);
@@ -157,19 +157,19 @@ TEST(ZoomModel, ZeroProjectionIsTheTrainingFreeRouterAndAStationaryPoint) {
     EXPECT_GT(theta_grad, 0.0);
 
     // The start: W's entries N(0, (w_scale/√d)²); sample RMS of 64 × 32 × 64 entries.
-    ZoomLayerParams shape = p.layers[0];
+    RouterLayerParams shape = p.layers[0];
     shape.head_dim = shape.gate.head_dim = 64;
     shape.n_head = 64;
     shape.d_out = 32;
     for (const double w_scale : {0.1, 1.0}) {
-        const auto w = init_zoom_params({shape}, 3, w_scale).layers[0].w;
+        const auto w = init_router_params({shape}, 3, w_scale).layers[0].w;
         double ss = 0;
         for (const float x : w)
             ss += static_cast<double>(x) * x;
         EXPECT_NEAR(std::sqrt(ss / static_cast<double>(w.size())), w_scale / 8.0,
                     0.02 * w_scale / 8.0);
     }
-    EXPECT_THROW(init_zoom_params({shape}, 3, -1.0), std::invalid_argument);
+    EXPECT_THROW(init_router_params({shape}, 3, -1.0), std::invalid_argument);
 }
 
 // The gates' starting bias: b2 = gate_bias everywhere and nothing else changed (the same draws
@@ -177,9 +177,9 @@ TEST(ZoomModel, ZeroProjectionIsTheTrainingFreeRouterAndAStationaryPoint) {
 // the start, as the training-free gate does, and no bias keeps fewer.
 TEST(ZoomModel, GateBiasStartsTheGatesOpen) {
     const auto p = tiny_params(5);
-    const auto undecided = init_zoom_params(p.layers, 3, kZoomInitWScale, 0.0);
+    const auto undecided = init_router_params(p.layers, 3, kZoomInitWScale, 0.0);
     auto f = make_fixture(undecided, {31, 32});
-    auto kept = [&](const ZoomParams& q, int& available) {
+    auto kept = [&](const RouterParams& q, int& available) {
         int n = 0;
         available = 0;
         for (const auto& set : f->sets)
@@ -197,7 +197,7 @@ TEST(ZoomModel, GateBiasStartsTheGatesOpen) {
     int available = 0;
     const int at_zero = kept(undecided, available);
     for (const double bias : {1.0, 20.0}) {
-        const auto open = init_zoom_params(p.layers, 3, kZoomInitWScale, bias);
+        const auto open = init_router_params(p.layers, 3, kZoomInitWScale, bias);
         for (const float b : open.layers[0].gate.b2)
             EXPECT_EQ(b, static_cast<float>(bias));
         EXPECT_EQ(open.layers[0].w, undecided.layers[0].w);
@@ -209,7 +209,7 @@ TEST(ZoomModel, GateBiasStartsTheGatesOpen) {
         }
     }
     EXPECT_LT(at_zero, available); // undecided gates drop some components: the check can fail
-    EXPECT_THROW(init_zoom_params(p.layers, 3, kZoomInitWScale, std::nan("")),
+    EXPECT_THROW(init_router_params(p.layers, 3, kZoomInitWScale, std::nan("")),
                  std::invalid_argument);
 }
 

@@ -3,6 +3,7 @@
 // document, in both prompt styles; the question's text; the refusals.
 #include "engine/model/model.h"
 #include "engine/text/prompt.h"
+#include "engine/text/text_input.h"
 #include "lab/router/zoom_question_probes.h"
 #include "test_support.h"
 #include "tiny_model_suite.h"

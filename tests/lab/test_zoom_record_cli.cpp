@@ -4,7 +4,7 @@
 // curves, resuming, and the refusals (other recordings, thread count, trained-on held-out text).
 #include "cli_runner.h"
 #include "engine/model/model.h"
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 #include "lab/router/zoom_fact_probes.h"
 #include "lab/router/zoom_question_probes.h"
 #include "lab/router/zoom_record.h"
@@ -268,7 +268,7 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
     EXPECT_NE(r.err.find("held-out step 0:"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("step 6/6"), std::string::npos) << r.err;
 
-    const auto p = load_zoom_params(dir_ + "/p.zoom.gguf");
+    const auto p = load_router_params(dir_ + "/p.zoom.gguf");
     EXPECT_EQ(p.model_fingerprint,
               load_zoom_record(dir_ + "/rec/doc0.txt.zoom-record.gguf").model_fingerprint);
     EXPECT_FALSE(p.layers.empty());
@@ -298,7 +298,7 @@ TEST_F(ZoomRecordCli, TrainsFromTheRecordingsAndResumesToTheSameFile) {
     EXPECT_NE(again.err.find("at step 6"), std::string::npos) << again.err;
     EXPECT_EQ(slurp(dir_ + "/curves.jsonl"), curves);
     // The provenance records the creation time: compare the parameters, not the bytes.
-    const auto q = load_zoom_params(dir_ + "/p.zoom.gguf");
+    const auto q = load_router_params(dir_ + "/p.zoom.gguf");
     EXPECT_EQ(q.digest(), p.digest());
     EXPECT_EQ(params.size(), slurp(dir_ + "/p.zoom.gguf").size());
 
@@ -423,7 +423,7 @@ TEST_F(ZoomRecordCli, TrainingRefusesOtherRecordingsThreadsAndTrainedOnHeldOutTe
     united.push_back("--share-group");
     const auto u = run(united);
     ASSERT_EQ(u.status, 0) << u.err;
-    EXPECT_TRUE(load_zoom_params(dir_ + "/united.zoom.gguf").share_group);
+    EXPECT_TRUE(load_router_params(dir_ + "/united.zoom.gguf").share_group);
     // --compare reads it from the file: its learned thresholds decide with the union.
     auto compare = train_args();
     compare[6] = dir_ + "/united.zoom.gguf";

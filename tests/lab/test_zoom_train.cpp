@@ -32,7 +32,7 @@ TEST(ZoomTrain, AdamWStepByHand) {
     o.weight_decay = 0.5;
     auto p = tiny_params(1);
     auto s = start_training(p);
-    ZoomParams g = p;
+    RouterParams g = p;
     for (auto& t : zoom_tensors(g))
         std::fill(t.values->begin(), t.values->end(), 0.0f);
     g.layers[0].w[0] = 2.0f;      // decayed matrix
@@ -45,7 +45,7 @@ TEST(ZoomTrain, AdamWStepByHand) {
     EXPECT_NEAR(s.params.layers[0].theta[1], th1 + 0.01, 1e-6);
     // Clipping scales the whole gradient: a norm of 10 clipped to 1.
     o.clip = 1.0;
-    ZoomParams g2 = g;
+    RouterParams g2 = g;
     for (auto& t : zoom_tensors(g2))
         std::fill(t.values->begin(), t.values->end(), 0.0f);
     g2.layers[0].w[0] = 6.0f;
@@ -135,7 +135,7 @@ TEST(ZoomTrain, LowersHeldOutLossesAndResumesExactly) {
     EXPECT_THROW(load_zoom_checkpoint(ckpt, "other", p), std::runtime_error);
     auto bigger = tiny_params(3);
     bigger.layers[0].gate.n_hidden = kHidden + 1;
-    bigger = init_zoom_params(bigger.layers, 3);
+    bigger = init_router_params(bigger.layers, 3);
     EXPECT_THROW(load_zoom_checkpoint(ckpt, "cfg", bigger), std::runtime_error);
     std::filesystem::remove(ckpt);
 }

@@ -6,8 +6,8 @@
 
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/thread_pool.h"
+#include "engine/sekv/router_params.h"
 #include "engine/sekv/span_sketch.h"
-#include "engine/sekv/zoom_params.h"
 #include "lab/router/zoom_model.h"
 #include "random_fill.h"
 
@@ -104,8 +104,8 @@ inline ZoomRecord synthetic_record(uint32_t seed, int n = 64,
     return r;
 }
 
-inline ZoomParams tiny_params(uint64_t seed, int n_rank = kRank) {
-    ZoomLayerParams shape;
+inline RouterParams tiny_params(uint64_t seed, int n_rank = kRank) {
+    RouterLayerParams shape;
     shape.layer = 3;
     shape.n_head = kHeads;
     shape.head_dim = kDim;
@@ -114,7 +114,7 @@ inline ZoomParams tiny_params(uint64_t seed, int n_rank = kRank) {
     shape.gate.head_dim = kDim;
     shape.gate.n_hidden = kHidden;
     // W at full scale, so that its correction to the training-free score matters in every test.
-    auto p = init_zoom_params({shape}, seed, 1.0);
+    auto p = init_router_params({shape}, seed, 1.0);
     // Gates away from 0 and 1 and thresholds near the logits, so every term matters.
     for (auto& b : p.layers[0].gate.b2)
         b = 0.0f;
@@ -129,7 +129,7 @@ struct Fixture {
 };
 
 // Factors of at most max_rank components (the gate's n_rank, as zoom-train builds them).
-inline std::unique_ptr<Fixture> make_fixture(const ZoomParams& p, std::vector<uint32_t> seeds,
+inline std::unique_ptr<Fixture> make_fixture(const RouterParams& p, std::vector<uint32_t> seeds,
                                              const std::vector<TokenSpan>& spans = kSpans,
                                              int max_rank = kRank) {
     auto f = std::make_unique<Fixture>();
@@ -147,7 +147,7 @@ inline std::unique_ptr<Fixture> make_fixture(const ZoomParams& p, std::vector<ui
 /// tiny_params with a sketch basis of m vectors per KV head fitted on the queries of the
 /// synthetic record of `seed` (as zoom-train --sketch-dim fits it on the training recordings),
 /// scaled by `gain` (> 1: a larger term, so that it changes more decisions in a small test).
-inline ZoomParams with_sketch(ZoomParams p, uint32_t seed, int m, float gain = 1.0f) {
+inline RouterParams with_sketch(RouterParams p, uint32_t seed, int m, float gain = 1.0f) {
     const auto r = synthetic_record(seed, 64, kSpans);
     auto& l = p.layers[0];
     l.sketch_dim = m;
@@ -158,7 +158,7 @@ inline ZoomParams with_sketch(ZoomParams p, uint32_t seed, int m, float gain = 1
     return p;
 }
 
-inline double total_loss(const ZoomParams& p, const Fixture& f, const ZoomLossOptions& o,
+inline double total_loss(const RouterParams& p, const Fixture& f, const ZoomLossOptions& o,
                          ThreadPool& pool) {
     return zoom_loss(p, f.sets, f.items, o, nullptr, pool).total;
 }

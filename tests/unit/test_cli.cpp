@@ -4,7 +4,7 @@
 #include "engine/gguf/gguf_reader.h"
 #include "engine/kernels/quant.h"
 #include "engine/model/model.h"
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 #include "test_support.h"
 #include "tiny_model.h"
 #include "zoom_test_util.h"
@@ -208,22 +208,22 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     write_tiny_gemma3(dir_ + "/other.gguf", other_cfg);
     const auto other = spanscope::Model::load(dir_ + "/other.gguf");
     std::filesystem::create_directories(dir_ + "/xdg/spanscope/zoom");
-    const auto theirs = tiny_zoom_params(*other, 0.0f, 32);
-    spanscope::save_zoom_params(theirs, installed);
+    const auto theirs = tiny_router_params(*other, 0.0f, 32);
+    spanscope::save_router_params(theirs, installed);
     r = ask({});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(router_of(r), "training-free");
     EXPECT_NE(r.err.find("note: " + installed), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(theirs.model_fingerprint), std::string::npos) << r.err;
     // ... and given explicitly: refused, naming both fingerprints.
-    spanscope::save_zoom_params(theirs, dir_ + "/other.zoom.gguf");
+    spanscope::save_router_params(theirs, dir_ + "/other.zoom.gguf");
     const auto model = spanscope::Model::load(big);
-    const auto mine = tiny_zoom_params(*model, 0.0f, 32);
+    const auto mine = tiny_router_params(*model, 0.0f, 32);
     expect_clean_error(ask({"--zoom-params", dir_ + "/other.zoom.gguf"}), theirs.model_fingerprint);
     expect_clean_error(ask({"--zoom-params", dir_ + "/other.zoom.gguf"}), mine.model_fingerprint);
 
     // The model's own installed: trained by default and when asked; training-free when asked.
-    spanscope::save_zoom_params(mine, installed);
+    spanscope::save_router_params(mine, installed);
     r = ask({});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(router_of(r), "trained");
@@ -236,7 +236,7 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     std::filesystem::remove(installed);
     r = ask({"--zoom-params", dir_ + "/mine.zoom.gguf"});
     expect_clean_error(r, "zoom-params"); // not there
-    spanscope::save_zoom_params(mine, dir_ + "/mine.zoom.gguf");
+    spanscope::save_router_params(mine, dir_ + "/mine.zoom.gguf");
     r = ask({"--router", "trained", "--zoom-params", dir_ + "/mine.zoom.gguf"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(router_of(r), "trained");
@@ -264,7 +264,7 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
             l.theta[h] = h % 2 == 0 ? -30.0f : 30.0f;
     auto expansions_of = [&](bool share_group) {
         halves.share_group = share_group;
-        spanscope::save_zoom_params(halves, dir_ + "/halves.zoom.gguf");
+        spanscope::save_router_params(halves, dir_ + "/halves.zoom.gguf");
         const auto h = ask({"--zoom-params", dir_ + "/halves.zoom.gguf", "--learned-tau"});
         EXPECT_EQ(h.status, 0) << h.err;
         const auto j = nlohmann::json::parse(h.out, nullptr, false);

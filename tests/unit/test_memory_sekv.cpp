@@ -9,8 +9,8 @@
 #include "engine/model/model.h"
 #include "engine/sekv/memory_sekv.h"
 #include "engine/sekv/router.h"
+#include "engine/sekv/router_params.h"
 #include "engine/sekv/span_sketch.h"
-#include "engine/sekv/zoom_params.h"
 #include "engine/session/session.h"
 #include "random_fill.h"
 #include "test_support.h"
@@ -880,7 +880,7 @@ TEST(SekvMemory, ForwardPassOfTheRealModelMatchesFullWhenEverySpanExpands) {
 TEST(SekvMemory, ASpanCostsItsSummaryRowAndItsKeySketchInRows) {
     SekvOptions o;
     EXPECT_EQ(sekv_span_rows(o), 1.0);
-    auto zp = std::make_shared<ZoomParams>();
+    auto zp = std::make_shared<RouterParams>();
     zp->layers.resize(3);
     const int d = 64, ms[] = {8, 0, 16};
     for (int i = 0; i < 3; ++i) {
@@ -888,7 +888,7 @@ TEST(SekvMemory, ASpanCostsItsSummaryRowAndItsKeySketchInRows) {
         zp->layers[i].head_dim = d;
         zp->layers[i].sketch_dim = ms[i];
     }
-    o.zoom = zp;
+    o.router_params = zp;
     const double m = 16;
     EXPECT_DOUBLE_EQ(sekv_span_rows(o), 1.0 + (m + m * (m + 1) / 2) / (2.0 * d));
     o.summaries_only = true; // chunk_summary drops the router and its sketch

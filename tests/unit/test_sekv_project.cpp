@@ -3,8 +3,8 @@
 // answer and zoom trace; the zoom trace blob round-trips and refuses damage; a unit's stored
 // spans moved to an offset equal the spans built from its rows restored (re-rotated) there;
 // spans built by the trained rank gate are stored apart from the training-free ones.
+#include "answering/document_spans.h"
 #include "answering/project_answer.h"
-#include "answering/sekv_display.h"
 #include "answering/sekv_unit.h"
 #include "answering/state_cache.h"
 #include "storage/zoom_trace_blob.h"
@@ -191,7 +191,7 @@ TEST_F(SekvProjectTest, SekvStateBlobRoundTripsAndRefusesDamage) {
         logged = logged || (kind == "recomputed" && msg.find("SEKV") != std::string::npos);
     EXPECT_TRUE(logged);
     // The display data follows the state: one entry per span, ranges inside the text.
-    const auto shown = display_spans(st, id, 0);
+    const auto shown = unit_spans(st, id, 0);
     ASSERT_EQ(shown.spans.size(), st.segmentation.spans.size());
     const auto text_bytes = static_cast<int64_t>(p->document_text(id).size());
     for (const auto& s : shown.spans) {
@@ -388,8 +388,8 @@ TEST_F(SekvProjectTest, SpansOfTheTrainedRankGateAreKeptApartFromTheTrainingFree
     ASSERT_GT(max_rank(free), 1) << "the energy gate keeps more than one component here";
 
     auto trained = sekv_.sekv;
-    const auto zp = tiny_zoom_params(*model_, 0.0f, 1); // a gate that keeps one component
-    trained.zoom = std::make_shared<const ZoomParams>(zp);
+    const auto zp = tiny_router_params(*model_, 0.0f, 1); // a gate that keeps one component
+    trained.router_params = std::make_shared<const RouterParams>(zp);
     const auto t = state(trained, &built);
     EXPECT_TRUE(built) << "the training-free spans were served to the trained router";
     EXPECT_EQ(max_rank(t), 1);
@@ -401,13 +401,14 @@ TEST_F(SekvProjectTest, SpansOfTheTrainedRankGateAreKeptApartFromTheTrainingFree
     EXPECT_FALSE(built);
     // Another rank gate: other spans. Other thresholds only (same gates): the same spans.
     auto gate3 = sekv_.sekv;
-    gate3.zoom = std::make_shared<const ZoomParams>(tiny_zoom_params(*model_, 0.0f, 3));
+    gate3.router_params =
+        std::make_shared<const RouterParams>(tiny_router_params(*model_, 0.0f, 3));
     EXPECT_EQ(max_rank(state(gate3, &built)), 3);
     EXPECT_TRUE(built);
     auto theta = zp;
     theta.layers.front().theta.assign(theta.layers.front().theta.size(), 4.0f);
     auto same_gate = sekv_.sekv;
-    same_gate.zoom = std::make_shared<const ZoomParams>(theta);
+    same_gate.router_params = std::make_shared<const RouterParams>(theta);
     EXPECT_EQ(max_rank(state(same_gate, &built)), 1);
     EXPECT_FALSE(built);
     // The trained router without its rank gate (--full-rank): the training-free spans, served

@@ -2,17 +2,18 @@
 // thresholds say (θ → +∞: nothing expands; θ → −∞: everything, as expand_all), each head by
 // its own threshold with the gate's rank, τ calibrated to the expand rate without learned
 // thresholds, a file for another model or layers it does not cover are refused, and the router
-// mode is chosen as documented (zoom_locator.h). The file itself: test_zoom_params.cpp.
+// mode is chosen as documented (answering/router_choice.h). The file itself:
+// test_router_params.cpp.
+#include "answering/router_choice.h"
 #include "engine/model/model.h"
 #include "engine/sekv/memory_sekv.h"
-#include "engine/sekv/zoom_locator.h"
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 #include "engine/session/session.h"
 #include "engine/text/prompt.h"
+#include "router_params_refusal.h"
 #include "storage/model_fingerprint.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "zoom_params_refusal.h"
 #include "zoom_test_util.h"
 
 #include <gtest/gtest.h>
@@ -72,9 +73,9 @@ protected:
     }
     // learned_tau: decide with the file's thresholds (SekvRouterOptions::learned_tau), else τ
     // calibrated to the expand rate on the question.
-    SessionOptions trained(const ZoomParams& p, bool learned_tau = true) const {
+    SessionOptions trained(const RouterParams& p, bool learned_tau = true) const {
         auto so = base_;
-        so.sekv.zoom = std::make_shared<const ZoomParams>(p);
+        so.sekv.router_params = std::make_shared<const RouterParams>(p);
         so.sekv.router.learned_tau = learned_tau;
         return so;
     }
@@ -91,7 +92,7 @@ TEST_F(TrainedZoom, VeryNegativeThresholdsExpandEverySpanAsExpandAll) {
     auto all = base_;
     all.sekv.router.expand_all = true;
     const auto ref = run(all);
-    const auto r = run(trained(tiny_zoom_params(*model_, -100.0f, 32)));
+    const auto r = run(trained(tiny_router_params(*model_, -100.0f, 32)));
     ASSERT_EQ(r.layers.size(), ref.layers.size());
     ASSERT_FALSE(r.layers.empty());
     EXPECT_EQ(r.logits, ref.logits) << "the same spans at the same ranks, all expanded";
@@ -108,18 +109,18 @@ TEST_F(TrainedZoom, VeryLargeThresholdsExpandNothing) {
     auto none = base_;
     none.sekv.router.expand_rate = 0.0; // τ: the largest relevance, so none exceeds it
     const auto ref = run(none);
-    const auto r = run(trained(tiny_zoom_params(*model_, 100.0f, 32)));
+    const auto r = run(trained(tiny_router_params(*model_, 100.0f, 32)));
     EXPECT_EQ(r.logits, ref.logits) << "every span by its summary row";
     for (const auto* m : r.layers)
         for (const auto& z : *m->last_zoom())
             EXPECT_TRUE(z.spans.empty());
     // And the opposite does differ from it (the test can fail).
-    const auto all = run(trained(tiny_zoom_params(*model_, -100.0f, 32)));
+    const auto all = run(trained(tiny_router_params(*model_, -100.0f, 32)));
     EXPECT_NE(all.logits, r.logits);
 }
 
 TEST_F(TrainedZoom, EachHeadFollowsItsOwnThresholdAndTheGateSetsTheRank) {
-    auto p = tiny_zoom_params(*model_, 100.0f, 2);
+    auto p = tiny_router_params(*model_, 100.0f, 2);
     for (auto& l : p.layers)
         l.theta[0] = -100.0f; // head 0 expands everything
     auto alone = trained(p);
@@ -164,7 +165,7 @@ TEST_F(TrainedZoom, WithoutLearnedThresholdsTauIsCalibratedToTheExpandRate) {
         std::vector<std::vector<double>> taus;
         std::vector<std::vector<size_t>> expanded;
         for (const float theta : {-100.0f, 100.0f}) {
-            auto so = trained(tiny_zoom_params(*model_, theta, 32), false);
+            auto so = trained(tiny_router_params(*model_, theta, 32), false);
             so.sekv.router.expand_rate = rate;
             so.sekv.router.share_group = false;
             const auto r = run(so);
@@ -187,20 +188,20 @@ TEST_F(TrainedZoom, WithoutLearnedThresholdsTauIsCalibratedToTheExpandRate) {
         EXPECT_EQ(expanded[0], expanded[1]);
     }
     // And with learned_tau the thresholds are read: σ(θ) per head (θ = 2, far from both ends).
-    const auto learned = run(trained(tiny_zoom_params(*model_, 2.0f, 32), true));
+    const auto learned = run(trained(tiny_router_params(*model_, 2.0f, 32), true));
     for (const auto* m : learned.layers)
         for (const double t : m->tau())
             EXPECT_DOUBLE_EQ(t, 1.0 / (1.0 + std::exp(-2.0)));
 }
 
 TEST_F(TrainedZoom, LayersTheFileDoesNotCoverOrAnotherShapeAreRefused) {
-    const auto p = tiny_zoom_params(*model_, 0.0f, 32);
+    const auto p = tiny_router_params(*model_, 0.0f, 32);
     ASSERT_GE(p.layers.size(), 2u);
     auto missing = p;
     const int last = missing.layers.back().layer;
     missing.layers.pop_back();
     SekvOptions so;
-    so.zoom = std::make_shared<const ZoomParams>(missing);
+    so.router_params = std::make_shared<const RouterParams>(missing);
     try {
         make_memory(model_->info(), 64, 64, "sekv", &so);
         ADD_FAILURE() << "a layer without parameters was accepted";
@@ -214,7 +215,7 @@ TEST_F(TrainedZoom, LayersTheFileDoesNotCoverOrAnotherShapeAreRefused) {
     l.n_head = 2;
     l.w.resize(static_cast<size_t>(2 * l.d_out * l.head_dim));
     l.theta.resize(2);
-    so.zoom = std::make_shared<const ZoomParams>(shape);
+    so.router_params = std::make_shared<const RouterParams>(shape);
     try {
         make_memory(model_->info(), 64, 64, "sekv", &so);
         ADD_FAILURE() << "parameters for another shape were accepted";
@@ -225,7 +226,7 @@ TEST_F(TrainedZoom, LayersTheFileDoesNotCoverOrAnotherShapeAreRefused) {
     }
     // chunk_summary neither routes nor keeps factors: the parameters do not concern it.
     EXPECT_NO_THROW(make_memory(model_->info(), 64, 64, "chunk_summary", &so));
-    so.zoom = std::make_shared<const ZoomParams>(p);
+    so.router_params = std::make_shared<const RouterParams>(p);
     EXPECT_NO_THROW(make_memory(model_->info(), 64, 64, "sekv", &so));
 }
 
@@ -239,14 +240,14 @@ TEST_F(TrainedZoom, AFileForAnotherModelIsRefused) {
     const std::string theirs = fingerprint_hex(model_fingerprint(*other));
     ASSERT_NE(mine, theirs);
     const std::string file = dir_ + "/other.zoom.gguf";
-    save_zoom_params(tiny_zoom_params(*other, 0.0f, 32), file);
-    expect_zoom_params_refused([&] { load_zoom_params(file, mine, "tiny.gguf"); },
-                               {file, mine, theirs, "other.gguf", "tiny.gguf"});
+    save_router_params(tiny_router_params(*other, 0.0f, 32), file);
+    expect_router_params_refused([&] { load_router_params(file, mine, "tiny.gguf"); },
+                                 {file, mine, theirs, "other.gguf", "tiny.gguf"});
     // Chosen explicitly, in any mode but training-free: refused, never ignored.
-    expect_zoom_params_refused([&] { choose_router("", file, model_->path(), mine); },
-                               {file, theirs});
-    expect_zoom_params_refused([&] { choose_router(kRouterTrained, file, model_->path(), mine); },
-                               {file});
+    expect_router_params_refused([&] { choose_router("", file, model_->path(), mine); },
+                                 {file, theirs});
+    expect_router_params_refused([&] { choose_router(kRouterTrained, file, model_->path(), mine); },
+                                 {file});
     EXPECT_THROW(choose_router(kRouterTrainingFree, file, model_->path(), mine),
                  std::invalid_argument);
     EXPECT_THROW(choose_router(kRouterOracle, file, model_->path(), mine), std::invalid_argument);
@@ -260,9 +261,9 @@ TEST_F(TrainedZoom, TheDefaultIsTrainedWhenAFileForTheModelIsInstalled) {
     ScopedEnv home("XDG_DATA_HOME", dir_ + "/xdg");
     ScopedEnv dirs("XDG_DATA_DIRS", dir_ + "/none");
     const std::string fp = fingerprint_hex(model_fingerprint(*model_));
-    EXPECT_EQ(zoom_file_name("/a/b/gemma-3-270m-q4_k_m.gguf"), "gemma-3-270m-q4_k_m.zoom.gguf");
-    EXPECT_EQ(zoom_file_name("weights.bin"), "weights.bin.zoom.gguf");
-    const auto paths = zoom_search_paths(model_->path());
+    EXPECT_EQ(router_file_name("/a/b/gemma-3-270m-q4_k_m.gguf"), "gemma-3-270m-q4_k_m.zoom.gguf");
+    EXPECT_EQ(router_file_name("weights.bin"), "weights.bin.zoom.gguf");
+    const auto paths = router_search_paths(model_->path());
     ASSERT_GE(paths.size(), 2u);
     const std::string installed = dir_ + "/xdg/spanscope/zoom/tiny.zoom.gguf";
     EXPECT_EQ(paths[0], installed);
@@ -274,25 +275,25 @@ TEST_F(TrainedZoom, TheDefaultIsTrainedWhenAFileForTheModelIsInstalled) {
     EXPECT_EQ(c.mode, kRouterTrainingFree);
     EXPECT_EQ(c.params, nullptr);
     EXPECT_TRUE(c.notes.empty());
-    expect_zoom_params_refused([&] { choose_router(kRouterTrained, "", model_->path(), fp); },
-                               {"none was found", installed});
+    expect_router_params_refused([&] { choose_router(kRouterTrained, "", model_->path(), fp); },
+                                 {"none was found", installed});
     EXPECT_THROW(choose_router("fancy", "", model_->path(), fp), std::invalid_argument);
 
     // One for another model installed under this model's name: passed over with a note.
     fs::create_directories(dir_ + "/xdg/spanscope/zoom");
-    auto foreign = tiny_zoom_params(*model_, 0.0f, 32);
+    auto foreign = tiny_router_params(*model_, 0.0f, 32);
     foreign.model_fingerprint = "00000000000000000000000000000000";
-    save_zoom_params(foreign, installed);
+    save_router_params(foreign, installed);
     c = choose_router("", "", model_->path(), fp);
     EXPECT_EQ(c.mode, kRouterTrainingFree);
     ASSERT_EQ(c.notes.size(), 1u);
     EXPECT_NE(c.notes[0].find(installed), std::string::npos) << c.notes[0];
-    expect_zoom_params_refused([&] { choose_router(kRouterTrained, "", model_->path(), fp); },
-                               {"none was found", "00000000000000000000000000000000"});
+    expect_router_params_refused([&] { choose_router(kRouterTrained, "", model_->path(), fp); },
+                                 {"none was found", "00000000000000000000000000000000"});
 
     // The model's own: trained by default, and when asked for; training-free when asked for.
-    const auto own = tiny_zoom_params(*model_, 0.0f, 32);
-    save_zoom_params(own, installed);
+    const auto own = tiny_router_params(*model_, 0.0f, 32);
+    save_router_params(own, installed);
     for (const std::string mode : {"", "trained"}) {
         c = choose_router(mode, "", model_->path(), fp);
         EXPECT_EQ(c.mode, kRouterTrained);
@@ -310,7 +311,7 @@ TEST_F(TrainedZoom, TheDefaultIsTrainedWhenAFileForTheModelIsInstalled) {
 }
 
 TEST_F(TrainedZoom, AnswersNameTheirRouter) {
-    Session s(*model_, trained(tiny_zoom_params(*model_, 0.0f, 32)));
+    Session s(*model_, trained(tiny_router_params(*model_, 0.0f, 32)));
     s.prefill(doc_);
     const auto a = s.answer_after_context(question_, PromptStyle::Completion, 2, SamplingParams{});
     EXPECT_EQ(a.stats.router, "trained");

@@ -1,12 +1,12 @@
-// Zoom parameter files for the tiny test models (tests of the trained router, issue 8): every
+// Router parameter files for the tiny test models (tests of the trained router, issue 8): every
 // SEKV layer's W drawn at random, θ and the rank a gate keeps chosen by the test; and an
 // environment variable set for a scope (ScopedEnv). No test framework: the Qt Test GUI tests
-// include it too. The GoogleTest check of refusals: zoom_params_refusal.h.
+// include it too. The GoogleTest check of refusals: router_params_refusal.h.
 #pragma once
 
 #include "engine/model/model.h"
 #include "engine/sekv/memory_sekv.h"
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 #include "storage/model_fingerprint.h"
 
 #include <cstdlib>
@@ -21,17 +21,17 @@ namespace spanscope::test {
 /// every head, and a rank gate of 32 components whose weights are 0 and biases b2_i = +8 for
 /// i < keep_rank, −8 past it: h = tanh(0) = 0, m_i = σ(±8), so it keeps keep_rank components
 /// (at least 1) of every span, whatever the span.
-inline ZoomParams tiny_zoom_params(const Model& model, float theta, int keep_rank, int d_out = 8,
-                                   uint32_t seed = 1) {
-    ZoomParams p;
+inline RouterParams tiny_router_params(const Model& model, float theta, int keep_rank,
+                                       int d_out = 8, uint32_t seed = 1) {
+    RouterParams p;
     p.model_fingerprint = fingerprint_hex(model_fingerprint(model));
     p.model_name = model.path().substr(model.path().find_last_of('/') + 1);
-    p.provenance = {"tests", "tiny_zoom_params", "none", "2026-01-01T00:00:00Z"};
+    p.provenance = {"tests", "tiny_router_params", "none", "2026-01-01T00:00:00Z"};
     std::mt19937 rng(seed);
     std::normal_distribution<float> g(0.0f, 0.1f);
     for (const int il : sekv_layers(model.info(), SekvOptions{})) {
         const auto& shape = model.info().layers[static_cast<size_t>(il)].attn;
-        ZoomLayerParams l;
+        RouterLayerParams l;
         l.layer = il;
         l.n_head = shape.n_head;
         l.head_dim = shape.head_dim;

@@ -1,10 +1,10 @@
 // The trained zoom-in's parameter file (issue 8): the file round-trips, every malformed file is
 // refused with a message naming it, and the rank gate's maths equal a hand evaluation. What uses
 // the file in a session is tested in test_trained_router.cpp.
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
+#include "router_params_refusal.h"
 #include "test_support.h"
 #include "tiny_model.h"
-#include "zoom_params_refusal.h"
 #include "zoom_test_util.h"
 
 #include "engine/gguf/gguf_writer.h"
@@ -22,8 +22,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Two layers of small, distinct, random-valued parameters.
-ZoomParams sample_params() {
-    ZoomParams p;
+RouterParams sample_params() {
+    RouterParams p;
     p.model_fingerprint = "0123456789abcdef0123456789abcdef";
     p.model_name = "some-model.gguf";
     p.provenance = {"/data/recordings (12 documents)", "spanscope-lab zoom-train --epochs 3",
@@ -38,7 +38,7 @@ ZoomParams sample_params() {
     };
     for (const auto& [il, n_head, head_dim, d_out, n_rank, n_hidden] :
          {std::tuple{3, 4, 8, 5, 6, 3}, std::tuple{7, 2, 4, 3, 4, 2}}) {
-        ZoomLayerParams l;
+        RouterLayerParams l;
         l.layer = il;
         l.n_head = n_head;
         l.head_dim = head_dim;
@@ -57,11 +57,11 @@ ZoomParams sample_params() {
     return p;
 }
 
-// The file format written out by hand from its description (zoom_params.h, docs/sekv.md), with
+// The file format written out by hand from its description (router_params.h, docs/sekv.md), with
 // one thing spoiled on request, so that the reader is tested against the format and not
 // against its own writer.
 struct Spoil {
-    uint32_t version = ZoomParams::kVersion;
+    uint32_t version = RouterParams::kVersion;
     std::string skip_tensor;    ///< not written
     std::string reshape_tensor; ///< written one row short
     std::string nan_tensor;     ///< its first value NaN
@@ -70,7 +70,7 @@ struct Spoil {
     bool share_group_as_text = false; ///< spanscope.zoom.share_group a string, not a bool
     bool sketch_without_dim = false;  ///< the sketch written without its key sketch_dim
 };
-void write_by_hand(const ZoomParams& p, const std::string& path, const Spoil& s = {}) {
+void write_by_hand(const RouterParams& p, const std::string& path, const Spoil& s = {}) {
     GgufWriter w;
     w.set_uint32("spanscope.zoom.version", s.version);
     w.set_string("spanscope.zoom.model_fingerprint", p.model_fingerprint);
@@ -131,7 +131,7 @@ void write_by_hand(const ZoomParams& p, const std::string& path, const Spoil& s 
     w.write(path);
 }
 
-void expect_equal(const ZoomParams& a, const ZoomParams& b) {
+void expect_equal(const RouterParams& a, const RouterParams& b) {
     EXPECT_EQ(a.model_fingerprint, b.model_fingerprint);
     EXPECT_EQ(a.model_name, b.model_name);
     EXPECT_EQ(a.provenance.data, b.provenance.data);
@@ -167,18 +167,18 @@ double sigmoid(double x) {
 
 } // namespace
 
-TEST(ZoomParams, SaveAndLoadRoundTripExactly) {
+TEST(RouterParams, SaveAndLoadRoundTripExactly) {
     const std::string dir = temp_dir();
     const auto p = sample_params();
-    save_zoom_params(p, dir + "/p.zoom.gguf");
-    const auto back = load_zoom_params(dir + "/p.zoom.gguf");
+    save_router_params(p, dir + "/p.zoom.gguf");
+    const auto back = load_router_params(dir + "/p.zoom.gguf");
     expect_equal(back, p);
     // With the fingerprint it was trained for, too.
-    expect_equal(load_zoom_params(dir + "/p.zoom.gguf", p.model_fingerprint), p);
+    expect_equal(load_router_params(dir + "/p.zoom.gguf", p.model_fingerprint), p);
     // The format as described, written by hand, reads the same (unknown keys and tensors are
     // skipped).
     write_by_hand(p, dir + "/hand.zoom.gguf");
-    expect_equal(load_zoom_params(dir + "/hand.zoom.gguf"), p);
+    expect_equal(load_router_params(dir + "/hand.zoom.gguf"), p);
     ASSERT_NE(back.find(7), nullptr);
     EXPECT_EQ(back.find(7)->n_head, 2);
     EXPECT_EQ(back.find(4), nullptr);
@@ -197,10 +197,10 @@ TEST(ZoomParams, SaveAndLoadRoundTripExactly) {
     // route otherwise, so the digest differs; the rank gates are the same.
     auto united = p;
     united.share_group = true;
-    save_zoom_params(united, dir + "/u.zoom.gguf");
-    expect_equal(load_zoom_params(dir + "/u.zoom.gguf"), united);
+    save_router_params(united, dir + "/u.zoom.gguf");
+    expect_equal(load_router_params(dir + "/u.zoom.gguf"), united);
     write_by_hand(united, dir + "/hand-u.zoom.gguf");
-    EXPECT_TRUE(load_zoom_params(dir + "/hand-u.zoom.gguf").share_group);
+    EXPECT_TRUE(load_router_params(dir + "/hand-u.zoom.gguf").share_group);
     EXPECT_FALSE(back.share_group);
     EXPECT_NE(united.digest(), p.digest());
     EXPECT_EQ(united.rank_gate_digest(), p.rank_gate_digest());
@@ -211,7 +211,7 @@ TEST(ZoomParams, SaveAndLoadRoundTripExactly) {
 // digest (it changes the relevance) but not the rank gates' digest, and a version-5 file, which
 // has none, still loads; a version-5 file that declares one, or a sketch of the wrong shape, is
 // refused.
-TEST(ZoomParams, TheSketchBasisRoundTripsAndVersion5FilesStillLoad) {
+TEST(RouterParams, TheSketchBasisRoundTripsAndVersion5FilesStillLoad) {
     const std::string dir = temp_dir();
     const auto plain = sample_params();
     auto p = plain;
@@ -220,10 +220,10 @@ TEST(ZoomParams, TheSketchBasisRoundTripsAndVersion5FilesStillLoad) {
     l.n_kv_head = 2;
     for (int i = 0; i < 2 * 3 * 8; ++i)
         l.sketch.push_back(0.125f * static_cast<float>(i % 7) - 0.25f);
-    save_zoom_params(p, dir + "/s.zoom.gguf");
-    expect_equal(load_zoom_params(dir + "/s.zoom.gguf"), p);
+    save_router_params(p, dir + "/s.zoom.gguf");
+    expect_equal(load_router_params(dir + "/s.zoom.gguf"), p);
     write_by_hand(p, dir + "/hand-s.zoom.gguf");
-    expect_equal(load_zoom_params(dir + "/hand-s.zoom.gguf"), p);
+    expect_equal(load_router_params(dir + "/hand-s.zoom.gguf"), p);
     EXPECT_NE(p.digest(), plain.digest());
     EXPECT_EQ(p.rank_gate_digest(), plain.rank_gate_digest());
     EXPECT_EQ(p.n_parameters(), plain.n_parameters()); // fitted, not trained
@@ -231,29 +231,29 @@ TEST(ZoomParams, TheSketchBasisRoundTripsAndVersion5FilesStillLoad) {
     Spoil v5;
     v5.version = 5;
     write_by_hand(plain, dir + "/v5.zoom.gguf", v5);
-    expect_equal(load_zoom_params(dir + "/v5.zoom.gguf"), plain);
+    expect_equal(load_router_params(dir + "/v5.zoom.gguf"), plain);
     write_by_hand(p, dir + "/v5-s.zoom.gguf", v5);
-    expect_zoom_params_refused([&] { load_zoom_params(dir + "/v5-s.zoom.gguf"); },
-                               {"v5-s.zoom.gguf", "version-5", "sketch"});
+    expect_router_params_refused([&] { load_router_params(dir + "/v5-s.zoom.gguf"); },
+                                 {"v5-s.zoom.gguf", "version-5", "sketch"});
     Spoil bad;
     bad.reshape_tensor = "zoom.3.sketch";
     write_by_hand(p, dir + "/bad-s.zoom.gguf", bad);
-    expect_zoom_params_refused([&] { load_zoom_params(dir + "/bad-s.zoom.gguf"); },
-                               {"bad-s.zoom.gguf", "zoom.3.sketch"});
+    expect_router_params_refused([&] { load_router_params(dir + "/bad-s.zoom.gguf"); },
+                                 {"bad-s.zoom.gguf", "zoom.3.sketch"});
     Spoil no_dim;
     no_dim.sketch_without_dim = true;
     write_by_hand(p, dir + "/nodim-s.zoom.gguf", no_dim);
-    expect_zoom_params_refused([&] { load_zoom_params(dir + "/nodim-s.zoom.gguf"); },
-                               {"nodim-s.zoom.gguf", "sketch_dim"});
+    expect_router_params_refused([&] { load_router_params(dir + "/nodim-s.zoom.gguf"); },
+                                 {"nodim-s.zoom.gguf", "sketch_dim"});
     // In memory: a sketch whose size does not match, or a KV head count that does not divide
     // the heads, is refused before anything is written.
     auto q = p;
     q.layers[0].sketch.pop_back();
-    EXPECT_THROW(save_zoom_params(q, dir + "/q.zoom.gguf"), std::invalid_argument);
+    EXPECT_THROW(save_router_params(q, dir + "/q.zoom.gguf"), std::invalid_argument);
     q = p;
     q.layers[0].n_kv_head = 3;
     q.layers[0].sketch.resize(3 * 3 * 8);
-    EXPECT_THROW(save_zoom_params(q, dir + "/q.zoom.gguf"), std::invalid_argument);
+    EXPECT_THROW(save_router_params(q, dir + "/q.zoom.gguf"), std::invalid_argument);
     EXPECT_FALSE(fs::exists(dir + "/q.zoom.gguf"));
     // The router takes the basis as stored.
     const auto r = trained_router(p.layers[0]);
@@ -262,26 +262,26 @@ TEST(ZoomParams, TheSketchBasisRoundTripsAndVersion5FilesStillLoad) {
     fs::remove_all(dir);
 }
 
-TEST(ZoomParams, SavingArraysThatDoNotMatchTheirShapeIsRefused) {
+TEST(RouterParams, SavingArraysThatDoNotMatchTheirShapeIsRefused) {
     const std::string dir = temp_dir();
     auto p = sample_params();
     p.layers[1].w.pop_back();
-    EXPECT_THROW(save_zoom_params(p, dir + "/p.zoom.gguf"), std::invalid_argument);
+    EXPECT_THROW(save_router_params(p, dir + "/p.zoom.gguf"), std::invalid_argument);
     p = sample_params();
     p.layers[0].gate.head_dim = 7;
-    EXPECT_THROW(save_zoom_params(p, dir + "/p.zoom.gguf"), std::invalid_argument);
+    EXPECT_THROW(save_router_params(p, dir + "/p.zoom.gguf"), std::invalid_argument);
     p = sample_params();
     std::swap(p.layers[0], p.layers[1]);
-    EXPECT_THROW(save_zoom_params(p, dir + "/p.zoom.gguf"), std::invalid_argument);
+    EXPECT_THROW(save_router_params(p, dir + "/p.zoom.gguf"), std::invalid_argument);
     EXPECT_FALSE(fs::exists(dir + "/p.zoom.gguf"));
     fs::remove_all(dir);
 }
 
-TEST(ZoomParams, EveryMalformedFileIsRefusedWithAMessageNamingIt) {
+TEST(RouterParams, EveryMalformedFileIsRefusedWithAMessageNamingIt) {
     const std::string dir = temp_dir();
     const auto p = sample_params();
     const std::string good = dir + "/good.zoom.gguf";
-    save_zoom_params(p, good);
+    save_router_params(p, good);
 
     // Truncated (the last 33 bytes hold at least 2 of data: the padding after the last
     // tensor, at 32-byte alignment, is at most 31).
@@ -290,22 +290,22 @@ TEST(ZoomParams, EveryMalformedFileIsRefusedWithAMessageNamingIt) {
         SCOPED_TRACE("kept " + std::to_string(keep) + " of " + std::to_string(bytes.size()));
         const std::string cut = dir + "/cut.zoom.gguf";
         std::ofstream(cut, std::ios::binary | std::ios::trunc) << bytes.substr(0, keep);
-        expect_zoom_params_refused([&] { load_zoom_params(cut); }, {cut});
+        expect_router_params_refused([&] { load_router_params(cut); }, {cut});
     }
-    expect_zoom_params_refused([&] { load_zoom_params(dir + "/missing.zoom.gguf"); },
-                               {dir + "/missing.zoom.gguf", "cannot be read"});
+    expect_router_params_refused([&] { load_router_params(dir + "/missing.zoom.gguf"); },
+                                 {dir + "/missing.zoom.gguf", "cannot be read"});
 
     // Not a zoom parameter file: a model.
     write_tiny_gemma3(dir + "/model.gguf", TinyGemma3Config{});
-    expect_zoom_params_refused([&] { load_zoom_params(dir + "/model.gguf"); },
-                               {dir + "/model.gguf", "not a zoom parameter file"});
+    expect_router_params_refused([&] { load_router_params(dir + "/model.gguf"); },
+                                 {dir + "/model.gguf", "not a zoom parameter file"});
 
     const std::string bad = dir + "/bad.zoom.gguf";
     auto refused = [&](const Spoil& s, const std::vector<std::string>& needles) {
         write_by_hand(p, bad, s);
         auto all = needles;
         all.push_back(bad);
-        expect_zoom_params_refused([&] { load_zoom_params(bad); }, all);
+        expect_router_params_refused([&] { load_router_params(bad); }, all);
     };
     Spoil s;
     s.version = 1; // the rank gate of version 1 read the rotated summary key
@@ -342,8 +342,8 @@ TEST(ZoomParams, EveryMalformedFileIsRefusedWithAMessageNamingIt) {
     refused(s, {"spanscope.zoom.share_group"});
 
     // Another model: both fingerprints and the model named.
-    expect_zoom_params_refused(
-        [&] { load_zoom_params(good, "ffffffffffffffffffffffffffffffff", "mine.gguf"); },
+    expect_router_params_refused(
+        [&] { load_router_params(good, "ffffffffffffffffffffffffffffffff", "mine.gguf"); },
         {good, p.model_fingerprint, "ffffffffffffffffffffffffffffffff", "some-model.gguf",
          "mine.gguf"});
     fs::remove_all(dir);
@@ -387,7 +387,7 @@ TEST(RankGate, InputForwardAndRankEqualAHandEvaluation) {
     EXPECT_EQ(above, 2) << "the example is meant to keep the 1st and 3rd, not a prefix";
     EXPECT_EQ(rank_gate_rank(mi, 3), above);
     // The predictor SEKV uses gives the same rank.
-    ZoomLayerParams l;
+    RouterLayerParams l;
     l.layer = 0;
     l.n_head = 1;
     l.head_dim = 2;
@@ -431,7 +431,7 @@ TEST(RankGate, InputForwardAndRankEqualAHandEvaluation) {
 }
 
 TEST(RankGate, TrainedRouterThresholdIsTheSigmoidOfTheta) {
-    ZoomLayerParams l;
+    RouterLayerParams l;
     l.layer = 5;
     l.n_head = 3;
     l.head_dim = 2;

@@ -1,4 +1,4 @@
-#include "engine/sekv/zoom_locator.h"
+#include "answering/router_choice.h"
 
 #include "engine/model/model_locator.h"
 #include "engine/sekv/sekv_routing.h"
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-// Set by engine/CMakeLists.txt for this file.
+// Set by answering/CMakeLists.txt for this file.
 #ifndef SPANSCOPE_ZOOM_INSTALL_DIR
 #define SPANSCOPE_ZOOM_INSTALL_DIR ""
 #endif
@@ -18,7 +18,7 @@
 namespace spanscope {
 namespace fs = std::filesystem;
 
-std::string zoom_file_name(const std::string& model_path) {
+std::string router_file_name(const std::string& model_path) {
     std::string name = fs::path(model_path).filename().string();
     constexpr std::string_view ext = ".gguf";
     if (name.size() > ext.size() && name.compare(name.size() - ext.size(), ext.size(), ext) == 0)
@@ -26,8 +26,8 @@ std::string zoom_file_name(const std::string& model_path) {
     return name + ".zoom.gguf";
 }
 
-std::vector<std::string> zoom_search_paths(const std::string& model_path) {
-    const std::string name = zoom_file_name(model_path);
+std::vector<std::string> router_search_paths(const std::string& model_path) {
+    const std::string name = router_file_name(model_path);
     std::vector<std::string> dirs;
     for (const auto& d : xdg_data_dirs())
         dirs.push_back(d + "/spanscope/zoom");
@@ -43,7 +43,7 @@ std::vector<std::string> zoom_search_paths(const std::string& model_path) {
     return out;
 }
 
-RouterChoice choose_router(const std::string& requested, const std::string& zoom_path,
+RouterChoice choose_router(const std::string& requested, const std::string& params_path,
                            const std::string& model_path, const std::string& fingerprint) {
     if (!requested.empty() && requested != kRouterTrained && requested != kRouterTrainingFree &&
         requested != kRouterOracle)
@@ -52,31 +52,32 @@ RouterChoice choose_router(const std::string& requested, const std::string& zoom
                                     kRouterOracle + ")");
     RouterChoice c;
     if (requested == kRouterTrainingFree || requested == kRouterOracle) {
-        if (!zoom_path.empty())
-            throw std::invalid_argument("a zoom parameter file (" + zoom_path +
+        if (!params_path.empty())
+            throw std::invalid_argument("a zoom parameter file (" + params_path +
                                         ") is for the trained router, not " + requested);
         c.mode = requested;
         return c;
     }
     const std::string model = fs::path(model_path).filename().string();
-    if (!zoom_path.empty()) { // chosen: it must be usable, whatever the mode asked
-        c.params =
-            std::make_shared<const ZoomParams>(load_zoom_params(zoom_path, fingerprint, model));
+    if (!params_path.empty()) { // chosen: it must be usable, whatever the mode asked
+        c.params = std::make_shared<const RouterParams>(
+            load_router_params(params_path, fingerprint, model));
         c.mode = kRouterTrained;
-        c.path = zoom_path;
+        c.path = params_path;
         return c;
     }
-    const auto paths = zoom_search_paths(model_path);
+    const auto paths = router_search_paths(model_path);
     for (const auto& p : paths) {
         std::error_code ec;
         if (!fs::exists(p, ec))
             continue;
         try {
-            c.params = std::make_shared<const ZoomParams>(load_zoom_params(p, fingerprint, model));
+            c.params =
+                std::make_shared<const RouterParams>(load_router_params(p, fingerprint, model));
             c.mode = kRouterTrained;
             c.path = p;
             return c;
-        } catch (const ZoomParamsError& e) {
+        } catch (const RouterParamsError& e) {
             c.notes.push_back(std::string(e.what()) + "; passed over");
         }
     }
@@ -89,42 +90,10 @@ RouterChoice choose_router(const std::string& requested, const std::string& zoom
         for (const auto& n : c.notes)
             msg += ". " + n;
         msg += ". Give a parameter file, or use the training-free router.";
-        throw ZoomParamsError(msg);
+        throw RouterParamsError(msg);
     }
     c.mode = kRouterTrainingFree;
     return c;
-}
-
-std::string result_line_tau(bool trained, const std::string& tau, const std::string& settings) {
-    if (settings.find(kSettingsTauPerQuery) != std::string::npos)
-        return kTauPerQuery;
-    if (!tau.empty())
-        return tau;
-    return trained ? kTauUnrecorded : "";
-}
-
-bool result_line_full_rank(const std::string& rank_gate, const std::string& settings) {
-    return settings.find(kSettingsFullRank) != std::string::npos || rank_gate == kRankGateEnergy;
-}
-
-bool result_line_uniform_summary(const std::string& settings) {
-    return settings.find(kSettingsUniformSummary) != std::string::npos;
-}
-
-int result_line_rerank(const std::string& settings) {
-    const auto at = settings.find(kSettingsRerank);
-    if (at == std::string::npos)
-        return 0;
-    const auto begin = at + std::char_traits<char>::length(kSettingsRerank);
-    auto end = begin;
-    while (end < settings.size() && end - begin < 3 && settings[end] >= '0' && settings[end] <= '9')
-        ++end;
-    const int n = end > begin ? std::stoi(settings.substr(begin, end - begin)) : 0;
-    if (n < 2 || n > kMaxRerank || (end < settings.size() && settings[end] != ' '))
-        throw std::invalid_argument("settings: \"" + settings.substr(at + 1) +
-                                    "\" does not give two-stage routing's candidates per "
-                                    "expanded span as a number in [2, 64]");
-    return n;
 }
 
 } // namespace spanscope

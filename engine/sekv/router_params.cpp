@@ -1,10 +1,10 @@
-#include "engine/sekv/zoom_params.h"
+#include "engine/sekv/router_params.h"
 
 #include "engine/text/content_hash.h"
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/gguf/gguf_writer.h"
-#include "engine/sekv/memory_sekv.h"
+#include "engine/sekv/sekv_routing.h" // TrainedRouterLayer
 #include "engine/sekv/sekv_spans.h"
 
 #include <algorithm>
@@ -50,7 +50,7 @@ void check_gate(const RankGateMlp& g, const std::string& where) {
     check_size(where, "gate.b2", g.b2.size(), g.n_rank);
 }
 
-void check_layer(const ZoomLayerParams& l) {
+void check_layer(const RouterLayerParams& l) {
     const std::string where = "zoom parameters of layer " + std::to_string(l.layer);
     if (l.layer < 0 || l.layer > kMaxLayer || l.n_head < 1 || l.head_dim < 1 || l.d_out < 1 ||
         l.n_head > kMaxDim || l.head_dim > kMaxDim || l.d_out > kMaxDim)
@@ -114,13 +114,13 @@ private:
     RankGateMlp g_;
 };
 
-// Reading: every failure becomes a ZoomParamsError naming the file.
+// Reading: every failure becomes a RouterParamsError naming the file.
 struct Reader {
     const GgufFile& f;
     const std::string& path;
 
     [[noreturn]] void fail(const std::string& what) const {
-        throw ZoomParamsError(path + ": " + what);
+        throw RouterParamsError(path + ": " + what);
     }
     int64_t integer(const std::string& key, int64_t lo, int64_t hi) const {
         if (!f.has(key))
@@ -178,14 +178,14 @@ struct Reader {
 
 } // namespace
 
-const ZoomLayerParams* ZoomParams::find(int il) const {
+const RouterLayerParams* RouterParams::find(int il) const {
     for (const auto& l : layers)
         if (l.layer == il)
             return &l;
     return nullptr;
 }
 
-int64_t ZoomParams::n_parameters() const {
+int64_t RouterParams::n_parameters() const {
     int64_t n = 0;
     for (const auto& l : layers)
         n += static_cast<int64_t>(l.w.size() + l.theta.size() + l.gate.w1.size() +
@@ -193,7 +193,7 @@ int64_t ZoomParams::n_parameters() const {
     return n;
 }
 
-std::string ZoomParams::rank_gate_digest() const {
+std::string RouterParams::rank_gate_digest() const {
     ContentHash f;
     f.i64(kDigestVersion); // the gate's input is part of what the spans were built with
     for (const auto& l : layers) {
@@ -203,7 +203,7 @@ std::string ZoomParams::rank_gate_digest() const {
     return f.hex();
 }
 
-std::string ZoomParams::digest() const {
+std::string RouterParams::digest() const {
     ContentHash f;
     f.i64(kDigestVersion); // the relevance's form: the same W means another score in another
                            // version
@@ -227,7 +227,7 @@ std::string ZoomParams::digest() const {
     return f.hex();
 }
 
-void check_zoom_params(const ZoomParams& p) {
+void check_router_params(const RouterParams& p) {
     if (p.layers.empty())
         throw std::invalid_argument("zoom parameters: no layer (a router trained for no SEKV "
                                     "layer serves none)");
@@ -240,11 +240,11 @@ void check_zoom_params(const ZoomParams& p) {
     }
 }
 
-void save_zoom_params(const ZoomParams& p, const std::string& path) {
-    check_zoom_params(p);
+void save_router_params(const RouterParams& p, const std::string& path) {
+    check_router_params(p);
     GgufWriter w;
     const std::string k = kPrefix;
-    w.set_uint32(k + "version", ZoomParams::kVersion);
+    w.set_uint32(k + "version", RouterParams::kVersion);
     w.set_string(k + "model_fingerprint", p.model_fingerprint);
     w.set_string(k + "model_name", p.model_name);
     w.set_string(k + "provenance.data", p.provenance.data);
@@ -284,25 +284,25 @@ void save_zoom_params(const ZoomParams& p, const std::string& path) {
     w.write(path);
 }
 
-ZoomParams load_zoom_params(const std::string& path, const std::string& expected_fingerprint,
-                            const std::string& expected_model) {
+RouterParams load_router_params(const std::string& path, const std::string& expected_fingerprint,
+                                const std::string& expected_model) {
     std::unique_ptr<GgufFile> file;
     try {
         file = GgufFile::open(path);
     } catch (const GgufError& e) {
-        throw ZoomParamsError(path + ": not a valid GGUF file (" + e.what() + ")");
+        throw RouterParamsError(path + ": not a valid GGUF file (" + e.what() + ")");
     } catch (const std::system_error& e) {
-        throw ZoomParamsError(path + ": cannot be read (" + e.what() + ")");
+        throw RouterParamsError(path + ": cannot be read (" + e.what() + ")");
     }
     const Reader r{*file, path};
     const std::string k = kPrefix;
     if (!file->has(k + "version"))
         r.fail("not a zoom parameter file (no key " + k + "version)");
     const int64_t version = r.integer(k + "version", 0, INT32_MAX);
-    if (version != ZoomParams::kVersion && version != 5)
+    if (version != RouterParams::kVersion && version != 5)
         r.fail("zoom parameter file version " + std::to_string(version) +
-               "; this build reads versions 5 and " + std::to_string(ZoomParams::kVersion));
-    ZoomParams p;
+               "; this build reads versions 5 and " + std::to_string(RouterParams::kVersion));
+    RouterParams p;
     p.model_fingerprint = r.text(k + "model_fingerprint", true);
     p.model_name = r.text(k + "model_name", false);
     if (!expected_fingerprint.empty() && p.model_fingerprint != expected_fingerprint)
@@ -337,7 +337,7 @@ ZoomParams load_zoom_params(const std::string& path, const std::string& expected
         if (!p.layers.empty() && il <= p.layers.back().layer)
             r.fail("layer " + std::to_string(il) + " follows layer " +
                    std::to_string(p.layers.back().layer) + " (layers must ascend, each once)");
-        ZoomLayerParams l;
+        RouterLayerParams l;
         l.layer = il;
         l.n_head = static_cast<int>(r.integer(layer_key(il, "n_head"), 1, kMaxDim));
         l.head_dim = static_cast<int>(r.integer(layer_key(il, "head_dim"), 1, kMaxDim));
@@ -366,7 +366,7 @@ ZoomParams load_zoom_params(const std::string& path, const std::string& expected
         p.layers.push_back(std::move(l));
     }
     try {
-        check_zoom_params(p); // what the reads above have not (a belt to their braces)
+        check_router_params(p); // what the reads above have not (a belt to their braces)
     } catch (const std::invalid_argument& e) {
         r.fail(e.what());
     }
@@ -428,7 +428,7 @@ int rank_gate_rank(const std::vector<float>& m, int n_available) {
     return std::max(1, kept);
 }
 
-std::shared_ptr<const TrainedRouterLayer> trained_router(const ZoomLayerParams& layer) {
+std::shared_ptr<const TrainedRouterLayer> trained_router(const RouterLayerParams& layer) {
     check_layer(layer);
     auto r = std::make_shared<TrainedRouterLayer>();
     r->d_out = layer.d_out;
@@ -441,7 +441,7 @@ std::shared_ptr<const TrainedRouterLayer> trained_router(const ZoomLayerParams& 
     return r;
 }
 
-std::shared_ptr<const RankGatePredictor> trained_rank_gate(const ZoomLayerParams& layer) {
+std::shared_ptr<const RankGatePredictor> trained_rank_gate(const RouterLayerParams& layer) {
     check_layer(layer);
     return std::make_shared<TrainedRankGate>(layer.gate);
 }

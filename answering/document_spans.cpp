@@ -1,16 +1,16 @@
-#include "answering/sekv_display.h"
+#include "answering/document_spans.h"
 
 #include <cmath>
 
 namespace spanscope {
 
-UnitSpansDisplay display_spans(const SekvUnitState& st, int64_t document_id, int unit) {
-    UnitSpansDisplay out;
+UnitSpans unit_spans(const SekvUnitState& st, int64_t document_id, int unit) {
+    UnitSpans out;
     out.document_id = document_id;
     out.unit = unit;
     const auto& seg = st.segmentation;
     for (size_t i = 0; i < seg.spans.size(); ++i) {
-        SpanDisplay s;
+        SpanExtent s;
         s.char_begin = st.span_chars[2 * i];
         s.char_end = st.span_chars[2 * i + 1];
         s.tokens = seg.spans[i].size();
@@ -33,15 +33,15 @@ UnitSpansDisplay display_spans(const SekvUnitState& st, int64_t document_id, int
     return out;
 }
 
-std::vector<UnitSpansDisplay> document_sekv_spans(StateCache& cache, int64_t document_id,
-                                                  const SekvOptions& options) {
+std::vector<UnitSpans> document_sekv_spans(StateCache& cache, int64_t document_id,
+                                           const SekvOptions& options) {
     std::vector<std::vector<int64_t>> ids;
     const auto units = cache.units(document_id, &ids);
-    std::vector<UnitSpansDisplay> out;
+    std::vector<UnitSpans> out;
     for (size_t u = 0; u < units.size(); ++u) {
         const auto states = cache.load_unit(units[u], ids[u]);
         const auto st = cache.sekv_state(units[u], ids[u], states, options);
-        out.push_back(display_spans(st, document_id, static_cast<int>(u)));
+        out.push_back(unit_spans(st, document_id, static_cast<int>(u)));
     }
     return out;
 }

@@ -1,9 +1,10 @@
-// The parameters of SEKV's trained zoom-in (docs/sekv.md and §3.4.9; issue 8): per SEKV
-// layer and query head a routing projection W (d′×d) and a threshold τ, and per layer a small
-// rank-gate MLP. They are learned on recorded real text while the base model stays frozen
-// (zoom_model.h, zoom_train.h) and kept in a small versioned file tied to the model it was
-// trained for (its fingerprint, storage/model_fingerprint.h): a file for another model is
-// refused.
+// The trained router's parameters (docs/sekv.md): per SEKV layer and query head a routing
+// projection W (d′×d) and a threshold τ, and per layer a small rank-gate MLP. They are learned
+// on recorded real text while the base model stays frozen (the lab's trainer,
+// lab/router/zoom_model.h, zoom_train.h) and kept in a small versioned file tied to the model it
+// was trained for (its fingerprint, storage/model_fingerprint.h): a file for another model is
+// refused. The file keeps the names it was first written with: `<model>.zoom.gguf`, keys
+// spanscope.zoom.*, and spanscope-cli's flag --zoom-params (answering/router_choice.h).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,7 @@ struct RankGateMlp {
 };
 
 /// The trained parameters of one SEKV layer.
-struct ZoomLayerParams {
+struct RouterLayerParams {
     int layer = 0;    ///< the model's layer index
     int n_head = 0;   ///< query heads
     int head_dim = 0; ///< d
@@ -55,7 +56,7 @@ struct ZoomLayerParams {
 };
 
 /// Where the parameters came from.
-struct ZoomProvenance {
+struct RouterProvenance {
     std::string data;    ///< the recordings (their directory and documents)
     std::string command; ///< the training command line
     std::string commit;  ///< the source commit of the trainer
@@ -63,7 +64,7 @@ struct ZoomProvenance {
 };
 
 /// The parameter file's contents.
-struct ZoomParams {
+struct RouterParams {
     /// 2: the rank gate reads the summary key rotated back to position 0 (gate_summary_key);
     /// a version-1 file was trained on the key at the span's position and is refused.
     /// 3: the relevance no longer normalises W k̄ (docs/sekv.md "The relevance's form"); a
@@ -73,19 +74,19 @@ struct ZoomParams {
     /// 5: the kept rank counts the gates of the span's available components only (rank_gate_rank);
     /// a version-4 gate also counted the outputs past them, which training never reached, and
     /// is refused.
-    /// 6: a layer may hold a sketch basis (ZoomLayerParams::sketch); a version-5 file, which
+    /// 6: a layer may hold a sketch basis (RouterLayerParams::sketch); a version-5 file, which
     /// has none, is read as one without it.
     static constexpr uint32_t kVersion = 6;
     std::string model_fingerprint; ///< fingerprint_hex of the model trained for (32 hex chars)
     std::string model_name;        ///< e.g. "gemma-3-270m-q4_k_m.gguf", for messages
-    ZoomProvenance provenance;
+    RouterProvenance provenance;
     /// The thresholds θ were trained deciding with the KV group's union (zoom-train
     /// --share-group), so the learned τ decide with it (SekvRouterOptions::share_group on);
     /// false: each query head alone. Key spanscope.zoom.share_group, written only when true.
     bool share_group = false;
-    std::vector<ZoomLayerParams> layers; ///< ascending layer index
+    std::vector<RouterLayerParams> layers; ///< ascending layer index
     /// The layer's parameters, or nullptr when the file has none for layer il.
-    const ZoomLayerParams* find(int il) const;
+    const RouterLayerParams* find(int il) const;
     /// Number of trained parameters (every W, θ and gate weight; the sketch bases, fitted
     /// rather than trained, are not counted).
     int64_t n_parameters() const;
@@ -104,31 +105,32 @@ struct ZoomParams {
 
 /// A parameter file that cannot be used; what() says why (unreadable, malformed, a size that
 /// does not match, another version, or a model whose fingerprint differs).
-struct ZoomParamsError : std::runtime_error {
+struct RouterParamsError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
 /// Write `p` to `path` as a GGUF file (keys spanscope.zoom.*, one f32 tensor per array),
 /// atomically (gguf_writer.h). Throws std::invalid_argument when an array's size does not match
 /// its shape, std::system_error when the file cannot be written.
-void save_zoom_params(const ZoomParams& p, const std::string& path);
+void save_router_params(const RouterParams& p, const std::string& path);
 
 /// Read a parameter file and check every size against the shapes it declares (each tensor f32
 /// of exactly its declared shape, every value finite, layers ascending and distinct). Keys and
 /// tensors it does not know are skipped. With expected_fingerprint non-empty, a file trained
 /// for another model is refused; expected_model (e.g. the model's file name) only names that
-/// model in the message. Throws ZoomParamsError, its message naming `path`: unreadable, not a
+/// model in the message. Throws RouterParamsError, its message naming `path`: unreadable, not a
 /// GGUF file or truncated, not a zoom parameter file, another version, a size or value that
 /// does not match, or another model.
-ZoomParams load_zoom_params(const std::string& path, const std::string& expected_fingerprint = {},
-                            const std::string& expected_model = {});
+RouterParams load_router_params(const std::string& path,
+                                const std::string& expected_fingerprint = {},
+                                const std::string& expected_model = {});
 
 /// Check that every array of `p` has the size its shape gives (w: n_head·d_out·head_dim, theta:
 /// n_head, the gate's as RankGateMlp says with gate.head_dim = head_dim, the sketch
 /// n_kv_head·sketch_dim·head_dim with sketch_dim <= head_dim and n_kv_head dividing n_head), every
 /// size is positive, layers ascend and are distinct, and there is at least one layer. Throws
 /// std::invalid_argument naming the layer.
-void check_zoom_params(const ZoomParams& p);
+void check_router_params(const RouterParams& p);
 
 /// The rank gate's input x [g.n_in()] for a span (docs/sekv.md): x_i = sqrt(σ²_i / Σσ²) for
 /// i < n_rank (0 for i past sigma2's end, and every x_i = 0 when Σσ² = 0; negative σ² count as
@@ -152,13 +154,13 @@ int rank_gate_rank(const std::vector<float>& m, int n_available);
 /// The router of one layer in the form SekvMemory uses (memory_sekv.h): d_out, W as stored,
 /// the sketch basis and τ = σ(θ) per head (in double: θ ≥ 37 gives τ = 1, no span expands). Throws
 /// std::invalid_argument when the layer's arrays do not match its sizes.
-std::shared_ptr<const TrainedRouterLayer> trained_router(const ZoomLayerParams& layer);
+std::shared_ptr<const TrainedRouterLayer> trained_router(const RouterLayerParams& layer);
 
 /// The rank gate of one layer as SEKV's RankGatePredictor (sekv_spans.h): rank() is
 /// rank_gate_rank(rank_gate_forward(g, rank_gate_input(g, sigma2, summary_k)), n) with
 /// n = min(g.n_rank, sigma2.size(), dim), the components the span's factors have; it throws
 /// std::invalid_argument for a summary key of another dimension than the gate's head_dim.
 /// Throws std::invalid_argument when the gate's arrays do not match its sizes.
-std::shared_ptr<const RankGatePredictor> trained_rank_gate(const ZoomLayerParams& layer);
+std::shared_ptr<const RankGatePredictor> trained_rank_gate(const RouterLayerParams& layer);
 
 } // namespace spanscope

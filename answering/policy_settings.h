@@ -1,0 +1,74 @@
+// The memory policy's settings as a user gives them — spanscope-cli's and spanscope-lab's flags,
+// the desktop application's Settings — and the one place that checks them and turns them into
+// the engine's session options, the SEKV router included (docs/architecture.md, Memory).
+#pragma once
+
+#include "answering/router_choice.h"
+#include "engine/session/session.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spanscope {
+
+class Model;
+
+/// What a user chooses of the global-attention layers' memory. Messages about a bad
+/// combination name each setting by its spanscope-cli flag (in parentheses below).
+struct PolicySettings {
+    std::string policy = "full"; ///< --policy: one of global_policies() (model.h)
+    double budget = 0.35; ///< --budget: sekv and the baselines: fast-tier bytes, fraction of full
+    double expand_rate = 0.2;       ///< --expand-rate: sekv: fraction of spans a query zooms into
+    bool expand_rate_given = false; ///< --expand-rate was given (not the default)
+    int64_t expand_rows = 0; ///< --expand-rows: sekv: most rows per query and head (0: no limit)
+    double alpha = 1.0;      ///< --alpha: sekv: anchor threshold μ + α·σ of the surprisal
+    int64_t max_span = 32;   ///< --max-span: sekv: longest span (tokens)
+    std::vector<int> layers; ///< --sekv-layers: the layers served (default: the global layers)
+    /// --router: kRouterTrained, kRouterTrainingFree, kRouterOracle (evaluations' upper bound,
+    /// with tau_per_query), or "" (trained when a parameter file for the model is found, else
+    /// training-free).
+    std::string router;
+    std::string router_params_file; ///< --zoom-params: the trained router's file ("": searched)
+    bool learned_tau = false;       ///< --learned-tau: trained router: its learned thresholds
+    bool tau_per_query = false;     ///< --tau-per-query: τ calibrated on each query's relevances
+    bool full_rank = false;         ///< --full-rank: trained router: the energy gate's rank
+    /// --rerank: two-stage routing's candidates per expanded span (SekvRouterOptions::rerank;
+    /// 0: off, else 2 to kMaxRerank).
+    int rerank = 0;
+};
+
+/// Whether two-stage routing applies: under sekv with τ per query (the router refuses it
+/// without), on the CPU (the GPU memory refuses it, cuda/cuda_sekv_memory.h). `backend` is a
+/// backend name (engine/model/backend.h).
+bool two_stage_routing_applies(std::string_view policy, bool tau_per_query,
+                               std::string_view backend);
+
+/// Session options for one set of settings, with the router they chose.
+struct PolicySetup {
+    SessionOptions options; ///< threads, the policy, SEKV's settings and router; n_ctx 0
+    RouterChoice router;    ///< its mode is "" when nothing routes
+};
+
+/// Receives, for the user, each parameter file the router search passed over and why
+/// (RouterChoice::notes), before the settings are checked.
+using NoteSink = std::function<void(const std::string&)>;
+
+/// Check `settings` and turn them into session options for `model` with `threads` threads
+/// (<= 0: all cores); a SEKV run routes, any other refuses the router settings. Throws
+/// std::invalid_argument for router settings without a SEKV run, --learned-tau or --full-rank
+/// with the training-free router or the oracle, the oracle without --tau-per-query, --rerank 1,
+/// --rerank without --tau-per-query or with the oracle, --tau-per-query with --expand-rows or
+/// --learned-tau, --expand-rate with --learned-tau, and --learned-tau with --expand-rows for a
+/// file trained with the KV group's union; otherwise as choose_router (RouterParamsError for an
+/// unusable parameter file).
+PolicySetup policy_setup(const PolicySettings& settings, const Model& model, int threads,
+                         const NoteSink& on_note = {});
+/// As policy_setup, for runs of several policies (an evaluation's): `routes` says whether a
+/// SEKV run is among them; the settings' own policy does not decide it.
+PolicySetup policy_setup_for_runs(const PolicySettings& settings, const Model& model, int threads,
+                                  bool routes, const NoteSink& on_note = {});
+
+} // namespace spanscope

@@ -1,0 +1,177 @@
+// The one place that turns a user's memory settings into the engine's session options
+// (answering/policy_settings.h): what each setting becomes, the combinations refused, the router
+// chosen (searched or given, with a note for each file passed over), and the rule of two-stage
+// routing that the desktop application's Settings asks.
+#include "answering/policy_settings.h"
+#include "engine/model/model.h"
+#include "engine/sekv/router_params.h"
+#include "test_support.h"
+#include "tiny_model.h"
+#include "zoom_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace spanscope;
+using namespace spanscope::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+class PolicySettingsTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = temp_dir();
+        // No parameter file is found but those the tests put under this data directory.
+        home_ = std::make_unique<ScopedEnv>("XDG_DATA_HOME", dir_ + "/data");
+        dirs_ = std::make_unique<ScopedEnv>("XDG_DATA_DIRS", dir_ + "/none");
+        TinyGemma3Config cfg;
+        cfg.n_ctx = 1024;
+        write_tiny_gemma3(dir_ + "/tiny.gguf", cfg);
+        model_ = Model::load(dir_ + "/tiny.gguf");
+    }
+    void TearDown() override {
+        dirs_.reset();
+        home_.reset();
+        fs::remove_all(dir_);
+    }
+    // `s` must be refused with a message that names `what`.
+    void expect_refused(const PolicySettings& s, const std::string& what) {
+        try {
+            policy_setup(s, *model_, 1);
+            ADD_FAILURE() << "accepted; expected a refusal naming " << what;
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    }
+    std::string dir_;
+    std::unique_ptr<ScopedEnv> home_, dirs_;
+    std::unique_ptr<Model> model_;
+};
+
+TEST_F(PolicySettingsTest, EverySettingReachesTheSessionOptions) {
+    PolicySettings s;
+    s.policy = "sekv";
+    s.budget = 0.25;
+    s.expand_rate = 0.1;
+    s.alpha = 1.5;
+    s.max_span = 24;
+    s.layers = {5};
+    s.tau_per_query = true;
+    s.rerank = 4;
+    const auto setup = policy_setup(s, *model_, 3);
+    const auto& o = setup.options;
+    EXPECT_EQ(o.threads, 3);
+    EXPECT_EQ(o.n_ctx, 0);
+    EXPECT_EQ(o.global_policy, "sekv");
+    EXPECT_EQ(o.sekv.budget, 0.25);
+    EXPECT_EQ(o.eviction.budget, 0.25);
+    EXPECT_EQ(o.sekv.router.expand_rate, 0.1);
+    EXPECT_EQ(o.sekv.segmentation.alpha, 1.5);
+    EXPECT_EQ(o.sekv.segmentation.max_span, 24);
+    EXPECT_EQ(o.sekv.layers, std::vector<int>{5});
+    EXPECT_TRUE(o.sekv.router.tau_per_query);
+    EXPECT_EQ(o.sekv.router.rerank, 4);
+    EXPECT_TRUE(o.sekv.trained_rank_gate);
+    // No file for this model anywhere: the training-free router, W = 0 and τ calibrated.
+    EXPECT_EQ(setup.router.mode, kRouterTrainingFree);
+    EXPECT_EQ(o.sekv.router_params, nullptr);
+    EXPECT_FALSE(o.sekv.router.learned_tau);
+    EXPECT_FALSE(o.sekv.router.oracle);
+}
+
+TEST_F(PolicySettingsTest, RouterSettingsWithoutASekvRunAreRefused) {
+    PolicySettings s; // policy full
+    s.tau_per_query = true;
+    expect_refused(s, "--policy sekv");
+    // An evaluation that runs sekv among other policies routes whatever its first policy is.
+    const auto setup = policy_setup_for_runs(s, *model_, 1, /*routes=*/true);
+    EXPECT_EQ(setup.router.mode, kRouterTrainingFree);
+    EXPECT_EQ(setup.options.global_policy, "full");
+    // Without router settings a full run has no router at all.
+    EXPECT_EQ(policy_setup(PolicySettings{}, *model_, 1).router.mode, "");
+}
+
+TEST_F(PolicySettingsTest, CombinationsTheRouterCannotRunAreRefused) {
+    PolicySettings s;
+    s.policy = "sekv";
+    auto with = [&](auto change) {
+        PolicySettings t = s;
+        change(t);
+        return t;
+    };
+    expect_refused(with([](PolicySettings& t) {
+                       t.tau_per_query = true;
+                       t.rerank = 1;
+                   }),
+                   "--rerank 1");
+    expect_refused(with([](PolicySettings& t) { t.rerank = 2; }), "give --tau-per-query");
+    expect_refused(with([](PolicySettings& t) {
+                       t.tau_per_query = true;
+                       t.expand_rows = 64;
+                   }),
+                   "--expand-rows");
+    expect_refused(with([](PolicySettings& t) { t.learned_tau = true; }), "--learned-tau");
+    expect_refused(with([](PolicySettings& t) { t.full_rank = true; }), "--full-rank");
+    expect_refused(with([](PolicySettings& t) { t.router = kRouterOracle; }), "--tau-per-query");
+    // Trained asked for and no file for the model: refused, never a silent fallback.
+    EXPECT_THROW(
+        policy_setup(with([](PolicySettings& t) { t.router = kRouterTrained; }), *model_, 1),
+        RouterParamsError);
+}
+
+TEST_F(PolicySettingsTest, AGivenParameterFileIsTheTrainedRouter) {
+    const auto p = tiny_router_params(*model_, 0.0f, 3);
+    const std::string file = dir_ + "/mine.zoom.gguf";
+    save_router_params(p, file);
+    PolicySettings s;
+    s.policy = "sekv";
+    s.router_params_file = file;
+    s.learned_tau = true;
+    const auto setup = policy_setup(s, *model_, 1);
+    EXPECT_EQ(setup.router.mode, kRouterTrained);
+    EXPECT_EQ(setup.router.path, file);
+    ASSERT_NE(setup.options.sekv.router_params, nullptr);
+    EXPECT_EQ(setup.options.sekv.router_params->digest(), p.digest());
+    EXPECT_TRUE(setup.options.sekv.router.learned_tau);
+    // With --expand-rate the learned thresholds would not read it.
+    s.expand_rate_given = true;
+    expect_refused(s, "--expand-rate");
+}
+
+TEST_F(PolicySettingsTest, AFileForAnotherModelIsPassedOverWithANote) {
+    auto p = tiny_router_params(*model_, 0.0f, 3);
+    p.model_fingerprint = std::string(p.model_fingerprint.size(), '0');
+    fs::create_directories(dir_ + "/data/spanscope/zoom");
+    save_router_params(p, dir_ + "/data/spanscope/zoom/" + router_file_name(model_->path()));
+    PolicySettings s;
+    s.policy = "sekv";
+    std::vector<std::string> notes;
+    const auto setup =
+        policy_setup(s, *model_, 1, [&](const std::string& n) { notes.push_back(n); });
+    EXPECT_EQ(setup.router.mode, kRouterTrainingFree);
+    EXPECT_EQ(setup.options.sekv.router_params, nullptr);
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(notes[0].find("passed over"), std::string::npos) << notes[0];
+    // The note comes before a refusal too, so that the user sees why no file was taken.
+    notes.clear();
+    s.learned_tau = true;
+    EXPECT_THROW(policy_setup(s, *model_, 1, [&](const std::string& n) { notes.push_back(n); }),
+                 std::invalid_argument);
+    EXPECT_EQ(notes.size(), 1u);
+}
+
+TEST(TwoStageRouting, AppliesOnlyUnderSekvWithTauPerQueryOnTheCpu) {
+    EXPECT_TRUE(two_stage_routing_applies("sekv", true, "cpu"));
+    EXPECT_FALSE(two_stage_routing_applies("sekv", false, "cpu"));
+    EXPECT_FALSE(two_stage_routing_applies("sekv", true, "cuda"));
+    EXPECT_FALSE(two_stage_routing_applies("full", true, "cpu"));
+    EXPECT_FALSE(two_stage_routing_applies("chunk_summary", true, "cpu"));
+}
+
+} // namespace
