@@ -27,7 +27,8 @@ struct UnitSpans {
     std::vector<std::pair<int64_t, int64_t>> anchors; ///< byte ranges of the anchor tokens
 };
 
-/// The display of one unit's SEKV state.
+/// One unit's SEKV spans and anchors mapped to the document's text (its unit-local span ids in
+/// order).
 UnitSpans unit_spans(const SekvUnitState& state, int64_t document_id, int unit);
 
 /// The SEKV spans of every unit of a document for these options, built and stored where missing

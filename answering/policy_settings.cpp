@@ -14,8 +14,8 @@ bool two_stage_routing_applies(std::string_view policy, bool tau_per_query,
 
 namespace {
 
-/// The router's checks (see policy_setup) for the choice `c` made for `s`.
-void check_router(const PolicySettings& s, const RouterChoice& c) {
+/// The router's checks (see policy_setup) for the choice `c` made for `s` on `backend`.
+void check_router(const PolicySettings& s, const RouterChoice& c, std::string_view backend) {
     if (c.mode == kRouterOracle && !s.tau_per_query)
         throw std::invalid_argument("--router oracle expands, per query head, as many spans as "
                                     "--tau-per-query asks for: give --tau-per-query");
@@ -50,6 +50,10 @@ void check_router(const PolicySettings& s, const RouterChoice& c) {
     if (s.rerank > 0 && c.mode == kRouterOracle)
         throw std::invalid_argument("--rerank: the oracle router scores every span's keys "
                                     "already: drop --rerank or choose another --router");
+    // Whatever the first policy of an evaluation's list, the run checked here is a sekv one.
+    if (s.rerank > 0 && !two_stage_routing_applies("sekv", s.tau_per_query, backend))
+        throw std::invalid_argument("--rerank: two-stage routing reads the candidates' key "
+                                    "factors on the host; use the cpu backend");
     if (s.tau_per_query && s.expand_rows > 0)
         throw std::invalid_argument("--tau-per-query calibrates τ at each query; --expand-rows "
                                     "caps the rows of each query head instead: give one of them");
@@ -100,7 +104,7 @@ PolicySetup policy_setup_for_runs(const PolicySettings& s, const Model& model, i
     if (on_note)
         for (const auto& n : c.notes)
             on_note(n);
-    check_router(s, c);
+    check_router(s, c, model.backend());
     c.learned_tau = s.learned_tau;
     c.tau_per_query = s.tau_per_query;
     c.full_rank = s.full_rank;

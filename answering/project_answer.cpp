@@ -214,6 +214,11 @@ void check_room(const Model& model, const std::vector<int32_t>& question,
                     "matrix, which a project does not store; use single-block or zero");
 }
 
+// Whether SEKV served the answer: it routed, or its sections' spans are in the context.
+bool sekv_served(const Answer& ans, const ContextAssembly& a) {
+    return !ans.zoom.empty() || !a.sources.empty();
+}
+
 // How the sections were put together, in words (ProjectAnswer::assembly).
 std::string assembly_text(const ContextAssembly& a, const ProjectQuestion& q) {
     std::string text =
@@ -280,7 +285,7 @@ nlohmann::json answer_record(const ProjectAnswer& out, const ContextAssembly& a,
         stats["recurrent_layers"] = recurrent_layers;
     }
     stats["assembly"] = out.assembly;
-    if (!out.answer.zoom.empty() || !a.sources.empty()) {
+    if (sekv_served(out.answer, a)) {
         // Disk tier of each SEKV layer: its rows in the chunk states (f16) and its structures.
         const auto& info = model.info();
         const int64_t row_f16 = 2 * int64_t{2} * info.n_head_kv * info.head_dim;
@@ -296,7 +301,7 @@ nlohmann::json answer_record(const ProjectAnswer& out, const ContextAssembly& a,
 // The zoom trace saved with the answer (storage/zoom_trace_blob.h); empty without SEKV.
 std::vector<uint8_t> zoom_trace_of(const Answer& ans, const ContextAssembly& a,
                                    const Model& model) {
-    if (ans.zoom.empty() && a.sources.empty())
+    if (!sekv_served(ans, a))
         return {};
     StoredZoomTrace t;
     t.trace = ans.zoom;

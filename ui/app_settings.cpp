@@ -34,7 +34,7 @@ AppSettings AppSettings::load() {
     const QString router = s.value("memory/sekv_router").toString();
     if (router == QLatin1String(kRouterTrained) || router == QLatin1String(kRouterTrainingFree))
         a.memory.router = router;
-    a.memory.zoom_params = s.value("memory/sekv_zoom_params").toString();
+    a.memory.router_params_file = s.value("memory/sekv_zoom_params").toString();
     const QString selector = s.value("reuse/selector", a.reuse.selector).toString();
     if (spanscope::project_selector_problem(selector.toStdString()).empty())
         a.reuse.selector = selector;
@@ -68,7 +68,7 @@ void AppSettings::save() const {
     s.setValue("memory/sekv_tau_per_query", memory.tau_per_query);
     s.setValue("memory/sekv_rerank", memory.rerank);
     s.setValue("memory/sekv_router", memory.router);
-    s.setValue("memory/sekv_zoom_params", memory.zoom_params);
+    s.setValue("memory/sekv_zoom_params", memory.router_params_file);
     s.setValue("reuse/selector", reuse.selector);
     s.setValue("reuse/recompute", reuse.recompute);
     s.setValue("reuse/state_init", reuse.state_init);

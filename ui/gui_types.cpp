@@ -94,18 +94,21 @@ bool MemorySettings::two_stage_applies(const QString& backend) const {
     return two_stage_routing_applies(policy.toStdString(), tau_per_query, backend.toStdString());
 }
 
+QString MemorySettings::params_file_in_effect() const {
+    return router == QLatin1String(kRouterTrainingFree) ? QString() : router_params_file;
+}
+
 spanscope::PolicySettings MemorySettings::policy_settings(const QString& backend) const {
     spanscope::PolicySettings s;
     s.policy = sekv() ? "sekv" : "full";
     s.budget = budget;
+    if (!sekv())
+        return s;
     s.expand_rate = expand_rate;
     s.tau_per_query = tau_per_query;
     s.rerank = rerank_in_effect(backend);
-    if (sekv()) {
-        s.router = router.toStdString();
-        if (router != QLatin1String(kRouterTrainingFree))
-            s.router_params_file = zoom_params.toStdString();
-    }
+    s.router = router.toStdString();
+    s.router_params_file = params_file_in_effect().toStdString();
     return s;
 }
 
@@ -113,8 +116,8 @@ QString MemorySettings::spans_key() const {
     if (!sekv())
         return {};
     QString key = QStringLiteral("sekv:%1").arg(budget, 0, 'g', 6);
-    if (!router.isEmpty() || !zoom_params.isEmpty())
-        key += QStringLiteral(":%1:%2").arg(router, zoom_params);
+    if (!router.isEmpty() || !router_params_file.isEmpty())
+        key += QStringLiteral(":%1:%2").arg(router, router_params_file);
     return key;
 }
 

@@ -178,20 +178,20 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
                            "expand rate. The answer's statistics name the router used."));
     form->addRow(tr("SEKV router"), router_);
 
-    zoom_params_ = new QLineEdit(current.memory.zoom_params);
-    zoom_params_->setObjectName(QStringLiteral("zoomParams"));
-    zoom_params_->setPlaceholderText(tr("(the installed one for the model)"));
-    zoom_browse_ = new QPushButton(tr("Browse…"));
-    connect(zoom_browse_, &QPushButton::clicked, this, [this] {
+    router_params_file_ = new QLineEdit(current.memory.router_params_file);
+    router_params_file_->setObjectName(QStringLiteral("routerParamsFile"));
+    router_params_file_->setPlaceholderText(tr("(the installed one for the model)"));
+    router_params_browse_ = new QPushButton(tr("Browse…"));
+    connect(router_params_browse_, &QPushButton::clicked, this, [this] {
         const QString f = QFileDialog::getOpenFileName(this, tr("Zoom parameter file"), QString(),
                                                        tr("Zoom parameters (*.zoom.gguf *.gguf)"));
         if (!f.isEmpty())
-            zoom_params_->setText(f);
+            router_params_file_->setText(f);
     });
-    auto* zoom_row = new QHBoxLayout;
-    zoom_row->addWidget(zoom_params_, 1);
-    zoom_row->addWidget(zoom_browse_);
-    form->addRow(tr("SEKV parameter file (empty: default)"), zoom_row);
+    auto* params_row = new QHBoxLayout;
+    params_row->addWidget(router_params_file_, 1);
+    params_row->addWidget(router_params_browse_);
+    form->addRow(tr("SEKV parameter file (empty: default)"), params_row);
 
     selector_ = new QComboBox;
     selector_->setObjectName(QStringLiteral("reuseSelector"));
@@ -244,8 +244,8 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
         m.tau_per_query = tau_per_query_->isChecked();
         rerank_->setEnabled(m.two_stage_applies(backend_->currentData().toString()));
         router_->setEnabled(sekv);
-        zoom_params_->setEnabled(sekv && router != QLatin1String(kRouterTrainingFree));
-        zoom_browse_->setEnabled(zoom_params_->isEnabled());
+        router_params_file_->setEnabled(sekv && router != QLatin1String(kRouterTrainingFree));
+        router_params_browse_->setEnabled(router_params_file_->isEnabled());
         // SEKV joins documents without recompute (its spans are moved, not recomputed).
         if (sekv)
             selector_->setCurrentIndex(selector_->findData(QStringLiteral("none")));
@@ -295,10 +295,8 @@ AppSettings SettingsDialog::result_settings() const {
     // MemorySettings::rerank_in_effect says so.
     s.memory.rerank = rerank_->value() >= 2 ? rerank_->value() : 0;
     s.memory.router = router_->currentData().toString();
-    // A parameter file is for the trained router: training-free keeps none.
-    s.memory.zoom_params = s.memory.router == QLatin1String(kRouterTrainingFree)
-                               ? QString()
-                               : zoom_params_->text().trimmed();
+    s.memory.router_params_file = router_params_file_->text().trimmed();
+    s.memory.router_params_file = s.memory.params_file_in_effect(); // training-free keeps none
     s.reuse.selector = selector_->currentData().toString();
     s.reuse.state_init = state_init_->currentData().toString();
     if (std::abs(recompute_->value() - 100 * base_.reuse.recompute) >= 0.5)

@@ -40,8 +40,8 @@ private:
     QCheckBox* tau_per_query_ = nullptr;
     QSpinBox* rerank_ = nullptr;
     QComboBox* router_ = nullptr;
-    QLineEdit* zoom_params_ = nullptr;
-    QPushButton* zoom_browse_ = nullptr;
+    QLineEdit* router_params_file_ = nullptr;
+    QPushButton* router_params_browse_ = nullptr;
     QComboBox* selector_ = nullptr;
     QDoubleSpinBox* recompute_ = nullptr;
     QComboBox* state_init_ = nullptr;

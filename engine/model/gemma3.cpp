@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 namespace spanscope {
@@ -40,6 +42,9 @@ public:
 private:
     void read_hparams();
     void load_layer(int il);
+    /// Gemma 3's norm weights [n], f32 as llama.cpp writes them (the CUDA backend reads them so
+    /// too). Throws ModelError for another type or shape.
+    const float* norm_weight(const std::string& name, int64_t n);
 
     std::unique_ptr<ModelFile> file_;
     WeightMatrix tok_embd_;
@@ -53,11 +58,18 @@ Gemma3Model::Gemma3Model(std::unique_ptr<GgufFile> gguf, const std::string& path
     file_ = std::make_unique<ModelFile>(*gguf_, "gemma3");
     read_hparams();
     tokenizer_ = load_model_tokenizer(*gguf_, info_.n_vocab);
-    output_norm_ = file_->floats("output_norm.weight", {info_.n_embd});
-    file_->refuse_tensor("output.weight", "Gemma 3 ties its output to the token embedding");
+    output_norm_ = norm_weight("output_norm.weight", info_.n_embd);
+    if (file_->has_tensor("output.weight"))
+        throw ModelError("output.weight present: untied output embeddings are not supported");
     layers_.resize(static_cast<size_t>(info_.n_layer));
     for (int il = 0; il < info_.n_layer; ++il)
         load_layer(il);
+}
+
+const float* Gemma3Model::norm_weight(const std::string& name, int64_t n) {
+    if (file_->tensor(name, {n}).type != TensorType::F32)
+        throw ModelError("norm weight " + name + " must be f32");
+    return file_->floats(name, {n});
 }
 
 void Gemma3Model::load_layer(int il) {
@@ -67,12 +79,12 @@ void Gemma3Model::load_layer(int il) {
     const int64_t kv_dim = static_cast<int64_t>(I.n_head_kv) * I.head_dim;
     const std::string p = "blk." + std::to_string(il) + ".";
     auto& L = layers_[static_cast<size_t>(il)];
-    L.attn_norm = f.floats(p + "attn_norm.weight", {I.n_embd});
-    L.q_norm = f.floats(p + "attn_q_norm.weight", {I.head_dim});
-    L.k_norm = f.floats(p + "attn_k_norm.weight", {I.head_dim});
-    L.post_attn_norm = f.floats(p + "post_attention_norm.weight", {I.n_embd});
-    L.ffn_norm = f.floats(p + "ffn_norm.weight", {I.n_embd});
-    L.post_ffn_norm = f.floats(p + "post_ffw_norm.weight", {I.n_embd});
+    L.attn_norm = norm_weight(p + "attn_norm.weight", I.n_embd);
+    L.q_norm = norm_weight(p + "attn_q_norm.weight", I.head_dim);
+    L.k_norm = norm_weight(p + "attn_k_norm.weight", I.head_dim);
+    L.post_attn_norm = norm_weight(p + "post_attention_norm.weight", I.n_embd);
+    L.ffn_norm = norm_weight(p + "ffn_norm.weight", I.n_embd);
+    L.post_ffn_norm = norm_weight(p + "post_ffw_norm.weight", I.n_embd);
     L.wq = f.matrix(p + "attn_q.weight", I.n_embd, q_dim);
     L.wk = f.matrix(p + "attn_k.weight", I.n_embd, kv_dim);
     L.wv = f.matrix(p + "attn_v.weight", I.n_embd, kv_dim);
@@ -106,14 +118,19 @@ void Gemma3Model::read_hparams() {
     if (I.sliding_window > I.n_ctx_train)
         throw ModelError("attention.sliding_window " + std::to_string(I.sliding_window) +
                          " is larger than the context length " + std::to_string(I.n_ctx_train));
-    I.rms_eps = static_cast<float>(f.need_float("attention.layer_norm_rms_epsilon", 1e-12, 1e-2));
-    I.rope_base_global = f.need_float("rope.freq_base", 1.0 + 1e-9, 1e12);
+    constexpr double kAny = std::numeric_limits<double>::max(); // any finite value, checked below
+    I.rms_eps = static_cast<float>(f.need_float("attention.layer_norm_rms_epsilon", -kAny, kAny));
+    if (!(I.rms_eps > 0.0f && I.rms_eps < 1e-2f))
+        throw ModelError("layer_norm_rms_epsilon out of range");
+    I.rope_base_global = f.need_float("rope.freq_base", -kAny, kAny);
     // Gemma 3 report §2: local layers use RoPE base 10k; llama.cpp's converter does not write it
     // for gemma3, so the architecture's value is used.
-    I.rope_base_local = f.opt_float("rope.freq_base_swa", 10000.0, 1.0 + 1e-9, 1e12);
+    I.rope_base_local = f.opt_float("rope.freq_base_swa", 10000.0, -kAny, kAny);
     if (!f.has("rope.freq_base_swa"))
         I.defaults_used.push_back("rope.freq_base_swa = 10000 (Gemma 3 local layers)");
-    if (f.opt_int("rope.dimension_count", I.head_dim) != I.head_dim)
+    if (!(I.rope_base_global > 1.0 && I.rope_base_local > 1.0))
+        throw ModelError("RoPE bases must be > 1");
+    if (f.opt_int("rope.dimension_count", I.head_dim, INT64_MIN, INT64_MAX) != I.head_dim)
         throw ModelError("partial rotary dimensions are not supported for gemma3");
     if (f.has("rope.scaling.type") && g.get_string(f.key("rope.scaling.type")) != "none")
         throw ModelError("RoPE scaling '" + g.get_string(f.key("rope.scaling.type")) +

@@ -80,7 +80,8 @@ private:
 void read_model_identity(const GgufFile& g, ModelInfo& info);
 
 /// token_embd.weight {n_embd, n_vocab}: its matrix, with info.n_vocab set from it (info.n_embd
-/// must be set). Throws ModelError when it is missing or not info.n_embd wide.
+/// must be set). Throws ModelError when it is missing, not info.n_embd wide, or has a row count
+/// outside [1, INT32_MAX].
 WeightMatrix token_embedding(const ModelFile& f, ModelInfo& info);
 
 /// The GGUF tokenizer; its errors become ModelError("tokenizer: ..."). Throws ModelError when

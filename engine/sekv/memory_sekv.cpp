@@ -41,7 +41,7 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
                                     " KV heads, the layer has " + std::to_string(shape.n_kv_head));
     o.router.trained = trained_router(*l);
     if (!options.trained_rank_gate)
-        return o; // the energy gate of options.rank, as without zoom
+        return o; // the energy gate of options.rank, as without router parameters
     o.rank.predictor = trained_rank_gate(*l);
     // The gate was trained on factors of at most gate.n_rank components and decides among
     // them: a lower max_rank would cut its choices, a higher one is never used.

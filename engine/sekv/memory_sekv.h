@@ -67,8 +67,8 @@ SekvOptions sekv_layer_options(const SekvOptions& options, int layer, const Atte
 /// row: a key and a value of head_dim floats per KV head, as a full row) plus, with a trained
 /// router whose layers keep a key sketch, sketch_length(m) / (2 · head_dim) (the sketch's floats
 /// per KV head, span_sketch.h, over a row's), the largest over the parameter file's layers since
-/// one segmentation serves every SEKV layer. 1 without zoom or with summaries_only. Unitless
-/// (rows per span); never below 1.
+/// one segmentation serves every SEKV layer. 1 without router parameters or with summaries_only.
+/// Unitless (rows per span); never below 1.
 double sekv_span_rows(const SekvOptions& options);
 
 /// The spans of a sealed context built from the rows held at full resolution (build_span per

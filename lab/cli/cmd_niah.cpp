@@ -159,6 +159,7 @@ int run_niah(const NiahOptions& o) {
             const auto units = build_document_units(tok, "notes.txt", s.text, co);
             const auto question = question_tokens(tok, info.instruction_tuned,
                                                   "What is the secret code for the " + s.key + "?");
+            // The full session: the settings' SEKV fields ride along, and full reads none.
             SessionOptions so = setup.options;
             so.global_policy = "full";
             int64_t n = 0;

@@ -1,5 +1,6 @@
 // Failures reach the user in words and lose nothing: a missing model, a project file that is
 // not one, a question without a project or documents. No real model is needed.
+#include "answering/policy_settings.h"
 #include "engine/sekv/sekv_routing.h"
 #include "gui_test_support.h"
 #include "ui/settings_dialog.h"
@@ -141,7 +142,7 @@ void GuiErrors::settingsPersist() {
     {
         AppSettings t = r;
         t.memory.router = QStringLiteral("trained");
-        t.memory.zoom_params = QStringLiteral("/z/model.zoom.gguf");
+        t.memory.router_params_file = QStringLiteral("/z/model.zoom.gguf");
         t.memory.tau_per_query = true;
         t.memory.expand_rate = 0.00625;
         t.save();
@@ -156,14 +157,14 @@ void GuiErrors::settingsPersist() {
     {
         AppSettings d = r;
         d.memory.router = QStringLiteral("trained");
-        d.memory.zoom_params = QStringLiteral("/z/model.zoom.gguf");
+        d.memory.router_params_file = QStringLiteral("/z/model.zoom.gguf");
         SettingsDialog dialog(d);
         auto* router = dialog.findChild<QComboBox*>(QStringLiteral("sekvRouter"));
-        auto* file = dialog.findChild<QLineEdit*>(QStringLiteral("zoomParams"));
+        auto* file = dialog.findChild<QLineEdit*>(QStringLiteral("routerParamsFile"));
         auto* rate = dialog.findChild<QDoubleSpinBox*>(QStringLiteral("sekvExpandRate"));
         QVERIFY(router && file && rate);
         QCOMPARE(router->currentData().toString(), QStringLiteral("trained"));
-        QCOMPARE(file->text(), d.memory.zoom_params);
+        QCOMPARE(file->text(), d.memory.router_params_file);
         QVERIFY(file->isEnabled());
         QVERIFY(rate->isEnabled());
         QCOMPARE(dialog.result_settings().memory, d.memory);
@@ -183,12 +184,13 @@ void GuiErrors::settingsPersist() {
         QVERIFY(!file->isEnabled());
         QVERIFY(rate->isEnabled());
         QCOMPARE(dialog.result_settings().memory.router, QStringLiteral("training-free"));
-        QCOMPARE(dialog.result_settings().memory.zoom_params, QString());
+        QCOMPARE(dialog.result_settings().memory.router_params_file, QString());
         router->setCurrentIndex(router->findData(QString()));
         QVERIFY(file->isEnabled() && rate->isEnabled());
         QCOMPARE(dialog.result_settings().memory.router, QString());
         file->setText(QStringLiteral("  /y/other.zoom.gguf "));
-        QCOMPARE(dialog.result_settings().memory.zoom_params, QStringLiteral("/y/other.zoom.gguf"));
+        QCOMPARE(dialog.result_settings().memory.router_params_file,
+                 QStringLiteral("/y/other.zoom.gguf"));
         // Under full none of it applies.
         dialog.findChild<QComboBox*>(QStringLiteral("memoryPolicy"))->setCurrentIndex(0);
         QVERIFY(!router->isEnabled() && !file->isEnabled() && !per_query->isEnabled());
@@ -217,6 +219,27 @@ void GuiErrors::settingsPersist() {
         MemorySettings full = t.memory;
         full.policy = QStringLiteral("full");
         QCOMPARE(full.rerank_in_effect(QStringLiteral("cpu")), 0);
+        // What the answering service is handed: under full none of SEKV's settings (kept in
+        // Settings, greyed out; the service refuses router settings without SEKV), under sekv
+        // the two-stage routing in effect and the parameter file in effect.
+        const spanscope::PolicySettings under_full = full.policy_settings(QStringLiteral("cpu"));
+        QCOMPARE(under_full.policy, std::string("full"));
+        QVERIFY(!under_full.tau_per_query);
+        QCOMPARE(under_full.rerank, 0);
+        QVERIFY(under_full.router.empty() && under_full.router_params_file.empty());
+        MemorySettings sekv = t.memory;
+        sekv.router = QString::fromLatin1(spanscope::kRouterTrainingFree);
+        sekv.router_params_file = QStringLiteral("/z/m.zoom.gguf");
+        const spanscope::PolicySettings on_cpu = sekv.policy_settings(QStringLiteral("cpu"));
+        QCOMPARE(on_cpu.policy, std::string("sekv"));
+        QVERIFY(on_cpu.tau_per_query);
+        QCOMPARE(on_cpu.rerank, 4);
+        QCOMPARE(on_cpu.router, std::string(spanscope::kRouterTrainingFree));
+        QVERIFY(on_cpu.router_params_file.empty());
+        QCOMPARE(sekv.policy_settings(QStringLiteral("cuda")).rerank, 0);
+        sekv.router = QString::fromLatin1(spanscope::kRouterTrained);
+        QCOMPARE(sekv.policy_settings(QStringLiteral("cpu")).router_params_file,
+                 std::string("/z/m.zoom.gguf"));
         r.save();
     }
     // The dialog's two-stage routing: editable under sekv with τ per query on the CPU; "off" is
@@ -261,7 +284,7 @@ void GuiErrors::settingsPersist() {
         b.router = QStringLiteral("trained");
         QVERIFY(a.spans_key() != b.spans_key());
         b = a;
-        b.zoom_params = QStringLiteral("/z/m.zoom.gguf");
+        b.router_params_file = QStringLiteral("/z/m.zoom.gguf");
         QVERIFY(a.spans_key() != b.spans_key());
     }
     // The dialog: the policy chosen; SEKV's settings only apply to sekv, kept exactly when

@@ -572,7 +572,7 @@ void GuiSekv::trainedRouterIsUsedAndNamed() {
     save_router_params(test::tiny_router_params(*model_, 0.0f, 4), file.toStdString());
     AppSettings s = w_->settings();
     s.memory.router = QStringLiteral("trained");
-    s.memory.zoom_params = file;
+    s.memory.router_params_file = file;
     w_->apply_settings(s);
     QVERIFY(w_->findChild<QLabel*>(QStringLiteral("policyLabel"))->text().contains("trained"));
     const auto a = answer(QStringLiteral("Who holds the copyright?"));
@@ -594,7 +594,7 @@ void GuiSekv::trainedRouterIsUsedAndNamed() {
     foreign.model_fingerprint = "0123456789abcdef0123456789abcdef";
     const QString other = dir_.filePath(QStringLiteral("other.zoom.gguf"));
     save_router_params(foreign, other.toStdString());
-    s.memory.zoom_params = other;
+    s.memory.router_params_file = other;
     w_->apply_settings(s);
     QSignalSpy failed(w_.get(), &MainWindow::answer_error);
     w_->ask(QStringLiteral("Who holds the copyright?"));

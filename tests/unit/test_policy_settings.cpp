@@ -67,7 +67,6 @@ TEST_F(PolicySettingsTest, EverySettingReachesTheSessionOptions) {
     const auto setup = policy_setup(s, *model_, 3);
     const auto& o = setup.options;
     EXPECT_EQ(o.threads, 3);
-    EXPECT_EQ(o.n_ctx, 0);
     EXPECT_EQ(o.global_policy, "sekv");
     EXPECT_EQ(o.sekv.budget, 0.25);
     EXPECT_EQ(o.eviction.budget, 0.25);
@@ -77,18 +76,41 @@ TEST_F(PolicySettingsTest, EverySettingReachesTheSessionOptions) {
     EXPECT_EQ(o.sekv.layers, std::vector<int>{5});
     EXPECT_TRUE(o.sekv.router.tau_per_query);
     EXPECT_EQ(o.sekv.router.rerank, 4);
-    EXPECT_TRUE(o.sekv.trained_rank_gate);
     // No file for this model anywhere: the training-free router, W = 0 and τ calibrated.
     EXPECT_EQ(setup.router.mode, kRouterTrainingFree);
     EXPECT_EQ(o.sekv.router_params, nullptr);
-    EXPECT_FALSE(o.sekv.router.learned_tau);
-    EXPECT_FALSE(o.sekv.router.oracle);
+    // A row budget instead of τ per query; the oracle router.
+    PolicySettings rows;
+    rows.policy = "sekv";
+    rows.expand_rows = 64;
+    EXPECT_EQ(policy_setup(rows, *model_, 1).options.sekv.router.budget_rows, 64);
+    PolicySettings oracle;
+    oracle.policy = "sekv";
+    oracle.router = kRouterOracle;
+    oracle.tau_per_query = true;
+    const auto o2 = policy_setup(oracle, *model_, 1);
+    EXPECT_EQ(o2.router.mode, kRouterOracle);
+    EXPECT_TRUE(o2.options.sekv.router.oracle);
 }
 
 TEST_F(PolicySettingsTest, RouterSettingsWithoutASekvRunAreRefused) {
+    const std::vector<void (*)(PolicySettings&)> router_settings = {
+        [](PolicySettings& t) { t.router = kRouterTrainingFree; },
+        [](PolicySettings& t) { t.router_params_file = "/nowhere/m.zoom.gguf"; },
+        [](PolicySettings& t) { t.learned_tau = true; },
+        [](PolicySettings& t) { t.tau_per_query = true; },
+        [](PolicySettings& t) { t.full_rank = true; },
+        [](PolicySettings& t) { t.rerank = 4; },
+    };
+    for (const auto set : router_settings)
+        for (const char* policy : {"full", "snapkv", "chunk_summary"}) {
+            PolicySettings t;
+            t.policy = policy;
+            set(t);
+            expect_refused(t, "--policy sekv");
+        }
     PolicySettings s; // policy full
     s.tau_per_query = true;
-    expect_refused(s, "--policy sekv");
     // An evaluation that runs sekv among other policies routes whatever its first policy is.
     const auto setup = policy_setup_for_runs(s, *model_, 1, /*routes=*/true);
     EXPECT_EQ(setup.router.mode, kRouterTrainingFree);
@@ -126,19 +148,30 @@ TEST_F(PolicySettingsTest, CombinationsTheRouterCannotRunAreRefused) {
 }
 
 TEST_F(PolicySettingsTest, AGivenParameterFileIsTheTrainedRouter) {
-    const auto p = tiny_router_params(*model_, 0.0f, 3);
+    auto p = tiny_router_params(*model_, 0.0f, 3);
+    p.share_group = false; // trained for each query head alone (the options default to the union)
     const std::string file = dir_ + "/mine.zoom.gguf";
     save_router_params(p, file);
     PolicySettings s;
     s.policy = "sekv";
     s.router_params_file = file;
+    const auto calibrated = policy_setup(s, *model_, 1);
+    EXPECT_EQ(calibrated.router.mode, kRouterTrained);
+    EXPECT_EQ(calibrated.router.path, file);
+    ASSERT_NE(calibrated.options.sekv.router_params, nullptr);
+    EXPECT_EQ(calibrated.options.sekv.router_params->digest(), p.digest());
+    EXPECT_FALSE(calibrated.options.sekv.router.learned_tau);
+    EXPECT_TRUE(calibrated.options.sekv.trained_rank_gate);
+    EXPECT_TRUE(calibrated.options.sekv.router.share_group);
+    // --full-rank: the energy gate instead of the trained one.
+    s.full_rank = true;
+    EXPECT_FALSE(policy_setup(s, *model_, 1).options.sekv.trained_rank_gate);
+    s.full_rank = false;
+    // --learned-tau: the file's thresholds, deciding as trained (each query head alone here).
     s.learned_tau = true;
     const auto setup = policy_setup(s, *model_, 1);
-    EXPECT_EQ(setup.router.mode, kRouterTrained);
-    EXPECT_EQ(setup.router.path, file);
-    ASSERT_NE(setup.options.sekv.router_params, nullptr);
-    EXPECT_EQ(setup.options.sekv.router_params->digest(), p.digest());
     EXPECT_TRUE(setup.options.sekv.router.learned_tau);
+    EXPECT_FALSE(setup.options.sekv.router.share_group);
     // With --expand-rate the learned thresholds would not read it.
     s.expand_rate_given = true;
     expect_refused(s, "--expand-rate");
