@@ -50,7 +50,8 @@ void check_router(const PolicySettings& s, const RouterChoice& c, std::string_vi
     if (s.rerank > 0 && c.mode == kRouterOracle)
         throw std::invalid_argument("--rerank: the oracle router scores every span's keys "
                                     "already: drop --rerank or choose another --router");
-    // Whatever the first policy of an evaluation's list, the run checked here is a sekv one.
+    // The run checked here is a sekv one, whatever the settings' own policy (an evaluation keeps
+    // its list of policies apart and asks with policy_setup_for_runs).
     if (s.rerank > 0 && !two_stage_routing_applies("sekv", s.tau_per_query, backend))
         throw std::invalid_argument("--rerank: two-stage routing reads the candidates' key "
                                     "factors on the host; use the cpu backend");

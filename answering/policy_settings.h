@@ -41,7 +41,7 @@ struct PolicySettings {
 };
 
 /// Whether two-stage routing applies: under sekv with τ per query (the router refuses it
-/// without), on the CPU (the GPU memory refuses it, cuda/cuda_sekv_memory.h). `backend` is a
+/// without), on the CPU (the GPU memory refuses it, engine/cuda/cuda_sekv_memory.h). `backend` is a
 /// backend name (engine/model/backend.h).
 bool two_stage_routing_applies(std::string_view policy, bool tau_per_query,
                                std::string_view backend);
@@ -60,7 +60,8 @@ using NoteSink = std::function<void(const std::string&)>;
 /// (<= 0: all cores); a SEKV run routes, any other refuses the router settings. Throws
 /// std::invalid_argument for router settings without a SEKV run, --learned-tau or --full-rank
 /// with the training-free router or the oracle, the oracle without --tau-per-query, --rerank 1,
-/// --rerank without --tau-per-query or with the oracle, --tau-per-query with --expand-rows or
+/// --rerank without --tau-per-query, with the oracle or on the cuda backend, --tau-per-query with
+/// --expand-rows or
 /// --learned-tau, --expand-rate with --learned-tau, and --learned-tau with --expand-rows for a
 /// file trained with the KV group's union; otherwise as choose_router (RouterParamsError for an
 /// unusable parameter file).

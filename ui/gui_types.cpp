@@ -94,8 +94,12 @@ bool MemorySettings::two_stage_applies(const QString& backend) const {
     return two_stage_routing_applies(policy.toStdString(), tau_per_query, backend.toStdString());
 }
 
-QString MemorySettings::params_file_in_effect() const {
-    return router == QLatin1String(kRouterTrainingFree) ? QString() : router_params_file;
+bool MemorySettings::takes_router_params_file() const {
+    return router != QLatin1String(kRouterTrainingFree);
+}
+
+QString MemorySettings::router_params_file_in_effect() const {
+    return takes_router_params_file() ? router_params_file : QString();
 }
 
 spanscope::PolicySettings MemorySettings::policy_settings(const QString& backend) const {
@@ -108,7 +112,7 @@ spanscope::PolicySettings MemorySettings::policy_settings(const QString& backend
     s.tau_per_query = tau_per_query;
     s.rerank = rerank_in_effect(backend);
     s.router = router.toStdString();
-    s.router_params_file = params_file_in_effect().toStdString();
+    s.router_params_file = router_params_file_in_effect().toStdString();
     return s;
 }
 

@@ -140,9 +140,10 @@ struct MemorySettings {
     /// sekv, not training-free: the router's parameter file ("": the installed one).
     QString router_params_file;
     bool sekv() const { return policy == QLatin1String("sekv"); }
-    /// The parameter file in effect: none for the training-free router (a file is the trained
-    /// router's).
-    QString params_file_in_effect() const;
+    /// Whether the router takes a parameter file: every router but the training-free one.
+    bool takes_router_params_file() const;
+    /// The parameter file in effect: router_params_file where the router takes one, else none.
+    QString router_params_file_in_effect() const;
     /// Whether two-stage routing applies on `backend` ("cpu" or "cuda"; the answering
     /// service's rule, answering/policy_settings.h two_stage_routing_applies).
     bool two_stage_applies(const QString& backend) const;
@@ -152,8 +153,8 @@ struct MemorySettings {
         return two_stage_applies(backend) ? rerank : 0;
     }
     /// These settings as the answering service takes them (answering/policy_settings.h) on
-    /// `backend`: under full, none of SEKV's (Settings keeps them, greyed out); under sekv,
-    /// two-stage routing only where it applies and the parameter file in effect.
+    /// `backend`: under full the policy and budget only (Settings keeps SEKV's, greyed out);
+    /// under sekv, two-stage routing only where it applies and the parameter file in effect.
     spanscope::PolicySettings policy_settings(const QString& backend) const;
     /// What the documents' SEKV states depend on ("" for full): spans shown under one key are
     /// those answers under the same key use (the router's rank gates shape them too).

@@ -242,9 +242,10 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
         MemorySettings m;
         m.policy = policy_->currentData().toString();
         m.tau_per_query = tau_per_query_->isChecked();
+        m.router = router;
         rerank_->setEnabled(m.two_stage_applies(backend_->currentData().toString()));
         router_->setEnabled(sekv);
-        router_params_file_->setEnabled(sekv && router != QLatin1String(kRouterTrainingFree));
+        router_params_file_->setEnabled(sekv && m.takes_router_params_file());
         router_params_browse_->setEnabled(router_params_file_->isEnabled());
         // SEKV joins documents without recompute (its spans are moved, not recomputed).
         if (sekv)
@@ -296,7 +297,8 @@ AppSettings SettingsDialog::result_settings() const {
     s.memory.rerank = rerank_->value() >= 2 ? rerank_->value() : 0;
     s.memory.router = router_->currentData().toString();
     s.memory.router_params_file = router_params_file_->text().trimmed();
-    s.memory.router_params_file = s.memory.params_file_in_effect(); // training-free keeps none
+    if (!s.memory.takes_router_params_file())
+        s.memory.router_params_file.clear();
     s.reuse.selector = selector_->currentData().toString();
     s.reuse.state_init = state_init_->currentData().toString();
     if (std::abs(recompute_->value() - 100 * base_.reuse.recompute) >= 0.5)

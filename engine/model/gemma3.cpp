@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 
 namespace spanscope {
@@ -118,15 +117,22 @@ void Gemma3Model::read_hparams() {
     if (I.sliding_window > I.n_ctx_train)
         throw ModelError("attention.sliding_window " + std::to_string(I.sliding_window) +
                          " is larger than the context length " + std::to_string(I.n_ctx_train));
-    constexpr double kAny = std::numeric_limits<double>::max(); // any finite value, checked below
-    I.rms_eps = static_cast<float>(f.need_float("attention.layer_norm_rms_epsilon", -kAny, kAny));
+    // The float hyper-parameters as Gemma 3's loader always read them: each value checked below.
+    auto need_float = [&](const std::string& suffix) {
+        if (!f.has(suffix))
+            throw ModelError("missing hyper-parameter " + f.key(suffix));
+        return g.get_float(f.key(suffix));
+    };
+    I.rms_eps = static_cast<float>(need_float("attention.layer_norm_rms_epsilon"));
     if (!(I.rms_eps > 0.0f && I.rms_eps < 1e-2f))
         throw ModelError("layer_norm_rms_epsilon out of range");
-    I.rope_base_global = f.need_float("rope.freq_base", -kAny, kAny);
+    I.rope_base_global = need_float("rope.freq_base");
     // Gemma 3 report §2: local layers use RoPE base 10k; llama.cpp's converter does not write it
     // for gemma3, so the architecture's value is used.
-    I.rope_base_local = f.opt_float("rope.freq_base_swa", 10000.0, -kAny, kAny);
-    if (!f.has("rope.freq_base_swa"))
+    I.rope_base_local = 10000.0;
+    if (f.has("rope.freq_base_swa"))
+        I.rope_base_local = need_float("rope.freq_base_swa");
+    else
         I.defaults_used.push_back("rope.freq_base_swa = 10000 (Gemma 3 local layers)");
     if (!(I.rope_base_global > 1.0 && I.rope_base_local > 1.0))
         throw ModelError("RoPE bases must be > 1");

@@ -222,7 +222,11 @@ void GuiErrors::settingsPersist() {
         // What the answering service is handed: under full none of SEKV's settings (kept in
         // Settings, greyed out; the service refuses router settings without SEKV), under sekv
         // the two-stage routing in effect and the parameter file in effect.
+        full.router = QString::fromLatin1(spanscope::kRouterTrained);
+        full.router_params_file = QStringLiteral("/z/m.zoom.gguf");
+        full.budget = 0.5;
         const spanscope::PolicySettings under_full = full.policy_settings(QStringLiteral("cpu"));
+        QCOMPARE(under_full.budget, 0.5);
         QCOMPARE(under_full.policy, std::string("full"));
         QVERIFY(!under_full.tau_per_query);
         QCOMPARE(under_full.rerank, 0);

@@ -294,6 +294,18 @@ TEST_F(TinyGemma3, HyperParametersComeFromTheFile) {
     EXPECT_FALSE(m->info().instruction_tuned);
 }
 
+TEST_F(TinyGemma3, ARopeBaseOfOneIsRefused) {
+    TinyGemma3Config c;
+    c.rope_base = 1.0f; // every position would rotate by the same angle: no position at all
+    try {
+        Model::load(write(c));
+        FAIL() << "a RoPE base of 1 was accepted";
+    } catch (const ModelError& e) {
+        EXPECT_NE(std::string(e.what()).find("RoPE bases must be > 1"), std::string::npos)
+            << e.what();
+    }
+}
+
 TEST_F(TinyGemma3, WrongArchitectureIsRefused) {
     TinyGemma3Config c;
     c.architecture = "llama";

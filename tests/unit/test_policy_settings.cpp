@@ -111,10 +111,13 @@ TEST_F(PolicySettingsTest, RouterSettingsWithoutASekvRunAreRefused) {
         }
     PolicySettings s; // policy full
     s.tau_per_query = true;
-    // An evaluation that runs sekv among other policies routes whatever its first policy is.
+    s.rerank = 4;
+    // An evaluation that runs sekv among other policies routes, whatever the settings' own
+    // policy (the lab keeps its list of policies apart): two-stage routing included.
     const auto setup = policy_setup_for_runs(s, *model_, 1, /*routes=*/true);
     EXPECT_EQ(setup.router.mode, kRouterTrainingFree);
     EXPECT_EQ(setup.options.global_policy, "full");
+    EXPECT_EQ(setup.options.sekv.router.rerank, 4);
     // Without router settings a full run has no router at all.
     EXPECT_EQ(policy_setup(PolicySettings{}, *model_, 1).router.mode, "");
 }
