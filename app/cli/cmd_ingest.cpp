@@ -18,13 +18,30 @@ namespace {
 std::string plural(int64_t n, const char* one, const char* many) {
     return std::to_string(n) + " " + (n == 1 ? one : many);
 }
+
+// A project file this command created, removed when the command ends armed: once the project
+// is closed (declared before it, it is destroyed after it), with SQLite's side files.
+struct CreatedProject {
+    std::string path;
+    bool armed = false;
+    ~CreatedProject() {
+        if (!armed)
+            return;
+        std::error_code ec;
+        for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+            std::filesystem::remove(path + suffix, ec);
+    }
+};
 } // namespace
 
 int run_ingest(const IngestOptions& o) {
     install_interrupt_handler();
     // The model first: a command that cannot run creates no project.
     auto model = open_model(o.model, o.backend);
-    auto project = Project::open(resolve_project_path(o.project), /*create=*/true);
+    std::error_code ec;
+    CreatedProject created{resolve_project_path(o.project)};
+    const bool existed = std::filesystem::exists(created.path, ec);
+    auto project = Project::open(created.path, /*create=*/true);
     std::string warning;
     const int64_t chunk_tokens = project_chunk_tokens(*project, &warning);
     if (!warning.empty())
@@ -91,6 +108,12 @@ int run_ingest(const IngestOptions& o) {
     }
     if (o.json)
         std::cout << documents_json(*project, model.get()).dump() << "\n";
+    // Every file refused: a project this command created would hold nothing; it is not kept.
+    if (!existed && failed == static_cast<int>(o.docs.size())) {
+        created.armed = true;
+        std::cerr << "spanscope-cli: no document could be added; " << created.path
+                  << " was not created\n";
+    }
     return failed ? 1 : 0;
 }
 

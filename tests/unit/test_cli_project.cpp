@@ -386,6 +386,21 @@ TEST_F(CliProject, OneBadFileNeverBlocksTheOthers) {
     EXPECT_GT(info(project_)["states"].get<int64_t>(), 0);
 }
 
+TEST_F(CliProject, AnIngestThatAddsNothingCreatesNoProject) {
+    const auto empty = write_file("empty.txt", "");
+    const auto r = run(ingest(project_, {empty, dir_ + "/missing.txt"}));
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.err.find("was not created"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(project_)) << project_;
+    EXPECT_FALSE(std::filesystem::exists(project_ + "-wal"));
+    // A project that was there before stays, whatever its files.
+    const auto good = write_file("good.txt", sample_prose(5, 300));
+    ASSERT_EQ(run(ingest(project_, {good})).status, 0);
+    EXPECT_EQ(run(ingest(project_, {empty})).status, 1);
+    ASSERT_TRUE(std::filesystem::exists(project_));
+    EXPECT_EQ(list_docs(project_).size(), 1u);
+}
+
 TEST_F(CliProject, SigintStopsIngestAndTheSameCommandResumes) {
     const auto slow = slow_model();
     const auto doc = write_file("long.txt", sample_prose(6, 2200));
