@@ -87,7 +87,8 @@ void add_policy_options(CLI::App& cmd, PolicySettings& o) {
                    "ranks in the top N times its --expand-rate, scores them against the keys "
                    "rebuilt from their key factors, and expands as many of them, of the most "
                    "attention, as --expand-rate asks for (it reads about N times the key "
-                   "factors of the spans it expands; 0: off)")
+                   "factors of the spans it expands). N: 0 (off) or 2 to " +
+                       std::to_string(kMaxRerank))
         ->check([](const std::string& v) -> std::string {
             int n = 0;
             const auto* end = v.data() + v.size();

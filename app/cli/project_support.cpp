@@ -90,13 +90,18 @@ void print_ingest_progress(const IngestProgress& p) {
     char section[48] = "";
     if (p.units > 1)
         std::snprintf(section, sizeof section, " (section %d of %d)", p.unit + 1, p.units);
+    // Before the first ubatch is timed there is no rate to show (not "0 tokens/s, 0 s left").
+    char rate[64] = ", rate not measured yet";
+    if (p.tokens_per_s > 0)
+        std::snprintf(rate, sizeof rate, ", %.0f tokens/s, %.0f s left", p.tokens_per_s,
+                      p.seconds_left);
     char line[320];
     std::snprintf(line, sizeof line,
-                  "%s: %lld of %lld chunks stored%s, %lld of %lld tokens to compute done, "
-                  "%.0f tokens/s, %.0f s left",
+                  "%s: %lld of %lld chunks stored%s, %lld of %lld tokens to "
+                  "compute done%s",
                   p.name.c_str(), static_cast<long long>(p.chunk), static_cast<long long>(p.chunks),
                   section, static_cast<long long>(p.tokens_done),
-                  static_cast<long long>(p.tokens_to_do), p.tokens_per_s, p.seconds_left);
+                  static_cast<long long>(p.tokens_to_do), rate);
     if (tty) {
         std::cerr << "\r\033[K" << line << std::flush;
         g_progress_open = true;
