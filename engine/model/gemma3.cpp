@@ -29,7 +29,7 @@ struct Gemma3Layer {
     WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
-class Gemma3Model final : public Model {
+class Gemma3Model final : public GgufModel {
 public:
     Gemma3Model(std::unique_ptr<GgufFile> gguf, const std::string& path);
     void forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
@@ -45,16 +45,11 @@ private:
     /// too). Throws ModelError for another type or shape.
     const float* norm_weight(const std::string& name, int64_t n);
 
-    std::unique_ptr<ModelFile> file_;
-    WeightMatrix tok_embd_;
-    const float* output_norm_ = nullptr;
     std::vector<Gemma3Layer> layers_;
 };
 
-Gemma3Model::Gemma3Model(std::unique_ptr<GgufFile> gguf, const std::string& path) {
-    gguf_ = std::move(gguf);
-    path_ = path;
-    file_ = std::make_unique<ModelFile>(*gguf_, "gemma3");
+Gemma3Model::Gemma3Model(std::unique_ptr<GgufFile> gguf, const std::string& path)
+    : GgufModel(std::move(gguf), path, "gemma3") {
     read_hparams();
     tokenizer_ = load_model_tokenizer(*gguf_, info_.n_vocab);
     output_norm_ = norm_weight("output_norm.weight", info_.n_embd);

@@ -35,7 +35,7 @@ struct GraniteLayer {
     std::optional<MoeWeights> moe; ///< set for MoE files instead of w_gate / w_up / w_down
 };
 
-class GraniteHybridModel final : public Model {
+class GraniteHybridModel final : public GgufModel {
 public:
     GraniteHybridModel(std::unique_ptr<GgufFile> gguf, const std::string& path);
     void forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
@@ -48,22 +48,15 @@ private:
     void read_hparams();
     void load_layer(int il);
 
-    std::unique_ptr<ModelFile> file_;
-    WeightMatrix tok_embd_, output_;
-    const float* output_norm_ = nullptr;
     float embedding_scale_ = 1.0f, residual_scale_ = 1.0f, logit_scale_ = 1.0f;
     int64_t n_expert_ = 0, n_expert_used_ = 0, n_ff_shexp_ = 0;
     std::vector<GraniteLayer> layers_;
 };
 
-GraniteHybridModel::GraniteHybridModel(std::unique_ptr<GgufFile> gguf, const std::string& path) {
-    gguf_ = std::move(gguf);
-    path_ = path;
-    file_ = std::make_unique<ModelFile>(*gguf_, "granitehybrid");
+GraniteHybridModel::GraniteHybridModel(std::unique_ptr<GgufFile> gguf, const std::string& path)
+    : GgufModel(std::move(gguf), path, "granitehybrid") {
     read_hparams();
-    tokenizer_ = load_model_tokenizer(*gguf_, info_.n_vocab);
-    output_norm_ = file_->floats("output_norm.weight", {info_.n_embd});
-    output_ = output_head(*file_, tok_embd_, info_.n_embd, info_.n_vocab);
+    load_tokenizer_and_output();
     layers_.resize(static_cast<size_t>(info_.n_layer));
     for (int il = 0; il < info_.n_layer; ++il)
         load_layer(il);

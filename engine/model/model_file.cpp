@@ -204,6 +204,18 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const GgufFile& g, int64_t n_voc
     return tok;
 }
 
+GgufModel::GgufModel(std::unique_ptr<GgufFile> gguf, const std::string& path, std::string arch) {
+    gguf_ = std::move(gguf);
+    path_ = path;
+    file_ = std::make_unique<ModelFile>(*gguf_, std::move(arch));
+}
+
+void GgufModel::load_tokenizer_and_output() {
+    tokenizer_ = load_model_tokenizer(*gguf_, info_.n_vocab);
+    output_norm_ = file_->floats("output_norm.weight", {info_.n_embd});
+    output_ = output_head(*file_, tok_embd_, info_.n_embd, info_.n_vocab);
+}
+
 WeightMatrix output_head(const ModelFile& f, const WeightMatrix& tok_embd, int64_t n_embd,
                          int64_t n_vocab) {
     if (f.has_tensor("output.weight"))

@@ -93,6 +93,24 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const GgufFile& g, int64_t n_voc
 WeightMatrix output_head(const ModelFile& f, const WeightMatrix& tok_embd, int64_t n_embd,
                          int64_t n_vocab);
 
+/// What every CPU architecture read through ModelFile holds and loads the same way: the file
+/// and path taken, the checked reader for its architecture, the token embedding, the output
+/// norm and head. An architecture's constructor calls read_hparams (setting info_, tok_embd_
+/// through token_embedding), then load_tokenizer_and_output, then loads its layers.
+class GgufModel : public Model {
+protected:
+    /// Takes `gguf` (read from `path`); `arch` is the key prefix of its hyper-parameters.
+    GgufModel(std::unique_ptr<GgufFile> gguf, const std::string& path, std::string arch);
+    /// The tokenizer (load_model_tokenizer), output_norm.weight [n_embd] as floats and the
+    /// output head (output_head). info_.n_embd and n_vocab must be set. Throws ModelError as
+    /// those do.
+    void load_tokenizer_and_output();
+
+    std::unique_ptr<ModelFile> file_;
+    WeightMatrix tok_embd_, output_;
+    const float* output_norm_ = nullptr;
+};
+
 /// The end of every forward pass: x [n][n_embd] (final residual stream; overwritten) is
 /// RMS-normed with `norm` (eps), multiplied by `scale`, then `head` gives the logits of
 /// logit_rows (logits: [logit_rows.size()][n_vocab]) and, when asked, every row's surprisal

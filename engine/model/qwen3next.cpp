@@ -38,7 +38,7 @@ struct Qwen3NextLayer {
     MoeWeights moe;
 };
 
-class Qwen3NextModel final : public Model {
+class Qwen3NextModel final : public GgufModel {
 public:
     Qwen3NextModel(std::unique_ptr<GgufFile> gguf, const std::string& path);
     void forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
@@ -51,22 +51,15 @@ private:
     void read_hparams();
     void load_layer(int il);
 
-    std::unique_ptr<ModelFile> file_;
-    WeightMatrix tok_embd_, output_;
-    const float* output_norm_ = nullptr;
     int rope_dims_ = 0;
     int64_t n_expert_ = 0, n_expert_used_ = 0, n_ff_exp_ = 0, n_ff_shexp_ = 0;
     std::vector<Qwen3NextLayer> layers_;
 };
 
-Qwen3NextModel::Qwen3NextModel(std::unique_ptr<GgufFile> gguf, const std::string& path) {
-    gguf_ = std::move(gguf);
-    path_ = path;
-    file_ = std::make_unique<ModelFile>(*gguf_, "qwen3next");
+Qwen3NextModel::Qwen3NextModel(std::unique_ptr<GgufFile> gguf, const std::string& path)
+    : GgufModel(std::move(gguf), path, "qwen3next") {
     read_hparams();
-    tokenizer_ = load_model_tokenizer(*gguf_, info_.n_vocab);
-    output_norm_ = file_->floats("output_norm.weight", {info_.n_embd});
-    output_ = output_head(*file_, tok_embd_, info_.n_embd, info_.n_vocab);
+    load_tokenizer_and_output();
     layers_.resize(static_cast<size_t>(info_.n_layer));
     for (int il = 0; il < info_.n_layer; ++il)
         load_layer(il);
