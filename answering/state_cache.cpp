@@ -239,36 +239,12 @@ int64_t StateCache::restore_unit(const UnitStates& states, Session& session, int
 
 std::optional<SekvUnitState> StateCache::stored_sekv_state(const DocumentUnit& unit,
                                                            const std::vector<int64_t>& chunk_ids,
-                                                           const SekvOptions& options) {
+                                                           const SekvOptions& options,
+                                                           std::string* damaged) {
+    if (damaged)
+        damaged->clear();
     const auto layers = sekv_layers(model_.info(), options);
     const std::string key = sekv_options_key(options, layers);
-    if (chunk_ids.empty())
-        throw std::invalid_argument("SEKV: a unit without chunks");
-    if (auto blob = project_.sekv_state_blob(chunk_ids.front(), fingerprint_hex_, key)) {
-        SekvExpectation e;
-        e.fingerprint = fingerprint_;
-        e.options_key = key;
-        e.n_tokens = unit.n_tokens();
-        e.layers = layers;
-        e.n_kv_head = model_.info().n_head_kv;
-        e.head_dim = model_.info().head_dim;
-        try {
-            return decode_sekv_state(blob->data(), blob->size(), e);
-        } catch (const StateError&) {
-            // Left for sekv_state() to log and replace when the unit is used.
-        }
-    }
-    return std::nullopt;
-}
-
-SekvUnitState StateCache::sekv_state(const DocumentUnit& unit,
-                                     const std::vector<int64_t>& chunk_ids,
-                                     const UnitStates& states, const SekvOptions& options,
-                                     bool* built) {
-    const auto layers = sekv_layers(model_.info(), options);
-    const std::string key = sekv_options_key(options, layers);
-    if (built)
-        *built = false;
     if (chunk_ids.empty())
         throw std::invalid_argument("SEKV: a unit without chunks");
     if (auto blob = project_.sekv_state_blob(chunk_ids.front(), fingerprint_hex_, key)) {
@@ -282,13 +258,29 @@ SekvUnitState StateCache::sekv_state(const DocumentUnit& unit,
         try {
             return decode_sekv_state(blob->data(), blob->size(), e);
         } catch (const StateError& err) {
-            project_.log_event("recomputed", "SEKV state of chunk " +
-                                                 std::to_string(chunk_ids.front()) + ": " +
-                                                 err.what());
+            // Left for sekv_state() to log and replace when the unit is used.
+            if (damaged)
+                *damaged = err.what();
         }
     }
+    return std::nullopt;
+}
+
+SekvUnitState StateCache::sekv_state(const DocumentUnit& unit,
+                                     const std::vector<int64_t>& chunk_ids,
+                                     const UnitStates& states, const SekvOptions& options,
+                                     bool* built) {
+    if (built)
+        *built = false;
+    std::string damaged;
+    if (auto stored = stored_sekv_state(unit, chunk_ids, options, &damaged))
+        return std::move(*stored);
+    if (!damaged.empty())
+        project_.log_event("recomputed", "SEKV state of chunk " +
+                                             std::to_string(chunk_ids.front()) + ": " + damaged);
     auto st = build_sekv_unit(unit, states, model_.info(), options);
-    project_.put_sekv_state(chunk_ids.front(), fingerprint_hex_, key,
+    project_.put_sekv_state(chunk_ids.front(), fingerprint_hex_,
+                            sekv_options_key(options, sekv_layers(model_.info(), options)),
                             encode_sekv_state(st, fingerprint_));
     if (built)
         *built = true;

@@ -124,10 +124,12 @@ public:
 
     /// The unit's SEKV state for these options when one is stored and valid, else
     /// std::nullopt (nothing is built or logged; a damaged one is replaced by sekv_state()).
-    /// Throws std::invalid_argument for a unit without chunks.
+    /// damaged: when given, set to why a stored one could not be used ("" when none is
+    /// stored). Throws std::invalid_argument for a unit without chunks.
     std::optional<SekvUnitState> stored_sekv_state(const DocumentUnit& unit,
                                                    const std::vector<int64_t>& chunk_ids,
-                                                   const SekvOptions& options);
+                                                   const SekvOptions& options,
+                                                   std::string* damaged = nullptr);
 
 private:
     StateExpectation expect_rows(const TextChunk& c) const;
