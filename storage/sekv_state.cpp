@@ -11,7 +11,7 @@ namespace spanscope {
 
 namespace {
 constexpr char kMagic[8] = {'S', 'S', 'S', 'E', 'K', 'V', 0, 0};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 void put_factors(ByteWriter& w, const SpanFactors& f) {
     w.put<uint32_t>(static_cast<uint32_t>(f.rank));
@@ -28,9 +28,20 @@ SpanFactors get_factors(ByteReader& r, int64_t rows, int64_t dim) {
         r.fail("holds a factor rank of " + std::to_string(rank) + " for a span of " +
                std::to_string(rows) + " rows");
     f.rank = static_cast<int>(rank);
-    f.left = r.get_array<float>(static_cast<uint64_t>(rows) * rank);
-    f.right = r.get_array<float>(static_cast<uint64_t>(rank) * dim);
+    f.left = r.get_array<uint16_t>(static_cast<uint64_t>(rows) * rank);
+    f.right = r.get_array<uint16_t>(static_cast<uint64_t>(rank) * dim);
     return f;
+}
+
+// Summary rows are built f16-rounded (build_span), so f16 holds them exactly.
+void put_summary(ByteWriter& w, const std::vector<float>& x) {
+    const auto h = to_f16(x.data(), static_cast<int64_t>(x.size()), "SEKV state summary");
+    w.put_array(h.data(), h.size());
+}
+
+std::vector<float> get_summary(ByteReader& r, uint64_t n) {
+    const auto h = r.get_array<uint16_t>(n);
+    return from_f16(h.data(), static_cast<int64_t>(h.size()));
 }
 } // namespace
 
@@ -80,8 +91,8 @@ std::vector<uint8_t> encode_sekv_state(const SekvUnitState& s, const Fingerprint
                 sp.summary_k.size() != static_cast<size_t>(n_kv) * d ||
                 sp.summary_v.size() != static_cast<size_t>(n_kv) * d)
                 throw std::invalid_argument("SEKV state: a span does not match its shape");
-            w.put_array(sp.summary_k.data(), sp.summary_k.size());
-            w.put_array(sp.summary_v.data(), sp.summary_v.size());
+            put_summary(w, sp.summary_k);
+            put_summary(w, sp.summary_v);
             for (int g = 0; g < n_kv; ++g) {
                 put_factors(w, sp.k[static_cast<size_t>(g)]);
                 put_factors(w, sp.v[static_cast<size_t>(g)]);
@@ -166,8 +177,8 @@ SekvUnitState decode_sekv_state(const uint8_t* data, size_t size, const SekvExpe
                 SekvSpan sp;
                 sp.begin = static_cast<int32_t>(t.begin);
                 sp.size = t.size();
-                sp.summary_k = r.get_array<float>(static_cast<uint64_t>(n_kv) * d);
-                sp.summary_v = r.get_array<float>(static_cast<uint64_t>(n_kv) * d);
+                sp.summary_k = get_summary(r, static_cast<uint64_t>(n_kv) * d);
+                sp.summary_v = get_summary(r, static_cast<uint64_t>(n_kv) * d);
                 for (uint32_t g = 0; g < n_kv; ++g) {
                     sp.k.push_back(get_factors(r, sp.size, d));
                     sp.v.push_back(get_factors(r, sp.size, d));

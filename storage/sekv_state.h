@@ -3,13 +3,14 @@
 // character ranges of its spans and anchors, each token's surprisal, and per SEKV layer every
 // span's summary rows and factors, keys rotated at unit-local positions (moved on restore).
 //
-// Format version 1, little-endian: magic "SSSEKV\0\0", u32 version, 16-byte model fingerprint,
-// the options key (u32 length + bytes), i64 n_tokens, f64 α used, f64 threshold, u32 n_kv_head,
-// u32 head_dim, f32 token surprisal [n_tokens], u32 n_anchors, i64 anchors [n_anchors], i64
-// anchor character ranges [n_anchors][2], u32 n_spans, i64 spans [n_spans][2] (token begin, end),
-// i64 span character ranges [n_spans][2], u32 n_layers; per layer u32 layer index and per span:
-// f32 summary K and V [n_kv_head][head_dim], then per KV head the key factors and the value
-// factors, each u32 rank, f32 left [size][rank], f32 right [rank][head_dim]; then XXH3-64 of
+// Format version 2 (version 1 held fp32 summaries and factors; such a state is refused and
+// rebuilt from the chunk states), little-endian: magic "SSSEKV\0\0", u32 version, 16-byte model
+// fingerprint, the options key (u32 length + bytes), i64 n_tokens, f64 α used, f64 threshold, u32
+// n_kv_head, u32 head_dim, f32 token surprisal [n_tokens], u32 n_anchors, i64 anchors [n_anchors],
+// i64 anchor character ranges [n_anchors][2], u32 n_spans, i64 spans [n_spans][2] (token begin,
+// end), i64 span character ranges [n_spans][2], u32 n_layers; per layer u32 layer index and per
+// span: f16 summary K and V [n_kv_head][head_dim], then per KV head the key factors and the value
+// factors, each u32 rank, f16 left [size][rank], f16 right [rank][head_dim]; then XXH3-64 of
 // everything before it.
 #pragma once
 

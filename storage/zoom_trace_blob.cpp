@@ -12,7 +12,8 @@ namespace spanscope {
 
 namespace {
 constexpr char kMagic[8] = {'S', 'S', 'Z', 'O', 'O', 'M', 0, 0};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersionWithoutMass = 1; // still read: its heads have no attention mass
 constexpr uint64_t kMaxTraceBytes = uint64_t{1} << 31; // refuse to inflate beyond 2 GiB
 } // namespace
 
@@ -46,9 +47,13 @@ std::vector<uint8_t> encode_zoom_trace(const StoredZoomTrace& t) {
             for (const auto& h : l.heads) {
                 if (h.relevance.size() != h.spans.size())
                     throw std::invalid_argument("zoom trace: one relevance per span");
+                if (!h.mass.empty() && h.mass.size() != h.spans.size())
+                    throw std::invalid_argument("zoom trace: one attention mass per span, or none");
                 w.put<uint32_t>(static_cast<uint32_t>(h.spans.size()));
                 w.put_array(h.spans.data(), h.spans.size());
                 w.put_array(h.relevance.data(), h.relevance.size());
+                w.put<uint8_t>(h.mass.empty() ? 0 : 1);
+                w.put_array(h.mass.data(), h.mass.size());
             }
         }
     }
@@ -89,8 +94,9 @@ StoredZoomTrace decode_zoom_trace(const std::vector<uint8_t>& blob) {
         const auto magic = r.get_array<char>(8);
         if (std::memcmp(magic.data(), kMagic, 8) != 0)
             r.fail("has no zoom trace magic");
-        if (const auto v = r.get<uint32_t>(); v != kVersion)
-            r.fail("has format version " + std::to_string(v));
+        const auto version = r.get<uint32_t>();
+        if (version != kVersion && version != kVersionWithoutMass)
+            r.fail("has format version " + std::to_string(version));
         StoredZoomTrace t;
         t.trace.n_spans = r.get<int32_t>();
         if (t.trace.n_spans < 0)
@@ -131,6 +137,16 @@ StoredZoomTrace decode_zoom_trace(const std::vector<uint8_t>& blob) {
                     const auto n = r.get<uint32_t>();
                     zh.spans = r.get_array<int32_t>(n);
                     zh.relevance = r.get_array<float>(n);
+                    if (version >= 2) {
+                        const auto has_mass = r.get<uint8_t>();
+                        if (has_mass > 1)
+                            r.fail("holds an attention-mass flag of " + std::to_string(has_mass));
+                        if (has_mass)
+                            zh.mass = r.get_array<float>(n);
+                        for (const float m : zh.mass)
+                            if (!(m >= 0.0f && m <= 1.0001f)) // shares, with float rounding
+                                r.fail("holds an attention share outside [0, 1]");
+                    }
                     for (const auto id : zh.spans)
                         if (id < 0 || id >= t.trace.n_spans)
                             r.fail("holds a span id outside the context");

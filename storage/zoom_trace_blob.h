@@ -3,11 +3,13 @@
 // (which document section, at which span ids), and the text of each generated token, so that a
 // reopened chat can show which spans each answer token zoomed into.
 //
-// Format version 1: zlib-compressed stream of magic "SSZOOM\0\0", u32 version, i32 n_spans,
+// Format version 2: zlib-compressed stream of magic "SSZOOM\0\0", u32 version, i32 n_spans,
 // u32 n_sources, per source (i64 document id, i32 unit, i32 first span, i32 spans,
 // i64 position offset), u32 n_steps, per step (i32 token id, token text (u32 length + bytes),
 // i64 fast-tier bytes, i64 host-tier bytes, u32 n_layers, per layer (u32 layer, u32 n_heads, per
-// head (u32 n, i32 span ids [n], f32 relevances [n]))), then XXH3-64 of everything before it.
+// head (u32 n, i32 span ids [n], f32 relevances [n], u8 1 if attention masses follow, f32
+// masses [n] then))), then XXH3-64 of everything before it. Version 1 (read as well) has no
+// mass flag and no masses.
 #pragma once
 
 #include "engine/sekv/zoom_trace.h"

@@ -106,6 +106,9 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
     const auto& used = routing.used;
     const int group = H / shape_.n_kv_head;
     const int64_t stride = static_cast<int64_t>(shape_.n_kv_head) * d;
+    // The last query's attention mass per span and head, for its zoom (ZoomHead::mass).
+    std::vector<std::vector<float>> last_mass(static_cast<size_t>(H),
+                                              std::vector<float>(spans_.size(), 0.0f));
     pool.parallel_for(n_q * H, [&](int64_t b, int64_t e, int) {
         std::vector<SpanView> views(spans_.size());
         for (int64_t t = b; t < e; ++t) {
@@ -126,10 +129,17 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
                 views[static_cast<size_t>(s)].expanded = true;
             const int64_t m = rows_.lower_bound(qpos[i] + 1); // the rows at or before qpos
             mixed_attention(q + t * d, d, shape_.scale, rows_.k() + g * d, rows_.v() + g * d, m,
-                            stride, views, out + t * d);
+                            stride, views, out + t * d,
+                            i == n_q - 1 ? last_mass[static_cast<size_t>(h)].data() : nullptr);
         }
     });
     last_zoom_ = last_query_zoom(routing, n_q, H);
+    for (int h = 0; h < H; ++h) {
+        auto& z = last_zoom_[static_cast<size_t>(h)];
+        z.mass.clear();
+        for (const int s : z.spans)
+            z.mass.push_back(last_mass[static_cast<size_t>(h)][static_cast<size_t>(s)]);
+    }
 }
 
 std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& r,

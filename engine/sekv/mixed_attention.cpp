@@ -1,5 +1,6 @@
 #include "engine/sekv/mixed_attention.h"
 
+#include "engine/kernels/quant.h"
 #include "engine/kernels/simd.h"
 
 #include <cblas.h>
@@ -45,6 +46,13 @@ struct BlockSoftmax {
     }
 };
 
+// f16 factor entries widened to fp32 (exact) into out.
+void widen(const std::vector<uint16_t>& h, std::vector<float>& out) {
+    out.resize(h.size());
+    if (!h.empty())
+        dequantize_row(TensorType::F16, h.data(), out.data(), static_cast<int64_t>(h.size()));
+}
+
 float dot(const float* a, const float* b, int64_t d) {
     return cblas_sdot(static_cast<int>(d), a, 1, b, 1);
 }
@@ -58,7 +66,7 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
 
 void mixed_attention(const float* q, int64_t head_dim, float scale, const float* full_k,
                      const float* full_v, int64_t m, int64_t row_stride,
-                     const std::vector<SpanView>& spans, float* out) {
+                     const std::vector<SpanView>& spans, float* out, float* span_mass) {
     if (row_stride < head_dim)
         throw std::invalid_argument("mixed_attention: row stride shorter than a head");
     if (m == 0 && spans.empty())
@@ -76,8 +84,13 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
             cblas_sgemv(CblasRowMajor, CblasTrans, n, d, 1.0f, full_v + b * row_stride, ld,
                         w.data(), 1, 1.0f, sm.acc.data(), 1);
     }
+    // With span_mass: each span's log-weight relative to nothing (log Σ exp(score)), known once
+    // its block is absorbed (the block's weights are then exp(score − the running maximum)).
+    std::vector<double> log_mass(span_mass ? spans.size() : 0,
+                                 -std::numeric_limits<double>::infinity());
     // Summary rows of the spans not expanded (bias +log|S|), as one block.
     std::vector<float> sw;
+    std::vector<size_t> summarised_at;
     std::vector<const SpanView*> summarised;
     for (const auto& s : spans) {
         if (s.size < 1)
@@ -85,17 +98,23 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
         if (s.expanded)
             continue;
         summarised.push_back(&s);
+        summarised_at.push_back(static_cast<size_t>(&s - spans.data()));
         sw.push_back(scale * dot(q, s.summary_k, head_dim) +
                      static_cast<float>(std::log(static_cast<double>(s.size))));
     }
     if (!sw.empty() && sm.absorb(sw.data(), static_cast<int64_t>(sw.size())))
-        for (size_t i = 0; i < sw.size(); ++i)
+        for (size_t i = 0; i < sw.size(); ++i) {
             cblas_saxpy(d, sw[i], summarised[i]->summary_v, 1, sm.acc.data(), 1);
+            if (span_mass)
+                log_mass[summarised_at[i]] = std::log(static_cast<double>(sw[i])) + sm.max;
+        }
     // Expanded spans, each a block of its reconstructed rows. Row i of the keys is
     // left_k[i] · right_k, so its score is left_k[i] · (right_k q); the values' weighted sum is
     // (left_vᵀ weights) · right_v. The same numbers as reconstructing each row, without ever
     // holding one.
-    std::vector<float> qr, c;
+    // The factors are f16 (span_factors.h): right_k q is one f16 matrix-vector product; the
+    // other three are widened to fp32 first (left factors are small: [size][rank]).
+    std::vector<float> qr, c, left, right;
     for (const auto& s : spans) {
         if (!s.expanded)
             continue;
@@ -107,22 +126,35 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
         const auto& fv = *s.v_rows;
         const int n = static_cast<int>(s.size);
         qr.resize(static_cast<size_t>(fk.rank));
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, fk.rank, d, scale, fk.right.data(), d, q, 1, 0.0f,
-                    qr.data(), 1);
+        vec_dot_rows(TensorType::F16, head_dim, fk.rank, fk.right.data(),
+                     static_cast<size_t>(head_dim) * sizeof(uint16_t), q, qr.data());
+        for (auto& x : qr)
+            x *= scale;
+        widen(fk.left, left);
         w.resize(std::max<size_t>(w.size(), static_cast<size_t>(n)));
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, fk.rank, 1.0f, fk.left.data(), fk.rank,
-                    qr.data(), 1, 0.0f, w.data(), 1);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, fk.rank, 1.0f, left.data(), fk.rank, qr.data(),
+                    1, 0.0f, w.data(), 1);
         if (!sm.absorb(w.data(), n))
             continue;
+        if (span_mass) {
+            double sum = 0;
+            for (int i = 0; i < n; ++i)
+                sum += w[static_cast<size_t>(i)];
+            log_mass[static_cast<size_t>(&s - spans.data())] = std::log(sum) + sm.max;
+        }
         c.resize(static_cast<size_t>(fv.rank));
-        cblas_sgemv(CblasRowMajor, CblasTrans, n, fv.rank, 1.0f, fv.left.data(), fv.rank, w.data(),
-                    1, 0.0f, c.data(), 1);
-        cblas_sgemv(CblasRowMajor, CblasTrans, fv.rank, d, 1.0f, fv.right.data(), d, c.data(), 1,
-                    1.0f, sm.acc.data(), 1);
+        widen(fv.left, left);
+        cblas_sgemv(CblasRowMajor, CblasTrans, n, fv.rank, 1.0f, left.data(), fv.rank, w.data(), 1,
+                    0.0f, c.data(), 1);
+        widen(fv.right, right);
+        cblas_sgemv(CblasRowMajor, CblasTrans, fv.rank, d, 1.0f, right.data(), d, c.data(), 1, 1.0f,
+                    sm.acc.data(), 1);
     }
     const auto inv = static_cast<float>(1.0 / sm.denom);
     for (int64_t j = 0; j < head_dim; ++j)
         out[j] = sm.acc[static_cast<size_t>(j)] * inv;
+    for (size_t i = 0; i < log_mass.size(); ++i)
+        span_mass[i] = static_cast<float>(std::exp(log_mass[i] - sm.max) / sm.denom);
 }
 
 } // namespace spanscope

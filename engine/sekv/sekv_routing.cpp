@@ -82,13 +82,14 @@ double span_key_log_mass(const AttentionShape& shape, const std::vector<SekvSpan
     if (f.rows != spans[s].size || f.dim != d)
         throw std::invalid_argument(std::string(who) + ": span " + std::to_string(s) +
                                     "'s key factors are not [size][head_dim]");
-    const auto rq = project_rows(f.right.data(), f.rank, d, qh); // right · q [rank]
+    const auto rq = project_rows(f.right_f32().data(), f.rank, d, qh); // right · q [rank]
+    const auto left = f.left_f32();
     std::vector<double> score(static_cast<size_t>(f.rows));
     double m = -std::numeric_limits<double>::infinity();
     for (int64_t i = 0; i < f.rows; ++i) {
         double z = 0;
         for (int c = 0; c < f.rank; ++c)
-            z += static_cast<double>(f.left[static_cast<size_t>(i * f.rank + c)]) *
+            z += static_cast<double>(left[static_cast<size_t>(i * f.rank + c)]) *
                  rq[static_cast<size_t>(c)];
         score[static_cast<size_t>(i)] = z * shape.scale;
         m = std::max(m, score[static_cast<size_t>(i)]);

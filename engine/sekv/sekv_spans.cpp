@@ -1,6 +1,7 @@
 #include "engine/sekv/sekv_spans.h"
 
 #include "engine/kernels/ops.h"
+#include "engine/kernels/quant.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +16,7 @@ namespace {
 void truncate(SpanFactors& f, int rank) {
     if (rank >= f.rank)
         return;
-    std::vector<float> left(static_cast<size_t>(f.rows * rank));
+    std::vector<uint16_t> left(static_cast<size_t>(f.rows * rank));
     for (int64_t i = 0; i < f.rows; ++i)
         for (int r = 0; r < rank; ++r)
             left[i * rank + r] = f.left[i * f.rank + r];
@@ -79,6 +80,12 @@ SekvSpan build_span(const float* k, const float* v, const float* token_surprisal
             }
         summary_row(hk.data(), n, d, w.data(), s.summary_k.data() + g * d);
         summary_row(hv.data(), n, d, w.data(), s.summary_v.data() + g * d);
+        // Rounded to f16 like the rows they summarise, so that the project stores them exactly
+        // in f16 (storage/sekv_state.h) and a restored span is the one built here.
+        for (auto* x : {s.summary_k.data() + g * d, s.summary_v.data() + g * d}) {
+            const auto h = to_f16(x, d, "span summary");
+            dequantize_row(TensorType::F16, h.data(), x, d);
+        }
         auto fk = low_rank_factors(hk.data(), n, d, o.max_rank);
         auto fv = low_rank_factors(hv.data(), n, d, o.max_rank);
         std::vector<float> gate_key;
@@ -116,7 +123,7 @@ int64_t span_host_bytes(const SekvSpan& s) {
     int64_t b = 0;
     for (const auto* fs : {&s.k, &s.v})
         for (const auto& f : *fs)
-            b += static_cast<int64_t>((f.left.size() + f.right.size()) * sizeof(float));
+            b += static_cast<int64_t>((f.left.size() + f.right.size()) * sizeof(uint16_t));
     return b;
 }
 

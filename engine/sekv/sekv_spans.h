@@ -41,7 +41,8 @@ struct SekvSpan {
     int32_t begin = 0;
     int64_t size = 0;
     std::vector<float> summary_k, summary_v; ///< [n_kv_head][head_dim]; keys rotated at the rows'
-                                             ///< positions like the keys they summarise
+                                             ///< positions like the keys they summarise; built
+                                             ///< f16-rounded, held in fp32 (fast tier)
     std::vector<SpanFactors> k, v;           ///< [n_kv_head], each [size][head_dim]
     /// [n_kv_head][sketch_length(m)]: the key sketch a trained router with a sketch basis reads
     /// (span_sketch.h), kept in the fast tier; empty otherwise. seal_spans computes it from the
@@ -78,7 +79,7 @@ SekvSpan build_span(const float* k, const float* v, const float* token_surprisal
 void move_span(SekvSpan& span, int32_t delta, double rope_base);
 
 /// Bytes a span holds in the fast tier (its summary rows and key sketch, fp32, and begin/size) and
-/// in the host tier (its factors, fp32).
+/// in the host tier (its factors, f16).
 int64_t span_fast_bytes(const SekvSpan& span);
 int64_t span_host_bytes(const SekvSpan& span);
 

@@ -18,9 +18,10 @@ std::vector<PackedHeadFactors> pack_span_factors(const SekvSpan& span, float* ou
         throw std::invalid_argument("pack_span_factors: key and value factors differ in heads");
     std::vector<PackedHeadFactors> heads(span.k.size());
     int64_t at = 0;
-    const auto put = [&](const std::vector<float>& x) {
+    const auto put = [&](const std::vector<uint16_t>& x) {
         const int64_t o = at;
-        std::copy(x.begin(), x.end(), out + at);
+        const auto wide = from_f16(x.data(), static_cast<int64_t>(x.size()));
+        std::copy(wide.begin(), wide.end(), out + at);
         at += static_cast<int64_t>(x.size());
         return o;
     };

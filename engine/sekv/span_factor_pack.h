@@ -4,8 +4,8 @@
 // every machine.
 //
 // Block layout, per KV head g in order: left_k [size][rank_k], right_k [rank_k][head_dim],
-// left_v [size][rank_v], right_v [rank_v][head_dim] (row-major, fp32, as SpanFactors holds
-// them: rows ≈ left · right).
+// left_v [size][rank_v], right_v [rank_v][head_dim] (row-major, the f16 factors SpanFactors
+// holds widened to fp32: rows ≈ left · right).
 #pragma once
 
 #include "engine/sekv/sekv_spans.h"

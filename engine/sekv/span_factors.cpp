@@ -1,6 +1,7 @@
 #include "engine/sekv/span_factors.h"
 
 #include "engine/kernels/ops.h"
+#include "engine/kernels/quant.h"
 
 #include <algorithm>
 #include <cmath>
@@ -43,6 +44,32 @@ double SpanFactors::discarded() const {
     for (size_t i = static_cast<size_t>(rank); i < sigma2.size(); ++i)
         e += sigma2[i];
     return e;
+}
+
+std::vector<uint16_t> to_f16(const float* x, int64_t n, const char* what) {
+    for (int64_t i = 0; i < n; ++i)
+        if (std::isfinite(x[i]) && std::fabs(x[i]) > 65504.0f)
+            throw std::range_error(std::string(what) + ": a value of " + std::to_string(x[i]) +
+                                   " lies beyond the f16 range the host tier holds");
+    std::vector<uint16_t> h(static_cast<size_t>(n));
+    if (n > 0)
+        quantize_row(TensorType::F16, x, h.data(), n);
+    return h;
+}
+
+std::vector<float> from_f16(const uint16_t* h, int64_t n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    if (n > 0)
+        dequantize_row(TensorType::F16, h, x.data(), n);
+    return x;
+}
+
+std::vector<float> SpanFactors::left_f32() const {
+    return from_f16(left.data(), static_cast<int64_t>(left.size()));
+}
+
+std::vector<float> SpanFactors::right_f32() const {
+    return from_f16(right.data(), static_cast<int64_t>(right.size()));
 }
 
 void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w) {
@@ -100,28 +127,32 @@ SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_ra
     f.sigma2.resize(static_cast<size_t>(n));
     for (int64_t k = 0; k < n; ++k)
         f.sigma2[k] = std::max(0.0, w[n - 1 - k]);
-    f.left.assign(static_cast<size_t>(n * f.rank), 0.0f);
-    f.right.assign(static_cast<size_t>(f.rank) * static_cast<size_t>(d), 0.0f);
+    std::vector<float> left(static_cast<size_t>(n * f.rank), 0.0f);
+    std::vector<float> right(static_cast<size_t>(f.rank) * static_cast<size_t>(d), 0.0f);
     for (int r = 0; r < f.rank; ++r) {
         const double* u = g.data() + (n - 1 - r) * n;
         for (int64_t i = 0; i < n; ++i)
-            f.left[i * f.rank + r] = static_cast<float>(u[i]);
+            left[i * f.rank + r] = static_cast<float>(u[i]);
         for (int64_t j = 0; j < d; ++j) {
             double acc = 0;
             for (int64_t i = 0; i < n; ++i)
                 acc += u[i] * rows[i * d + j];
-            f.right[r * d + j] = static_cast<float>(acc);
+            right[r * d + j] = static_cast<float>(acc);
         }
     }
+    f.left = to_f16(left.data(), static_cast<int64_t>(left.size()), "span factors");
+    f.right = to_f16(right.data(), static_cast<int64_t>(right.size()), "span factors");
     return f;
 }
 
 void reconstruct(const SpanFactors& f, float* out) {
+    const auto left = f.left_f32();
+    const auto right = f.right_f32();
     for (int64_t i = 0; i < f.rows; ++i)
         for (int64_t j = 0; j < f.dim; ++j) {
             double acc = 0;
             for (int r = 0; r < f.rank; ++r)
-                acc += static_cast<double>(f.left[i * f.rank + r]) * f.right[r * f.dim + j];
+                acc += static_cast<double>(left[i * f.rank + r]) * right[r * f.dim + j];
             out[i * f.dim + j] = static_cast<float>(acc);
         }
 }
@@ -130,7 +161,9 @@ void move_key_span(SpanFactors& f, float* summary, int32_t delta, double rope_ba
     if (f.dim % 2 != 0)
         throw std::invalid_argument("move_key_span: head dimension must be even");
     const int d = static_cast<int>(f.dim);
-    rope_shift_neox(f.right.data(), f.rank, 1, d, delta, rope_base);
+    auto right = f.right_f32();
+    rope_shift_neox(right.data(), f.rank, 1, d, delta, rope_base);
+    f.right = to_f16(right.data(), static_cast<int64_t>(right.size()), "moved span factors");
     rope_shift_neox(summary, 1, 1, d, delta, rope_base);
 }
 

@@ -20,15 +20,32 @@ void summary_row(const float* rows, int64_t n, int64_t d, const float* weights, 
 /// rows ≈ left · right, the best rank-`rank` approximation in the Frobenius norm
 /// (Eckart–Young), from the eigen-decomposition of the Gram matrix rows · rowsᵀ (LAPACK dsyevd,
 /// in double). Deterministic: each left column's largest-magnitude entry is positive.
+///
+/// The factors are held as IEEE binary16 (f16) bits, rounded to nearest from the double
+/// computation: the host tier costs half of what fp32 factors would, and the rows they rebuild
+/// are as close to the f16-rounded rows a memory holds (row_store.h) as those are to the exact
+/// ones (relative error 2^-11 per factor entry). The left factor's entries lie in [-1, 1]
+/// (orthonormal columns); the right factor's row r has norm σ_r, at most √rows times the largest
+/// row entry.
 struct SpanFactors {
     int64_t rows = 0, dim = 0;
     int rank = 0;
-    std::vector<float> left;    ///< [rows][rank], orthonormal columns
-    std::vector<float> right;   ///< [rank][dim] = leftᵀ · rows
-    std::vector<double> sigma2; ///< squared singular values, descending [rows]
+    std::vector<uint16_t> left;  ///< [rows][rank] f16, orthonormal columns
+    std::vector<uint16_t> right; ///< [rank][dim] f16, = leftᵀ · rows
+    std::vector<double> sigma2;  ///< squared singular values, descending [rows]
     /// Squared Frobenius error of the approximation: Σ of the discarded sigma2.
     double discarded() const;
+    /// The factors widened to fp32 (exact): [rows][rank] and [rank][dim].
+    std::vector<float> left_f32() const;
+    std::vector<float> right_f32() const;
 };
+
+/// Round fp32 values to f16 bits ([n] -> [n], round to nearest even). Throws std::range_error
+/// naming `what` when a finite value lies beyond f16's range (|x| > 65504), which would turn into
+/// an infinity: rows that large are already saturated in the f16 rows a memory holds.
+std::vector<uint16_t> to_f16(const float* x, int64_t n, const char* what);
+/// f16 bits widened to fp32 (exact): [n] -> [n].
+std::vector<float> from_f16(const uint16_t* h, int64_t n);
 
 /// The eigen-decomposition of a symmetric matrix a [n][n] (column-major; its upper triangle is
 /// read), in place (LAPACK dsyevd, in double): w [n] receives the eigenvalues ascending, and
@@ -37,7 +54,8 @@ struct SpanFactors {
 void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w);
 
 /// Factors of rows [n][d] at rank min(max_rank, n, d). Throws std::invalid_argument for n < 1,
-/// d < 1 or max_rank < 1, std::runtime_error when LAPACK fails.
+/// d < 1 or max_rank < 1, std::runtime_error when LAPACK fails, std::range_error when a right
+/// factor entry exceeds f16's range (to_f16).
 SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_rank);
 
 /// left · right into out [rows][dim].
@@ -46,8 +64,9 @@ void reconstruct(const SpanFactors& f, float* out);
 /// Move a key span of one head (dim = head_dim) by delta positions, RoPE base of its layer
 /// (rotate-half layout, ops.h): the summary row [dim] and the rows of the right factor are
 /// rotated; the left factor stays (rotating every row leaves rows · rowsᵀ unchanged). The
-/// result equals the resolutions built from the keys rotated at the new positions, up to float
-/// rounding (RoFormer §3.4.2: rotations compose). Throws std::invalid_argument for an odd dim.
+/// result equals the resolutions built from the keys rotated at the new positions, up to f16
+/// rounding of the rotated right factor (RoFormer §3.4.2: rotations compose). Throws
+/// std::invalid_argument for an odd dim.
 void move_key_span(SpanFactors& f, float* summary, int32_t delta, double rope_base);
 
 } // namespace spanscope

@@ -68,15 +68,17 @@ std::vector<float> span_key_sketch(const SekvSpan& span, const std::vector<float
         const float* U = basis.data() + g * static_cast<size_t>(m) * d;
         // U right_r [rank][m], then u_i = Σ_r left_ir (U right_r).
         const int R = f.rank;
+        const auto right = f.right_f32();
+        const auto left = f.left_f32();
         std::vector<std::vector<double>> ur(static_cast<size_t>(R));
         for (int r = 0; r < R; ++r)
             ur[static_cast<size_t>(r)] =
-                project_rows(U, m, static_cast<int64_t>(d), f.right.data() + r * d);
+                project_rows(U, m, static_cast<int64_t>(d), right.data() + r * d);
         const int64_t n = f.rows;
         std::vector<double> u(static_cast<size_t>(n) * m, 0.0);
         for (int64_t i = 0; i < n; ++i)
             for (int r = 0; r < R; ++r) {
-                const double l = f.left[static_cast<size_t>(i) * R + r];
+                const double l = left[static_cast<size_t>(i) * R + r];
                 for (int a = 0; a < m; ++a)
                     u[static_cast<size_t>(i) * m + a] += l * ur[static_cast<size_t>(r)][a];
             }

@@ -9,10 +9,15 @@
 namespace spanscope {
 
 /// The spans one query head zoomed into, ascending ids, with their relevances in (0, 1) (the
-/// oracle router's: attention shares in [0, 1], sekv_routing.h).
+/// oracle router's: attention shares in [0, 1], sekv_routing.h), and the share of the head's
+/// attention weight each one's rebuilt rows carried.
 struct ZoomHead {
     std::vector<int32_t> spans;
     std::vector<float> relevance; ///< [spans.size()]
+    /// [spans.size()]: Σ of the softmax weights of the span's rows in this head's mixed attention
+    /// (mixed_attention.h), a share of the whole in [0, 1]; empty where it was not measured (the
+    /// GPU backend, traces stored before it was kept).
+    std::vector<float> mass;
 };
 
 /// One SEKV layer's routing of one query: one entry per query head.

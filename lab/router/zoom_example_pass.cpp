@@ -175,17 +175,18 @@ void zoom_example_pass(const ZoomExampleView& v, const ZoomRecord& R, const Zoom
             c * dot(v.q, sp.summary_k.data() + v.g * d, d) + std::log(static_cast<double>(sp.size));
         M = std::max(M, us[static_cast<size_t>(s)]);
         const SpanFactors& f = sp.k[static_cast<size_t>(v.g)];
+        const auto f_left = f.left_f32(), f_right = f.right_f32();
         auto& t = tk[static_cast<size_t>(s)];
         t.resize(static_cast<size_t>(f.rank));
         for (int r = 0; r < f.rank; ++r)
-            t[static_cast<size_t>(r)] = dot(f.right.data() + static_cast<size_t>(r) * d, v.q, d);
+            t[static_cast<size_t>(r)] = dot(f_right.data() + static_cast<size_t>(r) * d, v.q, d);
         auto& u = ue[static_cast<size_t>(s)];
         u.resize(static_cast<size_t>(sp.size));
         const auto& hh = hk[static_cast<size_t>(s)];
         for (int64_t i = 0; i < sp.size; ++i) {
             double acc = 0;
             for (int r = 0; r < f.rank; ++r)
-                acc += static_cast<double>(f.left[static_cast<size_t>(i * f.rank + r)]) *
+                acc += static_cast<double>(f_left[static_cast<size_t>(i * f.rank + r)]) *
                        hh[static_cast<size_t>(r)] * t[static_cast<size_t>(r)];
             u[static_cast<size_t>(i)] = c * acc;
             M = std::max(M, u[static_cast<size_t>(i)]);
@@ -216,6 +217,7 @@ void zoom_example_pass(const ZoomExampleView& v, const ZoomRecord& R, const Zoom
         auto& b = be[static_cast<size_t>(s)];
         b.resize(static_cast<size_t>(sp.size));
         const SpanFactors& fv = sp.v[static_cast<size_t>(v.g)];
+        const auto fv_left = fv.left_f32(), fv_right = fv.right_f32();
         auto& cc = cv[static_cast<size_t>(s)];
         cc.assign(static_cast<size_t>(fv.rank), 0.0); // Σ_i β_i Lv_ir (before the factor e)
         for (int64_t i = 0; i < sp.size; ++i) {
@@ -224,7 +226,7 @@ void zoom_example_pass(const ZoomExampleView& v, const ZoomRecord& R, const Zoom
             Z += e * b[static_cast<size_t>(i)];
             for (int r = 0; r < fv.rank; ++r)
                 cc[static_cast<size_t>(r)] +=
-                    b[static_cast<size_t>(i)] * fv.left[static_cast<size_t>(i * fv.rank + r)];
+                    b[static_cast<size_t>(i)] * fv_left[static_cast<size_t>(i * fv.rank + r)];
         }
         if (e > 0)
             for (int r = 0; r < fv.rank; ++r) {
@@ -232,7 +234,7 @@ void zoom_example_pass(const ZoomExampleView& v, const ZoomRecord& R, const Zoom
                                     cc[static_cast<size_t>(r)];
                 if (coef == 0.0)
                     continue;
-                const float* rv = fv.right.data() + static_cast<size_t>(r) * d;
+                const float* rv = fv_right.data() + static_cast<size_t>(r) * d;
                 for (int64_t x = 0; x < d; ++x)
                     num[static_cast<size_t>(x)] += coef * rv[x];
             }
@@ -378,6 +380,8 @@ void zoom_example_pass(const ZoomExampleView& v, const ZoomRecord& R, const Zoom
         const double e = ev[static_cast<size_t>(s)];
         const SpanFactors& fk = sp.k[static_cast<size_t>(v.g)];
         const SpanFactors& fv = sp.v[static_cast<size_t>(v.g)];
+        const auto fv_left = fv.left_f32(), fv_right = fv.right_f32();
+        const auto fk_left = fk.left_f32();
         // G·v̄ and G·Rv_r.
         const double Gvbar = [&] {
             double acc = 0;
@@ -389,7 +393,7 @@ void zoom_example_pass(const ZoomExampleView& v, const ZoomRecord& R, const Zoom
         std::vector<double> GR(static_cast<size_t>(fv.rank));
         for (int r = 0; r < fv.rank; ++r) {
             double acc = 0;
-            const float* rv = fv.right.data() + static_cast<size_t>(r) * d;
+            const float* rv = fv_right.data() + static_cast<size_t>(r) * d;
             for (int64_t x = 0; x < d; ++x)
                 acc += G[static_cast<size_t>(x)] * rv[x];
             GR[static_cast<size_t>(r)] = acc;
@@ -403,7 +407,7 @@ void zoom_example_pass(const ZoomExampleView& v, const ZoomRecord& R, const Zoom
         for (int64_t i = 0; i < sp.size; ++i) {
             double Gv = 0; // G·v̂_i
             for (int r = 0; r < fv.rank; ++r)
-                Gv += hvs[static_cast<size_t>(r)] * fv.left[static_cast<size_t>(i * fv.rank + r)] *
+                Gv += hvs[static_cast<size_t>(r)] * fv_left[static_cast<size_t>(i * fv.rank + r)] *
                       GR[static_cast<size_t>(r)];
             const double b = be[static_cast<size_t>(s)][static_cast<size_t>(i)];
             de += b * (Gv - Gout) / Z;
@@ -411,7 +415,7 @@ void zoom_example_pass(const ZoomExampleView& v, const ZoomRecord& R, const Zoom
                 const double du = e * b * (Gv - Gout) / Z; // dL/dû_i
                 for (int r = 0; r < fk.rank; ++r)
                     dhk[static_cast<size_t>(r)] +=
-                        du * c * fk.left[static_cast<size_t>(i * fk.rank + r)] *
+                        du * c * fk_left[static_cast<size_t>(i * fk.rank + r)] *
                         tk[static_cast<size_t>(s)][static_cast<size_t>(r)];
             }
         }

@@ -146,11 +146,40 @@ TEST(SekvMemory, EveryExpandedSpanAtFullRankGivesFullAttention) {
     std::vector<float> a(q.size()), b(q.size());
     full.attend(q.data(), qpos.data(), nq, a.data(), pool);
     sekv.attend(q.data(), qpos.data(), nq, b.data(), pool);
-    EXPECT_LT(max_abs_diff(a, b), 2e-5);
-    // Every head of the last query zoomed into every span.
+    // The factors are held in f16 (span_factors.h): a rebuilt entry of these unit-variance rows is
+    // off by up to about 2^-10 of Σ_r |l||r| (~1e-3 here), in keys (the softmax) and values
+    // alike; with fp32 factors this was 2e-5.
+    EXPECT_LT(max_abs_diff(a, b), 2e-3);
+    // Every head of the last query zoomed into every span, and each span's attention mass is
+    // the share of full attention's softmax over its positions (computed here from the rows).
     ASSERT_EQ(sekv.last_zoom()->size(), 4u);
-    for (const auto& h : *sekv.last_zoom())
-        EXPECT_EQ(h.spans.size(), doc.seg.spans.size());
+    const int64_t last = nq - 1;
+    for (int h = 0; h < 4; ++h) {
+        const auto& z = (*sekv.last_zoom())[static_cast<size_t>(h)];
+        EXPECT_EQ(z.spans.size(), doc.seg.spans.size());
+        ASSERT_EQ(z.mass.size(), z.spans.size());
+        const int g = h / 2;
+        const float* qh = q.data() + (last * 4 + h) * 16;
+        std::vector<double> w;
+        for (int64_t i = 0; i < doc.n + nq; ++i) {
+            const float* key = i < doc.n ? doc.k.data() + i * kRow : tk.data() + (i - doc.n) * kRow;
+            double dot = 0;
+            for (int j = 0; j < 16; ++j)
+                dot += static_cast<double>(qh[j]) * key[g * 16 + j];
+            w.push_back(kShape.scale * dot);
+        }
+        const double top = *std::max_element(w.begin(), w.end());
+        double total = 0;
+        for (auto& x : w)
+            total += (x = std::exp(x - top));
+        for (size_t j = 0; j < z.spans.size(); ++j) {
+            const auto& ts = doc.seg.spans[static_cast<size_t>(z.spans[j])];
+            double want = 0;
+            for (int64_t i = ts.begin; i < ts.end; ++i)
+                want += w[static_cast<size_t>(i)] / total;
+            EXPECT_NEAR(z.mass[j], want, 2e-3 + 1e-2 * want) << "head " << h << " span " << j;
+        }
+    }
 }
 
 TEST(SekvMemory, SummaryRowsAreSurprisalWeightedOrWithUniformSummaryPlainMeans) {
@@ -185,8 +214,11 @@ TEST(SekvMemory, SummaryRowsAreSurprisalWeightedOrWithUniformSummaryPlainMeans) 
                     k += w[static_cast<size_t>(i - ts.begin)] * held(doc.k[i * kRow + j]) / total;
                     v += w[static_cast<size_t>(i - ts.begin)] * held(doc.v[i * kRow + j]) / total;
                 }
-                EXPECT_NEAR(sp.summary_k[j], k, 1e-5) << "span " << s << " entry " << j;
-                EXPECT_NEAR(sp.summary_v[j], v, 1e-5) << "span " << s << " entry " << j;
+                // Summary rows are built f16-rounded (build_span): half an f16 step, 2^-11 of
+                // the value, plus the float sum's own error.
+                const double uk = std::ldexp(std::fabs(k), -11), uv = std::ldexp(std::fabs(v), -11);
+                EXPECT_NEAR(sp.summary_k[j], k, uk + 1e-5) << "span " << s << " entry " << j;
+                EXPECT_NEAR(sp.summary_v[j], v, uv + 1e-5) << "span " << s << " entry " << j;
             }
             if (!summaries_only)
                 summary_k[uniform].insert(summary_k[uniform].end(), sp.summary_k.begin(),
@@ -384,12 +416,12 @@ TEST(SekvMemory, TheOracleExpandsTheSpansOfMostAttentionMass) {
             const auto& z = zoom[static_cast<size_t>(h)];
             EXPECT_EQ(z.spans, expected_spans(top, h, group)) << "head " << h;
             ASSERT_EQ(z.relevance.size(), z.spans.size());
-            // Relative 1e-3: float factors from the Gram matrix's eigenvectors give the keys
-            // back to about 1e-4 of their norm, so a score to about 1e-3.
+            // Relative 4e-3: f16 factors give the keys back to about 2^-10 of their entries, so a
+            // score (a sum over 16 dimensions) to a few 1e-3, and a share's exponent alike.
             for (size_t j = 0; j < z.spans.size(); ++j) {
                 const double want_share =
                     share[static_cast<size_t>(h)][static_cast<size_t>(z.spans[j])];
-                EXPECT_NEAR(z.relevance[j], want_share, 1e-3 * want_share)
+                EXPECT_NEAR(z.relevance[j], want_share, 4e-3 * want_share)
                     << "head " << h << ", span " << z.spans[j];
             }
         }
@@ -538,7 +570,9 @@ TEST(SekvMemory, SpansMovedByDeltaEqualSpansBuiltThere) {
                                        doc.surprisal.data() + ts.begin, ts.size(), 2, 16,
                                        static_cast<int32_t>(ts.begin) + delta, rank);
     EXPECT_EQ(moved_span.begin, built_span.begin);
-    EXPECT_LT(span_difference(moved_span, built_span), 1e-5);
+    // f16 factors: entries up to about 4 here may round to neighbouring f16 values (steps of
+    // 2^-9 at that size), and the moved right factor is rounded once more after its rotation.
+    EXPECT_LT(span_difference(moved_span, built_span), 4e-3);
 
     // Whole memories (rows held at f16 precision, so rotated rows round differently).
     SekvMemory at0(kShape, 512, base, options(true)), built(kShape, 1024, base, options(true)),
@@ -601,7 +635,7 @@ TEST(SekvMemory, ARouterWithASketchBasisSketchesEverySpanItHolds) {
         // sketch from the factors is the same.
         EXPECT_LT(
             max_abs_diff(sp.sketch, span_key_sketch(sp, tr->sketch_basis, m, kShape.head_dim)),
-            1e-4);
+            5e-4);
         EXPECT_TRUE(plain.spans()[s].sketch.empty());
         ASSERT_EQ(moved.spans()[s].sketch.size(), len);
         EXPECT_LT(max_abs_diff(moved.spans()[s].sketch, built.spans()[s].sketch), 0.05)
@@ -643,7 +677,8 @@ TEST(SekvMemory, ARouterWithASketchBasisSketchesEverySpanItHolds) {
     none.store(k0.data(), doc.v.data(), p0.data(), doc.n);
     none.hold_spans(at0.spans(), 0);
     for (size_t s = 0; s < at0.spans().size(); ++s) {
-        EXPECT_LT(max_abs_diff(again.spans()[s].sketch, at0.spans()[s].sketch), 1e-4);
+        // From the f16 factors against from the rows: within the factors' rounding.
+        EXPECT_LT(max_abs_diff(again.spans()[s].sketch, at0.spans()[s].sketch), 5e-4);
         EXPECT_TRUE(none.spans()[s].sketch.empty());
     }
     EXPECT_EQ(none.stats().fast_tier_bytes, plain.stats().fast_tier_bytes);
@@ -720,7 +755,8 @@ TEST(SekvMemory, ARankGatePredictorReadsTheSummaryKeyAtPositionZero) {
                 worst = std::max(worst, static_cast<double>(std::abs(out[0][i][j] - out[1][i][j])));
         return worst;
     };
-    EXPECT_LT(inputs(base), 1e-4);
+    // Equal up to the f16 rounding of the summary keys (built f16-rounded, one rotated after it).
+    EXPECT_LT(inputs(base), 1e-3);
     EXPECT_GT(inputs(0.0), 0.1); // left rotated, the two inputs differ: the test can fail
 }
 

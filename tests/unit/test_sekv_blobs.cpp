@@ -1,7 +1,7 @@
-// The committed golden files of the SEKV state (format version 1) and of the zoom trace
-// (version 1) still read, value by value (tests/README.md, failure mode 7); save -> load -> save of
-// a SEKV state is byte-identical. Regenerate only for a new format version:
-// SPANSCOPE_WRITE_GOLDEN=1.
+// The committed golden files of the SEKV state (format version 2; version 1 is refused by its
+// version) and of the zoom trace (versions 1 and 2) still read, value by value (tests/README.md,
+// failure mode 7); save -> load -> save of a SEKV state is byte-identical. Regenerate only for a
+// new format version: SPANSCOPE_WRITE_GOLDEN=1 (it writes the current versions' files).
 #include "storage/sekv_state.h"
 #include "storage/zoom_trace_blob.h"
 #include "test_support.h"
@@ -30,10 +30,13 @@ SpanFactors pattern_factors(int64_t rows, int64_t dim, int rank, float phase) {
     f.rows = rows;
     f.dim = dim;
     f.rank = rank;
+    std::vector<float> left, right;
     for (int64_t i = 0; i < rows * rank; ++i)
-        f.left.push_back(std::sin(0.3f * static_cast<float>(i) + phase));
+        left.push_back(std::sin(0.3f * static_cast<float>(i) + phase));
     for (int64_t i = 0; i < rank * dim; ++i)
-        f.right.push_back(std::cos(0.7f * static_cast<float>(i) - phase));
+        right.push_back(std::cos(0.7f * static_cast<float>(i) - phase));
+    f.left = to_f16(left.data(), rows * rank, "test");
+    f.right = to_f16(right.data(), rank * dim, "test");
     return f;
 }
 
@@ -84,7 +87,8 @@ SekvExpectation expectation() {
     return e;
 }
 
-StoredZoomTrace pattern_trace() {
+// with_mass: layer 3's heads carry attention masses (format version 2), layer 1's none.
+StoredZoomTrace pattern_trace(bool with_mass = false) {
     StoredZoomTrace t;
     t.trace.n_spans = 7;
     t.sources = {{4, 0, 0, 2, 0}, {9, 2, 2, 5, 12}};
@@ -94,8 +98,11 @@ StoredZoomTrace pattern_trace() {
         st.host_tier_bytes = 2000 + step;
         for (const int layer : {1, 3}) {
             LayerZoom lz{layer, {}};
-            for (int h = 0; h < 2; ++h)
-                lz.heads.push_back({{step, 6 - h}, {0.5f + 0.125f * h, 0.25f}});
+            for (int h = 0; h < 2; ++h) {
+                lz.heads.push_back({{step, 6 - h}, {0.5f + 0.125f * h, 0.25f}, {}});
+                if (with_mass && layer == 3)
+                    lz.heads.back().mass = {0.375f, 0.0625f * static_cast<float>(h + step)};
+            }
             st.layers.push_back(lz);
         }
         t.trace.steps.push_back(st);
@@ -118,10 +125,25 @@ std::vector<uint8_t> golden(const std::string& name, const std::vector<uint8_t>&
 
 } // namespace
 
-TEST(SekvBlobs, GoldenSekvStateOfVersion1StillReads) {
+TEST(SekvBlobs, AStateOfVersion1IsRefusedByItsVersion) {
+    // Version 1 held fp32 summaries and factors; the project rebuilds such a state from the
+    // chunk states (StateCache::sekv_state) after this refusal.
+    std::ifstream in(data_dir() + "/fixtures/sekv_state_v1.bin", std::ios::binary);
+    ASSERT_TRUE(in);
+    const std::vector<uint8_t> v1((std::istreambuf_iterator<char>(in)), {});
+    try {
+        decode_sekv_state(v1.data(), v1.size(), expectation());
+        ADD_FAILURE() << "a version 1 state was read";
+    } catch (const StateError& e) {
+        EXPECT_NE(std::string(e.what()).find("format version 1, expected 2"), std::string::npos)
+            << e.what();
+    }
+}
+
+TEST(SekvBlobs, GoldenSekvStateOfVersion2StillReads) {
     const auto s = pattern_state();
     const auto fresh = encode_sekv_state(s, pattern_fingerprint());
-    const auto g = golden("sekv_state_v1.bin", fresh);
+    const auto g = golden("sekv_state_v2.bin", fresh);
     const auto back = decode_sekv_state(g.data(), g.size(), expectation());
     EXPECT_EQ(back.alpha, 1.25);
     EXPECT_EQ(back.segmentation.threshold, 4.5);
@@ -144,15 +166,12 @@ TEST(SekvBlobs, GoldenSekvStateOfVersion1StillReads) {
                 EXPECT_EQ(a.v[g2].rank, 1);
             }
         }
-    EXPECT_EQ(fresh, g) << "the writer still writes format version 1";
+    EXPECT_EQ(fresh, g) << "the writer still writes format version 2";
     EXPECT_EQ(encode_sekv_state(back, pattern_fingerprint()), g) << "save -> load -> save";
 }
 
-TEST(SekvBlobs, GoldenZoomTraceOfVersion1StillReads) {
-    const auto t = pattern_trace();
-    // Compressed bytes may differ between zlib versions; what is read must not.
-    const auto g = golden("zoom_trace_v1.bin", encode_zoom_trace(t));
-    const auto back = decode_zoom_trace(g);
+namespace {
+void expect_same_trace(const StoredZoomTrace& back, const StoredZoomTrace& t) {
     EXPECT_EQ(back.trace.n_spans, 7);
     ASSERT_EQ(back.sources.size(), 2u);
     EXPECT_EQ(back.sources[1].document_id, 9);
@@ -166,13 +185,33 @@ TEST(SekvBlobs, GoldenZoomTraceOfVersion1StillReads) {
         for (size_t l = 0; l < 2; ++l) {
             EXPECT_EQ(back.trace.steps[s].layers[l].layer, t.trace.steps[s].layers[l].layer);
             for (size_t h = 0; h < 2; ++h) {
-                EXPECT_EQ(back.trace.steps[s].layers[l].heads[h].spans,
-                          t.trace.steps[s].layers[l].heads[h].spans);
-                EXPECT_EQ(back.trace.steps[s].layers[l].heads[h].relevance,
-                          t.trace.steps[s].layers[l].heads[h].relevance);
+                const auto &a = back.trace.steps[s].layers[l].heads[h],
+                           &b = t.trace.steps[s].layers[l].heads[h];
+                EXPECT_EQ(a.spans, b.spans);
+                EXPECT_EQ(a.relevance, b.relevance);
+                EXPECT_EQ(a.mass, b.mass);
             }
         }
     }
+}
+} // namespace
+
+TEST(SekvBlobs, GoldenZoomTraceOfVersion1StillReadsWithoutMasses) {
+    std::ifstream in(data_dir() + "/fixtures/zoom_trace_v1.bin", std::ios::binary);
+    ASSERT_TRUE(in);
+    const std::vector<uint8_t> g((std::istreambuf_iterator<char>(in)), {});
+    expect_same_trace(decode_zoom_trace(g), pattern_trace(false));
+}
+
+TEST(SekvBlobs, GoldenZoomTraceOfVersion2StillReads) {
+    const auto t = pattern_trace(true);
+    // Compressed bytes may differ between zlib versions; what is read must not.
+    const auto g = golden("zoom_trace_v2.bin", encode_zoom_trace(t));
+    expect_same_trace(decode_zoom_trace(g), t);
+    // A head with masses of another count than its spans is not written.
+    auto bad = t;
+    bad.trace.steps[0].layers[1].heads[0].mass.pop_back();
+    EXPECT_THROW(encode_zoom_trace(bad), std::invalid_argument);
 }
 
 TEST(SekvBlobs, EveryFlippedByteAndCutOfASekvStateIsRefused) {

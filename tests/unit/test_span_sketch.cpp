@@ -17,11 +17,28 @@ using spanscope::test::randn;
 
 namespace {
 
-// A span of n rows, 2 KV heads of dimension d, built at full rank (factors exact).
+// A span of n rows, 2 KV heads of dimension d, built at full rank (factors exact up to their
+// f16 rounding, span_factors.h).
 SekvSpan make_span(const std::vector<float>& k, const std::vector<float>& v,
                    const std::vector<float>& surprisal, int64_t n, int d) {
     return build_span(k.data(), v.data(), surprisal.data(), n, 2, d, 0,
                       SpanRankOptions{64, 1.0, nullptr});
+}
+
+// The key rows a span's factors hold [n][2][d] (each KV head's left · right): the rows a sketch
+// from the factors describes, which differ from the rows it was built from by the factors' f16
+// rounding.
+std::vector<float> held_keys(const SekvSpan& span, int d) {
+    const int64_t n = span.size;
+    std::vector<float> out(static_cast<size_t>(n * 2 * d)), head(static_cast<size_t>(n * d));
+    for (int g = 0; g < 2; ++g) {
+        reconstruct(span.k[static_cast<size_t>(g)], head.data());
+        for (int64_t i = 0; i < n; ++i)
+            for (int j = 0; j < d; ++j)
+                out[static_cast<size_t>((i * 2 + g) * d + j)] =
+                    head[static_cast<size_t>(i * d + j)];
+    }
+    return out;
 }
 
 } // namespace
@@ -31,12 +48,13 @@ SekvSpan make_span(const std::vector<float>& k, const std::vector<float>& v,
 TEST(SpanSketch, WithTheIdentityBasisTheTermIsTheSecondOrderCumulantOfTheRows) {
     const int d = 6;
     const int64_t n = 9;
-    const auto k = randn(static_cast<size_t>(n * 2 * d), 11);
-    const auto v = randn(k.size(), 12);
+    const auto k_in = randn(static_cast<size_t>(n * 2 * d), 11);
+    const auto v = randn(k_in.size(), 12);
     std::vector<float> surprisal(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i)
         surprisal[static_cast<size_t>(i)] = 0.5f + static_cast<float>(i % 4); // weighted k̄
-    const auto span = make_span(k, v, surprisal, n, d);
+    const auto span = make_span(k_in, v, surprisal, n, d);
+    const auto k = held_keys(span, d);
     std::vector<float> eye(static_cast<size_t>(2 * d * d), 0.0f);
     for (int g = 0; g < 2; ++g)
         for (int a = 0; a < d; ++a)
@@ -103,11 +121,12 @@ TEST(SpanSketch, ForConcentratedKeysTheEstimateMissesTheThirdCumulantToWithinThe
         const auto centre = randn(static_cast<size_t>(d), seed);
         const auto q = randn(static_cast<size_t>(d), seed + 1, 3.0f);
         for (const float spread : {0.2f, 0.1f, 0.05f}) {
-            auto k = randn(static_cast<size_t>(n * 2 * d), seed + 2, spread);
+            auto k_in = randn(static_cast<size_t>(n * 2 * d), seed + 2, spread);
             for (int64_t i = 0; i < n * 2; ++i)
                 for (int j = 0; j < d; ++j)
-                    k[static_cast<size_t>(i * d + j)] += centre[static_cast<size_t>(j)];
-            const auto span = make_span(k, randn(k.size(), seed + 3), surprisal, n, d);
+                    k_in[static_cast<size_t>(i * d + j)] += centre[static_cast<size_t>(j)];
+            const auto span = make_span(k_in, randn(k_in.size(), seed + 3), surprisal, n, d);
+            const auto k = held_keys(span, d);
             const auto sk = span_key_sketch(span, eye, d, d);
             std::vector<double> x(static_cast<size_t>(n));
             double mean = 0, top = -1e300;
@@ -164,12 +183,13 @@ TEST(SpanSketch, ForConcentratedKeysTheEstimateMissesTheThirdCumulantToWithinThe
 TEST(SpanSketch, ASmallerBasisHoldsTheProjectedMeanCorrectionAndCovariance) {
     const int d = 5, m = 2;
     const int64_t n = 7;
-    const auto k = randn(static_cast<size_t>(n * 2 * d), 31);
-    const auto v = randn(k.size(), 32);
+    const auto k_in = randn(static_cast<size_t>(n * 2 * d), 31);
+    const auto v = randn(k_in.size(), 32);
     std::vector<float> surprisal(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i)
         surprisal[static_cast<size_t>(i)] = 1.0f + static_cast<float>(i);
-    const auto span = make_span(k, v, surprisal, n, d);
+    const auto span = make_span(k_in, v, surprisal, n, d);
+    const auto k = held_keys(span, d);
     // KV head 0: coordinates 1 and 3; KV head 1: (e0 + e4)/√2 and e2.
     std::vector<float> basis(static_cast<size_t>(2 * m * d), 0.0f);
     basis[1] = 1;
