@@ -90,6 +90,10 @@ PolicySetup policy_setup_for_runs(const PolicySettings& s, const Model& model, i
     so.sekv.trained_rank_gate = !s.full_rank;
     so.sekv.segmentation.alpha = s.alpha;
     so.sekv.segmentation.max_span = s.max_span;
+    so.sekv.rank.energy = s.rank_energy;
+    if (s.factors != "q8_0" && s.factors != "f16")
+        throw std::invalid_argument("--factors must be q8_0 or f16, not " + s.factors);
+    so.sekv.rank.right_type = s.factors == "f16" ? TensorType::F16 : TensorType::Q8_0;
     so.sekv.layers = s.layers;
     so.eviction.budget = s.budget;
     if (!routes) {

@@ -26,6 +26,12 @@ struct PolicySettings {
     int64_t expand_rows = 0; ///< --expand-rows: sekv: most rows per query and head (0: no limit)
     double alpha = 1.0;      ///< --alpha: sekv: anchor threshold μ + α·σ of the surprisal
     int64_t max_span = 32;   ///< --max-span: sekv: longest span (tokens)
+    /// --rank-energy: sekv: the energy gate keeps the fewest components of a span's spectrum
+    /// holding this fraction of Σσ² (SpanRankOptions::energy; (0, 1])
+    double rank_energy = 0.999;
+    /// --factors: sekv: how the right factors are held, "q8_0" (Q8_0 where the head dimension
+    /// allows, else f16) or "f16" (span_factors.h)
+    std::string factors = "q8_0";
     std::vector<int> layers; ///< --sekv-layers: the layers served (default: the global layers)
     /// --router: kRouterTrained, kRouterTrainingFree, kRouterOracle (evaluations' upper bound,
     /// with tau_per_query), or "" (trained when a parameter file for the model is found, else

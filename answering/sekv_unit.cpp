@@ -14,12 +14,16 @@ std::string sekv_options_key(const SekvOptions& o, const std::vector<int>& layer
         throw std::invalid_argument("SEKV: the project store keeps the design's surprisal-weighted "
                                     "summary rows; uniform summaries are an evaluation setting");
     char buf[160];
-    std::snprintf(buf, sizeof buf, "a%.4g-m%lld-x%lld-r%d-e%.6g-b%.4g-t%lld-l",
-                  o.segmentation.alpha, static_cast<long long>(o.segmentation.min_span),
+    std::snprintf(buf, sizeof buf, "a%.4g-m%lld-x%lld-r%d-e%.6g-b%.4g-t%lld", o.segmentation.alpha,
+                  static_cast<long long>(o.segmentation.min_span),
                   static_cast<long long>(o.segmentation.max_span), o.rank.max_rank, o.rank.energy,
                   o.budget > 0 && o.budget < 1 ? o.budget : 0.0,
                   static_cast<long long>(o.reserve_rows));
     std::string key = buf;
+    // Right factors in Q8_0 (the default) carry it in the key; F16 states keep the key they had.
+    if (o.rank.right_type != TensorType::F16)
+        key += "q" + std::string(traits(o.rank.right_type).name);
+    key += "-l";
     for (size_t i = 0; i < layers.size(); ++i) {
         if (i > 0)
             key += '.';

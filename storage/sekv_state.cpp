@@ -15,6 +15,7 @@ constexpr uint32_t kVersion = 2;
 
 void put_factors(ByteWriter& w, const SpanFactors& f) {
     w.put<uint32_t>(static_cast<uint32_t>(f.rank));
+    w.put<uint32_t>(static_cast<uint32_t>(f.right_type));
     w.put_array(f.left.data(), f.left.size());
     w.put_array(f.right.data(), f.right.size());
 }
@@ -28,8 +29,15 @@ SpanFactors get_factors(ByteReader& r, int64_t rows, int64_t dim) {
         r.fail("holds a factor rank of " + std::to_string(rank) + " for a span of " +
                std::to_string(rows) + " rows");
     f.rank = static_cast<int>(rank);
+    const auto type = r.get<uint32_t>();
+    if ((type != static_cast<uint32_t>(TensorType::F16) &&
+         type != static_cast<uint32_t>(TensorType::Q8_0)) ||
+        !right_factor_type_fits(static_cast<TensorType>(type), dim))
+        r.fail("holds a right factor of type " + std::to_string(type) +
+               " (F16, or Q8_0 for a head dimension a multiple of 32)");
+    f.right_type = static_cast<TensorType>(type);
     f.left = r.get_array<uint16_t>(static_cast<uint64_t>(rows) * rank);
-    f.right = r.get_array<uint16_t>(static_cast<uint64_t>(rank) * dim);
+    f.right = r.get_array<uint8_t>(static_cast<uint64_t>(rank) * row_bytes(f.right_type, dim));
     return f;
 }
 

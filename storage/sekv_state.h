@@ -10,8 +10,8 @@
 // i64 anchor character ranges [n_anchors][2], u32 n_spans, i64 spans [n_spans][2] (token begin,
 // end), i64 span character ranges [n_spans][2], u32 n_layers; per layer u32 layer index and per
 // span: f16 summary K and V [n_kv_head][head_dim], then per KV head the key factors and the value
-// factors, each u32 rank, f16 left [size][rank], f16 right [rank][head_dim]; then XXH3-64 of
-// everything before it.
+// factors, each u32 rank, u32 right type (GGUF's: 1 F16, 8 Q8_0), f16 left [size][rank], right
+// [rank] rows of head_dim entries in that type; then XXH3-64 of everything before it.
 #pragma once
 
 #include "engine/sekv/sekv_spans.h"

@@ -52,6 +52,19 @@ void add_policy_options(CLI::App& cmd, PolicySettings& o) {
     cmd.add_option("--max-span", o.max_span, "sekv: longest span in tokens (longer runs are split)")
         ->check(CLI::Range(int64_t{7}, int64_t{4096}))
         ->capture_default_str();
+    cmd.add_option("--rank-energy", o.rank_energy,
+                   "sekv: each span's factors keep the fewest components holding this fraction "
+                   "of its squared singular values (the energy gate; the trained rank gate "
+                   "replaces it)")
+        ->check(finite_number())
+        ->check(CLI::Range(0.5, 1.0))
+        ->capture_default_str();
+    cmd.add_option("--factors", o.factors,
+                   "sekv: how the host tier holds the right factors of each span: q8_0 (8-bit "
+                   "blocks with a scale each 32 values, where the head dimension is a multiple of "
+                   "32) or f16")
+        ->check(CLI::IsMember({"q8_0", "f16"}))
+        ->capture_default_str();
     cmd.add_option(
            "--sekv-layers", o.layers,
            "sekv and the baselines: the layers they serve (default: every global-attention layer)")

@@ -205,7 +205,9 @@ void check_spans(const std::vector<SekvSpan>& spans, const AttentionShape& shape
             for (const auto* f : {&s.k[g], &s.v[g]})
                 ok = ok && f->rows == s.size && f->dim == d && f->rank >= 1 &&
                      f->left.size() == static_cast<size_t>(f->rows * f->rank) &&
-                     f->right.size() == static_cast<size_t>(f->rank * f->dim);
+                     right_factor_type_fits(f->right_type, f->dim) &&
+                     f->right.size() ==
+                         static_cast<size_t>(f->rank) * row_bytes(f->right_type, f->dim);
         if (!ok)
             throw std::invalid_argument("sekv memory: span " + std::to_string(i) +
                                         " does not match the layer or overlaps the previous one");

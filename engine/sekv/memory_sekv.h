@@ -22,7 +22,9 @@ struct RouterParams;
 
 struct SekvOptions {
     SegmentationOptions segmentation{1.0, 4, 32};
-    SpanRankOptions rank{32, 0.999, nullptr};
+    /// The energy gate at 99.9 %; right factors in Q8_0 (F16 where the head dimension is not a
+    /// multiple of 32; span_factors.h).
+    SpanRankOptions rank{32, 0.999, nullptr, 0, TensorType::Q8_0};
     SekvRouterOptions router;
     /// Fast-tier bytes of a sealed context as a fraction of what `full` holds for it: the
     /// segmentation is made coarser until its rows (plus reserve_rows) fit (segment_within_budget,

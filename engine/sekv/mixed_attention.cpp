@@ -53,6 +53,15 @@ void widen(const std::vector<uint16_t>& h, std::vector<float>& out) {
         dequantize_row(TensorType::F16, h.data(), out.data(), static_cast<int64_t>(h.size()));
 }
 
+// A right factor [rank][dim] widened to fp32 into out.
+void widen_right(const SpanFactors& f, std::vector<float>& out) {
+    out.resize(static_cast<size_t>(f.rank) * static_cast<size_t>(f.dim));
+    const size_t rb = row_bytes(f.right_type, f.dim);
+    for (int r = 0; r < f.rank; ++r)
+        dequantize_row(f.right_type, f.right.data() + r * rb,
+                       out.data() + static_cast<size_t>(r) * f.dim, f.dim);
+}
+
 float dot(const float* a, const float* b, int64_t d) {
     return cblas_sdot(static_cast<int>(d), a, 1, b, 1);
 }
@@ -112,8 +121,8 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
     // left_k[i] · right_k, so its score is left_k[i] · (right_k q); the values' weighted sum is
     // (left_vᵀ weights) · right_v. The same numbers as reconstructing each row, without ever
     // holding one.
-    // The factors are f16 (span_factors.h): right_k q is one f16 matrix-vector product; the
-    // other three are widened to fp32 first (left factors are small: [size][rank]).
+    // The factors are f16, the right ones f16 or Q8_0 (span_factors.h): each is widened to fp32
+    // for its product.
     std::vector<float> qr, c, left, right;
     for (const auto& s : spans) {
         if (!s.expanded)
@@ -126,10 +135,9 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
         const auto& fv = *s.v_rows;
         const int n = static_cast<int>(s.size);
         qr.resize(static_cast<size_t>(fk.rank));
-        vec_dot_rows(TensorType::F16, head_dim, fk.rank, fk.right.data(),
-                     static_cast<size_t>(head_dim) * sizeof(uint16_t), q, qr.data());
-        for (auto& x : qr)
-            x *= scale;
+        widen_right(fk, right);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, fk.rank, d, scale, right.data(), d, q, 1, 0.0f,
+                    qr.data(), 1);
         widen(fk.left, left);
         w.resize(std::max<size_t>(w.size(), static_cast<size_t>(n)));
         cblas_sgemv(CblasRowMajor, CblasNoTrans, n, fk.rank, 1.0f, left.data(), fk.rank, qr.data(),
@@ -146,7 +154,7 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
         widen(fv.left, left);
         cblas_sgemv(CblasRowMajor, CblasTrans, n, fv.rank, 1.0f, left.data(), fv.rank, w.data(), 1,
                     0.0f, c.data(), 1);
-        widen(fv.right, right);
+        widen_right(fv, right);
         cblas_sgemv(CblasRowMajor, CblasTrans, fv.rank, d, 1.0f, right.data(), d, c.data(), 1, 1.0f,
                     sm.acc.data(), 1);
     }

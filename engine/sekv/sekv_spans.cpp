@@ -21,7 +21,7 @@ void truncate(SpanFactors& f, int rank) {
         for (int r = 0; r < rank; ++r)
             left[i * rank + r] = f.left[i * f.rank + r];
     f.left = std::move(left);
-    f.right.resize(static_cast<size_t>(rank) * static_cast<size_t>(f.dim));
+    f.right.resize(static_cast<size_t>(rank) * row_bytes(f.right_type, f.dim));
     f.rank = rank;
 }
 } // namespace
@@ -86,8 +86,8 @@ SekvSpan build_span(const float* k, const float* v, const float* token_surprisal
             const auto h = to_f16(x, d, "span summary");
             dequantize_row(TensorType::F16, h.data(), x, d);
         }
-        auto fk = low_rank_factors(hk.data(), n, d, o.max_rank);
-        auto fv = low_rank_factors(hv.data(), n, d, o.max_rank);
+        auto fk = low_rank_factors(hk.data(), n, d, o.max_rank, o.right_type);
+        auto fv = low_rank_factors(hv.data(), n, d, o.max_rank, o.right_type);
         std::vector<float> gate_key;
         if (o.predictor)
             gate_key = gate_summary_key(s.summary_k.data() + g * d, d, begin, o.rope_base);
@@ -123,7 +123,7 @@ int64_t span_host_bytes(const SekvSpan& s) {
     int64_t b = 0;
     for (const auto* fs : {&s.k, &s.v})
         for (const auto& f : *fs)
-            b += static_cast<int64_t>((f.left.size() + f.right.size()) * sizeof(uint16_t));
+            b += static_cast<int64_t>(f.left.size() * sizeof(uint16_t) + f.right.size());
     return b;
 }
 

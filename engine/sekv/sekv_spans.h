@@ -34,6 +34,9 @@ struct SpanRankOptions {
     /// The layer's RoPE base, for the predictor's input (gate_summary_key); 0: a layer whose
     /// keys carry no rotation.
     double rope_base = 0;
+    /// How the right factors are held (span_factors.h): TensorType::Q8_0 where the head
+    /// dimension is a multiple of 32, else F16; or TensorType::F16.
+    TensorType right_type = TensorType::F16;
 };
 
 /// One span of one layer: positions [begin, begin + size), summaries and factors per KV head.
@@ -79,7 +82,7 @@ SekvSpan build_span(const float* k, const float* v, const float* token_surprisal
 void move_span(SekvSpan& span, int32_t delta, double rope_base);
 
 /// Bytes a span holds in the fast tier (its summary rows and key sketch, fp32, and begin/size) and
-/// in the host tier (its factors, f16).
+/// in the host tier (its factors: f16 left, f16 or Q8_0 right).
 int64_t span_fast_bytes(const SekvSpan& span);
 int64_t span_host_bytes(const SekvSpan& span);
 

@@ -9,7 +9,7 @@ int64_t packed_factor_floats(const SekvSpan& span) {
     int64_t n = 0;
     for (const auto* fs : {&span.k, &span.v})
         for (const auto& f : *fs)
-            n += static_cast<int64_t>(f.left.size() + f.right.size());
+            n += static_cast<int64_t>(f.left.size()) + f.rank * f.dim;
     return n;
 }
 
@@ -18,11 +18,10 @@ std::vector<PackedHeadFactors> pack_span_factors(const SekvSpan& span, float* ou
         throw std::invalid_argument("pack_span_factors: key and value factors differ in heads");
     std::vector<PackedHeadFactors> heads(span.k.size());
     int64_t at = 0;
-    const auto put = [&](const std::vector<uint16_t>& x) {
+    const auto put = [&](const std::vector<float>& wide) {
         const int64_t o = at;
-        const auto wide = from_f16(x.data(), static_cast<int64_t>(x.size()));
         std::copy(wide.begin(), wide.end(), out + at);
-        at += static_cast<int64_t>(x.size());
+        at += static_cast<int64_t>(wide.size());
         return o;
     };
     const int64_t dim = span.k.empty() ? 0 : span.k[0].dim;
@@ -32,17 +31,18 @@ std::vector<PackedHeadFactors> pack_span_factors(const SekvSpan& span, float* ou
         for (const auto* f : {&fk, &fv})
             if (f->rows != span.size || f->dim != dim || f->rank < 1 ||
                 f->left.size() != static_cast<size_t>(f->rows * f->rank) ||
-                f->right.size() != static_cast<size_t>(f->rank * f->dim))
+                !right_factor_type_fits(f->right_type, f->dim) ||
+                f->right.size() != static_cast<size_t>(f->rank) * row_bytes(f->right_type, f->dim))
                 throw std::invalid_argument("pack_span_factors: factors of head " +
                                             std::to_string(g) +
                                             " do not match the span's rows and dimension");
         auto& h = heads[g];
         h.rank_k = fk.rank;
         h.rank_v = fv.rank;
-        h.left_k = put(fk.left);
-        h.right_k = put(fk.right);
-        h.left_v = put(fv.left);
-        h.right_v = put(fv.right);
+        h.left_k = put(fk.left_f32());
+        h.right_k = put(fk.right_f32());
+        h.left_v = put(fv.left_f32());
+        h.right_v = put(fv.right_f32());
     }
     return heads;
 }

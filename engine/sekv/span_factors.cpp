@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -69,7 +70,44 @@ std::vector<float> SpanFactors::left_f32() const {
 }
 
 std::vector<float> SpanFactors::right_f32() const {
-    return from_f16(right.data(), static_cast<int64_t>(right.size()));
+    std::vector<float> x(static_cast<size_t>(rank) * static_cast<size_t>(dim));
+    if (!x.empty())
+        for (int r = 0; r < rank; ++r)
+            dequantize_row(right_type, right.data() + r * row_bytes(right_type, dim),
+                           x.data() + static_cast<size_t>(r) * dim, dim);
+    return x;
+}
+
+bool right_factor_type_fits(TensorType type, int64_t dim) {
+    if (type == TensorType::F16)
+        return dim >= 1;
+    if (type == TensorType::Q8_0)
+        return dim >= 1 && dim % traits(TensorType::Q8_0).block_size == 0;
+    return false;
+}
+
+TensorType right_factor_type(TensorType wanted, int64_t dim) {
+    return right_factor_type_fits(wanted, dim) ? wanted : TensorType::F16;
+}
+
+void set_right_factor(SpanFactors& f, const std::vector<float>& right) {
+    if (right.size() != static_cast<size_t>(f.rank) * static_cast<size_t>(f.dim) ||
+        !right_factor_type_fits(f.right_type, f.dim))
+        throw std::invalid_argument("set_right_factor: a right factor of another shape or type");
+    if (f.right_type == TensorType::F16) {
+        const auto h = to_f16(right.data(), static_cast<int64_t>(right.size()), "span factors");
+        f.right.resize(h.size() * sizeof(uint16_t));
+        std::memcpy(f.right.data(), h.data(), f.right.size());
+        return;
+    }
+    // Q8_0: the block scales are f16, so a block whose largest entry exceeds 127 · 65504 would
+    // overflow; no value beyond f16's range is held in either type.
+    to_f16(right.data(), static_cast<int64_t>(right.size()), "span factors");
+    const size_t rb = row_bytes(f.right_type, f.dim);
+    f.right.assign(static_cast<size_t>(f.rank) * rb, 0);
+    for (int r = 0; r < f.rank; ++r)
+        quantize_row(f.right_type, right.data() + static_cast<size_t>(r) * f.dim,
+                     f.right.data() + r * rb, f.dim);
 }
 
 void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w) {
@@ -102,9 +140,12 @@ void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w) {
     }
 }
 
-SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_rank) {
+SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_rank,
+                             TensorType right_type) {
     if (n < 1 || d < 1 || max_rank < 1)
         throw std::invalid_argument("low_rank_factors: empty span or rank < 1");
+    if (right_type != TensorType::F16 && right_type != TensorType::Q8_0)
+        throw std::invalid_argument("low_rank_factors: the right factor is held as F16 or Q8_0");
     if (n > 65536)
         throw std::invalid_argument("low_rank_factors: span of " + std::to_string(n) +
                                     " rows is too long (Gram matrix)");
@@ -141,7 +182,8 @@ SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_ra
         }
     }
     f.left = to_f16(left.data(), static_cast<int64_t>(left.size()), "span factors");
-    f.right = to_f16(right.data(), static_cast<int64_t>(right.size()), "span factors");
+    f.right_type = right_factor_type(right_type, d);
+    set_right_factor(f, right);
     return f;
 }
 
@@ -163,7 +205,7 @@ void move_key_span(SpanFactors& f, float* summary, int32_t delta, double rope_ba
     const int d = static_cast<int>(f.dim);
     auto right = f.right_f32();
     rope_shift_neox(right.data(), f.rank, 1, d, delta, rope_base);
-    f.right = to_f16(right.data(), static_cast<int64_t>(right.size()), "moved span factors");
+    set_right_factor(f, right);
     rope_shift_neox(summary, 1, 1, d, delta, rope_base);
 }
 

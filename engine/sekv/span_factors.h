@@ -4,6 +4,8 @@
 // every row (moving a document) rotates the summary and the right-hand factor alike.
 #pragma once
 
+#include "engine/kernels/tensor_type.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -21,18 +23,21 @@ void summary_row(const float* rows, int64_t n, int64_t d, const float* weights, 
 /// (Eckart–Young), from the eigen-decomposition of the Gram matrix rows · rowsᵀ (LAPACK dsyevd,
 /// in double). Deterministic: each left column's largest-magnitude entry is positive.
 ///
-/// The factors are held as IEEE binary16 (f16) bits, rounded to nearest from the double
-/// computation: the host tier costs half of what fp32 factors would, and the rows they rebuild
-/// are as close to the f16-rounded rows a memory holds (row_store.h) as those are to the exact
-/// ones (relative error 2^-11 per factor entry). The left factor's entries lie in [-1, 1]
-/// (orthonormal columns); the right factor's row r has norm σ_r, at most √rows times the largest
-/// row entry.
+/// The left factor is held as IEEE binary16 (f16) bits, rounded to nearest from the double
+/// computation (relative error 2^-11 per entry; its entries lie in [-1, 1], orthonormal
+/// columns). The right factor, most of the bytes ([rank][dim] against [rows][rank]), is held
+/// as f16 or as Q8_0 (ggml's 8-bit blocks: per 32 entries an f16 scale max|x|/127 and 32
+/// signed bytes, 34 bytes, so an entry is off by at most half a step, max|x|/254 of its block).
+/// Its row r has norm σ_r, at most √rows times the largest row entry.
 struct SpanFactors {
     int64_t rows = 0, dim = 0;
     int rank = 0;
-    std::vector<uint16_t> left;  ///< [rows][rank] f16, orthonormal columns
-    std::vector<uint16_t> right; ///< [rank][dim] f16, = leftᵀ · rows
-    std::vector<double> sigma2;  ///< squared singular values, descending [rows]
+    std::vector<uint16_t> left; ///< [rows][rank] f16, orthonormal columns
+    /// How the right factor's rows are held: TensorType::F16 or TensorType::Q8_0.
+    TensorType right_type = TensorType::F16;
+    /// [rank] rows of row_bytes(right_type, dim) bytes: = leftᵀ · rows
+    std::vector<uint8_t> right;
+    std::vector<double> sigma2; ///< squared singular values, descending [rows]
     /// Squared Frobenius error of the approximation: Σ of the discarded sigma2.
     double discarded() const;
     /// The factors widened to fp32 (exact): [rows][rank] and [rank][dim].
@@ -53,10 +58,23 @@ std::vector<float> from_f16(const uint16_t* h, int64_t n);
 /// std::invalid_argument for n < 1 or a of another size, std::runtime_error when LAPACK fails.
 void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w);
 
-/// Factors of rows [n][d] at rank min(max_rank, n, d). Throws std::invalid_argument for n < 1,
-/// d < 1 or max_rank < 1, std::runtime_error when LAPACK fails, std::range_error when a right
-/// factor entry exceeds f16's range (to_f16).
-SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_rank);
+/// Whether a right factor of `dim` columns can be held as `type` (F16 always; Q8_0 when dim is a
+/// multiple of its 32-entry blocks); other types never.
+bool right_factor_type_fits(TensorType type, int64_t dim);
+
+/// The right factor's type for `wanted` and `dim`: wanted where it fits, else F16.
+TensorType right_factor_type(TensorType wanted, int64_t dim);
+
+/// Factors of rows [n][d] at rank min(max_rank, n, d), the right factor held as
+/// right_factor_type(right_type, d). Throws std::invalid_argument for n < 1, d < 1, max_rank < 1
+/// or a right_type other than F16 and Q8_0, std::runtime_error when LAPACK fails,
+/// std::range_error when a factor entry exceeds f16's range (to_f16).
+SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_rank,
+                             TensorType right_type = TensorType::F16);
+
+/// Hold the right factor `right` [rank][dim] (fp32) in f.right as f.right_type. Throws
+/// std::range_error as to_f16 (the F16 entries, the Q8_0 scales).
+void set_right_factor(SpanFactors& f, const std::vector<float>& right);
 
 /// left · right into out [rows][dim].
 void reconstruct(const SpanFactors& f, float* out);
@@ -64,9 +82,9 @@ void reconstruct(const SpanFactors& f, float* out);
 /// Move a key span of one head (dim = head_dim) by delta positions, RoPE base of its layer
 /// (rotate-half layout, ops.h): the summary row [dim] and the rows of the right factor are
 /// rotated; the left factor stays (rotating every row leaves rows · rowsᵀ unchanged). The
-/// result equals the resolutions built from the keys rotated at the new positions, up to f16
-/// rounding of the rotated right factor (RoFormer §3.4.2: rotations compose). Throws
-/// std::invalid_argument for an odd dim.
+/// result equals the resolutions built from the keys rotated at the new positions, up to the
+/// rounding of the rotated right factor to its type (RoFormer §3.4.2: rotations compose).
+/// Throws std::invalid_argument for an odd dim.
 void move_key_span(SpanFactors& f, float* summary, int32_t delta, double rope_base);
 
 } // namespace spanscope

@@ -75,6 +75,11 @@ std::string settings_of(const EvalOptions& o, const std::string& model_path) {
            (p.tau_per_query ? kSettingsTauPerQuery : "") + (p.full_rank ? kSettingsFullRank : "") +
            (o.summary_weights == "uniform" ? kSettingsUniformSummary : "") +
            (p.rerank > 0 ? kSettingsRerank + std::to_string(p.rerank) : std::string()) +
+           // The energy gate's fraction where it is not the one lines before it was an option
+           // ran with; factors in f16 since SEKV state format 2 (lines before held fp32).
+           (p.rank_energy != 0.999 ? " rank_energy=" + std::to_string(p.rank_energy)
+                                   : std::string()) +
+           " factors=" + p.factors +
            // Another backend gives other roundings: its lines are another configuration.
            (o.backend == "cpu" ? std::string() : " backend=" + o.backend);
 }

@@ -294,7 +294,7 @@ TEST(ZoomTraceBlob, RoundTripsAndRefusesDamage) {
         for (const int layer : {5, 11}) {
             LayerZoom lz{layer, {}};
             for (int h = 0; h < 4; ++h)
-                lz.heads.push_back({{s, 10 + h, 39}, {0.9f, 0.8f, 0.7f}});
+                lz.heads.push_back({{s, 10 + h, 39}, {0.9f, 0.8f, 0.7f}, {}});
             st.layers.push_back(lz);
         }
         t.trace.steps.push_back(st);
@@ -313,7 +313,7 @@ TEST(ZoomTraceBlob, RoundTripsAndRefusesDamage) {
     }
     EXPECT_THROW(decode_zoom_trace({}), std::runtime_error);
     auto wrong = t;
-    wrong.trace.steps[0].layers[0].heads[0] = {{40}, {0.5f}}; // outside the context
+    wrong.trace.steps[0].layers[0].heads[0] = {{40}, {0.5f}, {}}; // outside the context
     EXPECT_THROW(decode_zoom_trace(encode_zoom_trace(wrong)), std::runtime_error);
 }
 

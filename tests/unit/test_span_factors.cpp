@@ -165,9 +165,10 @@ TEST(SpanFactors, FullRankReconstructsAndIsDeterministic) {
     const auto again = low_rank_factors(rows.data(), n, d, 32);
     EXPECT_EQ(again.left, f.left);
     EXPECT_EQ(again.right, f.right);
-    // Held in f16: two bytes per entry, and widening is exact.
+    // Held in f16 (the default right type): two bytes per entry, and widening is exact.
     EXPECT_EQ(f.left.size(), static_cast<size_t>(n * f.rank));
-    EXPECT_EQ(f.right.size(), static_cast<size_t>(f.rank * d));
+    EXPECT_EQ(f.right_type, TensorType::F16);
+    EXPECT_EQ(f.right.size(), static_cast<size_t>(f.rank * d) * sizeof(uint16_t));
     // Fixed signs: each left column's largest-magnitude entry is positive.
     for (int c = 0; c < f.rank; ++c) {
         float big = 0;
@@ -221,4 +222,43 @@ TEST(SpanFactors, MovingAKeySpanEqualsBuildingItAtTheNewPosition) {
     for (size_t i = 0; i < r0.size(); ++i)
         sq += (r0[i] - r1[i]) * (r0[i] - r1[i]);
     EXPECT_LE(std::sqrt(sq), bound + 1e-3);
+}
+
+// Q8_0 right factors (the host tier's default for head dimensions that are multiples of 32):
+// 34 bytes per 32 entries, and each rebuilt entry within the rounding it allows — per right
+// entry half a step (max|x|/254 of its block) and the f16 rounding of the block's scale, times
+// |l|, plus the f16 rounding of the left factor — of the rows; the exact factors' own error is
+// zero at full rank.
+TEST(SpanFactors, Q8RightFactorsRebuildTheRowsWithinTheirBlocksRounding) {
+    const int64_t n = 20, d = 64;
+    const auto rows = randn(static_cast<size_t>(n * d), 21, 2.0f);
+    const auto f = low_rank_factors(rows.data(), n, d, 32, TensorType::Q8_0);
+    ASSERT_EQ(f.right_type, TensorType::Q8_0);
+    EXPECT_EQ(f.rank, 20);
+    EXPECT_EQ(f.right.size(), static_cast<size_t>(f.rank) * 2 * 34); // two blocks of 32 per row
+    const auto exact = low_rank_factors(rows.data(), n, d, 32, TensorType::F16);
+    const auto l = f.left_f32(), r = f.right_f32(), r16 = exact.right_f32();
+    std::vector<float> back(rows.size());
+    reconstruct(f, back.data());
+    const double u = std::ldexp(1.0, -11);
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < d; ++j) {
+            double bound = 0;
+            for (int c = 0; c < f.rank; ++c) {
+                double block_max = 0; // the right factor's block holding entry j, as held in f16
+                for (int64_t x = j / 32 * 32; x < j / 32 * 32 + 32; ++x)
+                    block_max = std::max(block_max, std::fabs(static_cast<double>(r16[c * d + x])));
+                // Half a step (max/254), the f16 rounding of the block's scale (|q| ≤ 127 steps
+                // of a scale off by 2^-11: max · 2^-11), and the f16 entry's own rounding.
+                const double entry =
+                    block_max * (1.0 / 254 + u) * 1.01 + 2 * u * std::fabs(r16[c * d + j]);
+                bound += std::fabs(l[i * f.rank + c]) * entry * (1 + 2 * u);
+                EXPECT_NEAR(r[c * d + j], r16[c * d + j], entry + 1e-6);
+            }
+            EXPECT_NEAR(back[i * d + j], rows[i * d + j], bound + 1e-5) << i << "," << j;
+        }
+    // A head dimension that is not a multiple of 32 falls back to f16.
+    const auto odd = low_rank_factors(rows.data(), 8, 40, 4, TensorType::Q8_0);
+    EXPECT_EQ(odd.right_type, TensorType::F16);
+    EXPECT_THROW(low_rank_factors(rows.data(), n, d, 4, TensorType::Q4_0), std::invalid_argument);
 }
