@@ -9,6 +9,7 @@
 #include <chrono>
 #include <optional>
 #include <set>
+#include <string_view>
 
 namespace spanscope {
 
@@ -314,6 +315,98 @@ std::vector<uint8_t> zoom_trace_of(const Answer& ans, const ContextAssembly& a,
     return encode_zoom_trace(t);
 }
 
+// Streams each generated token's zoom step to ProjectAskHooks::on_zoom while the session
+// generates (engine/session/session.cpp, Session::generate). The session records a token's
+// step right after sampling it, from the SEKV layers' last routing (that of the forward pass
+// the token was sampled from), and tells no one; what it does tell is the logits before each
+// sample (on_logits) and the token's text after it (on_text). So the step is read from the
+// same layers at on_logits, exactly as the session will record it, and handed on once the
+// token is known to be part of the answer:
+// - at its text piece: inside the loop a piece always follows an answer token; after the loop
+//   only the streamer's flush comes (Utf8Streamer::flush: nothing, or U+FFFD for the bytes of
+//   an unfinished character), so a lone U+FFFD cannot tell the two apart and waits;
+// - at the next on_logits (the loop went on, so the token was kept);
+// - when generation ended, from the answer's own trace (its last steps, which are exact).
+// A step read for a token that then ends the answer (end of generation) is never handed on.
+class ZoomStream {
+public:
+    using Hook = decltype(ProjectAskHooks::on_zoom);
+
+    ZoomStream(const ModelMemory& memory, const Hook& hook, const std::vector<ZoomSource>& sources)
+        : memory_(memory), layers_(memory.sealing_layers()), hook_(hook), sources_(sources) {}
+
+    bool routes() const { return !layers_.empty(); }
+
+    // The session is about to sample the next token from the last forward pass.
+    void before_sample() {
+        hand_on(); // a step still waiting: its token was kept, the loop went on
+        pending_ = ZoomStep{};
+        for (const int il : layers_) {
+            const auto& layer = memory_.layer(il);
+            if (const auto* z = layer.last_zoom())
+                pending_.layers.push_back(LayerZoom{il, *z});
+            const auto s = layer.stats();
+            pending_.fast_tier_bytes += s.fast_tier_bytes;
+            pending_.host_tier_bytes += s.host_tier_bytes;
+        }
+        has_pending_ = true;
+    }
+
+    // A text piece came, before on_text hands it on.
+    void before_text(const std::string& piece) {
+        constexpr std::string_view kReplacement = "\xef\xbf\xbd";
+        if (piece != kReplacement)
+            hand_on();
+    }
+
+    // Generation ended: the steps not handed on yet, from the answer's trace.
+    void finish(const ZoomTrace& trace) {
+        has_pending_ = false;
+        for (size_t i = static_cast<size_t>(handed_); i < trace.steps.size(); ++i)
+            hook_(handed_++, trace.steps[i], sources_);
+    }
+
+private:
+    void hand_on() {
+        if (!has_pending_)
+            return;
+        has_pending_ = false;
+        hook_(handed_++, pending_, sources_);
+    }
+
+    const ModelMemory& memory_;
+    const std::vector<int> layers_;
+    const Hook& hook_;
+    const std::vector<ZoomSource>& sources_;
+    ZoomStep pending_;
+    bool has_pending_ = false;
+    int handed_ = 0; ///< steps handed on: the index of the next
+};
+
+// The session's answer after the assembled context, with on_zoom fed when it is set.
+Answer answer_streaming_zoom(Session& session, const std::vector<int32_t>& question,
+                             PromptStyle style, const ProjectQuestion& q,
+                             const ProjectAskHooks& hooks, const std::vector<ZoomSource>& sources,
+                             const std::atomic<bool>* cancel) {
+    if (!hooks.on_zoom)
+        return session.answer_after_context(question, style, q.max_tokens, q.sampling,
+                                            hooks.on_text, cancel);
+    ZoomStream zoom(session.memory(), hooks.on_zoom, sources);
+    if (!zoom.routes())
+        return session.answer_after_context(question, style, q.max_tokens, q.sampling,
+                                            hooks.on_text, cancel);
+    auto ans = session.answer_after_context(
+        question, style, q.max_tokens, q.sampling,
+        [&](const std::string& piece) {
+            zoom.before_text(piece);
+            if (hooks.on_text)
+                hooks.on_text(piece);
+        },
+        cancel, [&](const std::vector<float>&) { zoom.before_sample(); });
+    zoom.finish(ans.zoom);
+    return ans;
+}
+
 } // namespace
 
 ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cache, Session& scratch,
@@ -346,8 +439,7 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         a = assemble_context(project, model, cache, scratch, session, ids, question, q, hooks,
                              cancel, out.notes);
         out.assembly_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        out.answer = session.answer_after_context(question, style, q.max_tokens, q.sampling,
-                                                  hooks.on_text, cancel);
+        out.answer = answer_streaming_zoom(session, question, style, q, hooks, a.sources, cancel);
     } catch (const std::exception& e) {
         // Record why there is no answer; the question stays in the chat.
         const bool cancelled = dynamic_cast<const Cancelled*>(&e) != nullptr;

@@ -85,6 +85,20 @@ struct ProjectAskHooks {
     std::function<void(const IngestProgress&)> on_ingest_progress; ///< recomputing a unit
     std::function<void(const std::string&)> on_note;               ///< as notes are found
     std::function<void(int64_t)> on_question_saved; ///< the chat id, once the question is saved
+    /// Each generated token's zoom while the answer streams (SEKV layers only; never called
+    /// under full; unset, nothing is read or copied for it). `token`: the token's index among
+    /// the answer's tokens, 0, 1, … each once and in order; `step`: the routing of the forward
+    /// pass the token was sampled from, per SEKV layer and query head, with the layers' memory
+    /// then (the step the zoom trace saved with the answer holds at that index; ZoomHead::mass
+    /// may be empty); `sources`: where the context's span ids come from (the same for every
+    /// token of an answer; ids [0, Σ n_spans)). Called on the answering thread as soon as the
+    /// token is known to be part of the answer: with its text, just before on_text receives
+    /// it; a token without a text piece of its own (a byte of a longer character) before the
+    /// next token is sampled, or, for the last, as generation ends (before the answer is
+    /// saved). A token that ends the answer (end of generation) is none of the answer's and
+    /// gets no call.
+    std::function<void(int token, const ZoomStep& step, const std::vector<ZoomSource>& sources)>
+        on_zoom;
 };
 
 /// The selectors a project answers with: recompute_selectors() (pic_assembly.h) less

@@ -15,6 +15,8 @@ const QColor kSpanTint[2] = {QColor(221, 234, 252), QColor(226, 243, 222)};
 const QColor kAnchorTint(255, 236, 204);
 const QColor kAnchorLine(194, 65, 12);
 const QColor kHeatLow(255, 232, 214), kHeatHigh(232, 72, 56);
+// A live zoom: the spans that carried the token's attention mass, and the others expanded.
+const QColor kLiveCarried(176, 112, 245), kLiveExpanded(216, 192, 250);
 
 template <typename T> int find_at(const QList<T>& marks, int position) {
     // The last mark starting at or before the position, if it holds it.
@@ -33,14 +35,20 @@ DocumentView::DocumentView(QWidget* parent) : QPlainTextEdit(parent) {
 }
 
 void DocumentView::show_document(qint64 id, const QString& text, TextPositionsPtr positions) {
+    const bool had_zoom = !zoom_.isEmpty() || live_token_ >= 0;
     spans_.clear();
     anchors_.clear();
     zoom_.clear();
+    base_.clear();
     zoom_counts_.clear();
+    live_.clear();
+    live_token_ = -1;
     document_id_ = id;
     positions_ = std::move(positions);
     setExtraSelections({});
     setPlainText(text);
+    if (had_zoom)
+        emit zoom_changed();
 }
 
 void DocumentView::clear_document() {
@@ -80,39 +88,71 @@ void DocumentView::set_spans(const DocumentSpansPtr& spans) {
         std::stable_sort(anchors_.begin(), anchors_.end(),
                          [](const Range& a, const Range& b) { return a.begin < b.begin; });
     }
+    rebuild_base_selections();
     // The zoom is drawn over the spans: the same counts, on the new ranges.
-    if (!zoom_counts_.empty())
-        set_zoom(std::map(zoom_counts_), zoom_of_, zoom_what_);
+    if (live_token_ >= 0)
+        set_live_zoom(std::map(live_), live_token_, live_measured_, QString(zoom_what_));
+    else if (!zoom_counts_.empty())
+        set_zoom(std::map(zoom_counts_), zoom_of_, QString(zoom_what_));
     else
         update_selections();
 }
 
 void DocumentView::clear_spans() {
+    const bool had_marks = !zoom_.isEmpty();
     spans_.clear();
     anchors_.clear();
     zoom_.clear();
+    rebuild_base_selections();
     update_selections();
+    if (had_marks)
+        emit zoom_changed();
 }
 
 void DocumentView::set_zoom(const std::map<std::pair<int, int>, int>& counts, int of,
                             const QString& what) {
+    live_.clear();
+    live_token_ = -1;
     zoom_counts_ = counts;
     zoom_of_ = std::max(1, of);
     zoom_what_ = what;
     zoom_.clear();
-    for (const auto& s : spans_) {
-        const auto it = counts.find({s.unit, s.index});
+    for (int i = 0; i < spans_.size(); ++i) {
+        const auto it = counts.find({spans_[i].unit, spans_[i].index});
         if (it != counts.end() && it->second > 0)
-            zoom_ << ZoomMark{s.range, it->second};
+            zoom_ << ZoomMark{spans_[i].range, it->second, false, i};
     }
     update_selections();
+    emit zoom_changed();
+}
+
+void DocumentView::set_live_zoom(const std::map<std::pair<int, int>, LiveSpan>& spans, int token,
+                                 bool measured, const QString& what) {
+    zoom_counts_.clear();
+    live_ = spans;
+    live_token_ = std::max(0, token);
+    live_measured_ = measured;
+    zoom_what_ = what;
+    zoom_.clear();
+    for (int i = 0; i < spans_.size(); ++i) {
+        const auto it = spans.find({spans_[i].unit, spans_[i].index});
+        if (it != spans.end() && it->second.count > 0)
+            zoom_ << ZoomMark{spans_[i].range, it->second.count, it->second.carried, i};
+    }
+    update_selections();
+    emit zoom_changed();
 }
 
 void DocumentView::clear_zoom() {
+    const bool had_zoom = !zoom_counts_.empty() || live_token_ >= 0 || !zoom_.isEmpty();
     zoom_counts_.clear();
+    live_.clear();
+    live_token_ = -1;
     zoom_.clear();
     zoom_what_.clear();
     update_selections();
+    if (had_zoom)
+        emit zoom_changed();
 }
 
 bool DocumentView::scroll_to_zoom() {
@@ -133,33 +173,43 @@ QColor DocumentView::heat_colour(int count, int of) {
                   mix(kHeatLow.blue(), kHeatHigh.blue()));
 }
 
-void DocumentView::update_selections() {
-    QList<QTextEdit::ExtraSelection> all;
-    all.reserve(spans_.size() + anchors_.size() + zoom_.size());
-    const auto add = [&](const Range& r, const QTextCharFormat& f) {
-        QTextEdit::ExtraSelection s;
-        s.cursor = QTextCursor(document());
-        s.cursor.setPosition(r.begin);
-        s.cursor.setPosition(r.end, QTextCursor::KeepAnchor);
-        s.format = f;
-        all << s;
-    };
+QColor DocumentView::live_colour(bool carried) {
+    return carried ? kLiveCarried : kLiveExpanded;
+}
+
+namespace {
+QTextEdit::ExtraSelection selection(QTextDocument* document, const DocumentView::Range& r,
+                                    const QTextCharFormat& f) {
+    QTextEdit::ExtraSelection s;
+    s.cursor = QTextCursor(document);
+    s.cursor.setPosition(r.begin);
+    s.cursor.setPosition(r.end, QTextCursor::KeepAnchor);
+    s.format = f;
+    return s;
+}
+} // namespace
+
+void DocumentView::rebuild_base_selections() {
+    base_.clear();
+    base_.reserve(spans_.size() + anchors_.size());
     for (int i = 0; i < spans_.size(); ++i) {
         QTextCharFormat f;
         f.setBackground(kSpanTint[i % 2]);
-        add(spans_[i].range, f);
+        base_ << selection(document(), spans_[i].range, f);
     }
     QTextCharFormat anchor;
     anchor.setBackground(kAnchorTint);
     anchor.setUnderlineStyle(QTextCharFormat::SingleUnderline);
     anchor.setUnderlineColor(kAnchorLine);
     for (const auto& r : anchors_)
-        add(r, anchor);
-    for (const auto& z : zoom_) {
-        QTextCharFormat f;
-        f.setBackground(heat_colour(z.count, zoom_of_));
-        add(z.range, f);
-    }
+        base_ << selection(document(), r, anchor);
+}
+
+void DocumentView::update_selections() {
+    QList<QTextEdit::ExtraSelection> all = base_;
+    for (const auto& z : zoom_)
+        all[z.span].format.setBackground(live_token_ >= 0 ? live_colour(z.carried)
+                                                          : heat_colour(z.count, zoom_of_));
     setExtraSelections(all);
 }
 
@@ -177,6 +227,15 @@ QString DocumentView::tooltip_at(int position) const {
         if (it != zoom_counts_.end() && it->second > 0)
             text +=
                 tr("\nZoom: expanded %1 times (%2)").arg(QString::number(it->second), zoom_what_);
+        const auto live = live_.find({m.unit, m.index});
+        if (live_token_ >= 0 && live != live_.end() && live->second.count > 0) {
+            const QString how = !live_measured_ ? tr("its attention mass was not measured")
+                                : live->second.carried
+                                    ? tr("one of the spans that carried most of its attention")
+                                    : tr("it carried little of the token's attention");
+            text += tr("\nZoom: expanded %1 times (%2); %3")
+                        .arg(QString::number(live->second.count), zoom_what_, how);
+        }
         return text;
     }
     const auto a = std::upper_bound(anchors_.begin(), anchors_.end(), position,

@@ -359,6 +359,16 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         emit answer_started(serial, id);
     };
     hooks.on_text = [&](const std::string& piece) { emit answer_piece(serial, q(piece)); };
+    ZoomSourcesPtr zoom_sources; // one copy for the answer's tokens
+    hooks.on_zoom = [&](int token, const ZoomStep& step, const std::vector<ZoomSource>& sources) {
+        if (!zoom_sources)
+            zoom_sources = std::make_shared<const std::vector<ZoomSource>>(sources);
+        auto z = std::make_shared<TokenZoom>();
+        z->token = token;
+        z->step = step;
+        z->sources = zoom_sources;
+        emit answer_zoom(serial, token, z);
+    };
     hooks.on_note = [&](const std::string& text) { emit note(q(text)); };
     hooks.on_ingest_progress = [&](const IngestProgress& p) {
         emit ingest_progress(ingest_status(p, 0, 1));

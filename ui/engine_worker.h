@@ -77,6 +77,11 @@ signals:
     void ingest_finished(quint64 serial, int added, int failed, bool cancelled);
     void answer_started(quint64 serial, qint64 chat_id);
     void answer_piece(quint64 serial, const QString& piece);
+    /// Under sekv, once per generated token as the answer streams (ProjectAskHooks::on_zoom):
+    /// its index among the answer's tokens (0, 1, … in order, each once) and its zoom step with
+    /// the answer's sources (one shared object for every token). For a token with text it comes
+    /// just before that token's answer_piece; all come before answer_finished.
+    void answer_zoom(quint64 serial, int token, const spanscope::gui::TokenZoomPtr& zoom);
     void answer_finished(quint64 serial, const spanscope::gui::AnswerStats& stats);
     void answer_failed(quint64 serial, const QString& message, qint64 chat_id);
     void document_spans(quint64 serial, const spanscope::gui::DocumentSpansPtr& spans);

@@ -93,6 +93,14 @@ public:
     QString zoom_text() const;
     /// The document view's line about its spans ("412 spans · 190 anchors", or why none).
     QString span_status_text() const;
+    // Live zoom (main_window_live_zoom.cpp): while a sekv answer streams, the latest token's
+    // spans are drawn over the document and its column added to the inspector's grid.
+    /// The zoom steps streamed for the answer being written, or for the last one until the next
+    /// starts (message id 0, no token texts); nullptr before any.
+    AnswerZoomPtr streamed_zoom() const { return live_zoom_; }
+    /// Whether the views show the streamed zoom now (from the answer's first step until it ends
+    /// or the user selects another answer's zoom).
+    bool live_zoom_shown() const { return live_shown_; }
 
 signals:
     void model_ready(bool ok);
@@ -175,6 +183,20 @@ private:
     void clear_zoom_state();
     /// A click on the conversation: an answer token selects its zoom.
     void on_conversation_click(QPoint pos);
+    /// Whether a trace's sections hold as many spans as the ones drawn for the shown document
+    /// (a trace made under other SEKV settings numbers another segmentation).
+    bool zoom_fits_spans(const AnswerZoom& zoom) const;
+    // Live zoom (main_window_live_zoom.cpp).
+    /// A step of the answer being written: appended to the streamed zoom and drawn.
+    void on_answer_zoom(quint64 serial, int token, const TokenZoomPtr& zoom);
+    /// Draw the streamed zoom's latest step (or the one picked in the grid) over the shown
+    /// document, and the streamed steps in the inspector.
+    void draw_live_zoom();
+    /// The zoom bar's line for the live zoom.
+    QString live_zoom_text() const;
+    /// The answer ended: stop drawing its steps; restore: show the selected answer's zoom again
+    /// (no trace of this answer will be loaded to take the views over).
+    void end_live_zoom(bool restore);
 
     AppSettings settings_;
     QThread engine_thread_, store_thread_;
@@ -244,6 +266,11 @@ private:
     QDockWidget* inspector_dock_ = nullptr;
     ZoomInspector* inspector_ = nullptr;
     QAction* whole_action_ = nullptr;
+    // Live zoom.
+    std::shared_ptr<AnswerZoom> live_zoom_; ///< the steps streamed for the answer live_serial_
+    quint64 live_serial_ = 0;
+    bool live_shown_ = false; ///< the views draw live_zoom_
+    int live_pinned_ = -1;    ///< a step picked in the grid while streaming; -1: the latest
 };
 
 } // namespace spanscope::gui

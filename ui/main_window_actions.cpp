@@ -232,6 +232,9 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
     if (serial != ask_serial_ || !answering_) // stale, or ended here while it was queued
         return;
     answering_ = false;
+    // A saved sekv answer's trace takes the views over once loaded; else they show again what
+    // they did before it streamed.
+    end_live_zoom(/*restore=*/!(s.message_id > 0 && s.policy == QLatin1String("sekv")));
     hide_progress_unless_ingesting();
     chat_.set_chat_id(s.chat_id);
     QString details =
@@ -271,6 +274,7 @@ void MainWindow::on_answer_failed(quint64 serial, const QString& message, qint64
     if (serial != ask_serial_ || !answering_)
         return;
     answering_ = false;
+    end_live_zoom(/*restore=*/true);
     hide_progress_unless_ingesting();
     if (chat_id > 0)
         chat_.set_chat_id(chat_id);

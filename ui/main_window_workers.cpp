@@ -128,6 +128,7 @@ void MainWindow::connect_workers() {
         if (serial == ask_serial_)
             chat_.append_piece(piece);
     });
+    connect(e, &EngineWorker::answer_zoom, this, &MainWindow::on_answer_zoom);
     connect(e, &EngineWorker::answer_finished, this, &MainWindow::on_answer_finished);
     connect(e, &EngineWorker::answer_failed, this, &MainWindow::on_answer_failed);
     connect(e, &EngineWorker::document_spans, this, &MainWindow::on_document_spans);

@@ -38,8 +38,12 @@ void MainWindow::build_zoom_ui() {
     addDockWidget(Qt::BottomDockWidgetArea, inspector_dock_);
     inspector_dock_->hide();
     connect(inspector_, &ZoomInspector::step_selected, this, [this](int step) {
-        if (zoom_)
+        if (live_shown_) { // a token of the answer being written: kept drawn until it ends
+            live_pinned_ = step;
+            draw_live_zoom();
+        } else if (zoom_) {
             select_answer_token(zoom_->message_id(), step);
+        }
     });
 
     auto* view = menuBar()->addMenu(tr("&View"));
@@ -53,6 +57,7 @@ void MainWindow::build_zoom_ui() {
     whole_action_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_H));
     connect(whole_action_, &QAction::toggled, this, &MainWindow::set_whole_answer);
     view->addAction(tr("&Clear Zoom"), this, [this] {
+        end_live_zoom(/*restore=*/true);
         zoom_step_ = -1;
         set_whole_answer(false);
         if (zoom_)
@@ -183,6 +188,7 @@ void MainWindow::on_zoom_loaded(qint64 message_id, const AnswerZoomPtr& zoom,
 }
 
 void MainWindow::select_answer_token(qint64 message_id, int token) {
+    end_live_zoom(/*restore=*/true); // the user's choice replaces the answer being written
     if (whole_answer_) {
         whole_answer_ = false;
         QSignalBlocker b1(whole_button_), b2(whole_action_);
@@ -209,6 +215,8 @@ void MainWindow::set_whole_answer(bool on) {
         whole_button_->setChecked(on);
         whole_action_->setChecked(on);
     }
+    if (on)
+        end_live_zoom(/*restore=*/true);
     if (on == whole_answer_)
         return;
     whole_answer_ = on;
@@ -216,6 +224,8 @@ void MainWindow::set_whole_answer(bool on) {
 }
 
 void MainWindow::clear_zoom_state() {
+    live_shown_ = false;
+    live_pinned_ = -1;
     zoom_.reset();
     zoom_requested_ = 0;
     zoom_problem_.clear();
@@ -228,7 +238,24 @@ void MainWindow::clear_zoom_state() {
     update_zoom_bar();
 }
 
+bool MainWindow::zoom_fits_spans(const AnswerZoom& zoom) const {
+    const auto it = spans_.find(shown_document_);
+    if (it == spans_.end() || !it.value())
+        return true; // nothing drawn to disagree with
+    const auto& units = it.value()->units;
+    for (const auto& src : zoom.stored().sources)
+        if (src.document_id == shown_document_ &&
+            (src.unit >= static_cast<int>(units.size()) ||
+             static_cast<int>(units[static_cast<size_t>(src.unit)].spans.size()) != src.n_spans))
+            return false;
+    return true;
+}
+
 void MainWindow::apply_zoom(bool scroll) {
+    if (live_shown_) { // an answer being written shows its latest token
+        draw_live_zoom();
+        return;
+    }
     const int step = whole_answer_ ? -1 : zoom_step_;
     if (!zoom_ || (step < 0 && !whole_answer_)) {
         document_view_->clear_zoom();
@@ -251,19 +278,12 @@ void MainWindow::apply_zoom(bool scroll) {
     }
     // The answer's sections must hold the spans shown: a trace made under other SEKV settings
     // (another budget, say) numbers another segmentation, and is not drawn onto this one.
-    if (const auto it = spans_.find(shown_document_); it != spans_.end() && it.value()) {
-        const auto& units = it.value()->units;
-        for (const auto& src : zoom_->stored().sources)
-            if (src.document_id == shown_document_ &&
-                (src.unit >= static_cast<int>(units.size()) ||
-                 static_cast<int>(units[static_cast<size_t>(src.unit)].spans.size()) !=
-                     src.n_spans)) {
-                document_view_->clear_zoom();
-                zoom_label_->setText(tr("This answer was made with other SEKV settings: its "
-                                        "spans are not the ones shown, so its zoom is not drawn."));
-                zoom_bar_->setVisible(true);
-                return;
-            }
+    if (!zoom_fits_spans(*zoom_)) {
+        document_view_->clear_zoom();
+        zoom_label_->setText(tr("This answer was made with other SEKV settings: its spans are "
+                                "not the ones shown, so its zoom is not drawn."));
+        zoom_bar_->setVisible(true);
+        return;
     }
     std::map<std::pair<int, int>, int> here;
     int most = 1;
@@ -295,6 +315,11 @@ void MainWindow::apply_zoom(bool scroll) {
 }
 
 void MainWindow::update_zoom_bar() {
+    if (live_shown_ && live_zoom_ && live_zoom_->steps() > 0) {
+        zoom_label_->setText(live_zoom_text());
+        zoom_bar_->show();
+        return;
+    }
     if (!zoom_) {
         zoom_label_->setText(zoom_problem_);
         whole_button_->setEnabled(false);

@@ -93,14 +93,9 @@ AnswerZoom::AnswerZoom(qint64 message_id, StoredZoomTrace trace)
             layers_.push_back(l.layer);
             heads_ = std::max(heads_, static_cast<int>(l.heads.size()));
         }
-        for (const auto& s : steps) {
-            bool same = s.layers.size() == layers_.size();
-            for (size_t l = 0; same && l < s.layers.size(); ++l)
-                same = s.layers[l].layer == layers_[l] &&
-                       static_cast<int>(s.layers[l].heads.size()) == heads_;
-            if (!same)
+        for (const auto& s : steps)
+            if (!same_shape(s))
                 throw std::runtime_error("the steps of the trace differ in their layers or heads");
-        }
     }
     std::string all;
     std::vector<size_t> byte_starts;
@@ -115,6 +110,33 @@ AnswerZoom::AnswerZoom(qint64 message_id, StoredZoomTrace trace)
         starts_ << std::min<int>(ceil[b], static_cast<int>(text_.size()));
     for (int i = 0; i + 1 < starts_.size(); ++i)
         texts_ << text_.mid(starts_[i], starts_[i + 1] - starts_[i]);
+}
+
+bool AnswerZoom::same_shape(const ZoomStep& s) const {
+    bool same = s.layers.size() == layers_.size();
+    for (size_t l = 0; same && l < s.layers.size(); ++l)
+        same =
+            s.layers[l].layer == layers_[l] && static_cast<int>(s.layers[l].heads.size()) == heads_;
+    return same;
+}
+
+void AnswerZoom::append_step(ZoomStep step, const std::string& token_text) {
+    if (t_.trace.steps.empty()) {
+        layers_.clear();
+        heads_ = 0;
+        for (const auto& l : step.layers) {
+            layers_.push_back(l.layer);
+            heads_ = std::max(heads_, static_cast<int>(l.heads.size()));
+        }
+    }
+    if (!same_shape(step))
+        throw std::runtime_error("the step differs from the first in its layers or heads");
+    t_.trace.steps.push_back(std::move(step));
+    t_.token_texts.push_back(token_text);
+    const QString text = QString::fromStdString(token_text);
+    text_ += text;
+    texts_ << text;
+    starts_ << static_cast<int>(text_.size());
 }
 
 int AnswerZoom::cell(int row, int step) const {
@@ -153,6 +175,46 @@ bool AnswerZoom::locate(int span, SpanRef* ref) const {
     return false;
 }
 
+TokenSpans token_spans(const ZoomStep& step) {
+    TokenSpans out;
+    bool measured = true;
+    for (const auto& l : step.layers)
+        for (const auto& h : l.heads) {
+            const bool has_mass = !h.spans.empty() && h.mass.size() == h.spans.size();
+            measured = measured && (h.spans.empty() || has_mass);
+            for (size_t i = 0; i < h.spans.size(); ++i) {
+                ++out.counts[h.spans[i]];
+                if (has_mass)
+                    out.mass[h.spans[i]] += std::max(0.0, static_cast<double>(h.mass[i]));
+            }
+        }
+    double total = 0;
+    for (const auto& [span, m] : out.mass)
+        total += m;
+    out.measured = measured && !out.counts.empty() && total > 0;
+    if (!out.measured) {
+        out.mass.clear();
+        for (const auto& [span, n] : out.counts)
+            out.carried.insert(span);
+        return out;
+    }
+    // From the largest mass down (ties: lower id first) until half of the total is held.
+    std::vector<std::pair<double, int>> order;
+    for (const auto& [span, m] : out.mass)
+        order.emplace_back(m, span);
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    double held = 0;
+    for (const auto& [m, span] : order) {
+        out.carried.insert(span);
+        held += m;
+        if (held >= 0.5 * total)
+            break;
+    }
+    return out;
+}
+
 QList<int> shown_token_starts(const QString& shown, const QString& tokens_text,
                               const QList<int>& starts) {
     const auto lead = tokens_text.indexOf(shown);
@@ -168,6 +230,7 @@ void register_zoom_types() {
     qRegisterMetaType<TextPositionsPtr>();
     qRegisterMetaType<DocumentSpansPtr>();
     qRegisterMetaType<AnswerZoomPtr>();
+    qRegisterMetaType<TokenZoomPtr>();
 }
 
 } // namespace spanscope::gui

@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,12 +63,44 @@ struct SpanRef {
     int unit = 0, index = 0; ///< section and span within it
 };
 
+/// Where an answer's context span ids come from (ZoomSource: document, section, first id).
+using ZoomSourcesPtr = std::shared_ptr<const std::vector<ZoomSource>>;
+
+/// One generated token's zoom while its answer streams (EngineWorker::answer_zoom).
+struct TokenZoom {
+    int token = 0;          ///< index among the answer's tokens (0-based)
+    ZoomStep step;          ///< its routing per SEKV layer and query head (mass may be empty)
+    ZoomSourcesPtr sources; ///< the answer's context; one shared object for all its tokens
+};
+using TokenZoomPtr = std::shared_ptr<const TokenZoom>;
+
+/// The spans one token expanded, and which of them carried its attention (docs/desktop-app.md,
+/// "Live zoom"). Per span the attention mass (ZoomHead::mass) is summed over the SEKV layers
+/// and query heads that expanded it; the spans that together hold at least half of the summed
+/// mass, taken from the largest down (ties: lower id first), and at least one, "carried the
+/// mass". Where the mass was not measured (a head with spans but no mass, or no mass at all)
+/// every expanded span counts as carrying it: they are drawn alike.
+struct TokenSpans {
+    std::map<int, int> counts;  ///< span id → (layer, head) pairs that expanded it
+    std::map<int, double> mass; ///< span id → Σ mass over those pairs (empty: not measured)
+    std::set<int> carried;      ///< span ids that carried the mass (every expanded one when not
+                                ///< measured); empty only when nothing was expanded
+    bool measured = false;      ///< the mass was measured for every head that expanded spans
+};
+TokenSpans token_spans(const ZoomStep& step);
+
 /// An answer's zoom trace with what the views draw.
 class AnswerZoom {
 public:
     /// Throws std::runtime_error when the trace's steps do not all have the same layers and
-    /// heads, or a step's token text is missing.
+    /// heads, or a step's token text is missing. A trace without steps is one to append to
+    /// while its answer streams (message_id 0: not saved yet).
     AnswerZoom(qint64 message_id, StoredZoomTrace trace);
+
+    /// Add the next step (an answer that streams) with its token's text (UTF-8; may be empty,
+    /// then the token shows no text). Throws std::runtime_error when its layers and heads are
+    /// not those of the first step; the zoom is then unchanged.
+    void append_step(ZoomStep step, const std::string& token_text = {});
 
     qint64 message_id() const { return message_id_; }
     const StoredZoomTrace& stored() const { return t_; }
@@ -93,6 +126,9 @@ public:
     const QList<int>& token_starts() const { return starts_; }
 
 private:
+    /// Whether a step has the layers and heads of the first (layers_, heads_).
+    bool same_shape(const ZoomStep& s) const;
+
     qint64 message_id_;
     StoredZoomTrace t_;
     std::vector<int> layers_;
@@ -108,7 +144,7 @@ using AnswerZoomPtr = std::shared_ptr<const AnswerZoom>;
 QList<int> shown_token_starts(const QString& shown, const QString& tokens_text,
                               const QList<int>& starts);
 
-/// Register the pointer types above for queued connections.
+/// Register the pointer types above (TokenZoomPtr included) for queued connections.
 void register_zoom_types();
 
 } // namespace spanscope::gui
@@ -116,3 +152,4 @@ void register_zoom_types();
 Q_DECLARE_METATYPE(spanscope::gui::TextPositionsPtr)
 Q_DECLARE_METATYPE(spanscope::gui::DocumentSpansPtr)
 Q_DECLARE_METATYPE(spanscope::gui::AnswerZoomPtr)
+Q_DECLARE_METATYPE(spanscope::gui::TokenZoomPtr)

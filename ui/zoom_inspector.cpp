@@ -30,16 +30,19 @@ QColor cell_colour(int v, int max) {
                   mix(kLow.blue(), kHigh.blue()));
 }
 
-// A token's text for a label: quoted without its blanks around (unless it is blank, then
-// shown escaped), at most 24 characters.
+// A token for a label: its number, then its text quoted without its blanks around (unless it
+// is blank, then shown escaped), at most 24 characters; the number alone when the token has no
+// text (an answer still being written, or a character's later bytes).
 QString token_label(const AnswerZoom& z, int step) {
     QString t = z.token_texts().value(step);
+    if (t.isEmpty())
+        return QString::number(step);
     if (!t.trimmed().isEmpty())
         t = t.trimmed();
     t.replace(QLatin1Char('\n'), QStringLiteral("\\n"));
     if (t.size() > 24)
         t = t.left(23) + QChar(0x2026);
-    return QStringLiteral("“%1”").arg(t);
+    return QString::number(step) + QStringLiteral(" “") + t + QStringLiteral("”");
 }
 } // namespace
 
@@ -156,8 +159,8 @@ bool ZoomGrid::event(QEvent* event) {
             QToolTip::hideText();
         } else {
             QToolTip::showText(help->globalPos(),
-                               tr("Token %1 %2 · %3: %4 expanded")
-                                   .arg(QString::number(c), token_label(*zoom_, c), row_label(r),
+                               tr("Token %1 · %2: %3 expanded")
+                                   .arg(token_label(*zoom_, c), row_label(r),
                                         count_text(value(r, c), tr("span"), tr("spans"))),
                                this);
         }
@@ -368,9 +371,8 @@ void ZoomInspector::set_selected_step(int step) {
     int total = 0;
     for (int r = 0; r < zoom_->rows(); ++r)
         total += zoom_->cell(r, step);
-    step_->setText(tr("Token %1 %2: %3 expanded over the %4 layer-head pairs (%5 distinct)")
-                       .arg(QString::number(step), token_label(*zoom_, step),
-                            count_text(total, tr("span"), tr("spans")),
+    step_->setText(tr("Token %1: %2 expanded over the %3 layer-head pairs (%4 distinct)")
+                       .arg(token_label(*zoom_, step), count_text(total, tr("span"), tr("spans")),
                             QString::number(zoom_->rows()),
                             QString::number(zoom_->span_counts(step).size())));
     const QRect r = grid_->cell_rect(0, step);

@@ -428,9 +428,13 @@ void GuiModels::documentViewTintsSpansAndDrawsTheZoom() {
     QCOMPARE(v.zoom_marks()[0].count, 1);
     QCOMPARE(v.zoom_marks()[1].range, ranges[2]);
     QCOMPARE(v.zoom_marks()[1].count, 4);
+    // A zoomed span is drawn in its heat by its own selection.
     sel = v.extraSelections();
-    QCOMPARE(sel.size(), 7);
-    QCOMPARE(sel[6].format.background().color(), DocumentView::heat_colour(4, 4));
+    QCOMPARE(sel.size(), 5);
+    QCOMPARE(v.zoom_marks()[1].span, 2);
+    QCOMPARE(sel[2].format.background().color(), DocumentView::heat_colour(4, 4));
+    QCOMPARE(sel[0].format.background().color(), DocumentView::heat_colour(1, 4));
+    QVERIFY(sel[1].format.background() != sel[0].format.background());
     QVERIFY(DocumentView::heat_colour(4, 4) != DocumentView::heat_colour(1, 4));
     QVERIFY(v.tooltip_at(21).contains(QStringLiteral("expanded 4 times (for a token)")));
     QVERIFY(v.scroll_to_zoom());
