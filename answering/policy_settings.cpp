@@ -71,13 +71,33 @@ void check_router(const PolicySettings& s, const RouterChoice& c, std::string_vi
 
 } // namespace
 
+PolicySettings with_defaults_resolved(PolicySettings s, std::string_view backend) {
+    if (!s.tau_per_query_given && (s.learned_tau || s.expand_rows > 0))
+        s.tau_per_query = false;
+    if (!s.rerank_given &&
+        (!two_stage_routing_applies("sekv", s.tau_per_query, backend) || s.router == kRouterOracle))
+        s.rerank = 0;
+    return s;
+}
+
 PolicySetup policy_setup(const PolicySettings& settings, const Model& model, int threads,
                          const NoteSink& on_note) {
     return policy_setup_for_runs(settings, model, threads, settings.policy == "sekv", on_note);
 }
 
-PolicySetup policy_setup_for_runs(const PolicySettings& s, const Model& model, int threads,
+PolicySetup policy_setup_for_runs(const PolicySettings& given, const Model& model, int threads,
                                   bool routes, const NoteSink& on_note) {
+    PolicySettings s = with_defaults_resolved(given, model.backend());
+    // The default policy is sekv where the model has layers for it (a global attention layer with
+    // full-head RoPE); a model without (the hybrid ones) answers with full unless sekv is asked.
+    if (!s.policy_given && s.policy == "sekv" && s.layers.empty() &&
+        sekv_layers(model.info(), SekvOptions{}).empty()) {
+        s.policy = "full";
+        routes = false;
+        if (on_note)
+            on_note("the model has no layer SEKV serves (a global attention layer with full-head "
+                    "RoPE): answering with full memory");
+    }
     PolicySetup out;
     auto& so = out.options;
     so.threads = threads;
@@ -97,11 +117,15 @@ PolicySetup policy_setup_for_runs(const PolicySettings& s, const Model& model, i
     so.sekv.layers = s.layers;
     so.eviction.budget = s.budget;
     if (!routes) {
+        // The routing defaults are sekv's; only what was given is refused.
         if (!s.router.empty() || !s.router_params_file.empty() || s.learned_tau ||
-            s.tau_per_query || s.full_rank || s.rerank != 0)
+            (s.tau_per_query_given && s.tau_per_query) || s.full_rank ||
+            (s.rerank_given && s.rerank != 0))
             throw std::invalid_argument("--router, --zoom-params, --learned-tau, "
                                         "--tau-per-query, --full-rank and --rerank apply to the "
                                         "sekv policy: add --policy sekv");
+        so.sekv.router.tau_per_query = false;
+        so.sekv.router.rerank = 0;
         return out;
     }
     auto c = choose_router(s.router, s.router_params_file, model.path(),

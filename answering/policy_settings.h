@@ -18,10 +18,16 @@ class Model;
 
 /// What a user chooses of the global-attention layers' memory. Messages about a bad
 /// combination name each setting by its spanscope-cli flag (in parentheses below).
+///
+/// The defaults are SEKV's measured configuration (docs/sekv.md, "Defaults"): sekv at a 35 %
+/// fast-tier budget, right factors in Q8_0, τ per query at 1.25 % of the spans per query head,
+/// two-stage routing with 4 candidates per expanded span. A default that a given setting rules
+/// out gives way (with_defaults_resolved); a given one is checked.
 struct PolicySettings {
-    std::string policy = "full"; ///< --policy: one of global_policies() (model.h)
+    std::string policy = "sekv"; ///< --policy: one of global_policies() (model.h)
+    bool policy_given = false;   ///< --policy was given (not the default)
     double budget = 0.35; ///< --budget: sekv and the baselines: fast-tier bytes, fraction of full
-    double expand_rate = 0.2;       ///< --expand-rate: sekv: fraction of spans a query zooms into
+    double expand_rate = 0.0125;    ///< --expand-rate: sekv: fraction of spans a query zooms into
     bool expand_rate_given = false; ///< --expand-rate was given (not the default)
     int64_t expand_rows = 0; ///< --expand-rows: sekv: most rows per query and head (0: no limit)
     double alpha = 1.0;      ///< --alpha: sekv: anchor threshold μ + α·σ of the surprisal
@@ -39,12 +45,22 @@ struct PolicySettings {
     std::string router;
     std::string router_params_file; ///< --zoom-params: the trained router's file ("": searched)
     bool learned_tau = false;       ///< --learned-tau: trained router: its learned thresholds
-    bool tau_per_query = false;     ///< --tau-per-query: τ calibrated on each query's relevances
-    bool full_rank = false;         ///< --full-rank: trained router: the energy gate's rank
+    /// --tau-per-query (--tau-on-question: false): τ calibrated on each query's relevances
+    bool tau_per_query = true;
+    bool tau_per_query_given = false; ///< --tau-per-query or --tau-on-question was given
+    bool full_rank = false;           ///< --full-rank: trained router: the energy gate's rank
     /// --rerank: two-stage routing's candidates per expanded span (SekvRouterOptions::rerank;
     /// 0: off, else 2 to kMaxRerank).
-    int rerank = 0;
+    int rerank = 4;
+    bool rerank_given = false; ///< --rerank was given (not the default)
 };
+
+/// `s` with the defaults that its given settings rule out given way, on `backend` (a backend
+/// name, engine/model/backend.h): τ per query (a default) yields to --learned-tau and
+/// --expand-rows, which decide on the question; two-stage routing (a default) yields where it
+/// does not apply (τ on the question, the cuda backend) and to the oracle router. Given settings
+/// are kept as given (policy_setup checks them).
+PolicySettings with_defaults_resolved(PolicySettings s, std::string_view backend);
 
 /// Whether two-stage routing applies: under sekv with τ per query (the router refuses it
 /// without), on the CPU (the GPU memory refuses it, engine/cuda/cuda_sekv_memory.h). `backend` is a
@@ -63,7 +79,8 @@ struct PolicySetup {
 using NoteSink = std::function<void(const std::string&)>;
 
 /// Check `settings` and turn them into session options for `model` with `threads` threads
-/// (<= 0: all cores); a SEKV run routes, any other refuses the router settings. Throws
+/// (<= 0: all cores); a SEKV run routes, any other refuses the router settings. The default
+/// policy (sekv, not given) becomes full for a model without a layer SEKV serves. Throws
 /// std::invalid_argument for router settings without a SEKV run, --learned-tau or --full-rank
 /// with the training-free router or the oracle, the oracle without --tau-per-query, --rerank 1,
 /// --rerank without --tau-per-query, with the oracle or on the cuda backend, --tau-per-query with

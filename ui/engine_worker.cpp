@@ -375,7 +375,17 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
     };
     AnswerStats st;
     try {
-        const SessionOptions so = session_options(m);
+        // The joining selectors recompute rows of the full policy; SEKV joins documents
+        // without recompute. A selector chosen in Settings is kept: this answer uses full.
+        MemorySettings used = m;
+        if (used.sekv() && r.selector != QLatin1String("none")) {
+            used.policy = QStringLiteral("full");
+            emit note(QStringLiteral("Joining documents with the %1 selector recomputes rows of "
+                                     "full memory, so this answer uses full memory, not SEKV "
+                                     "(Settings ▸ Joining documents: none keeps SEKV).")
+                          .arg(r.selector));
+        }
+        const SessionOptions so = session_options(used);
         const auto a = ask_project(*project_, *model_, *cache_, *scratch_, so, pq, hooks, &stop_);
         st = answer_stats_from_json(a.stats);
         st.chat_id = a.chat_id;

@@ -104,13 +104,19 @@ QString MemorySettings::router_params_file_in_effect() const {
 
 spanscope::PolicySettings MemorySettings::policy_settings(const QString& backend) const {
     spanscope::PolicySettings s;
-    s.policy = sekv() ? "sekv" : "full";
+    s.policy = sekv() ? "sekv" : "full"; // not policy_given: sekv gives way on a model without
+                                         // a layer for it (the answering service's note)
     s.budget = budget;
-    if (!sekv())
+    if (!sekv()) {
+        s.tau_per_query = false; // none of SEKV's routing under full
+        s.rerank = 0;
         return s;
+    }
     s.expand_rate = expand_rate;
     s.tau_per_query = tau_per_query;
+    s.tau_per_query_given = true;
     s.rerank = rerank_in_effect(backend);
+    s.rerank_given = true;
     s.router = router.toStdString();
     s.router_params_file = router_params_file_in_effect().toStdString();
     return s;

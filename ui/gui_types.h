@@ -2,14 +2,12 @@
 // document rows, chats, messages, answer statistics and generation settings.
 #pragma once
 
+#include "answering/policy_settings.h"
+
 #include <QList>
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
-
-namespace spanscope {
-struct PolicySettings;
-}
 
 namespace spanscope::gui {
 
@@ -121,22 +119,26 @@ struct GenerationSettings {
 };
 
 /// The memory policy answers use (docs/architecture.md, Memory, §3.4), as chosen in Settings.
+/// The defaults are the answering service's (spanscope::PolicySettings: sekv, docs/sekv.md).
 struct MemorySettings {
-    QString policy = QStringLiteral("full"); ///< "full" or "sekv" (global-attention layers)
-    double budget = 0.35;     ///< sekv: fast-tier bytes as a fraction of what full holds
-    double expand_rate = 0.2; ///< sekv: target fraction of spans a query zooms into
+    /// "full" or "sekv" (global-attention layers)
+    QString policy = QString::fromStdString(spanscope::PolicySettings{}.policy);
+    /// sekv: fast-tier bytes as a fraction of what full holds
+    double budget = spanscope::PolicySettings{}.budget;
+    /// sekv: target fraction of spans a query zooms into
+    double expand_rate = spanscope::PolicySettings{}.expand_rate;
     /// sekv: τ calibrated on each query's own relevances, so that every query head zooms into
     /// expand_rate of the spans (SekvRouterOptions::tau_per_query), instead of once on the
-    /// question's queries. Off by default; the evaluations of the trained router use it.
-    bool tau_per_query = false;
+    /// question's queries.
+    bool tau_per_query = spanscope::PolicySettings{}.tau_per_query;
     /// sekv: the router, "trained" (learned for the model, from a parameter file),
     /// "training-free", or "" (trained when a parameter file for
     /// the model is installed, else training-free; answering/router_choice.h).
     QString router;
     /// Two-stage routing's candidates per expanded span (SekvRouterOptions::rerank, 2 to
-    /// kMaxRerank); 0: off (one stage), the default. Kept as chosen; it applies only where
+    /// kMaxRerank); 0: off (one stage). Kept as chosen; it applies only where
     /// rerank_in_effect says so.
-    int rerank = 0;
+    int rerank = spanscope::PolicySettings{}.rerank;
     /// sekv, not training-free: the router's parameter file ("": the installed one).
     QString router_params_file;
     bool sekv() const { return policy == QLatin1String("sekv"); }

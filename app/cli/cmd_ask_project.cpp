@@ -75,7 +75,12 @@ int ask_project(const AskOptions& o) {
     if (project->documents().empty())
         throw std::runtime_error(project->path() +
                                  " has no documents; add some with spanscope-cli ingest");
-    const auto setup = policy_setup(o.policy, *model, o.threads, print_note);
+    // The selectors recompute rows of the full policy: asked for, they take the policy's
+    // default's place (a given --policy sekv is refused with them, as before).
+    auto policy = o.policy;
+    if (q.recompute.selector != "none" && !policy.policy_given)
+        policy.policy = "full";
+    const auto setup = policy_setup(policy, *model, o.threads, print_note);
     const ProjectAnswer a =
         ask_project(*project, *model, cache, scratch, setup.options, q, hooks, &g_interrupted);
     end_progress_line();

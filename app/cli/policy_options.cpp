@@ -24,6 +24,7 @@ void add_policy_options(CLI::App& cmd, PolicySettings& o) {
                    "baseline within the same budget: chunk_summary (sekv's spans as summary "
                    "rows, never expanded), snapkv, h2o, streaming (rows evicted for good)")
         ->check(CLI::IsMember(global_policies()))
+        ->each([&o](const std::string&) { o.policy_given = true; })
         ->capture_default_str();
     cmd.add_option("--budget", o.budget,
                    "sekv and the baselines: fast-tier bytes of the documents as a fraction of "
@@ -32,9 +33,10 @@ void add_policy_options(CLI::App& cmd, PolicySettings& o) {
         ->check(CLI::Range(0.01, 1.0))
         ->capture_default_str();
     cmd.add_option("--expand-rate", o.expand_rate,
-                   "sekv: fraction of spans each query head asks for (τ calibrated to it on the "
-                   "question, with either router unless --learned-tau); the heads sharing a KV "
-                   "head expand the union of their choices")
+                   "sekv: fraction of spans each query head asks for (τ calibrated to it at each "
+                   "query, or on the question with --tau-on-question, with either router unless "
+                   "--learned-tau); the heads sharing a KV head expand the union of their "
+                   "choices")
         ->check(finite_number())
         ->check(CLI::Range(0.0, 1.0))
         ->each([&o](const std::string&) { o.expand_rate_given = true; })
@@ -87,16 +89,19 @@ void add_policy_options(CLI::App& cmd, PolicySettings& o) {
                  "sekv, trained router: decide with the thresholds learned in training instead "
                  "of calibrating τ to --expand-rate on the question (each query head alone, or "
                  "the KV group's union when trained with zoom-train --share-group)");
-    cmd.add_flag("--tau-per-query", o.tau_per_query,
+    cmd.add_flag("--tau-per-query,!--tau-on-question", o.tau_per_query,
                  "sekv: calibrate τ on each query's own relevances (every query head asks for "
-                 "--expand-rate of the spans at each token) instead of once on the question");
+                 "--expand-rate of the spans at each token; the default, but with --learned-tau "
+                 "or --expand-rows), or with --tau-on-question once on the question's queries")
+        ->each([&o](const std::string&) { o.tau_per_query_given = true; });
     cmd.add_flag("--full-rank", o.full_rank,
                  "sekv, trained router: keep each span's factors at the energy gate's rank, as "
                  "the training-free router does (every stored component at the default "
                  "energy), instead of the rank the trained gate chooses (the router alone)");
     cmd.add_option("--rerank", o.rerank,
                    "sekv, with --tau-per-query, either router (not the oracle), cpu backend: "
-                   "two-stage routing. Each query head takes as candidates the spans its router "
+                   "two-stage routing (the default, where it applies). Each query head takes as "
+                   "candidates the spans its router "
                    "ranks in the top N times its --expand-rate, scores them against the keys "
                    "rebuilt from their key factors, and expands as many of them, of the most "
                    "attention, as --expand-rate asks for (it reads about N times the key "
@@ -114,6 +119,7 @@ void add_policy_options(CLI::App& cmd, PolicySettings& o) {
                        std::to_string(kMaxRerank);
             return {};
         })
+        ->each([&o](const std::string&) { o.rerank_given = true; })
         ->capture_default_str();
 }
 

@@ -28,7 +28,8 @@ SHIPPED=resources/zoom/gemma-3-270m-q4_k_m.zoom.gguf
 TRAINED=${TRAINED:-$SHIPPED}
 RATE=${RATE:-0.175}
 mkdir -p "$OUT/trained" "$DATA"
-EVAL=(--budget 0.35,0.2 --threads "$THREADS" --seed 1 --quiet)
+# τ on the question and one stage, the defaults when this comparison was measured.
+EVAL=(--budget 0.35,0.2 --threads "$THREADS" --seed 1 --quiet --tau-on-question --rerank 0)
 DEPTHS=0,10,20,30,40,50,60,70,80,90,100
 
 # One task at one length: full and the training-free sekv in one run (one prefill per sample),

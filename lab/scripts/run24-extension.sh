@@ -42,11 +42,13 @@ row() { # ROUTER SEED
     local name router len=""
     [[ $LENGTH == 4096 ]] || len="_$((LENGTH / 1024))k"
     case $1 in
-    training-free) name="tf00625_pq${len}_s$2" router=(--router training-free) ;;
+    # One stage unless the row names two (two-stage routing became the default after these
+    # rows were measured; their factors were fp32 then, f16/Q8_0 now: docs/sekv.md).
+    training-free) name="tf00625_pq${len}_s$2" router=(--router training-free --rerank 0) ;;
     oracle) name="oracle00625_pq${len}_s$2" router=(--router oracle) ;;
-    uniform) name="tfu00625_pq${len}_s$2" router=(--router training-free --summary-weights uniform) ;;
+    uniform) name="tfu00625_pq${len}_s$2" router=(--router training-free --summary-weights uniform --rerank 0) ;;
     rerank*) name="tfr${1#rerank}_00625_pq${len}_s$2" router=(--router training-free --rerank "${1#rerank}") ;;
-    trained) name="${PREFIX}_00625_pq${len}_s$2" router=(--router trained --zoom-params "$PARAMS") ;;
+    trained) name="${PREFIX}_00625_pq${len}_s$2" router=(--router trained --zoom-params "$PARAMS" --rerank 0) ;;
     trained-rerank*) name="${PREFIX}r${1#trained-rerank}_00625_pq${len}_s$2"
         router=(--router trained --zoom-params "$PARAMS" --rerank "${1#trained-rerank}") ;;
     *) echo "unknown router '$1' in ROUTERS (training-free, trained, oracle, uniform, rerankN, trained-rerankN)" >&2; return 1 ;;

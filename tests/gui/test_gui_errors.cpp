@@ -126,6 +126,8 @@ void GuiErrors::settingsPersist() {
     s.memory.policy = QStringLiteral("sekv");
     s.memory.budget = 0.25;
     s.memory.expand_rate = 0.2;
+    s.memory.tau_per_query = false; // τ on the question and one stage: the dialog turns them on
+    s.memory.rerank = 0;
     s.save();
     s.remember_project(QStringLiteral("/p/a.spanscope"));
     s.remember_project(QStringLiteral("/p/b.spanscope"));

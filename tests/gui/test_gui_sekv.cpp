@@ -131,6 +131,11 @@ std::unique_ptr<MainWindow> GuiSekv::make_window(const QString& policy) {
     // The two short documents (about 350 and 550 tokens) meet this budget; at the default 0.35
     // the 128 rows kept for question and answer would leave them at full resolution, no spans.
     s.memory.budget = 0.9;
+    // τ on the question at 20 %, one stage: the configuration these checks start from (they
+    // turn τ per query and two-stage routing on themselves).
+    s.memory.expand_rate = 0.2;
+    s.memory.tau_per_query = false;
+    s.memory.rerank = 0;
     auto w = std::make_unique<MainWindow>(s, /*persist_settings=*/false);
     w->resize(1280, 800);
     w->show();

@@ -136,8 +136,13 @@ TEST_F(Cli, SekvPolicyReportsItsMemory) {
     for (const auto& l : s["memory_per_layer"])
         fast += l["fast_tier_bytes"].get<int64_t>();
     EXPECT_EQ(fast, m["fast_tier_bytes"].get<int64_t>());
-    // Two-stage routing: ask's statistics and bench's results say its N (one stage: nothing).
-    EXPECT_FALSE(s.contains("rerank"));
+    // Two-stage routing (the default, τ per query): ask's statistics and bench's results say its
+    // N; one stage says nothing.
+    EXPECT_EQ(s.value("rerank", 0), 4);
+    const auto one = run({"ask", "--json", "--model", big, "--doc", long_doc, "--max-tokens", "4",
+                          "--policy", "sekv", "--budget", "0.5", "--rerank", "0", "What?"});
+    ASSERT_EQ(one.status, 0) << one.err;
+    EXPECT_FALSE(nlohmann::json::parse(one.out).at("stats").contains("rerank"));
     const auto two =
         run({"ask", "--json", "--model", big, "--doc", long_doc, "--max-tokens", "4", "--policy",
              "sekv", "--budget", "0.5", "--tau-per-query", "--rerank", "4", "What?"});
@@ -157,8 +162,8 @@ TEST_F(Cli, SekvPolicyReportsItsMemory) {
     EXPECT_FALSE(ts["within_budget"].get<bool>());
     EXPECT_EQ(ts["memory"]["fast_tier_bytes"], ts["memory"]["full_kv_bytes"]);
     // The full policy reports none of it.
-    const auto f =
-        run({"ask", "--json", "--model", model_, "--doc", doc_, "--max-tokens", "4", "What?"});
+    const auto f = run({"ask", "--json", "--model", model_, "--doc", doc_, "--max-tokens", "4",
+                        "--policy", "full", "What?"});
     ASSERT_EQ(f.status, 0) << f.err;
     EXPECT_EQ(nlohmann::json::parse(f.out)["stats"]["policy"], "full");
     EXPECT_FALSE(nlohmann::json::parse(f.out)["stats"].contains("memory"));
@@ -301,7 +306,7 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
     r = ask({"--router", "oracle", "--tau-per-query"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(router_of(r), "oracle");
-    expect_clean_error(ask({"--router", "oracle"}), "--tau-per-query");
+    expect_clean_error(ask({"--router", "oracle", "--tau-on-question"}), "--tau-per-query");
     expect_clean_error(
         ask({"--router", "oracle", "--tau-per-query", "--zoom-params", dir_ + "/mine.zoom.gguf"}),
         "not oracle");
@@ -311,10 +316,14 @@ TEST_F(Cli, RouterModeIsChosenReportedAndRefusedWhenItCannotBeHad) {
                        "--learned-tau is the trained router's");
     expect_clean_error(ask({"--router", "oracle", "--tau-per-query", "--expand-rows", "64"}),
                        "--expand-rows");
-    expect_clean_error(
-        run({"ask", "--model", big, "--doc", long_doc, "--router", "trained", "What?"}),
-        "sekv policy");
-    expect_clean_error(run({"ask", "--model", big, "--doc", long_doc, "--tau-per-query", "What?"}),
+    expect_clean_error(run({"ask", "--model", big, "--doc", long_doc, "--policy", "full",
+                            "--router", "trained", "What?"}),
+                       "sekv policy");
+    expect_clean_error(run({"ask", "--model", big, "--doc", long_doc, "--policy", "full",
+                            "--tau-per-query", "What?"}),
+                       "sekv policy");
+    expect_clean_error(run({"ask", "--model", big, "--doc", long_doc, "--policy", "full",
+                            "--rerank", "4", "What?"}),
                        "sekv policy");
 }
 

@@ -98,9 +98,12 @@ TEST_F(PolicySettingsTest, RouterSettingsWithoutASekvRunAreRefused) {
         [](PolicySettings& t) { t.router = kRouterTrainingFree; },
         [](PolicySettings& t) { t.router_params_file = "/nowhere/m.zoom.gguf"; },
         [](PolicySettings& t) { t.learned_tau = true; },
-        [](PolicySettings& t) { t.tau_per_query = true; },
+        [](PolicySettings& t) { t.tau_per_query = t.tau_per_query_given = true; },
         [](PolicySettings& t) { t.full_rank = true; },
-        [](PolicySettings& t) { t.rerank = 4; },
+        [](PolicySettings& t) {
+            t.rerank = 4;
+            t.rerank_given = true;
+        },
     };
     for (const auto set : router_settings)
         for (const char* policy : {"full", "snapkv", "chunk_summary"}) {
@@ -109,7 +112,8 @@ TEST_F(PolicySettingsTest, RouterSettingsWithoutASekvRunAreRefused) {
             set(t);
             expect_refused(t, "--policy sekv");
         }
-    PolicySettings s; // policy full
+    PolicySettings s;
+    s.policy = "full";
     s.tau_per_query = true;
     s.rerank = 4;
     // An evaluation that runs sekv among other policies routes, whatever the settings' own
@@ -119,7 +123,41 @@ TEST_F(PolicySettingsTest, RouterSettingsWithoutASekvRunAreRefused) {
     EXPECT_EQ(setup.options.global_policy, "full");
     EXPECT_EQ(setup.options.sekv.router.rerank, 4);
     // Without router settings a full run has no router at all.
-    EXPECT_EQ(policy_setup(PolicySettings{}, *model_, 1).router.mode, "");
+    PolicySettings full;
+    full.policy = "full";
+    EXPECT_EQ(policy_setup(full, *model_, 1).router.mode, "");
+}
+
+// The defaults are sekv's measured configuration; a default that a given setting rules out
+// gives way, a given setting is checked (the refusals above and below).
+TEST_F(PolicySettingsTest, TheDefaultsAreSekvsAndGiveWayToWhatIsGiven) {
+    const auto d = policy_setup(PolicySettings{}, *model_, 1);
+    EXPECT_EQ(d.options.global_policy, "sekv");
+    EXPECT_EQ(d.router.mode, kRouterTrainingFree);
+    EXPECT_TRUE(d.options.sekv.router.tau_per_query);
+    EXPECT_EQ(d.options.sekv.router.expand_rate, 0.0125);
+    EXPECT_EQ(d.options.sekv.router.rerank, 4);
+    EXPECT_EQ(d.options.sekv.rank.right_type, TensorType::Q8_0);
+    // A row budget decides on the question: τ per query (a default) gives way, and with it
+    // two-stage routing.
+    PolicySettings rows;
+    rows.expand_rows = 64;
+    const auto r = policy_setup(rows, *model_, 1);
+    EXPECT_FALSE(r.options.sekv.router.tau_per_query);
+    EXPECT_EQ(r.options.sekv.router.rerank, 0);
+    // τ on the question, asked for: one stage.
+    PolicySettings question;
+    question.tau_per_query = false;
+    question.tau_per_query_given = true;
+    EXPECT_EQ(policy_setup(question, *model_, 1).options.sekv.router.rerank, 0);
+    // The oracle scores every span already: one stage.
+    PolicySettings oracle;
+    oracle.router = kRouterOracle;
+    const auto o = policy_setup(oracle, *model_, 1);
+    EXPECT_EQ(o.router.mode, kRouterOracle);
+    EXPECT_EQ(o.options.sekv.router.rerank, 0);
+    // (A model without a layer SEKV serves answers with full by default: test_cli.cpp,
+    // Cli.InfoAndAskServeAHybridModel.)
 }
 
 TEST_F(PolicySettingsTest, CombinationsTheRouterCannotRunAreRefused) {
@@ -135,15 +173,26 @@ TEST_F(PolicySettingsTest, CombinationsTheRouterCannotRunAreRefused) {
                        t.rerank = 1;
                    }),
                    "--rerank 1");
-    expect_refused(with([](PolicySettings& t) { t.rerank = 2; }), "give --tau-per-query");
     expect_refused(with([](PolicySettings& t) {
-                       t.tau_per_query = true;
+                       t.tau_per_query = false;
+                       t.tau_per_query_given = true;
+                       t.rerank = 2;
+                       t.rerank_given = true;
+                   }),
+                   "give --tau-per-query");
+    expect_refused(with([](PolicySettings& t) {
+                       t.tau_per_query = t.tau_per_query_given = true;
                        t.expand_rows = 64;
                    }),
                    "--expand-rows");
     expect_refused(with([](PolicySettings& t) { t.learned_tau = true; }), "--learned-tau");
     expect_refused(with([](PolicySettings& t) { t.full_rank = true; }), "--full-rank");
-    expect_refused(with([](PolicySettings& t) { t.router = kRouterOracle; }), "--tau-per-query");
+    expect_refused(with([](PolicySettings& t) {
+                       t.router = kRouterOracle;
+                       t.tau_per_query = false;
+                       t.tau_per_query_given = true;
+                   }),
+                   "--tau-per-query");
     // Trained asked for and no file for the model: refused, never a silent fallback.
     EXPECT_THROW(
         policy_setup(with([](PolicySettings& t) { t.router = kRouterTrained; }), *model_, 1),
