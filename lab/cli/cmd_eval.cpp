@@ -2,8 +2,9 @@
 // generated prompt (lab/evaluation/eval_tasks.h) is prefilled once and answered by every policy and
 // budget asked for, from that one prefill (eval_run.h). Each (sample, policy) gives one JSON
 // line — prompt length, answer, expected, score, memory per tier, whether the budget was kept,
-// fidelity to `full`, seconds, the sekv router — appended to --out (a run resumes: samples whose
-// lines are all there are not computed again), and a summary per configuration ends the run.
+// fidelity to `full`, seconds, the sekv router and what its zoom trace says (eval_zoom_measures.h)
+// — appended to --out (a run resumes: samples whose lines are all there are not computed again),
+// and a summary per configuration ends the run.
 // `spanscope-report` turns the lines into tables and plots (docs/results.md names the result sets).
 #include "lab/cli/lab_commands.h"
 
@@ -12,17 +13,21 @@
 #include "lab/cli/eval_run.h"
 #include "lab/evaluation/eval_fidelity.h"
 #include "lab/evaluation/eval_metrics.h"
+#include "lab/evaluation/eval_needle_positions.h"
 #include "lab/evaluation/eval_result_line.h"
 #include "lab/evaluation/eval_tasks.h"
+#include "lab/evaluation/eval_zoom_measures.h"
 
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -142,14 +147,19 @@ nlohmann::json answer_line(const eval::EvalSample& s, const EvalConfig& c, const
 
 struct Tally {
     std::vector<double> scores, fraction, top1, kl, greedy;
+    std::vector<double> expanded_share; ///< the sekv lines' expanded_share_median
     int over_budget = 0;
+    int needle_top3 = 0, needle_lines = 0; ///< needle lines with top3 true, with top3 not null
 };
 
 } // namespace
 
 int run_eval(const EvalOptions& o) {
     auto model = open_model(o.model, o.backend);
-    const std::string settings = settings_of(o, model->path());
+    // The settings as they run: defaults that the given ones rule out have given way.
+    EvalOptions as_run = o;
+    as_run.policy = with_defaults_resolved(o.policy, model->backend());
+    const std::string settings = settings_of(as_run, model->path());
     const auto& info = model->info();
     const auto& tok = model->tokenizer();
     const auto corpus = eval::load_corpus(o.qa_set);
@@ -207,6 +217,12 @@ int run_eval(const EvalOptions& o) {
             t.kl.push_back(j["fidelity"]["kl"].get<double>());
             t.greedy.push_back(j["fidelity"]["greedy_agreement"].get<double>());
         }
+        if (j.contains("expanded_share_median"))
+            t.expanded_share.push_back(j["expanded_share_median"].get<double>());
+        if (j.contains("needle_mass") && j["needle_mass"]["top3"].is_boolean()) {
+            ++t.needle_lines;
+            t.needle_top3 += j["needle_mass"]["top3"].get<bool>();
+        }
         if (o.json)
             results.push_back(j);
     };
@@ -245,6 +261,10 @@ int run_eval(const EvalOptions& o) {
             if (!all_done) {
                 lines.clear();
                 const auto units = build_document_units(tok, "notes.txt", s.context, co);
+                // The asked needle's positions in the sessions (needle tasks only).
+                std::optional<TokenSpan> needle;
+                if (const auto bytes = eval::asked_needle_bytes(s))
+                    needle = eval::text_positions(units, *bytes);
                 const auto question = sample_question(tok, info.instruction_tuned, s);
                 const int max_tokens = o.max_tokens > 0 ? o.max_tokens : s.max_tokens;
                 int64_t n = 0;
@@ -273,7 +293,8 @@ int run_eval(const EvalOptions& o) {
                     order.insert(order.begin(), EvalConfig{"full", 1.0});
                 for (const auto& c : order) {
                     const auto t0 = std::chrono::steady_clock::now();
-                    auto session = session_for(*model, config_options(base, c), shared);
+                    SealInfo seal;
+                    auto session = session_for(*model, config_options(base, c), shared, &seal);
                     const ModelMemory before = session->memory().clone();
                     std::vector<std::vector<float>> steps; // log-softmax at each answer position
                     const auto ans =
@@ -305,6 +326,8 @@ int run_eval(const EvalOptions& o) {
                     nlohmann::json j = head;
                     j.update(answer_line(s, c, ans, held, secs));
                     put_router(j, c, router);
+                    if (c.policy == "sekv")
+                        eval::put_zoom_measures(j, ans.zoom, seal.segmentation.spans, needle);
                     if (c.policy != "full") {
                         steps = fidelity_steps(*session, before, shared.n_past, question,
                                                ans.tokens, std::move(steps), ref_tokens);
@@ -350,6 +373,14 @@ int run_eval(const EvalOptions& o) {
             sj["fidelity"] = {{"greedy_agreement", mean(t.greedy)},
                               {"top1_agreement", mean(t.top1)},
                               {"kl", mean(t.kl)}};
+        // The zoom measures: the median of the lines' medians, and how often the asked
+        // needle's best span was among the 3 of most attention mass (lines where it is defined).
+        if (const auto share = eval::median(t.expanded_share))
+            sj["expanded_share_median"] = *share;
+        if (t.needle_lines > 0) {
+            sj["needle_top3"] = static_cast<double>(t.needle_top3) / t.needle_lines;
+            sj["needle_top3_samples"] = t.needle_lines;
+        }
         over += t.over_budget;
         summaries.push_back(sj);
     }
@@ -359,13 +390,22 @@ int run_eval(const EvalOptions& o) {
             j["summary"] = summaries[0];
         std::cout << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
-        for (const auto& sj : summaries)
+        for (const auto& sj : summaries) {
             std::printf("%-22s accuracy %5.1f %% [%5.1f, %5.1f] (n %d)  fast tier %5.1f %%  over "
-                        "budget %d\n",
+                        "budget %d",
                         sj["label"].get<std::string>().c_str(), 100 * sj["accuracy"].get<double>(),
                         100 * sj["ci95"][0].get<double>(), 100 * sj["ci95"][1].get<double>(),
                         sj["samples"].get<int>(), 100 * sj["mean_fast_tier_fraction"].get<double>(),
                         sj["samples_over_budget"].get<int>());
+            if (sj.contains("expanded_share_median"))
+                std::printf("  expanded %5.1f %%", 100 * sj["expanded_share_median"].get<double>());
+            if (sj.contains("needle_top3"))
+                std::printf("  needle in top 3 %d/%d",
+                            static_cast<int>(std::lround(sj["needle_top3"].get<double>() *
+                                                         sj["needle_top3_samples"].get<int>())),
+                            sj["needle_top3_samples"].get<int>());
+            std::printf("\n");
+        }
     }
     if (over > 0 && !o.allow_over_budget) {
         std::cerr << "spanscope-lab: " << over

@@ -77,7 +77,7 @@ MemoryStats memory_of_layers(const ModelMemory& memory, const std::vector<int>& 
 }
 
 std::unique_ptr<Session> session_for(const Model& model, const SessionOptions& options,
-                                     const SharedPrefill& p) {
+                                     const SharedPrefill& p, SealInfo* seal) {
     auto session = std::make_unique<Session>(model, options);
     ModelMemory& target = session->memory();
     EvictionRule rule{};
@@ -105,7 +105,9 @@ std::unique_ptr<Session> session_for(const Model& model, const SessionOptions& o
     session->adopt_memory(p.n_past);
     if (!target.sealing_layers().empty()) {
         const bool segments = target.needs_segmentation();
-        session->seal_context(segments ? p.row_surprisal.data() : nullptr, 0, p.n_past);
+        auto info = session->seal_context(segments ? p.row_surprisal.data() : nullptr, 0, p.n_past);
+        if (seal)
+            *seal = std::move(info);
     }
     return session;
 }

@@ -57,8 +57,10 @@ SessionOptions config_options(const SessionOptions& base, const EvalConfig& c);
 /// A session holding the prefilled context under `options.global_policy`, sealed (SEKV and
 /// chunk_summary segment it with the shared surprisal; the eviction rules select from the
 /// shared statistics). Throws std::invalid_argument when a segmenting policy has no surprisal.
+/// seal: when given, how the context was sealed (Session::seal_context; positions from 0, the
+/// session's), left as it is when no layer seals.
 std::unique_ptr<Session> session_for(const Model& model, const SessionOptions& options,
-                                     const SharedPrefill& p);
+                                     const SharedPrefill& p, SealInfo* seal = nullptr);
 
 /// log-softmax of the next-token distribution at each answer position when `tokens` are
 /// teacher-forced after `question` from `before` (n_past rows): [max(1, tokens.size())][n_vocab].
