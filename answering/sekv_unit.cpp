@@ -22,7 +22,7 @@ std::string sekv_options_key(const SekvOptions& o, const std::vector<int>& layer
     std::string key = buf;
     // Right factors in Q8_0 (the default) carry it in the key; F16 states keep the key they had.
     if (o.rank.right_type != TensorType::F16)
-        key += "q" + std::string(traits(o.rank.right_type).name);
+        key += "-f" + std::string(traits(o.rank.right_type).name);
     key += "-l";
     for (size_t i = 0; i < layers.size(); ++i) {
         if (i > 0)

@@ -425,6 +425,14 @@ TEST_F(SekvProjectTest, SpansOfTheTrainedRankGateAreKeptApartFromTheTrainingFree
     EXPECT_TRUE(lo.router.trained) << "the trained router still routes";
     EXPECT_FALSE(lo.rank.predictor);
     EXPECT_EQ(lo.rank.max_rank, sekv_.sekv.rank.max_rank);
+    // The right factors' type is part of the key: states held in f16 are not served to a
+    // session that holds Q8_0 (the default), nor the other way.
+    auto f16 = sekv_.sekv;
+    f16.rank.right_type = TensorType::F16;
+    auto q8 = sekv_.sekv;
+    q8.rank.right_type = TensorType::Q8_0;
+    EXPECT_NE(sekv_options_key(f16, sekv_layers(model_->info(), f16)),
+              sekv_options_key(q8, sekv_layers(model_->info(), q8)));
     // A rank gate that nothing identifies cannot be keyed for the store.
     auto anonymous = sekv_.sekv;
     anonymous.rank.predictor = trained_rank_gate(zp.layers.front());
