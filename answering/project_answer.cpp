@@ -332,23 +332,15 @@ class ZoomStream {
 public:
     using Hook = decltype(ProjectAskHooks::on_zoom);
 
-    ZoomStream(const ModelMemory& memory, const Hook& hook, const std::vector<ZoomSource>& sources)
-        : memory_(memory), layers_(memory.sealing_layers()), hook_(hook), sources_(sources) {}
+    ZoomStream(const Session& session, const Hook& hook, const std::vector<ZoomSource>& sources)
+        : session_(session), hook_(hook), sources_(sources) {}
 
-    bool routes() const { return !layers_.empty(); }
+    bool routes() const { return !session_.memory().sealing_layers().empty(); }
 
     // The session is about to sample the next token from the last forward pass.
     void before_sample() {
         hand_on(); // a step still waiting: its token was kept, the loop went on
-        pending_ = ZoomStep{};
-        for (const int il : layers_) {
-            const auto& layer = memory_.layer(il);
-            if (const auto* z = layer.last_zoom())
-                pending_.layers.push_back(LayerZoom{il, *z});
-            const auto s = layer.stats();
-            pending_.fast_tier_bytes += s.fast_tier_bytes;
-            pending_.host_tier_bytes += s.host_tier_bytes;
-        }
+        pending_ = session_.zoom_step();
         has_pending_ = true;
     }
 
@@ -374,8 +366,7 @@ private:
         hook_(handed_++, pending_, sources_);
     }
 
-    const ModelMemory& memory_;
-    const std::vector<int> layers_;
+    const Session& session_;
     const Hook& hook_;
     const std::vector<ZoomSource>& sources_;
     ZoomStep pending_;
@@ -391,7 +382,7 @@ Answer answer_streaming_zoom(Session& session, const std::vector<int32_t>& quest
     if (!hooks.on_zoom)
         return session.answer_after_context(question, style, q.max_tokens, q.sampling,
                                             hooks.on_text, cancel);
-    ZoomStream zoom(session.memory(), hooks.on_zoom, sources);
+    ZoomStream zoom(session, hooks.on_zoom, sources);
     if (!zoom.routes())
         return session.answer_after_context(question, style, q.max_tokens, q.sampling,
                                             hooks.on_text, cancel);

@@ -88,6 +88,10 @@ struct Answer {
 
 class Session {
 public:
+    /// The routing of the last forward pass in the SEKV layers (one LayerZoom per layer that
+    /// seals, ascending), and the memory those layers hold now (bytes per tier); no layers
+    /// under a policy that does not route.
+    ZoomStep zoom_step() const;
     /// Throws std::invalid_argument for bad options (ubatch < 1, n_ctx beyond the model's).
     Session(const Model& model, const SessionOptions& options);
 
@@ -100,6 +104,7 @@ public:
     /// the forward pass is called: the statistics of ask() are differences of this counter.
     int64_t tokens_processed() const { return tokens_processed_; }
     ModelMemory& memory() { return memory_; }
+    const ModelMemory& memory() const { return memory_; }
     ThreadPool& pool() { return pool_; }
     /// Forget everything (memory and cached prefix).
     void reset();
@@ -175,9 +180,6 @@ private:
                   const std::atomic<bool>* cancel, std::chrono::steady_clock::time_point t0,
                   Answer& ans,
                   const std::function<void(const std::vector<float>&)>& on_logits = {});
-
-    /// The routing of the last forward pass in the SEKV layers, and their memory.
-    ZoomStep zoom_step() const;
 
     const Model& model_;
     SessionOptions options_;
