@@ -82,22 +82,24 @@ PolicySettings with_defaults_resolved(PolicySettings s, std::string_view backend
 
 PolicySetup policy_setup(const PolicySettings& settings, const Model& model, int threads,
                          const NoteSink& on_note) {
+    // The default policy is sekv where the model has layers for it (a global attention layer with
+    // full-head RoPE); a model without (the hybrid ones) answers with full unless sekv is asked
+    // for. Only here: an evaluation names its policies itself (policy_setup_for_runs).
+    if (!settings.policy_given && settings.policy == "sekv" && settings.layers.empty() &&
+        sekv_layers(model.info(), SekvOptions{}).empty()) {
+        PolicySettings full = settings;
+        full.policy = "full";
+        if (on_note)
+            on_note("the model has no layer SEKV serves (a global attention layer with full-head "
+                    "RoPE): answering with full memory");
+        return policy_setup_for_runs(full, model, threads, false, on_note);
+    }
     return policy_setup_for_runs(settings, model, threads, settings.policy == "sekv", on_note);
 }
 
 PolicySetup policy_setup_for_runs(const PolicySettings& given, const Model& model, int threads,
                                   bool routes, const NoteSink& on_note) {
-    PolicySettings s = with_defaults_resolved(given, model.backend());
-    // The default policy is sekv where the model has layers for it (a global attention layer with
-    // full-head RoPE); a model without (the hybrid ones) answers with full unless sekv is asked.
-    if (!s.policy_given && s.policy == "sekv" && s.layers.empty() &&
-        sekv_layers(model.info(), SekvOptions{}).empty()) {
-        s.policy = "full";
-        routes = false;
-        if (on_note)
-            on_note("the model has no layer SEKV serves (a global attention layer with full-head "
-                    "RoPE): answering with full memory");
-    }
+    const PolicySettings s = with_defaults_resolved(given, model.backend());
     PolicySetup out;
     auto& so = out.options;
     so.threads = threads;

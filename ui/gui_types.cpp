@@ -113,10 +113,12 @@ spanscope::PolicySettings MemorySettings::policy_settings(const QString& backend
         return s;
     }
     s.expand_rate = expand_rate;
+    // Given where they differ from the defaults: a default gives way where it cannot apply (a
+    // model SEKV cannot serve answers with full, answering/policy_settings.h).
     s.tau_per_query = tau_per_query;
-    s.tau_per_query_given = true;
+    s.tau_per_query_given = tau_per_query != spanscope::PolicySettings{}.tau_per_query;
     s.rerank = rerank_in_effect(backend);
-    s.rerank_given = true;
+    s.rerank_given = rerank != spanscope::PolicySettings{}.rerank;
     s.router = router.toStdString();
     s.router_params_file = router_params_file_in_effect().toStdString();
     return s;

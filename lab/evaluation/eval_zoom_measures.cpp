@@ -87,13 +87,14 @@ NeedleMass needle_mass(const ZoomTrace& trace, const std::vector<TokenSpan>& spa
     if (m.in_spans == 0)
         return m;
     const auto total = span_mass_totals(trace);
-    if (!total.empty())
-        for (const size_t i : overlapping) {
-            const double own = total[i];
-            const auto rank = static_cast<int64_t>(
-                std::count_if(total.begin(), total.end(), [&](double x) { return x >= own; }));
-            m.rank = m.rank ? std::min(*m.rank, rank) : rank;
-        }
+    if (total.empty())
+        return m; // no mass measured (the GPU backend): rank and top3 unknown
+    for (const size_t i : overlapping) {
+        const double own = total[i];
+        const auto rank = static_cast<int64_t>(
+            std::count_if(total.begin(), total.end(), [&](double x) { return x >= own; }));
+        m.rank = m.rank ? std::min(*m.rank, rank) : rank;
+    }
     m.top3 = m.rank && *m.rank <= 3;
     return m;
 }

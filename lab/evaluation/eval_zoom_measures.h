@@ -50,7 +50,7 @@ struct NeedleMass {
     /// number of spans whose mass is at least its own). nullopt when no span overlaps the
     /// needle or no mass was measured (span_mass_totals empty).
     std::optional<int64_t> rank;
-    /// rank <= 3; false when rank is nullopt but in_spans > 0; nullopt when in_spans == 0.
+    /// rank <= 3; nullopt with rank (no span holds the needle, or no mass was measured).
     std::optional<bool> top3;
 };
 

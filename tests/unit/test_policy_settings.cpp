@@ -156,8 +156,28 @@ TEST_F(PolicySettingsTest, TheDefaultsAreSekvsAndGiveWayToWhatIsGiven) {
     const auto o = policy_setup(oracle, *model_, 1);
     EXPECT_EQ(o.router.mode, kRouterOracle);
     EXPECT_EQ(o.options.sekv.router.rerank, 0);
-    // (A model without a layer SEKV serves answers with full by default: test_cli.cpp,
-    // Cli.InfoAndAskServeAHybridModel.)
+    // A model without a layer SEKV serves (Granite 4.0-H: no global attention layer with
+    // full-head RoPE) answers with full by default, with a note, whatever routing defaults came
+    // along; sekv asked for stays sekv (the session refuses it: test_cli.cpp), and an
+    // evaluation keeps the policies it names.
+    write_tiny_granite_hybrid(dir_ + "/hybrid.gguf", TinyGraniteHybridConfig{});
+    const auto hybrid = Model::load(dir_ + "/hybrid.gguf");
+    std::vector<std::string> notes;
+    const auto h = policy_setup(PolicySettings{}, *hybrid, 1,
+                                [&](const std::string& n) { notes.push_back(n); });
+    EXPECT_EQ(h.options.global_policy, "full");
+    EXPECT_EQ(h.router.mode, "");
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(notes[0].find("answering with full memory"), std::string::npos) << notes[0];
+    PolicySettings asked;
+    asked.policy = "sekv";
+    asked.policy_given = true;
+    EXPECT_EQ(policy_setup(asked, *hybrid, 1).options.global_policy, "sekv"); // the session
+                                                                              // refuses it
+    PolicySettings eval_settings; // the policy list is the evaluation's own
+    eval_settings.tau_per_query = eval_settings.tau_per_query_given = true;
+    EXPECT_EQ(policy_setup_for_runs(eval_settings, *hybrid, 1, /*routes=*/true).router.mode,
+              kRouterTrainingFree);
 }
 
 TEST_F(PolicySettingsTest, CombinationsTheRouterCannotRunAreRefused) {
