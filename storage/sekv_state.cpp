@@ -14,6 +14,13 @@ constexpr char kMagic[8] = {'S', 'S', 'S', 'E', 'K', 'V', 0, 0};
 constexpr uint32_t kVersion = 2;
 
 void put_factors(ByteWriter& w, const SpanFactors& f) {
+    // Factors whose sizes or type do not describe them are not written (get_factors checks the
+    // rank against the span too).
+    if (f.rank < 1 || !right_factor_type_fits(f.right_type, f.dim) ||
+        f.left.size() != static_cast<size_t>(f.rows) * static_cast<size_t>(f.rank) ||
+        f.right.size() != static_cast<size_t>(f.rank) * row_bytes(f.right_type, f.dim))
+        throw std::invalid_argument("SEKV state: span factors of another shape or type than "
+                                    "their span");
     w.put<uint32_t>(static_cast<uint32_t>(f.rank));
     w.put<uint32_t>(static_cast<uint32_t>(f.right_type));
     w.put_array(f.left.data(), f.left.size());

@@ -49,6 +49,10 @@ std::vector<uint8_t> encode_zoom_trace(const StoredZoomTrace& t) {
                     throw std::invalid_argument("zoom trace: one relevance per span");
                 if (!h.mass.empty() && h.mass.size() != h.spans.size())
                     throw std::invalid_argument("zoom trace: one attention mass per span, or none");
+                for (const float m : h.mass) // as decode_zoom_trace reads them
+                    if (!(m >= 0.0f && m <= 1.0001f))
+                        throw std::invalid_argument("zoom trace: an attention share outside "
+                                                    "[0, 1]");
                 w.put<uint32_t>(static_cast<uint32_t>(h.spans.size()));
                 w.put_array(h.spans.data(), h.spans.size());
                 w.put_array(h.relevance.data(), h.relevance.size());

@@ -103,7 +103,8 @@ QString MainWindow::live_zoom_text() const {
                   "attention mass was not measured: all are drawn alike).")
             .arg(QString::number(step), spans, l.toString(here));
     return tr("Answering: token %1 zoomed into %2, %3 of them in this document; dark: the %4 "
-              "that carried half of its attention mass (%5 here), light: the others.")
+              "that carried half of the attention mass its expanded spans held (%5 here), light: "
+              "the others.")
         .arg(QString::number(step), spans, l.toString(here),
              l.toString(static_cast<qint64>(ts.carried.size())), l.toString(carried_here));
 }

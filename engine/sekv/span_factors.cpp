@@ -100,9 +100,12 @@ void set_right_factor(SpanFactors& f, const std::vector<float>& right) {
         std::memcpy(f.right.data(), h.data(), f.right.size());
         return;
     }
-    // Q8_0: the block scales are f16, so a block whose largest entry exceeds 127 · 65504 would
-    // overflow; no value beyond f16's range is held in either type.
-    to_f16(right.data(), static_cast<int64_t>(right.size()), "span factors");
+    // Q8_0: the block scales (max|x| / 127) are f16, so a block whose largest entry exceeds
+    // 127 · 65504 would overflow.
+    for (const float x : right)
+        if (std::isfinite(x) && std::fabs(x) > 127.0f * 65504.0f)
+            throw std::range_error("span factors: a value of " + std::to_string(x) +
+                                   " lies beyond the range of Q8_0's f16 block scales");
     const size_t rb = row_bytes(f.right_type, f.dim);
     f.right.assign(static_cast<size_t>(f.rank) * rb, 0);
     for (int r = 0; r < f.rank; ++r)

@@ -28,7 +28,8 @@ void summary_row(const float* rows, int64_t n, int64_t d, const float* weights, 
 /// columns). The right factor, most of the bytes ([rank][dim] against [rows][rank]), is held
 /// as f16 or as Q8_0 (ggml's 8-bit blocks: per 32 entries an f16 scale max|x|/127 and 32
 /// signed bytes, 34 bytes, so an entry is off by at most half a step, max|x|/254 of its block).
-/// Its row r has norm σ_r, at most √rows times the largest row entry.
+/// Its row r has norm σ_r; an entry of it is at most √rows times the largest entry of the rows'
+/// column.
 struct SpanFactors {
     int64_t rows = 0, dim = 0;
     int rank = 0;
@@ -73,7 +74,9 @@ SpanFactors low_rank_factors(const float* rows, int64_t n, int64_t d, int max_ra
                              TensorType right_type = TensorType::F16);
 
 /// Hold the right factor `right` [rank][dim] (fp32) in f.right as f.right_type. Throws
-/// std::range_error as to_f16 (the F16 entries, the Q8_0 scales).
+/// std::invalid_argument for a right factor of another size or a type that does not fit f.dim
+/// (right_factor_type_fits), std::range_error for an entry beyond f16's range (F16) or beyond
+/// 127 · 65504 (Q8_0, whose block scales max|x| / 127 are f16).
 void set_right_factor(SpanFactors& f, const std::vector<float>& right);
 
 /// left · right into out [rows][dim].

@@ -8,7 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <xxhash.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -213,6 +217,12 @@ TEST(SekvBlobs, GoldenZoomTraceOfVersion2StillReads) {
     auto bad = t;
     bad.trace.steps[0].layers[1].heads[0].mass.pop_back();
     EXPECT_THROW(encode_zoom_trace(bad), std::invalid_argument);
+    // Nor a share outside [0, 1] (the reader refuses it too).
+    for (const float m : {1.5f, -0.25f, NAN}) {
+        auto odd = t;
+        odd.trace.steps[0].layers[1].heads[0].mass[0] = m;
+        EXPECT_THROW(encode_zoom_trace(odd), std::invalid_argument) << m;
+    }
 }
 
 TEST(SekvBlobs, EveryFlippedByteAndCutOfASekvStateIsRefused) {
@@ -254,6 +264,66 @@ TEST(SekvBlobs, ImpossibleFieldsWithAValidChecksumAreRefused) {
     s = pattern_state();
     s.options_key = "other";
     expect_refused(s, "other options");
+    // A right factor's type that is not F16 or Q8_0, or Q8_0 for a head dimension of 4 (its
+    // blocks hold 32): the encoder writes neither, so the field is patched and re-hashed.
+    auto blob = encode_sekv_state(pattern_state(), fp);
+    const auto first = pattern_state().layers[0].spans[0].k[0];
+    std::vector<uint8_t> record(8 + 2);
+    const uint32_t rank = static_cast<uint32_t>(first.rank), f16 = 1;
+    std::memcpy(record.data(), &rank, 4);
+    std::memcpy(record.data() + 4, &f16, 4);
+    std::memcpy(record.data() + 8, first.left.data(), 2);
+    const auto at = std::search(blob.begin(), blob.end(), record.begin(), record.end());
+    ASSERT_NE(at, blob.end()) << "the first factor record";
+    for (const uint32_t type : {8u, 2u}) {
+        auto bad = blob;
+        std::memcpy(bad.data() + (at - blob.begin()) + 4, &type, 4);
+        const uint64_t h = XXH3_64bits(bad.data(), bad.size() - 8);
+        std::memcpy(bad.data() + bad.size() - 8, &h, 8);
+        try {
+            decode_sekv_state(bad.data(), bad.size(), expectation());
+            ADD_FAILURE() << "right factor type " << type << " was accepted";
+        } catch (const StateError& e) {
+            EXPECT_NE(std::string(e.what()).find("right factor of type"), std::string::npos)
+                << e.what();
+        }
+    }
+    // The encoder refuses factors whose bytes do not match their type.
+    auto wrong = pattern_state();
+    wrong.layers[0].spans[0].k[0].right.pop_back();
+    EXPECT_THROW(encode_sekv_state(wrong, fp), std::invalid_argument);
+}
+
+// The default right factors, Q8_0, need a head dimension of a multiple of 32: a state of one
+// KV head of 32 dimensions reads back value for value and writes the same bytes again.
+TEST(SekvBlobs, AStateWithQ8RightFactorsRoundTrips) {
+    SekvUnitState s = pattern_state();
+    std::vector<float> rows(static_cast<size_t>(6 * 32));
+    for (size_t i = 0; i < rows.size(); ++i)
+        rows[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+    for (auto& l : s.layers)
+        for (size_t i = 0; i < l.spans.size(); ++i) {
+            auto& sp = l.spans[i];
+            sp.summary_k.assign(32, 0.25f);
+            sp.summary_v.assign(32, -0.5f);
+            sp.k = {low_rank_factors(rows.data() + i, sp.size, 32, 3, TensorType::Q8_0)};
+            sp.v = {low_rank_factors(rows.data() + 2 * i, sp.size, 32, 2, TensorType::Q8_0)};
+            ASSERT_EQ(sp.k[0].right_type, TensorType::Q8_0);
+        }
+    auto e = expectation();
+    e.n_kv_head = 1;
+    e.head_dim = 32;
+    const auto blob = encode_sekv_state(s, pattern_fingerprint());
+    const auto back = decode_sekv_state(blob.data(), blob.size(), e);
+    for (size_t l = 0; l < 2; ++l)
+        for (size_t i = 0; i < 2; ++i) {
+            const auto &a = back.layers[l].spans[i], &b = s.layers[l].spans[i];
+            EXPECT_EQ(a.k[0].right_type, TensorType::Q8_0);
+            EXPECT_EQ(a.k[0].right, b.k[0].right);
+            EXPECT_EQ(a.v[0].left, b.v[0].left);
+            EXPECT_EQ(a.k[0].right_f32(), b.k[0].right_f32());
+        }
+    EXPECT_EQ(encode_sekv_state(back, pattern_fingerprint()), blob);
 }
 
 // Every flipped byte (the size prefix, outside the checksum, included) is refused without a
