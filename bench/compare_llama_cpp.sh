@@ -69,7 +69,8 @@ for ((r = 1; r <= RUNS; ++r)); do
     echo "== round $r of $RUNS" >&2
     OMP_NUM_THREADS=$THREADS "$VENV/bin/python" "$ROOT/bench/llama_cpp_speed.py" --model "$MODEL" \
         --lengths "$LENGTHS" --decode "$DECODE" --threads "$THREADS" --json >"$OUT/llama.$r.json"
-    "$CLI" bench --model "$MODEL" --lengths "${LENS[@]}" --decode-tokens "$DECODE" \
+    # Full attention, as llama.cpp computes it (sekv, the default policy, is another cache).
+    "$CLI" bench --model "$MODEL" --policy full --lengths "${LENS[@]}" --decode-tokens "$DECODE" \
         --threads "$THREADS" --kernel-level "$LEVEL" --ingest --bandwidth --json \
         >"$OUT/spanscope.$r.json"
     # Reading a real document into a new project (GPL-3: 7 570 tokens), the rate ingest reports.
@@ -79,7 +80,7 @@ for ((r = 1; r <= RUNS; ++r)); do
             /usr/share/common-licenses/GPL-3 2>&1 | grep -o '[0-9.]* tokens/s' | tail -1 |
             cut -d' ' -f1 >"$OUT/ingest.$r.txt"
     fi
-    OPENBLAS_CORETYPE=Prescott "$CLI" bench --model "$MODEL" --lengths "${LENS[@]}" \
+    OPENBLAS_CORETYPE=Prescott "$CLI" bench --model "$MODEL" --policy full --lengths "${LENS[@]}" \
         --decode-tokens "$DECODE" --threads "$THREADS" --kernel-level "$LEVEL" --ingest --json \
         >"$OUT/prescott.$r.json"
 done

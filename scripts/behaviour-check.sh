@@ -29,7 +29,7 @@ for p in "${policies[@]}"; do
 done
 "$CLI" ingest --threads 2 --project "$TMP/p.spanscope" "$DOC" "$DOC2" >/dev/null 2>&1
 for s in "${selectors[@]}"; do
-    "$CLI" ask --json --threads 2 --max-tokens 24 --project "$TMP/p.spanscope" --selector "$s" \
+    "$CLI" ask --json --threads 2 --max-tokens 24 --project "$TMP/p.spanscope" --policy full --selector "$s" \
         "$Q" >"$TMP/selector-$s.json"
 done
 
