@@ -431,6 +431,19 @@ void GuiLiveZoom::zoomIsDrawnWhileTheAnswerStreams() {
           "spans that carried it, %d others expanded",
           measured_steps, static_cast<long long>(draws.size()), carried, expanded);
     QVERIFY(non_empty > 0);
+    // On the CPU backend every SEKV head measures the mass of the spans it expanded: a step
+    // with spans but no mass would mean the masses were lost on the way (streamed and saved
+    // alike, which same_step alone would not see).
+    int with_spans = 0;
+    for (const auto& d : draws) {
+        bool any = false;
+        for (const auto& l : d.step.layers)
+            for (const auto& h : l.heads)
+                any = any || !h.spans.empty();
+        with_spans += any;
+    }
+    QVERIFY(with_spans > 0);
+    QCOMPARE(measured_steps, with_spans);
 
     // Once saved, the views are what they were before live zoom: the saved trace in the
     // inspector, no token drawn until one is clicked, and then its heat.
