@@ -231,28 +231,12 @@ TEST(EvalCli, SekvLinesNameTheirRouterAndResumeOnlyWithTheSameOne) {
     // Learned thresholds that expand nothing: only calibrated τ (the default) expands.
     const auto zp = test::tiny_router_params(*Model::load(dir + "/tiny.gguf"), 100.0f, 32);
     save_router_params(zp, dir + "/tiny.zoom.gguf");
-    const std::vector<std::string> args{"niah",
-                                        "--model",
-                                        dir + "/tiny.gguf",
-                                        "--lengths",
-                                        "600",
-                                        "--samples",
-                                        "1",
-                                        "--max-tokens",
-                                        "2",
-                                        "--threads",
-                                        "2",
-                                        "--policy",
-                                        "full,sekv",
-                                        "--budget",
-                                        "0.5",
-                                        "--json",
-                                        "--quiet",
-                                        // τ on the question (one stage): the configuration this
-                                        // test started from; τ per query is tried as another
-                                        "--tau-on-question",
-                                        "--out",
-                                        dir + "/r.jsonl"};
+    const std::vector<std::string> args{
+        "niah", "--model", dir + "/tiny.gguf", "--lengths", "600", "--samples", "1", "--max-tokens",
+        "2", "--threads", "2", "--policy", "full,sekv", "--budget", "0.5", "--json", "--quiet",
+        // τ on the question (one stage): the configuration this
+        // test started from; τ per query is tried as another
+        "--tau-on-question", "--out", dir + "/r.jsonl"};
     auto line_of = [](const EvalRun& r, const std::string& policy) {
         for (const auto& j : r.out["results"])
             if (j["policy"] == policy)
