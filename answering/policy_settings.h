@@ -27,7 +27,8 @@ struct PolicySettings {
     std::string policy = "sekv"; ///< --policy: one of global_policies() (model.h)
     bool policy_given = false;   ///< --policy was given (not the default)
     double budget = 0.35; ///< --budget: sekv and the baselines: fast-tier bytes, fraction of full
-    double expand_rate = 0.0125;    ///< --expand-rate: sekv: fraction of spans a query zooms into
+    double expand_rate =
+        0.0125; ///< --expand-rate: sekv: fraction of spans each query head asks for
     bool expand_rate_given = false; ///< --expand-rate was given (not the default)
     int64_t expand_rows = 0; ///< --expand-rows: sekv: most rows per query and head (0: no limit)
     double alpha = 1.0;      ///< --alpha: sekv: anchor threshold μ + α·σ of the surprisal
