@@ -1,6 +1,5 @@
 #include "engine/sekv/mixed_attention.h"
 
-#include "engine/kernels/quant.h"
 #include "engine/kernels/simd.h"
 
 #include <cblas.h>
@@ -45,22 +44,6 @@ struct BlockSoftmax {
         return true;
     }
 };
-
-// f16 factor entries widened to fp32 (exact) into out.
-void widen(const std::vector<uint16_t>& h, std::vector<float>& out) {
-    out.resize(h.size());
-    if (!h.empty())
-        dequantize_row(TensorType::F16, h.data(), out.data(), static_cast<int64_t>(h.size()));
-}
-
-// A right factor [rank][dim] widened to fp32 into out.
-void widen_right(const SpanFactors& f, std::vector<float>& out) {
-    out.resize(static_cast<size_t>(f.rank) * static_cast<size_t>(f.dim));
-    const size_t rb = row_bytes(f.right_type, f.dim);
-    for (int r = 0; r < f.rank; ++r)
-        dequantize_row(f.right_type, f.right.data() + r * rb,
-                       out.data() + static_cast<size_t>(r) * f.dim, f.dim);
-}
 
 float dot(const float* a, const float* b, int64_t d) {
     return cblas_sdot(static_cast<int>(d), a, 1, b, 1);
@@ -135,10 +118,10 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
         const auto& fv = *s.v_rows;
         const int n = static_cast<int>(s.size);
         qr.resize(static_cast<size_t>(fk.rank));
-        widen_right(fk, right);
+        fk.right_f32(right);
         cblas_sgemv(CblasRowMajor, CblasNoTrans, fk.rank, d, scale, right.data(), d, q, 1, 0.0f,
                     qr.data(), 1);
-        widen(fk.left, left);
+        fk.left_f32(left);
         w.resize(std::max<size_t>(w.size(), static_cast<size_t>(n)));
         cblas_sgemv(CblasRowMajor, CblasNoTrans, n, fk.rank, 1.0f, left.data(), fk.rank, qr.data(),
                     1, 0.0f, w.data(), 1);
@@ -151,10 +134,10 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
             log_mass[static_cast<size_t>(&s - spans.data())] = std::log(sum) + sm.max;
         }
         c.resize(static_cast<size_t>(fv.rank));
-        widen(fv.left, left);
+        fv.left_f32(left);
         cblas_sgemv(CblasRowMajor, CblasTrans, n, fv.rank, 1.0f, left.data(), fv.rank, w.data(), 1,
                     0.0f, c.data(), 1);
-        widen_right(fv, right);
+        fv.right_f32(right);
         cblas_sgemv(CblasRowMajor, CblasTrans, fv.rank, d, 1.0f, right.data(), d, c.data(), 1, 1.0f,
                     sm.acc.data(), 1);
     }

@@ -66,16 +66,29 @@ std::vector<float> from_f16(const uint16_t* h, int64_t n) {
 }
 
 std::vector<float> SpanFactors::left_f32() const {
-    return from_f16(left.data(), static_cast<int64_t>(left.size()));
+    std::vector<float> x;
+    left_f32(x);
+    return x;
 }
 
 std::vector<float> SpanFactors::right_f32() const {
-    std::vector<float> x(static_cast<size_t>(rank) * static_cast<size_t>(dim));
-    if (!x.empty())
-        for (int r = 0; r < rank; ++r)
-            dequantize_row(right_type, right.data() + r * row_bytes(right_type, dim),
-                           x.data() + static_cast<size_t>(r) * dim, dim);
+    std::vector<float> x;
+    right_f32(x);
     return x;
+}
+
+void SpanFactors::left_f32(std::vector<float>& out) const {
+    out.resize(left.size());
+    if (!left.empty())
+        dequantize_row(TensorType::F16, left.data(), out.data(), static_cast<int64_t>(left.size()));
+}
+
+void SpanFactors::right_f32(std::vector<float>& out) const {
+    out.resize(static_cast<size_t>(rank) * static_cast<size_t>(dim));
+    const size_t rb = row_bytes(right_type, dim);
+    for (int r = 0; r < rank; ++r)
+        dequantize_row(right_type, right.data() + r * rb, out.data() + static_cast<size_t>(r) * dim,
+                       dim);
 }
 
 bool right_factor_type_fits(TensorType type, int64_t dim) {

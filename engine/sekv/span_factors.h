@@ -44,6 +44,9 @@ struct SpanFactors {
     /// The factors widened to fp32 (exact): [rows][rank] and [rank][dim].
     std::vector<float> left_f32() const;
     std::vector<float> right_f32() const;
+    /// The same into `out` (resized; its capacity is reused: the hot path of mixed attention).
+    void left_f32(std::vector<float>& out) const;
+    void right_f32(std::vector<float>& out) const;
 };
 
 /// Round fp32 values to f16 bits ([n] -> [n], round to nearest even). Throws std::range_error
