@@ -12,6 +12,11 @@
 
 namespace spanscope::gui {
 
+/// Real documents the window tests read, from Debian packages the set-up installs (base-files,
+/// bash).
+inline const QString kBsd = QStringLiteral("/usr/share/common-licenses/BSD");
+inline const QString kRbash = QStringLiteral("/usr/share/doc/bash/RBASH");
+
 /// The real model file, or "" (the caller skips with the printed reason).
 inline QString real_model_path(QString* why) {
     const auto where = locate_model("");

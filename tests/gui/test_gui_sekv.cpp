@@ -39,8 +39,6 @@ using namespace spanscope;
 using namespace spanscope::gui;
 
 namespace {
-const QString kBsd = QStringLiteral("/usr/share/common-licenses/BSD");
-const QString kRbash = QStringLiteral("/usr/share/doc/bash/RBASH");
 
 using Range = DocumentView::Range;
 struct Heat {

@@ -20,9 +20,7 @@
 using namespace spanscope::gui;
 
 namespace {
-const QString kBsd = QStringLiteral("/usr/share/common-licenses/BSD");
 const QString kApache = QStringLiteral("/usr/share/common-licenses/Apache-2.0");
-const QString kRbash = QStringLiteral("/usr/share/doc/bash/RBASH");
 constexpr double kMaxStallMs = 100; ///< between two ticks, less the wait for a CPU
 } // namespace
 
