@@ -4,6 +4,8 @@
 #include "storage/model_fingerprint.h"
 
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace spanscope {
 
@@ -80,18 +82,70 @@ PolicySettings with_defaults_resolved(PolicySettings s, std::string_view backend
     return s;
 }
 
+namespace {
+
+/// `s` as a full-memory run: the SEKV settings it carried, defaults or given, are dropped; the
+/// given ones are named in `dropped` (by their spanscope-cli flags).
+PolicySettings as_full_run(PolicySettings s, std::vector<std::string>& dropped) {
+    const PolicySettings d;
+    if (!s.router.empty())
+        dropped.push_back("--router");
+    if (!s.router_params_file.empty())
+        dropped.push_back("--zoom-params");
+    if (s.learned_tau)
+        dropped.push_back("--learned-tau");
+    if (s.tau_per_query_given)
+        dropped.push_back(s.tau_per_query ? "--tau-per-query" : "--tau-on-question");
+    if (s.full_rank)
+        dropped.push_back("--full-rank");
+    if (s.rerank_given)
+        dropped.push_back("--rerank");
+    if (s.expand_rate_given)
+        dropped.push_back("--expand-rate");
+    s.policy = "full";
+    s.router.clear();
+    s.router_params_file.clear();
+    s.learned_tau = s.full_rank = false;
+    s.tau_per_query = s.tau_per_query_given = false;
+    s.rerank = 0;
+    s.rerank_given = false;
+    s.expand_rate = d.expand_rate;
+    s.expand_rate_given = false;
+    return s;
+}
+
+} // namespace
+
+std::string full_memory_reason(const PolicySettings& s, const Model& model,
+                               std::string_view selector) {
+    if (s.policy_given || s.policy != "sekv")
+        return {};
+    if (!selector.empty() && selector != "none")
+        return "the " + std::string(selector) +
+               " selector recomputes rows of the full policy (SEKV joins documents without "
+               "recompute: the selector none keeps it)";
+    if (s.layers.empty() && sekv_layers(model.info(), SekvOptions{}).empty())
+        return "the model has no layer SEKV serves (a global attention layer with full-head "
+               "RoPE)";
+    return {};
+}
+
 PolicySetup policy_setup(const PolicySettings& settings, const Model& model, int threads,
-                         const NoteSink& on_note) {
-    // The default policy is sekv where the model has layers for it (a global attention layer with
-    // full-head RoPE); a model without (the hybrid ones) answers with full unless sekv is asked
-    // for. Only here: an evaluation names its policies itself (policy_setup_for_runs).
-    if (!settings.policy_given && settings.policy == "sekv" && settings.layers.empty() &&
-        sekv_layers(model.info(), SekvOptions{}).empty()) {
-        PolicySettings full = settings;
-        full.policy = "full";
-        if (on_note)
-            on_note("the model has no layer SEKV serves (a global attention layer with full-head "
-                    "RoPE): answering with full memory");
+                         const NoteSink& on_note, std::string_view selector) {
+    // The default policy is sekv where it can serve the answer; where it cannot (a model
+    // without a layer for it, a selector that recomputes rows of full), the answer uses full
+    // and SEKV's settings are left out rather than refused. Only here: an evaluation names its
+    // policies itself (policy_setup_for_runs).
+    const std::string reason = full_memory_reason(settings, model, selector);
+    if (!reason.empty()) {
+        std::vector<std::string> dropped;
+        const PolicySettings full = as_full_run(settings, dropped);
+        if (on_note) {
+            std::string note = reason + ": answering with full memory";
+            for (size_t i = 0; i < dropped.size(); ++i)
+                note += (i == 0 ? " (not used: " : ", ") + dropped[i];
+            on_note(dropped.empty() ? note : note + ")");
+        }
         return policy_setup_for_runs(full, model, threads, false, on_note);
     }
     return policy_setup_for_runs(settings, model, threads, settings.policy == "sekv", on_note);

@@ -79,9 +79,17 @@ struct PolicySetup {
 /// (RouterChoice::notes), before the settings are checked.
 using NoteSink = std::function<void(const std::string&)>;
 
+/// Why the default policy (sekv, not given) gives way to full for `model` and the LinearKV
+/// `selector` that joins the documents ("" or "none": no selector): a selector that
+/// recomputes rows of full, or a model without a layer SEKV serves. "" when sekv serves, or
+/// when the policy was given (a given sekv is kept, and refused where it cannot serve).
+std::string full_memory_reason(const PolicySettings& settings, const Model& model,
+                               std::string_view selector = "none");
+
 /// Check `settings` and turn them into session options for `model` with `threads` threads
-/// (<= 0: all cores); a SEKV run routes, any other refuses the router settings. The default
-/// policy (sekv, not given) becomes full for a model without a layer SEKV serves. Throws
+/// (<= 0: all cores); a SEKV run routes, any other refuses the router settings. Where
+/// full_memory_reason(settings, model, selector) is not empty the run is full: the note says
+/// why and names the SEKV settings given that it leaves out (they are not refused). Throws
 /// std::invalid_argument for router settings without a SEKV run, --learned-tau or --full-rank
 /// with the training-free router or the oracle, the oracle without --tau-per-query, --rerank 1,
 /// --rerank without --tau-per-query, with the oracle or on the cuda backend, --tau-per-query with
@@ -90,7 +98,7 @@ using NoteSink = std::function<void(const std::string&)>;
 /// file trained with the KV group's union; otherwise as choose_router (RouterParamsError for an
 /// unusable parameter file).
 PolicySetup policy_setup(const PolicySettings& settings, const Model& model, int threads,
-                         const NoteSink& on_note = {});
+                         const NoteSink& on_note = {}, std::string_view selector = "none");
 /// As policy_setup, for runs of several policies (an evaluation's): `routes` says whether a
 /// SEKV run is among them; the settings' own policy does not decide it.
 PolicySetup policy_setup_for_runs(const PolicySettings& settings, const Model& model, int threads,

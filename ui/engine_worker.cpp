@@ -285,11 +285,12 @@ void EngineWorker::remove_document(qint64 id) {
     }
 }
 
-SessionOptions EngineWorker::session_options(const MemorySettings& m) {
+SessionOptions EngineWorker::session_options(const MemorySettings& m, const std::string& selector) {
     if (!model_)
         throw std::logic_error("session options asked for without a model");
     const auto s = m.policy_settings(QString::fromLatin1(model_->backend()));
-    return policy_setup(s, *model_, threads_, [this](const std::string& n) { emit note(q(n)); })
+    return policy_setup(
+               s, *model_, threads_, [this](const std::string& n) { emit note(q(n)); }, selector)
         .options;
 }
 
@@ -301,6 +302,9 @@ void EngineWorker::load_document_spans(quint64 serial, qint64 id, const MemorySe
         spans->error = QStringLiteral("the memory policy is full (no spans)");
     else if (!model_ || !cache_)
         spans->error = QStringLiteral("no model is loaded");
+    else if (sekv_layers(model_->info(), SekvOptions{}).empty())
+        spans->error = QStringLiteral("the model has no layer SEKV serves, so its answers use "
+                                      "full memory (no spans)");
     else {
         try {
             spans->units = document_sekv_spans(*cache_, id, session_options(m).sekv);
@@ -375,17 +379,9 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
     };
     AnswerStats st;
     try {
-        // The joining selectors recompute rows of the full policy; SEKV joins documents
-        // without recompute. A selector chosen in Settings is kept: this answer uses full.
-        MemorySettings used = m;
-        if (used.sekv() && r.selector != QLatin1String("none")) {
-            used.policy = QStringLiteral("full");
-            emit note(QStringLiteral("Joining documents with the %1 selector recomputes rows of "
-                                     "full memory, so this answer uses full memory, not SEKV "
-                                     "(Settings ▸ Joining documents: none keeps SEKV).")
-                          .arg(r.selector));
-        }
-        const SessionOptions so = session_options(used);
+        // A joining selector recomputes rows of the full policy: with one chosen in Settings
+        // this answer uses full memory, with a note (policy_setup).
+        const SessionOptions so = session_options(m, r.selector.toStdString());
         const auto a = ask_project(*project_, *model_, *cache_, *scratch_, so, pq, hooks, &stop_);
         st = answer_stats_from_json(a.stats);
         st.chat_id = a.chat_id;

@@ -95,7 +95,8 @@ private:
     /// (answering/policy_settings.h policy_setup; parameter files passed over are emitted as
     /// notes). Throws RouterParamsError or std::invalid_argument when its router cannot be had,
     /// std::logic_error without a model.
-    SessionOptions session_options(const MemorySettings& m);
+    /// The session options of `m` for an answer joined by `selector` ("none": no selector).
+    SessionOptions session_options(const MemorySettings& m, const std::string& selector = "none");
     void open_cache();
 
     std::unique_ptr<Model> model_;

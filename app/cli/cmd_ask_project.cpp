@@ -75,16 +75,9 @@ int ask_project(const AskOptions& o) {
     if (project->documents().empty())
         throw std::runtime_error(project->path() +
                                  " has no documents; add some with spanscope-cli ingest");
-    // The selectors recompute rows of the full policy: asked for, they take the policy's
-    // default's place (a given --policy sekv is refused with them, as before).
-    auto policy = o.policy;
-    if (q.recompute.selector != "none" && !policy.policy_given) {
-        policy.policy = "full";
-        print_note("the " + q.recompute.selector +
-                   " selector recomputes rows of the full policy: answering with full memory "
-                   "(SEKV joins sections without recompute)");
-    }
-    const auto setup = policy_setup(policy, *model, o.threads, print_note);
+    // A selector recomputes rows of the full policy: it takes the default policy's place with a
+    // note (a given --policy sekv is refused with it).
+    const auto setup = policy_setup(o.policy, *model, o.threads, print_note, q.recompute.selector);
     const ProjectAnswer a =
         ask_project(*project, *model, cache, scratch, setup.options, q, hooks, &g_interrupted);
     end_progress_line();

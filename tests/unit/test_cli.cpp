@@ -490,6 +490,16 @@ TEST_F(Cli, InfoAndAskServeAHybridModel) {
     EXPECT_EQ(j["layer_kinds"], nlohmann::json::array({"mamba2", "mamba2", "attention", "mamba2"}));
     // Its attention layer has no RoPE: SEKV (full-head RoPE summary keys) serves none.
     EXPECT_EQ(j["sekv_layers"], nlohmann::json::array());
-    const auto a = run({"ask", "--model", hybrid, "--doc", doc_, "--max-tokens", "4", "Q?"});
-    EXPECT_EQ(a.status, 0) << a.err;
+    // The default policy gives way to full, with a note naming the SEKV setting it leaves out;
+    // sekv asked for is refused.
+    const auto a = run({"ask", "--json", "--model", hybrid, "--doc", doc_, "--max-tokens", "4",
+                        "--rerank", "8", "Q?"});
+    ASSERT_EQ(a.status, 0) << a.err;
+    EXPECT_EQ(nlohmann::json::parse(a.out)["stats"]["policy"], "full") << a.out;
+    EXPECT_NE(a.err.find("answering with full memory (not used: --rerank)"), std::string::npos)
+        << a.err;
+    const auto s = run(
+        {"ask", "--model", hybrid, "--doc", doc_, "--max-tokens", "4", "--policy", "sekv", "Q?"});
+    EXPECT_NE(s.status, 0);
+    EXPECT_FALSE(s.err.empty());
 }

@@ -178,6 +178,48 @@ TEST_F(PolicySettingsTest, TheDefaultsAreSekvsAndGiveWayToWhatIsGiven) {
     eval_settings.tau_per_query = eval_settings.tau_per_query_given = true;
     EXPECT_EQ(policy_setup_for_runs(eval_settings, *hybrid, 1, /*routes=*/true).router.mode,
               kRouterTrainingFree);
+    // The desktop application sends its routing settings along with the default policy: on
+    // such a model they are left out, named in the note, not refused.
+    PolicySettings gui;
+    gui.router = kRouterTrainingFree;
+    gui.rerank = 8;
+    gui.rerank_given = true;
+    gui.tau_per_query_given = true;
+    notes.clear();
+    const auto g = policy_setup(gui, *hybrid, 1, [&](const std::string& n) { notes.push_back(n); });
+    EXPECT_EQ(g.options.global_policy, "full");
+    EXPECT_EQ(g.router.mode, "");
+    EXPECT_EQ(g.options.sekv.router.rerank, 0);
+    EXPECT_FALSE(g.options.sekv.router.tau_per_query);
+    ASSERT_EQ(notes.size(), 1u);
+    for (const char* flag :
+         {"answering with full memory", "--router", "--rerank", "--tau-per-query"})
+        EXPECT_NE(notes[0].find(flag), std::string::npos) << flag << " in " << notes[0];
+}
+
+// A LinearKV selector recomputes rows of the full policy: it takes the default policy's place,
+// with a note; a given sekv is kept (the answering service refuses it with a selector).
+TEST_F(PolicySettingsTest, ASelectorMakesTheDefaultPolicyFull) {
+    std::vector<std::string> notes;
+    const auto note = [&](const std::string& n) { notes.push_back(n); };
+    EXPECT_EQ(policy_setup(PolicySettings{}, *model_, 1, note, "none").options.global_policy,
+              "sekv");
+    EXPECT_TRUE(notes.empty());
+    PolicySettings s;
+    s.rerank = 8;
+    s.rerank_given = true;
+    const auto f = policy_setup(s, *model_, 1, note, "full");
+    EXPECT_EQ(f.options.global_policy, "full");
+    EXPECT_EQ(f.router.mode, "");
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_NE(notes[0].find("the full selector recomputes rows"), std::string::npos) << notes[0];
+    EXPECT_NE(notes[0].find("--rerank"), std::string::npos) << notes[0];
+    EXPECT_EQ(full_memory_reason(PolicySettings{}, *model_, "none"), "");
+    PolicySettings asked;
+    asked.policy = "sekv";
+    asked.policy_given = true;
+    EXPECT_EQ(full_memory_reason(asked, *model_, "full"), "");
+    EXPECT_EQ(policy_setup(asked, *model_, 1, {}, "full").options.global_policy, "sekv");
 }
 
 TEST_F(PolicySettingsTest, CombinationsTheRouterCannotRunAreRefused) {
