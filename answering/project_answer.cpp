@@ -300,12 +300,16 @@ nlohmann::json answer_record(const ProjectAnswer& out, const ContextAssembly& a,
 }
 
 // The zoom trace saved with the answer (storage/zoom_trace_blob.h); empty without SEKV.
-std::vector<uint8_t> zoom_trace_of(const Answer& ans, const ContextAssembly& a,
-                                   const Model& model) {
+// `masses_cleared`: the heads whose attention masses were not shares and were left out, so that
+// the answer is saved whatever its masses (clear_invalid_masses).
+std::vector<uint8_t> zoom_trace_of(const Answer& ans, const ContextAssembly& a, const Model& model,
+                                   int& masses_cleared) {
+    masses_cleared = 0;
     if (!sekv_served(ans, a))
         return {};
     StoredZoomTrace t;
     t.trace = ans.zoom;
+    masses_cleared = clear_invalid_masses(t.trace);
     t.trace.n_spans = static_cast<int>(a.spans);
     t.sources = a.sources;
     t.tokens = ans.tokens;
@@ -466,11 +470,21 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     out.recompute = a.pic;
     out.assembly = assembly_text(a, q);
     out.stats = answer_record(out, a, q, model);
+    int masses_cleared = 0;
+    auto trace = zoom_trace_of(ans, a, model, masses_cleared);
     nlohmann::json msg = out.stats;
     msg["documents"] = out.documents;
     msg["stop_reason"] = ans.stop_reason;
-    out.message_id = project.add_message(out.chat_id, "assistant", ans.text, dump(msg),
-                                         zoom_trace_of(ans, a, model));
+    if (masses_cleared > 0) {
+        msg["zoom_masses_cleared"] = masses_cleared;
+        if (hooks.on_note)
+            hooks.on_note("the zoom trace of this answer is saved without the attention masses "
+                          "of " +
+                          std::to_string(masses_cleared) +
+                          " query heads' steps: they were not shares in [0, 1]");
+    }
+    out.message_id =
+        project.add_message(out.chat_id, "assistant", ans.text, dump(msg), std::move(trace));
     return out;
 }
 

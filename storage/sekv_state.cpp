@@ -13,12 +13,14 @@ namespace {
 constexpr char kMagic[8] = {'S', 'S', 'S', 'E', 'K', 'V', 0, 0};
 constexpr uint32_t kVersion = 2;
 
-void put_factors(ByteWriter& w, const SpanFactors& f) {
-    // Factors whose sizes or type do not describe them are not written (get_factors checks the
-    // rank against the span too).
-    if (f.rank < 1 || !right_factor_type_fits(f.right_type, f.dim) ||
-        f.left.size() != static_cast<size_t>(f.rows) * static_cast<size_t>(f.rank) ||
-        f.right.size() != static_cast<size_t>(f.rank) * row_bytes(f.right_type, f.dim))
+// An f16 value's exponent bits all set: an infinity or a NaN.
+bool f16_finite(uint16_t h) {
+    return (h & 0x7C00u) != 0x7C00u;
+}
+
+void put_factors(ByteWriter& w, const SpanFactors& f, int64_t rows, int64_t dim) {
+    // Factors that get_factors would refuse for their span are not written.
+    if (!factors_fit(f, rows, dim))
         throw std::invalid_argument("SEKV state: span factors of another shape or type than "
                                     "their span");
     w.put<uint32_t>(static_cast<uint32_t>(f.rank));
@@ -45,6 +47,20 @@ SpanFactors get_factors(ByteReader& r, int64_t rows, int64_t dim) {
     f.right_type = static_cast<TensorType>(type);
     f.left = r.get_array<uint16_t>(static_cast<uint64_t>(rows) * rank);
     f.right = r.get_array<uint8_t>(static_cast<uint64_t>(rank) * row_bytes(f.right_type, dim));
+    // One infinity or NaN would poison every softmax the span enters: refused, so the state is
+    // rebuilt. F16 values are checked whole, Q8_0 by its blocks' f16 scales (the int8 values
+    // are finite by their type).
+    bool finite = std::all_of(f.left.begin(), f.left.end(), f16_finite);
+    if (f.right_type == TensorType::F16) {
+        for (size_t i = 0; finite && i + 1 < f.right.size(); i += 2)
+            finite = f16_finite(static_cast<uint16_t>(f.right[i] | (f.right[i + 1] << 8)));
+    } else {
+        const size_t block = traits(TensorType::Q8_0).block_bytes;
+        for (size_t i = 0; finite && i + 1 < f.right.size(); i += block)
+            finite = f16_finite(static_cast<uint16_t>(f.right[i] | (f.right[i + 1] << 8)));
+    }
+    if (!finite)
+        r.fail("holds a factor that is not finite");
     return f;
 }
 
@@ -56,6 +72,8 @@ void put_summary(ByteWriter& w, const std::vector<float>& x) {
 
 std::vector<float> get_summary(ByteReader& r, uint64_t n) {
     const auto h = r.get_array<uint16_t>(n);
+    if (!std::all_of(h.begin(), h.end(), f16_finite))
+        r.fail("holds a summary row that is not finite");
     return from_f16(h.data(), static_cast<int64_t>(h.size()));
 }
 } // namespace
@@ -109,8 +127,8 @@ std::vector<uint8_t> encode_sekv_state(const SekvUnitState& s, const Fingerprint
             put_summary(w, sp.summary_k);
             put_summary(w, sp.summary_v);
             for (int g = 0; g < n_kv; ++g) {
-                put_factors(w, sp.k[static_cast<size_t>(g)]);
-                put_factors(w, sp.v[static_cast<size_t>(g)]);
+                put_factors(w, sp.k[static_cast<size_t>(g)], sp.size, d);
+                put_factors(w, sp.v[static_cast<size_t>(g)], sp.size, d);
             }
         }
     }

@@ -15,7 +15,31 @@ constexpr char kMagic[8] = {'S', 'S', 'Z', 'O', 'O', 'M', 0, 0};
 constexpr uint32_t kVersion = 2;
 constexpr uint32_t kVersionWithoutMass = 1; // still read: its heads have no attention mass
 constexpr uint64_t kMaxTraceBytes = uint64_t{1} << 31; // refuse to inflate beyond 2 GiB
+
+// Whether a head's masses are none, or one share in [0, 1] per span (with float rounding).
+bool masses_valid(const ZoomHead& h) {
+    if (h.mass.empty())
+        return true;
+    if (h.mass.size() != h.spans.size())
+        return false;
+    for (const float m : h.mass)
+        if (!(m >= 0.0f && m <= 1.0001f))
+            return false;
+    return true;
+}
 } // namespace
+
+int clear_invalid_masses(ZoomTrace& trace) {
+    int cleared = 0;
+    for (auto& st : trace.steps)
+        for (auto& l : st.layers)
+            for (auto& h : l.heads)
+                if (!masses_valid(h)) {
+                    h.mass.clear();
+                    ++cleared;
+                }
+    return cleared;
+}
 
 std::vector<uint8_t> encode_zoom_trace(const StoredZoomTrace& t) {
     const auto& steps = t.trace.steps;
@@ -49,10 +73,9 @@ std::vector<uint8_t> encode_zoom_trace(const StoredZoomTrace& t) {
                     throw std::invalid_argument("zoom trace: one relevance per span");
                 if (!h.mass.empty() && h.mass.size() != h.spans.size())
                     throw std::invalid_argument("zoom trace: one attention mass per span, or none");
-                for (const float m : h.mass) // as decode_zoom_trace reads them
-                    if (!(m >= 0.0f && m <= 1.0001f))
-                        throw std::invalid_argument("zoom trace: an attention share outside "
-                                                    "[0, 1]");
+                if (!masses_valid(h))
+                    throw std::invalid_argument("zoom trace: an attention share outside "
+                                                "[0, 1]");
                 w.put<uint32_t>(static_cast<uint32_t>(h.spans.size()));
                 w.put_array(h.spans.data(), h.spans.size());
                 w.put_array(h.relevance.data(), h.relevance.size());
@@ -147,13 +170,15 @@ StoredZoomTrace decode_zoom_trace(const std::vector<uint8_t>& blob) {
                             r.fail("holds an attention-mass flag of " + std::to_string(has_mass));
                         if (has_mass)
                             zh.mass = r.get_array<float>(n);
-                        for (const float m : zh.mass)
-                            if (!(m >= 0.0f && m <= 1.0001f)) // shares, with float rounding
-                                r.fail("holds an attention share outside [0, 1]");
+                        if (!masses_valid(zh))
+                            r.fail("holds an attention share outside [0, 1]");
                     }
-                    for (const auto id : zh.spans)
-                        if (id < 0 || id >= t.trace.n_spans)
+                    for (size_t i = 0; i < zh.spans.size(); ++i) {
+                        if (zh.spans[i] < 0 || zh.spans[i] >= t.trace.n_spans)
                             r.fail("holds a span id outside the context");
+                        if (i > 0 && zh.spans[i] <= zh.spans[i - 1])
+                            r.fail("holds a head's span ids out of order or twice");
+                    }
                     lz.heads.push_back(std::move(zh));
                 }
                 st.layers.push_back(std::move(lz));

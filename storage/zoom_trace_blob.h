@@ -37,8 +37,14 @@ struct StoredZoomTrace {
 };
 
 /// Serialise and compress. Throws std::invalid_argument when tokens or texts do not match the
-/// steps.
+/// steps, or a head's masses are not one share in [0, 1] per span (clear_invalid_masses first
+/// where they come from a computation that may have gone wrong).
 std::vector<uint8_t> encode_zoom_trace(const StoredZoomTrace& t);
+
+/// Empties the masses of every head whose masses are not one finite share in [0, 1] per span
+/// (a NaN from an attention gone wrong), so that the trace can still be saved: its spans and
+/// relevances stay, the mass reads as not measured. Returns the number of heads cleared.
+int clear_invalid_masses(ZoomTrace& trace);
 
 /// Decompress, parse and check (span ids inside n_spans, sizes, checksum).
 /// Throws std::runtime_error with a message that names the problem.

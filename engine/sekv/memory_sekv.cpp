@@ -203,11 +203,7 @@ void check_spans(const std::vector<SekvSpan>& spans, const AttentionShape& shape
                   (i == 0 || spans[i - 1].end() <= s.begin);
         for (size_t g = 0; ok && g < n_kv; ++g)
             for (const auto* f : {&s.k[g], &s.v[g]})
-                ok = ok && f->rows == s.size && f->dim == d && f->rank >= 1 &&
-                     f->left.size() == static_cast<size_t>(f->rows * f->rank) &&
-                     right_factor_type_fits(f->right_type, f->dim) &&
-                     f->right.size() ==
-                         static_cast<size_t>(f->rank) * row_bytes(f->right_type, f->dim);
+                ok = ok && factors_fit(*f, s.size, d);
         if (!ok)
             throw std::invalid_argument("sekv memory: span " + std::to_string(i) +
                                         " does not match the layer or overlaps the previous one");

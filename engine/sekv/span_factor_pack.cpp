@@ -29,10 +29,7 @@ std::vector<PackedHeadFactors> pack_span_factors(const SekvSpan& span, float* ou
         const auto& fk = span.k[g];
         const auto& fv = span.v[g];
         for (const auto* f : {&fk, &fv})
-            if (f->rows != span.size || f->dim != dim || f->rank < 1 ||
-                f->left.size() != static_cast<size_t>(f->rows * f->rank) ||
-                !right_factor_type_fits(f->right_type, f->dim) ||
-                f->right.size() != static_cast<size_t>(f->rank) * row_bytes(f->right_type, f->dim))
+            if (!factors_fit(*f, span.size, dim))
                 throw std::invalid_argument("pack_span_factors: factors of head " +
                                             std::to_string(g) +
                                             " do not match the span's rows and dimension");

@@ -78,17 +78,28 @@ std::vector<float> SpanFactors::right_f32() const {
 }
 
 void SpanFactors::left_f32(std::vector<float>& out) const {
+    if (!factors_fit(*this, rows, dim))
+        throw std::invalid_argument("span factors: sizes that do not describe their shape");
     out.resize(left.size());
     if (!left.empty())
         dequantize_row(TensorType::F16, left.data(), out.data(), static_cast<int64_t>(left.size()));
 }
 
 void SpanFactors::right_f32(std::vector<float>& out) const {
+    if (!factors_fit(*this, rows, dim))
+        throw std::invalid_argument("span factors: sizes that do not describe their shape");
     out.resize(static_cast<size_t>(rank) * static_cast<size_t>(dim));
     const size_t rb = row_bytes(right_type, dim);
     for (int r = 0; r < rank; ++r)
         dequantize_row(right_type, right.data() + r * rb, out.data() + static_cast<size_t>(r) * dim,
                        dim);
+}
+
+bool factors_fit(const SpanFactors& f, int64_t rows, int64_t dim) {
+    return f.rows == rows && f.dim == dim && rows >= 1 && f.rank >= 1 &&
+           f.rank <= std::min(rows, dim) && right_factor_type_fits(f.right_type, dim) &&
+           f.left.size() == static_cast<size_t>(rows) * static_cast<size_t>(f.rank) &&
+           f.right.size() == static_cast<size_t>(f.rank) * row_bytes(f.right_type, dim);
 }
 
 bool right_factor_type_fits(TensorType type, int64_t dim) {

@@ -66,6 +66,11 @@ void symmetric_eigen(std::vector<double>& a, int n, std::vector<double>& w);
 /// multiple of its 32-entry blocks); other types never.
 bool right_factor_type_fits(TensorType type, int64_t dim);
 
+/// Whether `f` describes the factors of a span of `rows` rows of `dim` values: its shape is
+/// theirs, 1 <= rank <= min(rows, dim), the right factor's type fits dim, and left holds
+/// rows · rank f16 values and right rank rows of row_bytes(right_type, dim) bytes.
+bool factors_fit(const SpanFactors& f, int64_t rows, int64_t dim);
+
 /// The right factor's type for `wanted` and `dim`: wanted where it fits, else F16.
 TensorType right_factor_type(TensorType wanted, int64_t dim);
 

@@ -222,7 +222,31 @@ TEST(SekvBlobs, GoldenZoomTraceOfVersion2StillReads) {
         auto odd = t;
         odd.trace.steps[0].layers[1].heads[0].mass[0] = m;
         EXPECT_THROW(encode_zoom_trace(odd), std::invalid_argument) << m;
+        // Cleared, the head reads as not measured and the rest is saved as it was.
+        EXPECT_EQ(clear_invalid_masses(odd.trace), 1) << m;
+        EXPECT_TRUE(odd.trace.steps[0].layers[1].heads[0].mass.empty());
+        auto expected = t;
+        expected.trace.steps[0].layers[1].heads[0].mass.clear();
+        expect_same_trace(decode_zoom_trace(encode_zoom_trace(odd)), expected);
     }
+    EXPECT_EQ(clear_invalid_masses(bad.trace), 1);
+    auto valid = t;
+    EXPECT_EQ(clear_invalid_masses(valid.trace), 0);
+    // A head's span ids are ascending and unique (ZoomHead): a trace that repeats one is refused.
+    auto twice = t;
+    auto& spans = twice.trace.steps[1].layers[0].heads[0].spans;
+    spans[1] = spans[0];
+    EXPECT_THROW(
+        {
+            try {
+                decode_zoom_trace(encode_zoom_trace(twice));
+            } catch (const std::runtime_error& e) {
+                EXPECT_NE(std::string(e.what()).find("out of order or twice"), std::string::npos)
+                    << e.what();
+                throw;
+            }
+        },
+        std::runtime_error);
 }
 
 TEST(SekvBlobs, EveryFlippedByteAndCutOfASekvStateIsRefused) {
@@ -251,9 +275,6 @@ TEST(SekvBlobs, ImpossibleFieldsWithAValidChecksumAreRefused) {
         }
     };
     auto s = pattern_state();
-    s.layers[0].spans[0].k[0] = pattern_factors(4, 4, 5, 0.0f); // rank above the span's rows
-    expect_refused(s, "rank");
-    s = pattern_state();
     s.segmentation.anchors.back() = 12; // past the last token
     expect_refused(s, "anchor");
     s = pattern_state();
@@ -275,6 +296,20 @@ TEST(SekvBlobs, ImpossibleFieldsWithAValidChecksumAreRefused) {
     std::memcpy(record.data() + 8, first.left.data(), 2);
     const auto at = std::search(blob.begin(), blob.end(), record.begin(), record.end());
     ASSERT_NE(at, blob.end()) << "the first factor record";
+    {
+        // A rank above the span's rows (the encoder refuses to write it: patched).
+        auto bad = blob;
+        const uint32_t five = 5;
+        std::memcpy(bad.data() + (at - blob.begin()), &five, 4);
+        const uint64_t h = XXH3_64bits(bad.data(), bad.size() - 8);
+        std::memcpy(bad.data() + bad.size() - 8, &h, 8);
+        try {
+            decode_sekv_state(bad.data(), bad.size(), expectation());
+            ADD_FAILURE() << "a rank of 5 for 4 rows was accepted";
+        } catch (const StateError& e) {
+            EXPECT_NE(std::string(e.what()).find("rank"), std::string::npos) << e.what();
+        }
+    }
     for (const uint32_t type : {8u, 2u}) {
         auto bad = blob;
         std::memcpy(bad.data() + (at - blob.begin()) + 4, &type, 4);
@@ -288,11 +323,44 @@ TEST(SekvBlobs, ImpossibleFieldsWithAValidChecksumAreRefused) {
                 << e.what();
         }
     }
-    // The encoder refuses factors whose bytes do not match their type.
+    // A factor that is not finite (an f16 NaN, exponent bits all set) would poison every
+    // softmax its span enters.
+    {
+        auto bad = blob;
+        const uint16_t nan = 0x7E00;
+        std::memcpy(bad.data() + (at - blob.begin()) + 8, &nan, 2);
+        const uint64_t h = XXH3_64bits(bad.data(), bad.size() - 8);
+        std::memcpy(bad.data() + bad.size() - 8, &h, 8);
+        try {
+            decode_sekv_state(bad.data(), bad.size(), expectation());
+            ADD_FAILURE() << "a NaN factor was accepted";
+        } catch (const StateError& e) {
+            EXPECT_NE(std::string(e.what()).find("not finite"), std::string::npos) << e.what();
+        }
+    }
+    // The encoder refuses factors whose bytes do not match their type, or a rank the reader
+    // refuses for the span (so that no state is written only to be refused).
     auto wrong = pattern_state();
     wrong.layers[0].spans[0].k[0].right.pop_back();
     EXPECT_THROW(encode_sekv_state(wrong, fp), std::invalid_argument);
+    auto high_rank = pattern_state();
+    high_rank.layers[0].spans[0].k[0] = pattern_factors(4, 4, 5, 0.0f);
+    EXPECT_THROW(encode_sekv_state(high_rank, fp), std::invalid_argument);
+    auto other_rows = pattern_state();
+    other_rows.layers[0].spans[0].k[0] = pattern_factors(5, 4, 1, 0.0f); // the span has 4 rows
+    EXPECT_THROW(encode_sekv_state(other_rows, fp), std::invalid_argument);
 }
+
+namespace {
+// An f16 value decoded by hand from its bits (IEEE 754 binary16), apart from the engine's
+// conversion, for the Q8_0 layout check below.
+double f16_by_hand(uint16_t h) {
+    const int sign = h >> 15, exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+    const double m = exponent == 0 ? mantissa / 1024.0 : 1.0 + mantissa / 1024.0;
+    const double v = std::ldexp(m, exponent == 0 ? -14 : exponent - 15);
+    return sign ? -v : v;
+}
+} // namespace
 
 // The default right factors, Q8_0, need a head dimension of a multiple of 32: a state of one
 // KV head of 32 dimensions reads back value for value and writes the same bytes again.
@@ -324,6 +392,38 @@ TEST(SekvBlobs, AStateWithQ8RightFactorsRoundTrips) {
             EXPECT_EQ(a.k[0].right_f32(), b.k[0].right_f32());
         }
     EXPECT_EQ(encode_sekv_state(back, pattern_fingerprint()), blob);
+    // The committed file of this state: the Q8_0 layout of format 2 does not change unnoticed.
+    const auto g = golden("sekv_state_v2_q8.bin", blob);
+    EXPECT_EQ(g, blob) << "the writer still writes Q8_0 factors of format version 2 so";
+    // Its first right factor read by hand from the bytes, as ggml lays out Q8_0: per row of 32
+    // values one block of an f16 scale d then 32 int8 q, value d · q.
+    const auto& f = s.layers[0].spans[0].k[0];
+    std::vector<uint8_t> record(8);
+    const uint32_t rank = static_cast<uint32_t>(f.rank), q8 = 8;
+    std::memcpy(record.data(), &rank, 4);
+    std::memcpy(record.data() + 4, &q8, 4);
+    record.insert(record.end(), reinterpret_cast<const uint8_t*>(f.left.data()),
+                  reinterpret_cast<const uint8_t*>(f.left.data() + f.left.size()));
+    const auto at = std::search(g.begin(), g.end(), record.begin(), record.end());
+    ASSERT_NE(at, g.end()) << "the first factor record";
+    const uint8_t* block = g.data() + (at - g.begin()) + record.size();
+    const auto expected = f.right_f32();
+    for (int r = 0; r < f.rank; ++r, block += 34) {
+        uint16_t d = 0;
+        std::memcpy(&d, block, 2);
+        for (int j = 0; j < 32; ++j) {
+            const auto q = static_cast<int8_t>(block[2 + j]);
+            EXPECT_EQ(f16_by_hand(d) * q, expected[static_cast<size_t>(r * 32 + j)])
+                << "row " << r << " value " << j;
+        }
+    }
+    // A block scale that is not finite is refused like any other bad factor.
+    auto bad = g;
+    const uint16_t inf = 0x7C00;
+    std::memcpy(bad.data() + (at - g.begin()) + record.size(), &inf, 2);
+    const uint64_t h = XXH3_64bits(bad.data(), bad.size() - 8);
+    std::memcpy(bad.data() + bad.size() - 8, &h, 8);
+    EXPECT_THROW(decode_sekv_state(bad.data(), bad.size(), e), StateError);
 }
 
 // Every flipped byte (the size prefix, outside the checksum, included) is refused without a
