@@ -85,8 +85,10 @@ struct ProjectAskHooks {
     std::function<void(const IngestProgress&)> on_ingest_progress; ///< recomputing a unit
     std::function<void(const std::string&)> on_note;               ///< as notes are found
     std::function<void(int64_t)> on_question_saved; ///< the chat id, once the question is saved
-    /// Each generated token's zoom while the answer streams (SEKV layers only; never called
-    /// under full; unset, nothing is read or copied for it). `token`: the token's index among
+    /// Each generated token's zoom while the answer streams (called under a policy whose memory
+    /// seals spans: sekv, with its SEKV layers' routing, or chunk_summary, whose steps have no
+    /// layers; never under full and the other policies; unset, nothing is read or copied for
+    /// it). `token`: the token's index among
     /// the answer's tokens, 0, 1, … each once and in order; `step`: the routing of the forward
     /// pass the token was sampled from, per SEKV layer and query head, with the layers' memory
     /// then (the step the zoom trace saved with the answer holds at that index; ZoomHead::mass

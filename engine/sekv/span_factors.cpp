@@ -49,9 +49,9 @@ double SpanFactors::discarded() const {
 
 std::vector<uint16_t> to_f16(const float* x, int64_t n, const char* what) {
     for (int64_t i = 0; i < n; ++i)
-        if (std::isfinite(x[i]) && std::fabs(x[i]) > 65504.0f)
+        if (!std::isfinite(x[i]) || std::fabs(x[i]) > 65504.0f)
             throw std::range_error(std::string(what) + ": a value of " + std::to_string(x[i]) +
-                                   " lies beyond the f16 range the host tier holds");
+                                   " is not a finite value in the f16 range the host tier holds");
     std::vector<uint16_t> h(static_cast<size_t>(n));
     if (n > 0)
         quantize_row(TensorType::F16, x, h.data(), n);

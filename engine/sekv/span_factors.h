@@ -26,10 +26,14 @@ void summary_row(const float* rows, int64_t n, int64_t d, const float* weights, 
 /// The left factor is held as IEEE binary16 (f16) bits, rounded to nearest from the double
 /// computation (relative error 2^-11 per entry; its entries lie in [-1, 1], orthonormal
 /// columns). The right factor, most of the bytes ([rank][dim] against [rows][rank]), is held
-/// as f16 or as Q8_0 (ggml's 8-bit blocks: per 32 entries an f16 scale max|x|/127 and 32
-/// signed bytes, 34 bytes, so an entry is off by at most half a step, max|x|/254 of its block).
-/// Its row r has norm σ_r; an entry of it is at most √rows times the largest entry of the rows'
-/// column.
+/// as f16 or as Q8_0 (ggml's 8-bit blocks: per 32 entries an f16 scale d = max|x|/127 and 32
+/// signed bytes q = round(x/d), 34 bytes, read as f16(d) · q). An entry is off by at most half
+/// a step, max|x|/254 of its block, plus the scale's own rounding, 127 · |d − f16(d)| ≤
+/// max|x| · 2^-11 for a normal f16 scale; a block whose max|x| is below 127 · 2^-14 has a
+/// subnormal scale and only an absolute bound, 127 · 2^-25. Its row r has norm σ_r; an entry of
+/// it is at most √rows times the largest entry of the rows' column, so an f16 right factor
+/// overflows (build_span throws std::range_error, see set_right_factor) for rows whose entries
+/// reach 65504/√rows; Q8_0 holds entries up to 127 · 65504.
 struct SpanFactors {
     int64_t rows = 0, dim = 0;
     int rank = 0;
@@ -41,7 +45,8 @@ struct SpanFactors {
     std::vector<double> sigma2; ///< squared singular values, descending [rows]
     /// Squared Frobenius error of the approximation: Σ of the discarded sigma2.
     double discarded() const;
-    /// The factors widened to fp32 (exact): [rows][rank] and [rank][dim].
+    /// The factors widened to fp32 (exact): [rows][rank] and [rank][dim]. Throws
+    /// std::invalid_argument where the sizes do not describe the shape (factors_fit).
     std::vector<float> left_f32() const;
     std::vector<float> right_f32() const;
     /// The same into `out` (resized; its capacity is reused: the hot path of mixed attention).
@@ -50,8 +55,8 @@ struct SpanFactors {
 };
 
 /// Round fp32 values to f16 bits ([n] -> [n], round to nearest even). Throws std::range_error
-/// naming `what` when a finite value lies beyond f16's range (|x| > 65504), which would turn into
-/// an infinity: rows that large are already saturated in the f16 rows a memory holds.
+/// naming `what` when a finite value lies beyond f16's largest finite value (|x| > 65504;
+/// values up to 65520 would round to it, beyond to an infinity), and for a NaN or infinity.
 std::vector<uint16_t> to_f16(const float* x, int64_t n, const char* what);
 /// f16 bits widened to fp32 (exact): [n] -> [n].
 std::vector<float> from_f16(const uint16_t* h, int64_t n);

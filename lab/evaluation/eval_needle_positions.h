@@ -29,7 +29,8 @@ struct ByteRange {
 /// value the question asks for: the first asked one (meta "asked"[0]) where the task names them,
 /// else the first needle (meta "needles"[0]; at the requested depth). nullopt for tasks other
 /// than the needle tasks (names starting "niah"). Throws std::logic_error when the statement is
-/// not in the context.
+/// not in the context, nlohmann::json's out_of_range or type_error for an "asked" index past the
+/// needles or meta fields of another type (a sample the tasks did not make).
 std::optional<ByteRange> asked_needle_bytes(const EvalSample& s);
 
 /// The session positions [begin, end) of the tokens that hold any of the bytes `bytes` of the
