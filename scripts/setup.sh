@@ -18,7 +18,8 @@ MODEL="$MODEL_DIR/gemma-3-270m-q4_k_m.gguf"
 VENV="$DATA_HOME/spanscope/venv"
 JOBS="$(nproc)"
 
-# Debian 12 packages: toolchain, libraries the code links (Qt 6 Widgets for the desktop
+# Debian 12 packages: toolchain, libraries the code links (libpcre2-dev: the BPE pre-tokenizer
+# expressions; Qt 6 Widgets for the desktop
 # application; libqt6svg6 draws its SVG icon, fonts-dejavu-core gives offscreen rendering a
 # font), the tools of the packaging tests (desktop-file-utils, appstream, dpkg-dev and file for
 # cpack's dpkg-shlibdeps), the fuzzing compiler, and the
@@ -26,7 +27,7 @@ JOBS="$(nproc)"
 # vim-runtime: the vim user manual, bash: /usr/share/doc/bash/RBASH, shared-mime-info: a PDF and
 # an HTML spec, poppler-utils: pdftotext, the reference for PDF text extraction).
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
-          libopenblas-dev libsentencepiece-dev libcli11-dev nlohmann-json3-dev libgtest-dev
+          libopenblas-dev libsentencepiece-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev
           libsqlite3-dev libxml2-dev libpoppler-cpp-dev zlib1g-dev libuchardet-dev libxxhash-dev
           qt6-base-dev libqt6svg6 fonts-dejavu-core desktop-file-utils appstream dpkg-dev file
           clang-14 libclang-rt-14-dev python3 python3-venv python3-pip

@@ -1,6 +1,7 @@
 #include "engine/text/tokenizer.h"
 
 #include "engine/gguf/gguf_reader.h"
+#include "engine/text/bpe_tokenizer.h"
 #include "engine/text/text_input.h"
 
 #include <sentencepiece_processor.h>
@@ -66,10 +67,21 @@ Tokenizer::~Tokenizer() = default;
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
     const std::string model = gguf.get_string("tokenizer.ggml.model");
+    if (model == "gpt2") {
+        std::unique_ptr<Tokenizer> tok(new Tokenizer());
+        tok->bpe_ = BpeTokenizer::from_gguf(gguf);
+        tok->bos_ = tok->bpe_->bos();
+        tok->eos_ = tok->bpe_->eos();
+        tok->unk_ = tok->bpe_->unk();
+        tok->pad_ = tok->bpe_->pad();
+        tok->end_of_turn_ = tok->bpe_->eot();
+        tok->add_bos_ = tok->bpe_->add_bos();
+        return tok;
+    }
     if (model != "llama")
         throw std::runtime_error("unsupported tokenizer '" + model +
-                                 "' (only SentencePiece vocabularies, tokenizer.ggml.model = "
-                                 "llama, are supported)");
+                                 "' (supported: tokenizer.ggml.model = llama (SentencePiece) "
+                                 "and gpt2 (byte-level BPE))");
     std::unique_ptr<Tokenizer> tok(new Tokenizer());
     tok->pieces_ = gguf.get_string_array("tokenizer.ggml.tokens");
     const auto scores = gguf.get_float_array("tokenizer.ggml.scores");
@@ -164,7 +176,17 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
     return tok;
 }
 
+const std::string& Tokenizer::piece(int32_t id) const {
+    return bpe_ ? bpe_->piece(id) : pieces_.at(static_cast<size_t>(id));
+}
+
+int32_t Tokenizer::n_vocab() const {
+    return bpe_ ? bpe_->n_vocab() : static_cast<int32_t>(pieces_.size());
+}
+
 int32_t Tokenizer::find(std::string_view piece) const {
+    if (bpe_)
+        return bpe_->find(piece);
     // Called for a few special pieces per prompt: a scan beats building a 262 144-entry map
     // at every start.
     const auto it = std::find(pieces_.begin(), pieces_.end(), piece);
@@ -172,14 +194,20 @@ int32_t Tokenizer::find(std::string_view piece) const {
 }
 
 bool Tokenizer::is_end_of_generation(int32_t id) const {
+    if (bpe_)
+        return bpe_->is_end_of_generation(id);
     return id == eos_ || (end_of_turn_ >= 0 && id == end_of_turn_);
 }
 
 bool Tokenizer::is_control(int32_t id) const {
+    if (bpe_)
+        return bpe_->is_control(id);
     return id >= 0 && id < n_vocab() && (types_[id] == kControl || types_[id] == kUnknown);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+    if (bpe_)
+        return bpe_->encode(text, parse_special);
     if (!is_valid_utf8(text))
         throw std::invalid_argument("text is not valid UTF-8");
     std::vector<int32_t> out;
@@ -237,6 +265,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {
+    if (bpe_)
+        return bpe_->token_bytes(id);
     if (id < 0 || id >= n_vocab())
         throw std::out_of_range("token id " + std::to_string(id) + " outside the vocabulary");
     const int32_t type = types_[id];
@@ -258,6 +288,8 @@ std::string Tokenizer::token_bytes(int32_t id) const {
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
+    if (bpe_)
+        return bpe_->decode(ids, render_special);
     std::string r;
     for (int32_t id : ids)
         r += render_special && is_control(id) ? pieces_[id] : token_bytes(id);

@@ -1,6 +1,8 @@
-// SentencePiece tokenizer rebuilt from a GGUF vocabulary (tokenizer.ggml.*), so that it
-// encodes exactly like the model's own tokenizer. The ModelProto is serialised here (protobuf
-// wire format, field numbers of sentencepiece_model.proto) and loaded by libsentencepiece.
+// The model's tokenizer rebuilt from a GGUF vocabulary (tokenizer.ggml.*), so that it encodes
+// exactly like the model's own tokenizer. tokenizer.ggml.model chooses the kind: "llama" is
+// SentencePiece (Gemma): the ModelProto is serialised here (protobuf wire format, field
+// numbers of sentencepiece_model.proto) and loaded by libsentencepiece; "gpt2" is byte-level
+// BPE (Llama 3, Qwen 2, SmolLM2), served by BpeTokenizer (engine/text/bpe_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -15,43 +17,50 @@ class SentencePieceProcessor;
 
 namespace spanscope {
 
+class BpeTokenizer;
 class GgufFile;
 
 class Tokenizer {
 public:
     /// Build from the GGUF's tokenizer.ggml.{model,tokens,scores,token_type,*_token_id}.
-    /// Throws std::runtime_error if the vocabulary is not a SentencePiece ("llama") one or is
-    /// inconsistent (counts differ, ids out of range, no unknown piece).
+    /// tokenizer.ggml.model "llama": SentencePiece; "gpt2": byte-level BPE (see
+    /// BpeTokenizer::from_gguf for the keys it reads and what it refuses). Throws
+    /// std::runtime_error naming the model if it is neither, or if the vocabulary is
+    /// inconsistent (counts differ, ids out of range, no unknown piece for SentencePiece).
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
     ~Tokenizer();
 
     /// Token ids of `text` (UTF-8), without BOS. User-defined pieces ("\n\n", runs of spaces)
     /// are always matched in the raw text; with parse_special, the text of control tokens
-    /// ("<start_of_turn>", "<eos>", ...) becomes those tokens too (llama.cpp's parse_special),
-    /// otherwise it is ordinary text. Throws std::invalid_argument on invalid UTF-8.
+    /// ("<start_of_turn>", "<|im_start|>", ...) becomes those tokens too (llama.cpp's
+    /// parse_special), otherwise it is ordinary text. Throws std::invalid_argument on invalid
+    /// UTF-8.
     std::vector<int32_t> encode(std::string_view text, bool parse_special = false) const;
-    /// The bytes a token stands for ("▁" -> space, <0xAB> -> byte 0xAB; control tokens -> "").
+    /// The bytes a token stands for ("▁" -> space (SentencePiece), "Ġ" -> space (BPE),
+    /// <0xAB> -> byte 0xAB; control tokens -> ""). Throws std::out_of_range for a bad id.
     std::string token_bytes(int32_t id) const;
     /// Concatenated token_bytes (may end in an incomplete UTF-8 sequence); with
     /// render_special, control tokens appear as their text ("<start_of_turn>").
     std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
     /// The vocabulary string of a token as stored in the model.
-    const std::string& piece(int32_t id) const { return pieces_.at(static_cast<size_t>(id)); }
+    const std::string& piece(int32_t id) const;
     /// Id of a vocabulary string, -1 if absent.
     int32_t find(std::string_view piece) const;
 
-    int32_t n_vocab() const { return static_cast<int32_t>(pieces_.size()); }
+    int32_t n_vocab() const;
     int32_t bos() const { return bos_; }
     int32_t eos() const { return eos_; }
     int32_t unk() const { return unk_; }
     int32_t pad() const { return pad_; }
     bool add_bos() const { return add_bos_; }
-    /// True for tokens that end generation (<eos>, <end_of_turn> where present).
+    /// True for tokens that end generation (<eos>, <end_of_turn> where present; for BPE also
+    /// the end-of-turn tokens llama.cpp recognises, such as <|im_end|> and <|endoftext|>).
     bool is_end_of_generation(int32_t id) const;
     bool is_control(int32_t id) const;
 
 private:
     Tokenizer();
+    std::unique_ptr<BpeTokenizer> bpe_; ///< set for "gpt2" vocabularies; the rest is unused then
     std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
     std::vector<std::string> pieces_;
     std::vector<int32_t> types_;
