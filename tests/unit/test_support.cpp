@@ -26,6 +26,19 @@ std::optional<std::string> real_model_path() {
     return found.path;
 }
 
+std::optional<std::string> smollm2_model_path() {
+    if (const char* env = std::getenv("SPANSCOPE_SMOLLM2_MODEL"); env && *env)
+        return std::filesystem::is_regular_file(env) ? std::optional<std::string>(env)
+                                                     : std::nullopt;
+    for (const auto& dir : xdg_data_dirs()) {
+        const std::string p = dir + "/spanscope/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(p, ec))
+            return p;
+    }
+    return std::nullopt;
+}
+
 std::string temp_dir() {
     std::string tmpl = (std::filesystem::temp_directory_path() / "spanscope-test-XXXXXX").string();
     if (!mkdtemp(tmpl.data()))

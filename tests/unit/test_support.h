@@ -16,6 +16,11 @@ std::string data_dir();
 /// Path of the default real model if it is installed (same search as the CLI without --model),
 /// std::nullopt otherwise. Tests that need it GTEST_SKIP() with a printed reason.
 std::optional<std::string> real_model_path();
+/// Path of SmolLM2-135M-Instruct (Q4_1 GGUF, byte-level BPE vocabulary) if installed:
+/// $SPANSCOPE_SMOLLM2_MODEL when set, else spanscope/models/SmolLM2-135M-Instruct.Q4_1.gguf
+/// in the XDG data directories (where `bash scripts/setup.sh model` puts it), as the default
+/// model is found; std::nullopt otherwise (tests GTEST_SKIP() with a printed reason).
+std::optional<std::string> smollm2_model_path();
 /// Varied prose of at least min_bytes bytes: sentences from a word list (fixed by seed),
 /// paragraphs separated by blank lines. ~1 token per byte with the tiny models' vocabulary.
 std::string sample_prose(uint32_t seed, size_t min_bytes);
