@@ -13,7 +13,12 @@ tokenizer.ggml.pre "smollm") and writes
                                         NFC/NFD, scripts, emoji ZWJ, code, ChatML markup, ...),
                                         with and without parse_special, a few with add_bos,
                                         the special ids, token_to_piece of selected ids and
-                                        llama_detokenize of a few sequences.
+                                        llama_detokenize of a few sequences; and, for a subset
+                                        of the strings, the ids llama.cpp gives with the same
+                                        vocabulary and merges under the other pre-tokenizers
+                                        we support ("llama-bpe", "qwen2", "gpt-2", "default"):
+                                        a copy of the file's metadata (no tensors) with only
+                                        tokenizer.ggml.pre changed, written with gguf-py.
 
 How to run
 ----------
@@ -37,7 +42,9 @@ import hashlib
 import json
 import os
 import platform
+import re
 import sys
+import tempfile
 import unicodedata
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -197,6 +204,65 @@ def tokenizer_cases() -> list[tuple[str, str]]:
     return c
 
 
+# Cases tokenised again under the other pre-tokenizers (whitespace, digits, contractions,
+# punctuation, scripts, code: where the expressions differ).
+OTHER_PRE = ["llama-bpe", "qwen2", "gpt-2", "default"]
+OTHER_PRE_CASES = [
+    "lone_space", "spaces_between_words_1_to_9", "spaces_16_then_word", "tabs_code",
+    "tab_then_word", "newlines_5", "crlf_lines", "lone_cr", "leading_spaces", "trailing_spaces",
+    "space_before_newline", "digits", "digits_spaced", "long_number", "numbers_mixed",
+    "non_ascii_digits", "letters_digits", "contractions_lower", "contractions_upper",
+    "contractions_odd", "punct_runs", "brackets_quotes", "accents_nfd", "cjk", "arabic",
+    "emoji_zwj_family", "unicode_spaces", "python_code", "c_code", "url", "html", "chatml",
+    "mixed_ws", "long_run_spaces_then_x", "long_run_newlines", "long_run_digits",
+    "control_chars",
+]
+
+
+def write_metadata_copy(src: str, dst: str, pre: str) -> None:
+    """Copy every metadata key of `src` into `dst` (no tensors), with tokenizer.ggml.pre = pre.
+    llama.cpp loads such a file with vocab_only=True."""
+    import gguf
+
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, arch=r.fields["general.architecture"].contents())
+    for name, f in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        val = pre if name == "tokenizer.ggml.pre" else f.contents()
+        vtype = f.types[0]
+        sub = f.types[1] if vtype == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, val, vtype, sub_type=sub)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def other_pre_ids(model_path: str) -> dict:
+    from llama_cpp import Llama
+
+    texts = dict(tokenizer_cases())
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for pre in OTHER_PRE:
+            path = os.path.join(tmp, f"{pre}.gguf")
+            write_metadata_copy(model_path, path, pre)
+            llm = Llama(model_path=path, vocab_only=True, verbose=False)
+            out[pre] = [{"name": n, "ids": llm.tokenize(texts[n].encode("utf-8"), add_bos=False,
+                                                        special=True)}
+                        for n in OTHER_PRE_CASES]
+            del llm
+    return out
+
+
+def compact_json(obj) -> str:
+    """Indented JSON with every list of numbers on one line (keeps the fixture small)."""
+    s = json.dumps(obj, ensure_ascii=False, indent=1, default=str)
+    return re.sub(r"\[\s*(-?\d+(?:,\s*-?\d+)*)\s*\]",
+                  lambda m: "[" + ",".join(x.strip() for x in m.group(1).split(",")) + "]", s)
+
+
 # ----------------------------------------------------------------- llama.cpp helpers
 
 def vocab_of(llm):
@@ -283,7 +349,7 @@ def make_fixture(model_path: str, meta: dict) -> dict:
     # token_to_piece: the first ids (the special tokens), the ids seen above (a sample), the
     # byte-level tokens for single bytes, the last ids.
     n_vocab = special["n_vocab"]
-    piece_ids = list(range(0, 20)) + sorted(seen_ids)[::7] + [n_vocab - 2, n_vocab - 1]
+    piece_ids = list(range(0, 20)) + sorted(seen_ids)[::9] + [n_vocab - 2, n_vocab - 1]
     for b in (" ", "\n", "\t", "a", "Ġ"):
         piece_ids += tok(b, False, False)
     pieces = []
@@ -318,6 +384,8 @@ def make_fixture(model_path: str, meta: dict) -> dict:
             "detok_roundtrip_exact: llama_detokenize(ids, remove_special=False, unparse_special=True) "
             "== utf8(text); when false, 'detok' holds what llama.cpp produced.",
             "with_bos: llm.tokenize(text, add_bos=True, special=True/False).",
+            "other_pre: ids (special=True, add_bos=False) for the same vocabulary and merges "
+            "with tokenizer.ggml.pre replaced (a metadata-only copy of the file).",
             "attr is the llama_token_attr bitmask (1=UNKNOWN 2=UNUSED 4=NORMAL 8=CONTROL "
             "16=USER_DEFINED 32=BYTE 64=NORMALIZED 128=LSTRIP 256=RSTRIP 512=SINGLE_WORD).",
         ],
@@ -326,6 +394,7 @@ def make_fixture(model_path: str, meta: dict) -> dict:
         "with_bos": with_bos,
         "pieces": pieces,
         "detokenize": detok_cases,
+        "other_pre": other_pre_ids(model_path),
     }
 
 
@@ -349,7 +418,7 @@ def main() -> int:
     fx = make_fixture(model_path, meta)
     p = os.path.join(args.out, OUT_NAME)
     with open(p, "w", encoding="utf-8") as f:
-        json.dump(fx, f, ensure_ascii=False, indent=1, default=str)
+        f.write(compact_json(fx))
         f.write("\n")
     print(f"wrote {p} ({os.path.getsize(p)} bytes, {len(fx['cases'])} cases)", flush=True)
     return 0

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <map>
 
 using namespace spanscope;
 using namespace spanscope::test;
@@ -187,6 +188,52 @@ TEST_F(SmolLM2Tokenizer, BosOnlyWhereTheModelWantsOneAndExactlyOne) {
         EXPECT_EQ(std::count(plain.begin(), plain.end(), tok_->bos()), 0);
         const auto parsed = tok_->encode("x" + bos_text + "y", true);
         EXPECT_EQ(std::count(parsed.begin(), parsed.end(), tok_->bos()), 1);
+    }
+}
+
+TEST_F(SmolLM2Tokenizer, OtherPreTokenizersLikeLlamaCpp) {
+    // The same vocabulary and merges under the other pre-tokenizers, as llama.cpp tokenised a
+    // metadata-only copy of the file with tokenizer.ggml.pre replaced.
+    const auto& other = fixture()["other_pre"];
+    ASSERT_EQ(other.size(), 4u);
+    std::map<std::string, std::vector<int32_t>> smollm;
+    for (const auto& c : fixture()["cases"])
+        smollm[c["name"]] = c["ids"].get<std::vector<int32_t>>();
+    std::map<std::string, std::string> texts;
+    for (const auto& c : fixture()["cases"])
+        texts[c["name"]] = from_hex(c["utf8_hex"].get<std::string>());
+    for (const auto& [pre, cases] : other.items()) {
+        GgufWriter w;
+        w.set_string("tokenizer.ggml.model", "gpt2");
+        w.set_string("tokenizer.ggml.pre", pre);
+        w.set_string_array("tokenizer.ggml.tokens",
+                           gguf_->get_string_array("tokenizer.ggml.tokens"));
+        std::vector<int32_t> types;
+        for (int64_t t : gguf_->get_int_array("tokenizer.ggml.token_type"))
+            types.push_back(static_cast<int32_t>(t));
+        w.set_int32_array("tokenizer.ggml.token_type", types);
+        w.set_string_array("tokenizer.ggml.merges",
+                           gguf_->get_string_array("tokenizer.ggml.merges"));
+        for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                "tokenizer.ggml.padding_token_id"})
+            w.set_uint32(key, static_cast<uint32_t>(gguf_->get_uint(key)));
+        w.set_bool("tokenizer.ggml.add_bos_token", gguf_->get_bool("tokenizer.ggml.add_bos_token"));
+        const auto bytes = w.to_bytes();
+        const auto g = parse(bytes);
+        const auto tok = BpeTokenizer::from_gguf(*g);
+        int matched = 0, differs_from_smollm = 0;
+        for (const auto& c : cases) {
+            const std::string name = c["name"];
+            const auto expected = c["ids"].get<std::vector<int32_t>>();
+            const auto got = tok->encode(texts.at(name), true);
+            EXPECT_EQ(got, expected) << pre << " " << name << ": ours " << ids_text(got)
+                                     << ", llama.cpp " << ids_text(expected);
+            matched += got == expected;
+            differs_from_smollm += expected != smollm.at(name);
+        }
+        std::printf("[ fixture  ] pre-tokenizer %s: %d/%zu cases identical (%d differ from "
+                    "smollm's ids)\n",
+                    pre.c_str(), matched, cases.size(), differs_from_smollm);
     }
 }
 
