@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -188,6 +189,28 @@ TEST_F(SmolLM2Tokenizer, BosOnlyWhereTheModelWantsOneAndExactlyOne) {
         EXPECT_EQ(std::count(plain.begin(), plain.end(), tok_->bos()), 0);
         const auto parsed = tok_->encode("x" + bos_text + "y", true);
         EXPECT_EQ(std::count(parsed.begin(), parsed.end(), tok_->bos()), 1);
+    }
+}
+
+TEST_F(SmolLM2Tokenizer, LongAndDegenerateInputsRoundTrip) {
+    // Long runs stress PCRE2's backtracking (\s+(?!\S) over a run of spaces) and the merge
+    // queue; byte-level BPE must give every byte back.
+    const std::string license = read_file("/usr/share/common-licenses/GPL-3");
+    std::vector<std::string> inputs = {std::string(1 << 20, ' '), std::string(1 << 20, 'a'),
+                                       std::string(1 << 18, '\n'), std::string(1 << 18, '7')};
+    std::string mixed;
+    for (int i = 0; i < 20000; ++i)
+        mixed += i % 3 ? " \t" : "x\xc3\xa9 ";
+    inputs.push_back(mixed);
+    if (!license.empty())
+        inputs.push_back(license);
+    for (const auto& in : inputs) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto ids = tok_->encode(in, false);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        EXPECT_EQ(tok_->decode(ids, false), in) << in.substr(0, 20);
+        std::printf("[ timing   ] %zu bytes -> %zu tokens in %.3f s\n", in.size(), ids.size(), s);
     }
 }
 
