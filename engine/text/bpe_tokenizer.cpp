@@ -7,6 +7,7 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <cctype>
 #include <queue>
 #include <stdexcept>
 
@@ -15,8 +16,9 @@ namespace spanscope {
 namespace {
 
 // GGUF token types (llama.cpp's llama_token_type).
+// Type 5 (unused) and anything else decode to nothing and are never matched in text.
 constexpr int32_t kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4,
-                  kUnused = 5, kByte = 6;
+                  kByte = 6;
 
 // The pre-tokenizer expressions, written for PCRE2 from the behaviour of llama.cpp's
 // llm_tokenizer_bpe (each list is applied in order: every expression splits each piece left by
@@ -126,7 +128,6 @@ std::string quoted(const std::string& s) {
 
 struct BpeTokenizer::Regex {
     pcre2_code* code = nullptr;
-    bool jit = false;
     ~Regex() {
         if (code)
             pcre2_code_free(code);
@@ -173,7 +174,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const GgufFile& gguf) {
             throw std::runtime_error("PCRE2 rejected the pre-tokenizer expression " +
                                      std::string(expr) + ": " + reinterpret_cast<const char*>(msg));
         }
-        re->jit = pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE) == 0;
+        // JIT where PCRE2 has it (pcre2_match then uses it); the interpreter otherwise.
+        pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE);
         tok->regexes_.push_back(std::move(re));
     }
 
@@ -241,21 +243,24 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const GgufFile& gguf) {
                                  "add_bos_token) but has no tokenizer.ggml.bos_token_id");
 
     // End of turn and end of generation by text where the file does not say, as llama.cpp;
-    // such tokens are control tokens even if the file types them otherwise.
+    // tokens found by their text are control tokens even if the file types them otherwise.
+    std::vector<int32_t> by_text;
     for (const char* t : kEndOfTurnTexts) {
         if (tok->eot_ >= 0)
             break;
-        tok->eot_ = tok->find(t);
+        if ((tok->eot_ = tok->find(t)) >= 0)
+            by_text.push_back(tok->eot_);
     }
+    for (const char* t : kEndOfGenerationTexts)
+        if (const int32_t id = tok->find(t); id >= 0)
+            by_text.push_back(id);
+    for (int32_t id : by_text)
+        if (tok->types_[id] != kControl && tok->types_[id] != kUnknown)
+            tok->types_[id] = kControl;
     for (int32_t id : {tok->eos_, tok->eot_, tok->eom_})
         if (id >= 0)
             tok->end_of_generation_.push_back(id);
-    for (const char* t : kEndOfGenerationTexts)
-        if (const int32_t id = tok->find(t); id >= 0)
-            tok->end_of_generation_.push_back(id);
-    for (int32_t id : tok->end_of_generation_)
-        if (id != tok->eos_ && tok->types_[id] != kControl && tok->types_[id] != kUnknown)
-            tok->types_[id] = kControl;
+    tok->end_of_generation_.insert(tok->end_of_generation_.end(), by_text.begin(), by_text.end());
 
     for (int b = 0; b < 256; ++b)
         tok->byte_map_[b] = byte_to_unicode(static_cast<uint8_t>(b));
@@ -269,9 +274,13 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const GgufFile& gguf) {
         const int32_t type = tok->types_[i];
         if (type == kUserDefined) {
             tok->decoded_[i] = p;
-        } else if (type == kByte && p.size() == 6 && p.rfind("<0x", 0) == 0 && p[5] == '>') {
-            tok->decoded_[i] =
-                std::string(1, static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16)));
+        } else if (type == kByte) { // "<0xNN>" is byte NN; a malformed byte piece gives ""
+            const bool hex = p.size() == 6 && p.rfind("<0x", 0) == 0 && p[5] == '>' &&
+                             std::isxdigit(static_cast<unsigned char>(p[3])) &&
+                             std::isxdigit(static_cast<unsigned char>(p[4]));
+            if (hex)
+                tok->decoded_[i] =
+                    std::string(1, static_cast<char>(std::stoi(p.substr(3, 2), nullptr, 16)));
         } else if (type == kNormal) {
             // Code points outside the mapping (none in a well-formed vocabulary) pass through.
             std::string bytes;

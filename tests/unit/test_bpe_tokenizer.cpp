@@ -339,6 +339,23 @@ TEST(BpeTokenizer, MergesLowestRankFirst) {
     EXPECT_THROW(tok->encode("a\xff", false), std::invalid_argument);
 }
 
+TEST(BpeTokenizer, UserDefinedAndByteTokens) {
+    TinyBpe v;
+    v.tokens.insert(v.tokens.end(), {"x y", "<0x0A>", "<0xZZ>", "zz"});
+    v.types.insert(v.types.end(), {4, 6, 6, 5});
+    auto tok = v.build();
+    // A user-defined token is cut out of the raw text even without parse_special, and decodes
+    // to its text as stored (no byte mapping); <0x0A> is the byte 0x0A; a malformed byte
+    // piece and an unused token decode to nothing.
+    EXPECT_EQ(tok->encode("ax yb", false), (std::vector<int32_t>{2, 12, 3}));
+    EXPECT_EQ(tok->token_bytes(12), "x y");
+    EXPECT_EQ(tok->token_bytes(13), "\n");
+    EXPECT_EQ(tok->token_bytes(14), "");
+    EXPECT_EQ(tok->token_bytes(15), "");
+    EXPECT_FALSE(tok->is_control(12));
+    EXPECT_TRUE(tok->is_control(1));
+}
+
 TEST(BpeTokenizer, GptTwoByteMapping) {
     EXPECT_EQ(BpeTokenizer::byte_to_unicode(' '), "\xc4\xa0");  // U+0120 Ġ
     EXPECT_EQ(BpeTokenizer::byte_to_unicode('\n'), "\xc4\x8a"); // U+010A Ċ
