@@ -197,6 +197,14 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const GgufFile& gguf) {
                                  ? static_cast<int32_t>(types[i])
                                  : kUndefined;
     }
+    // Scores play no part in BPE (the merges rank the pairs); a file that has them must still
+    // agree with itself.
+    if (gguf.has("tokenizer.ggml.scores")) {
+        const size_t n_scores = gguf.get_float_array("tokenizer.ggml.scores").size();
+        if (n_scores != n)
+            throw std::runtime_error("tokenizer arrays disagree: " + std::to_string(n) +
+                                     " tokens but " + std::to_string(n_scores) + " scores");
+    }
     for (size_t i = 0; i < n; ++i) {
         if (tok->pieces_[i].empty()) // as llama.cpp: an empty piece gets a name nothing matches
             tok->pieces_[i] = "[EMPTY_" + std::to_string(i) + "]";

@@ -25,9 +25,10 @@ public:
     /// merges, BOS added by default), "qwen2" (one digit per word), "smollm" (digits split off
     /// one by one, then GPT-2's expression), "gpt-2", and "default" (also used when the key is
     /// absent, as llama.cpp does). Throws std::runtime_error naming the problem when the model
-    /// is not "gpt2", the pre-tokenizer is unknown, the token and token-type counts differ, a
-    /// merge is malformed or names a piece that is not in the vocabulary, a special id is
-    /// outside the vocabulary, or add_bos_token is true without a BOS id.
+    /// is not "gpt2", the pre-tokenizer is unknown, the token and token-type (or score) counts
+    /// differ, a merge is malformed or names a piece that is not in the vocabulary, a special
+    /// id is outside the vocabulary, or add_bos_token is true without a BOS id. GgufError
+    /// (a std::runtime_error) when a key has the wrong type.
     static std::unique_ptr<BpeTokenizer> from_gguf(const GgufFile& gguf);
     ~BpeTokenizer();
     BpeTokenizer(const BpeTokenizer&) = delete;

@@ -389,8 +389,18 @@ TEST(BpeTokenizer, RefusesMergesNamingMissingPieces) {
 TEST(BpeTokenizer, RefusesCountsThatDisagree) {
     TinyBpe v;
     v.types.pop_back();
-    const std::string msg = v.refusal();
+    std::string msg = v.refusal();
     EXPECT_NE(msg.find("12 tokens but 11 token types"), std::string::npos) << msg;
+    TinyBpe w;
+    w.extra = [](GgufWriter& g) {
+        g.set_float32_array("tokenizer.ggml.scores", std::vector<float>(13, 0.f));
+    };
+    msg = w.refusal();
+    EXPECT_NE(msg.find("12 tokens but 13 scores"), std::string::npos) << msg;
+    w.extra = [](GgufWriter& g) {
+        g.set_float32_array("tokenizer.ggml.scores", std::vector<float>(12, 0.f));
+    };
+    EXPECT_EQ(w.refusal(), "");
 }
 
 TEST(BpeTokenizer, RefusesSpecialIdsOutOfRange) {
