@@ -10,7 +10,8 @@ tokenizer.ggml.pre "smollm") and writes
 
   fixtures/bpe_tokenizer_smollm2.json   llama.cpp's token ids for ~80 strings chosen to
                                         break tokenizers (whitespace runs, digits, contractions,
-                                        NFC/NFD, scripts, emoji ZWJ, code, ChatML markup, ...),
+                                        NFC/NFD, scripts, emoji ZWJ, code, ChatML markup, ...)
+                                        and 32 random strings drawn from such pieces,
                                         with and without parse_special, a few with add_bos,
                                         the special ids, token_to_piece of selected ids and
                                         llama_detokenize of a few sequences; and, for a subset
@@ -201,22 +202,46 @@ def tokenizer_cases() -> list[tuple[str, str]]:
     c.append(("long_run_digits", "7" * 50))
     c.append(("long_run_emoji", "😀" * 20))
     c.append(("mixed_ws", " \t \n \r\n\t\t  \n"))
+    c.extend(random_cases())
     return c
+
+
+# Pieces the random strings are drawn from: what the pre-tokenizer expressions tell apart
+# (letters of several scripts, combining marks, digits of several kinds, whitespace of several
+# kinds, apostrophes and contraction letters, punctuation, emoji, ChatML fragments).
+RANDOM_POOL = (
+    list("aAsStTrReEvVmMlLdDxyz") + list("0123456789") + [" "] * 12 + ["'"] * 4
+    + list("\t\n\r") + list(".,!?-_/<|>()\"#$%&*+=@[]^`{}~;:")
+    + ["é", "e\u0301", "ß", "Ж", "ω", "中", "日", "한", "ع", "ש", "न", "ि", "ก", "\u0e31",
+       "\u00a0", "\u3000", "\u2028", "\u0085", "\u2003", "\u200b", "\u200d", "\ufeff",
+       "٣", "²", "½", "Ⅻ", "①", "😀", "👍🏽", "🇩🇪", "’", "«", "—", "…", "\u0301", "ꙮ",
+       "\ue000", "\U0010fffd", "\u0000", "\u001b", "<|im_end|>", "<|im_start|>",
+       "<|endoftext|>", "<|im_", "'s", "'ll", "'RE", "  ", "   ", "\r\n", "\n\n", "123", "4.5"]
+)
+N_RANDOM = 32
+
+
+def random_cases() -> list[tuple[str, str]]:
+    """N_RANDOM strings of 12 to 32 pieces drawn from RANDOM_POOL (seeded: same strings)."""
+    import random
+
+    rng = random.Random(49)
+    out = []
+    for i in range(N_RANDOM):
+        n = rng.randint(12, 32)
+        out.append((f"random_{i:02d}", "".join(rng.choice(RANDOM_POOL) for _ in range(n))))
+    return out
 
 
 # Cases tokenised again under the other pre-tokenizers (whitespace, digits, contractions,
 # punctuation, scripts, code: where the expressions differ).
 OTHER_PRE = ["llama-bpe", "qwen2", "gpt-2", "default"]
 OTHER_PRE_CASES = [
-    "lone_space", "spaces_between_words_1_to_9", "spaces_16_then_word", "tabs_code",
-    "tab_then_word", "newlines_5", "crlf_lines", "lone_cr", "leading_spaces", "trailing_spaces",
-    "space_before_newline", "digits", "digits_spaced", "long_number", "numbers_mixed",
-    "non_ascii_digits", "letters_digits", "contractions_lower", "contractions_upper",
-    "contractions_odd", "punct_runs", "brackets_quotes", "accents_nfd", "cjk", "arabic",
-    "emoji_zwj_family", "unicode_spaces", "python_code", "c_code", "url", "html", "chatml",
-    "mixed_ws", "long_run_spaces_then_x", "long_run_newlines", "long_run_digits",
-    "control_chars",
-]
+    "spaces_between_words_1_to_9", "tabs_code", "crlf_lines", "space_before_newline",
+    "digits_spaced", "numbers_mixed", "non_ascii_digits", "contractions_lower",
+    "contractions_upper", "contractions_odd", "brackets_quotes", "unicode_spaces", "c_code",
+    "mixed_ws", "long_run_newlines", "control_chars",
+] + [f"random_{i:02d}" for i in range(N_RANDOM)]
 
 
 def write_metadata_copy(src: str, dst: str, pre: str) -> None:
@@ -256,11 +281,26 @@ def other_pre_ids(model_path: str) -> dict:
     return out
 
 
-def compact_json(obj) -> str:
-    """Indented JSON with every list of numbers on one line (keeps the fixture small)."""
-    s = json.dumps(obj, ensure_ascii=False, indent=1, default=str)
-    return re.sub(r"\[\s*(-?\d+(?:,\s*-?\d+)*)\s*\]",
-                  lambda m: "[" + ",".join(x.strip() for x in m.group(1).split(",")) + "]", s)
+def compact_json(fx: dict) -> str:
+    """The fixture as JSON with one line per case, piece or detokenisation (keeps it small
+    and its diffs readable)."""
+    def one(v) -> str:
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
+
+    def lines(items, indent: str) -> str:
+        return "[\n" + ",\n".join(indent + one(e) for e in items) + "\n" + indent[:-1] + "]"
+
+    parts = []
+    for k, v in fx.items():
+        if isinstance(v, list) and k != "notes":
+            body = lines(v, "  ")
+        elif k == "other_pre":
+            body = "{\n" + ",\n".join(f"  {one(p)}: " + lines(cs, "   ")
+                                       for p, cs in v.items()) + "\n }"
+        else:
+            body = json.dumps(v, ensure_ascii=False, indent=1, default=str).replace("\n", "\n ")
+        parts.append(f" {one(k)}: {body}")
+    return "{\n" + ",\n".join(parts) + "\n}"
 
 
 # ----------------------------------------------------------------- llama.cpp helpers
@@ -349,7 +389,7 @@ def make_fixture(model_path: str, meta: dict) -> dict:
     # token_to_piece: the first ids (the special tokens), the ids seen above (a sample), the
     # byte-level tokens for single bytes, the last ids.
     n_vocab = special["n_vocab"]
-    piece_ids = list(range(0, 20)) + sorted(seen_ids)[::9] + [n_vocab - 2, n_vocab - 1]
+    piece_ids = list(range(0, 20)) + sorted(seen_ids)[::20] + [n_vocab - 2, n_vocab - 1]
     for b in (" ", "\n", "\t", "a", "Ġ"):
         piece_ids += tok(b, False, False)
     pieces = []
