@@ -1,6 +1,7 @@
 #include "engine/text/bpe_tokenizer.h"
 
 #include "engine/gguf/gguf_reader.h"
+#include "engine/text/special_split.h"
 #include "engine/text/text_input.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -470,43 +471,8 @@ void BpeTokenizer::encode_word(std::string_view raw, std::vector<int32_t>& out) 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool parse_special) const {
     if (!is_valid_utf8(text))
         throw std::invalid_argument("text is not valid UTF-8");
-    // Partition the text on special pieces, longest first (each piece splits every remaining
-    // text fragment at all its occurrences, left to right), then encode the text fragments.
-    struct Fragment {
-        size_t begin, len;
-        int32_t id; // -1: text
-    };
-    std::vector<Fragment> frags;
-    if (!text.empty())
-        frags.push_back({0, text.size(), -1});
-    for (const auto& sp : special_) {
-        if (!sp.always && !parse_special)
-            continue;
-        std::vector<Fragment> next;
-        bool changed = false;
-        for (const auto& f : frags) {
-            if (f.id >= 0) {
-                next.push_back(f);
-                continue;
-            }
-            size_t at = f.begin;
-            const size_t end = f.begin + f.len;
-            for (;;) {
-                const size_t hit = text.substr(0, end).find(sp.text, at);
-                if (hit == std::string_view::npos)
-                    break;
-                if (hit > at)
-                    next.push_back({at, hit - at, -1});
-                next.push_back({hit, sp.text.size(), sp.id});
-                at = hit + sp.text.size();
-                changed = true;
-            }
-            if (at < end)
-                next.push_back({at, end - at, -1});
-        }
-        if (changed)
-            frags.swap(next);
-    }
+    // Special pieces first (split_at_specials), then the text fragments.
+    const auto frags = split_at_specials(text, special_, parse_special);
     std::vector<int32_t> out;
     std::vector<std::string_view> words;
     for (const auto& f : frags) {

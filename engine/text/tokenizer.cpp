@@ -2,6 +2,7 @@
 
 #include "engine/gguf/gguf_reader.h"
 #include "engine/text/bpe_tokenizer.h"
+#include "engine/text/special_split.h"
 #include "engine/text/text_input.h"
 
 #include <sentencepiece_processor.h>
@@ -220,41 +221,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
             throw std::runtime_error("SentencePiece failed to encode: " + status.ToString());
         out.insert(out.end(), ids.begin(), ids.end());
     };
-    // Partition the text on special pieces, longest first (each piece splits every remaining
-    // text fragment at all its occurrences, left to right), then encode the text fragments.
-    struct Fragment {
-        size_t begin, len;
-        int32_t id; // -1: text
-    };
-    std::vector<Fragment> frags{{0, text.size(), -1}};
-    for (const auto& sp : special_) {
-        if (!sp.always && !parse_special)
-            continue;
-        std::vector<Fragment> next;
-        bool changed = false;
-        for (const auto& f : frags) {
-            if (f.id >= 0) {
-                next.push_back(f);
-                continue;
-            }
-            size_t at = f.begin;
-            const size_t end = f.begin + f.len;
-            for (;;) {
-                const size_t hit = text.substr(0, end).find(sp.text, at);
-                if (hit == std::string_view::npos)
-                    break;
-                if (hit > at)
-                    next.push_back({at, hit - at, -1});
-                next.push_back({hit, sp.text.size(), sp.id});
-                at = hit + sp.text.size();
-                changed = true;
-            }
-            if (at < end)
-                next.push_back({at, end - at, -1});
-        }
-        if (changed)
-            frags.swap(next);
-    }
+    // Special pieces first (split_at_specials), then the text fragments.
+    const auto frags = split_at_specials(text, special_, parse_special);
     for (const auto& f : frags) {
         if (f.id >= 0)
             out.push_back(f.id);
