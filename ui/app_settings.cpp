@@ -8,6 +8,22 @@
 
 namespace spanscope::gui {
 
+namespace {
+// 2: SEKV is the default memory policy (issue 48); 1 (no key): the settings of the versions
+// before, whose defaults were full, 20 % of the spans per head, τ on the question, one stage.
+constexpr int kSettingsVersion = 2;
+
+// Whether `s`, saved before the version key, holds exactly the memory defaults of then: saved
+// as they came (every project opened saved all settings), not chosen.
+bool holds_version1_memory_defaults(const QSettings& s) {
+    return s.value("settings/version", 1).toInt() < 2 &&
+           s.value("memory/policy").toString() == QLatin1String("full") &&
+           qAbs(s.value("memory/sekv_expand_rate", 0.2).toDouble() - 0.2) < 1e-9 &&
+           !s.value("memory/sekv_tau_per_query", false).toBool() &&
+           s.value("memory/sekv_rerank", 0).toInt() == 0;
+}
+} // namespace
+
 AppSettings AppSettings::load() {
     QSettings s;
     AppSettings a;
@@ -20,17 +36,26 @@ AppSettings AppSettings::load() {
     a.generation.top_k = qBound(0, s.value("generation/top_k", 40).toInt(), 1000);
     a.generation.top_p = qBound(0.0, s.value("generation/top_p", 0.95).toDouble(), 1.0);
     a.generation.seed = s.value("generation/seed", 0).toULongLong();
-    const QString policy = s.value("memory/policy", a.memory.policy).toString();
-    if (policy == QLatin1String("full") || policy == QLatin1String("sekv"))
-        a.memory.policy = policy;
+    if (holds_version1_memory_defaults(s)) {
+        a.upgrade_note = QStringLiteral(
+            "Memory: this version answers with SEKV by default (spans and their zoom shown; "
+            "1.25 % of the spans per head, two-stage routing). The settings saved before held "
+            "the former defaults (full memory) and now read as the new ones; Settings ▸ "
+            "Memory policy: full brings full memory back.");
+    } else {
+        const QString policy = s.value("memory/policy", a.memory.policy).toString();
+        if (policy == QLatin1String("full") || policy == QLatin1String("sekv"))
+            a.memory.policy = policy;
+        a.memory.expand_rate =
+            qBound(0.0, s.value("memory/sekv_expand_rate", a.memory.expand_rate).toDouble(), 1.0);
+        a.memory.tau_per_query =
+            s.value("memory/sekv_tau_per_query", a.memory.tau_per_query).toBool();
+        // Two-stage routing: an N the engine would refuse reads as off (where it applies:
+        // MemorySettings::rerank_in_effect).
+        const int rerank = s.value("memory/sekv_rerank", a.memory.rerank).toInt();
+        a.memory.rerank = rerank >= 2 && rerank <= kMaxRerank ? rerank : 0;
+    }
     a.memory.budget = qBound(0.01, s.value("memory/sekv_budget", a.memory.budget).toDouble(), 1.0);
-    a.memory.expand_rate =
-        qBound(0.0, s.value("memory/sekv_expand_rate", a.memory.expand_rate).toDouble(), 1.0);
-    a.memory.tau_per_query = s.value("memory/sekv_tau_per_query", a.memory.tau_per_query).toBool();
-    // Two-stage routing: an N the engine would refuse reads as off (where it applies:
-    // MemorySettings::rerank_in_effect).
-    const int rerank = s.value("memory/sekv_rerank", a.memory.rerank).toInt();
-    a.memory.rerank = rerank >= 2 && rerank <= kMaxRerank ? rerank : 0;
     const QString router = s.value("memory/sekv_router").toString();
     if (router == QLatin1String(kRouterTrained) || router == QLatin1String(kRouterTrainingFree))
         a.memory.router = router;
@@ -54,6 +79,7 @@ AppSettings AppSettings::load() {
 
 void AppSettings::save() const {
     QSettings s;
+    s.setValue("settings/version", kSettingsVersion);
     s.setValue("engine/model", model_path);
     s.setValue("engine/threads", threads);
     s.setValue("engine/backend", backend);

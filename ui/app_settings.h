@@ -28,8 +28,16 @@ struct AppSettings {
     /// written to it when changed; new projects start at the store's default (8 GiB).
     qint64 cache_limit_bytes = qint64{8} << 30;
     QStringList recent_projects; ///< most recent first, at most 8
+    /// Said once, as the window opens, when load() read the memory settings that a version
+    /// before SEKV became the default saved as its own defaults (full, 20 % per head, τ on the
+    /// question, one stage) as today's defaults instead; empty otherwise.
+    QString upgrade_note;
 
+    /// Read from QSettings; a value out of its range reads as its default. Settings saved
+    /// before the "settings/version" key (version 1) whose memory settings are exactly that
+    /// version's defaults get today's (upgrade_note says so); any other choice is kept.
     static AppSettings load();
+    /// Write every setting and the version of their meaning (2: SEKV the default).
     void save() const;
     /// Put `path` first in recent_projects (and save).
     void remember_project(const QString& path);

@@ -74,6 +74,11 @@ MainWindow::MainWindow(AppSettings settings, bool persist_settings, QWidget* par
     update_title();
     update_actions();
     resize(1280, 800);
+    if (!settings_.upgrade_note.isEmpty()) {
+        show_banner(settings_.upgrade_note, false);
+        if (persist_)
+            settings_.save(); // said once: saved, they carry today's version
+    }
 }
 
 MainWindow::~MainWindow() {

@@ -29,6 +29,7 @@ private slots:
     void junkProjectFileIsRefusedUntouched();
     void questionWithoutAProjectIsRefused();
     void settingsPersist();
+    void formerDefaultsReadAsTodays();
 };
 
 void GuiErrors::missingModelIsExplained() {
@@ -349,6 +350,53 @@ void GuiErrors::settingsPersist() {
              (QStringList{QStringLiteral("/p/a.spanscope"), QStringLiteral("/p/b.spanscope")}));
     // Test mode keeps this away from the user's own settings.
     QVERIFY(QSettings().fileName().contains(QStringLiteral(".qttest")));
+    QSettings().clear();
+}
+
+// Settings saved before SEKV became the default (no version key) that hold exactly the former
+// defaults read as today's, said once in the banner; a choice of then is kept, and so is full
+// saved by this version.
+void GuiErrors::formerDefaultsReadAsTodays() {
+    QSettings().clear();
+    const auto write_version1 = [](const QString& policy, double rate) {
+        QSettings q;
+        q.clear();
+        q.setValue("memory/policy", policy);
+        q.setValue("memory/sekv_budget", 0.35);
+        q.setValue("memory/sekv_expand_rate", rate);
+        q.setValue("engine/threads", 2);
+    };
+    const MemorySettings today;
+    write_version1(QStringLiteral("full"), 0.2);
+    const AppSettings upgraded = AppSettings::load();
+    QCOMPARE(upgraded.memory, today);
+    QCOMPARE(upgraded.threads, 2);
+    QVERIFY(upgraded.upgrade_note.contains(QStringLiteral("SEKV")));
+    {
+        QTemporaryDir dir;
+        AppSettings s = upgraded;
+        s.model_path = dir.filePath(QStringLiteral("none.gguf"));
+        MainWindow w(s);
+        QVERIFY2(w.banner_text().contains(QStringLiteral("SEKV by default")),
+                 qPrintable(w.banner_text()));
+    }
+    const AppSettings again = AppSettings::load(); // the window saved them: said once
+    QVERIFY(again.upgrade_note.isEmpty());
+    QCOMPARE(again.memory, today);
+    // Chosen then (another rate, or sekv): kept as saved, nothing said.
+    write_version1(QStringLiteral("full"), 0.05);
+    const AppSettings chosen = AppSettings::load();
+    QCOMPARE(chosen.memory.policy, QStringLiteral("full"));
+    QCOMPARE(chosen.memory.expand_rate, 0.05);
+    QVERIFY(chosen.upgrade_note.isEmpty());
+    write_version1(QStringLiteral("sekv"), 0.2);
+    QCOMPARE(AppSettings::load().memory.expand_rate, 0.2);
+    // full saved by this version is a choice.
+    AppSettings full;
+    full.memory.policy = QStringLiteral("full");
+    full.save();
+    QCOMPARE(AppSettings::load().memory.policy, QStringLiteral("full"));
+    QVERIFY(AppSettings::load().upgrade_note.isEmpty());
     QSettings().clear();
 }
 
