@@ -259,6 +259,9 @@ private:
     bool whole_answer_ = false;
     bool pending_scroll_ = false; ///< scroll to the zoom once the spans are drawn
     bool inspector_shown_once_ = false;
+    /// Shows the inspector the first time a zoom comes (a quarter of the window high); later
+    /// the user's choice (its toggle) stands.
+    void open_inspector_once();
     QLabel* span_status_ = nullptr;
     QWidget* zoom_bar_ = nullptr;
     QLabel* zoom_label_ = nullptr;

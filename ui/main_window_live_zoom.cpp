@@ -38,10 +38,7 @@ void MainWindow::on_answer_zoom(quint64 serial, int token, const TokenZoomPtr& z
         live_serial_ = serial;
         live_shown_ = true;
         live_pinned_ = -1;
-        if (!inspector_shown_once_) { // it opens with the first zoom, as for a saved one
-            inspector_shown_once_ = true;
-            inspector_dock_->show();
-        }
+        open_inspector_once(); // with the first zoom, as for a saved one
     }
     if (token != live_zoom_->steps())
         return; // each step comes once, in order: a gap means this is not the answer's stream

@@ -17,6 +17,7 @@
 #include <QMenuBar>
 #include <QToolButton>
 
+#include <algorithm>
 #include <utility>
 
 namespace spanscope::gui {
@@ -176,10 +177,7 @@ void MainWindow::on_zoom_loaded(qint64 message_id, const AnswerZoomPtr& zoom,
     inspector_->set_zoom(zoom, problem, row >= 0 ? chat_.messages()[row].full_kv_bytes : 0);
     if (zoom) {
         chat_.set_tokens(message_id, zoom->text(), zoom->token_starts());
-        if (!inspector_shown_once_) {
-            inspector_shown_once_ = true;
-            inspector_dock_->show();
-        }
+        open_inspector_once();
     }
     chat_.select_token(message_id, zoom_step_);
     inspector_->set_selected_step(zoom_step_);
@@ -364,6 +362,15 @@ void MainWindow::on_conversation_click(QPoint pos) {
     const int token = chat_delegate_->token_at(ChatDelegate::option_for(conversation_, i), i, pos);
     if (token >= 0)
         select_answer_token(id, token);
+}
+
+void MainWindow::open_inspector_once() {
+    if (inspector_shown_once_)
+        return;
+    inspector_shown_once_ = true;
+    inspector_dock_->show();
+    // A quarter of the window's height: the question, the answer and the document stay in view.
+    resizeDocks({inspector_dock_}, {std::max(160, height() / 4)}, Qt::Vertical);
 }
 
 } // namespace spanscope::gui
