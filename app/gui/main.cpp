@@ -13,6 +13,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 using namespace spanscope::gui;
 
@@ -199,11 +200,34 @@ int main(int argc, char** argv) {
                              ok ? "saved the window as" : "could not save");
                 QApplication::exit(code);
             };
-            QObject::connect(&w, &MainWindow::answer_done, &w, [finish](const AnswerStats& s) {
-                std::printf("%s\n", qPrintable(s.text));
-                std::fprintf(stderr, "(%s)\n", qPrintable(stats_text(s)));
-                finish(0);
+            // The picture shows the window as a user sees it once SEKV has answered: the
+            // answer's zoom loaded from the saved trace and the document's spans drawn (either
+            // may come before the answer ends); at most 30 s later it is taken as it is.
+            struct Shown {
+                bool answered = false, sekv = false, zoom = false, spans = false;
+            };
+            auto shown = std::make_shared<Shown>();
+            auto maybe_finish = [shown, finish] {
+                if (shown->answered && (!shown->sekv || (shown->zoom && shown->spans)))
+                    finish(0);
+            };
+            QObject::connect(&w, &MainWindow::zoom_loaded, &w, [shown, maybe_finish](qint64, bool) {
+                shown->zoom = true;
+                maybe_finish();
             });
+            QObject::connect(&w, &MainWindow::document_spans_shown, &w, [shown, maybe_finish] {
+                shown->spans = true;
+                maybe_finish();
+            });
+            QObject::connect(&w, &MainWindow::answer_done, &w,
+                             [finish, shown, maybe_finish, &w](const AnswerStats& s) {
+                                 std::printf("%s\n", qPrintable(s.text));
+                                 std::fprintf(stderr, "(%s)\n", qPrintable(stats_text(s)));
+                                 shown->answered = true;
+                                 shown->sekv = s.policy == QLatin1String("sekv");
+                                 QTimer::singleShot(30000, &w, [finish] { finish(0); });
+                                 maybe_finish();
+                             });
             QObject::connect(&w, &MainWindow::answer_error, &w, [finish](const QString& m) {
                 std::fprintf(stderr, "spanscope: %s\n", qPrintable(m));
                 finish(1);
