@@ -15,6 +15,7 @@
 #include <QListView>
 #include <QLocale>
 #include <QMenuBar>
+#include <QScrollArea>
 #include <QToolButton>
 
 #include <algorithm>
@@ -35,7 +36,12 @@ void MainWindow::build_zoom_ui() {
     inspector_ = new ZoomInspector;
     inspector_dock_ = new QDockWidget(tr("Inspector"), this);
     inspector_dock_->setObjectName(QStringLiteral("inspectorDock"));
-    inspector_dock_->setWidget(inspector_);
+    // Scrolled, so that the dock can be lower than the grid and the chart together.
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(inspector_);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    inspector_dock_->setWidget(scroll);
     addDockWidget(Qt::BottomDockWidgetArea, inspector_dock_);
     inspector_dock_->hide();
     connect(inspector_, &ZoomInspector::step_selected, this, [this](int step) {
