@@ -119,6 +119,8 @@ int render_screenshots(const QString& dir, const QStringList& files, const QStri
     w.resize(1280, 1040);
     w.inspector_dock()->show();
     QApplication::processEvents();
+    w.resizeDocks({w.inspector_dock()}, {560}, Qt::Vertical); // grid and chart whole
+    QApplication::processEvents();
     return save(w, dir + "/inspector.png") ? 0 : 1;
 }
 
