@@ -229,22 +229,28 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const GgufFile& gguf) {
         tok->ranks_.emplace(m, static_cast<int>(r)); // first rank wins, as llama.cpp
     }
 
-    auto id_key = [&](const char* key) -> int32_t {
+    // BOS and EOS outside the vocabulary are refused; the optional ids (end of turn or
+    // message, unknown, padding) are left unset, as llama.cpp does ("bad special token"): files
+    // with a padding id one past the vocabulary exist.
+    auto id_key = [&](const char* key, bool required) -> int32_t {
         if (!gguf.has(key))
             return -1;
         const int64_t v = gguf.get_int(key);
-        if (v < 0 || static_cast<uint64_t>(v) >= n)
+        if (v < 0 || static_cast<uint64_t>(v) >= n) {
+            if (!required)
+                return -1;
             throw std::runtime_error(std::string(key) + " = " + std::to_string(v) +
                                      " is outside the vocabulary of " + std::to_string(n) +
                                      " tokens");
+        }
         return static_cast<int32_t>(v);
     };
-    tok->bos_ = id_key("tokenizer.ggml.bos_token_id");
-    tok->eos_ = id_key("tokenizer.ggml.eos_token_id");
-    tok->eot_ = id_key("tokenizer.ggml.eot_token_id");
-    tok->eom_ = id_key("tokenizer.ggml.eom_token_id");
-    tok->unk_ = id_key("tokenizer.ggml.unknown_token_id");
-    tok->pad_ = id_key("tokenizer.ggml.padding_token_id");
+    tok->bos_ = id_key("tokenizer.ggml.bos_token_id", true);
+    tok->eos_ = id_key("tokenizer.ggml.eos_token_id", true);
+    tok->eot_ = id_key("tokenizer.ggml.eot_token_id", false);
+    tok->eom_ = id_key("tokenizer.ggml.eom_token_id", false);
+    tok->unk_ = id_key("tokenizer.ggml.unknown_token_id", false);
+    tok->pad_ = id_key("tokenizer.ggml.padding_token_id", false);
     if (gguf.has("tokenizer.ggml.add_bos_token"))
         tok->add_bos_ = gguf.get_bool("tokenizer.ggml.add_bos_token");
     if (tok->add_bos_ && tok->bos_ < 0)

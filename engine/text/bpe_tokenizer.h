@@ -26,8 +26,9 @@ public:
     /// one by one, then GPT-2's expression), "gpt-2", and "default" (also used when the key is
     /// absent, as llama.cpp does). Throws std::runtime_error naming the problem when the model
     /// is not "gpt2", the pre-tokenizer is unknown, the token and token-type (or score) counts
-    /// differ, a merge is malformed or names a piece that is not in the vocabulary, a special
-    /// id is outside the vocabulary, or add_bos_token is true without a BOS id. GgufError
+    /// differ, a merge is malformed or names a piece that is not in the vocabulary, the BOS or
+    /// EOS id is outside the vocabulary (an EOT, EOM, unknown or padding id outside it is left
+    /// unset, as llama.cpp does), or add_bos_token is true without a BOS id. GgufError
     /// (a std::runtime_error) when a key has the wrong type.
     static std::unique_ptr<BpeTokenizer> from_gguf(const GgufFile& gguf);
     ~BpeTokenizer();

@@ -403,16 +403,25 @@ TEST(BpeTokenizer, RefusesCountsThatDisagree) {
     EXPECT_EQ(w.refusal(), "");
 }
 
-TEST(BpeTokenizer, RefusesSpecialIdsOutOfRange) {
-    for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-                            "tokenizer.ggml.eot_token_id", "tokenizer.ggml.padding_token_id",
-                            "tokenizer.ggml.unknown_token_id"}) {
+TEST(BpeTokenizer, RefusesBosOrEosOutOfRangeAndLeavesTheOptionalIdsUnset) {
+    for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"}) {
         TinyBpe v;
         v.extra = [key](GgufWriter& w) { w.set_uint32(key, 12); };
         const std::string msg = v.refusal();
         EXPECT_NE(msg.find(std::string(key) + " = 12 is outside the vocabulary of 12 tokens"),
                   std::string::npos)
             << msg;
+    }
+    // A padding id one past the vocabulary (such files exist): the id is left unset, as
+    // llama.cpp leaves it, and the vocabulary loads.
+    for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.padding_token_id",
+                            "tokenizer.ggml.unknown_token_id"}) {
+        TinyBpe v;
+        v.extra = [key](GgufWriter& w) { w.set_uint32(key, 12); };
+        ASSERT_EQ(v.refusal(), "") << key;
+        const auto tok = v.build();
+        EXPECT_EQ(tok->pad(), -1) << key;
+        EXPECT_EQ(tok->unk(), -1) << key;
     }
 }
 
