@@ -261,6 +261,30 @@ TEST(SekvBlobs, EveryFlippedByteAndCutOfASekvStateIsRefused) {
         EXPECT_THROW(decode_sekv_state(blob.data(), n, expectation()), StateError) << n;
 }
 
+namespace {
+// `blob` with `n` bytes at `offset` replaced by `bytes` and its checksum (the last 8 bytes)
+// computed anew: a field only a faulty writer would write, which the reader must refuse itself.
+std::vector<uint8_t> patched(const std::vector<uint8_t>& blob, size_t offset, const void* bytes,
+                             size_t n) {
+    auto bad = blob;
+    std::memcpy(bad.data() + offset, bytes, n);
+    const uint64_t h = XXH3_64bits(bad.data(), bad.size() - 8);
+    std::memcpy(bad.data() + bad.size() - 8, &h, 8);
+    return bad;
+}
+
+// That decoding `bad` throws a StateError whose message holds `what`.
+void expect_refused_as(const std::vector<uint8_t>& bad, const SekvExpectation& e,
+                       const std::string& what) {
+    try {
+        decode_sekv_state(bad.data(), bad.size(), e);
+        ADD_FAILURE() << what << ": accepted";
+    } catch (const StateError& err) {
+        EXPECT_NE(std::string(err.what()).find(what), std::string::npos) << err.what();
+    }
+}
+} // namespace
+
 // Fields that are wrong although the checksum is right (written so by a faulty writer): the
 // reader's own checks refuse them.
 TEST(SekvBlobs, ImpossibleFieldsWithAValidChecksumAreRefused) {
@@ -296,48 +320,17 @@ TEST(SekvBlobs, ImpossibleFieldsWithAValidChecksumAreRefused) {
     std::memcpy(record.data() + 8, first.left.data(), 2);
     const auto at = std::search(blob.begin(), blob.end(), record.begin(), record.end());
     ASSERT_NE(at, blob.end()) << "the first factor record";
-    {
-        // A rank above the span's rows (the encoder refuses to write it: patched).
-        auto bad = blob;
-        const uint32_t five = 5;
-        std::memcpy(bad.data() + (at - blob.begin()), &five, 4);
-        const uint64_t h = XXH3_64bits(bad.data(), bad.size() - 8);
-        std::memcpy(bad.data() + bad.size() - 8, &h, 8);
-        try {
-            decode_sekv_state(bad.data(), bad.size(), expectation());
-            ADD_FAILURE() << "a rank of 5 for 4 rows was accepted";
-        } catch (const StateError& e) {
-            EXPECT_NE(std::string(e.what()).find("rank"), std::string::npos) << e.what();
-        }
-    }
-    for (const uint32_t type : {8u, 2u}) {
-        auto bad = blob;
-        std::memcpy(bad.data() + (at - blob.begin()) + 4, &type, 4);
-        const uint64_t h = XXH3_64bits(bad.data(), bad.size() - 8);
-        std::memcpy(bad.data() + bad.size() - 8, &h, 8);
-        try {
-            decode_sekv_state(bad.data(), bad.size(), expectation());
-            ADD_FAILURE() << "right factor type " << type << " was accepted";
-        } catch (const StateError& e) {
-            EXPECT_NE(std::string(e.what()).find("right factor of type"), std::string::npos)
-                << e.what();
-        }
-    }
+    const size_t record_at = static_cast<size_t>(at - blob.begin());
+    // A rank above the span's rows (the encoder refuses to write it: patched).
+    const uint32_t five = 5;
+    expect_refused_as(patched(blob, record_at, &five, 4), expectation(), "rank");
+    for (const uint32_t type : {8u, 2u})
+        expect_refused_as(patched(blob, record_at + 4, &type, 4), expectation(),
+                          "right factor of type");
     // A factor that is not finite (an f16 NaN, exponent bits all set) would poison every
     // softmax its span enters.
-    {
-        auto bad = blob;
-        const uint16_t nan = 0x7E00;
-        std::memcpy(bad.data() + (at - blob.begin()) + 8, &nan, 2);
-        const uint64_t h = XXH3_64bits(bad.data(), bad.size() - 8);
-        std::memcpy(bad.data() + bad.size() - 8, &h, 8);
-        try {
-            decode_sekv_state(bad.data(), bad.size(), expectation());
-            ADD_FAILURE() << "a NaN factor was accepted";
-        } catch (const StateError& e) {
-            EXPECT_NE(std::string(e.what()).find("not finite"), std::string::npos) << e.what();
-        }
-    }
+    const uint16_t nan = 0x7E00;
+    expect_refused_as(patched(blob, record_at + 8, &nan, 2), expectation(), "not finite");
     // The encoder refuses factors whose bytes do not match their type, or a rank the reader
     // refuses for the span (so that no state is written only to be refused).
     auto wrong = pattern_state();
@@ -418,11 +411,8 @@ TEST(SekvBlobs, AStateWithQ8RightFactorsRoundTrips) {
         }
     }
     // A block scale that is not finite is refused like any other bad factor.
-    auto bad = g;
     const uint16_t inf = 0x7C00;
-    std::memcpy(bad.data() + (at - g.begin()) + record.size(), &inf, 2);
-    const uint64_t h = XXH3_64bits(bad.data(), bad.size() - 8);
-    std::memcpy(bad.data() + bad.size() - 8, &h, 8);
+    const auto bad = patched(g, static_cast<size_t>(at - g.begin()) + record.size(), &inf, 2);
     EXPECT_THROW(decode_sekv_state(bad.data(), bad.size(), e), StateError);
 }
 
