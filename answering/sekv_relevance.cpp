@@ -1,6 +1,7 @@
 #include "answering/sekv_relevance.h"
 
 #include "engine/kernels/ops.h"
+#include "engine/kernels/rope.h"
 #include "engine/memory/memory.h"
 #include "engine/memory/memory_full.h"
 
@@ -108,7 +109,7 @@ std::optional<double> sekv_relevance(const QuestionQueries& q, const SekvUnitSta
         // Queries at positions 1..n move to n_tokens..n_tokens+n-1: right after the section.
         std::vector<float> qs = q.q[i];
         rope_shift_neox(qs.data(), q.n_tokens, s.n_head, s.head_dim,
-                        static_cast<int32_t>(state.n_tokens - 1), li.rope_base);
+                        static_cast<int32_t>(state.n_tokens - 1), li.rope);
         double log_rows = 0;
         {
             double rows = 0;

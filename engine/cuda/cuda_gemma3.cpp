@@ -140,8 +140,8 @@ ModelMemory CudaGemma3Model::new_memory(int64_t n_ctx, int64_t max_ubatch,
             memory.replace(il, std::make_unique<DeviceKvMemory>(l.attn, n_ctx, max_ubatch, ctx_));
         } else if (const auto* host = dynamic_cast<const SekvMemory*>(&memory.layer(il))) {
             // sekv and chunk_summary, with the options make_memory chose for the layer.
-            auto dev = std::make_unique<DeviceSekvMemory>(
-                l.attn, n_ctx, l.rope_base, host->options(), DeviceSekvOptions{}, ctx_);
+            auto dev = std::make_unique<DeviceSekvMemory>(l.attn, n_ctx, l.rope, host->options(),
+                                                          DeviceSekvOptions{}, ctx_);
             dev->join(chain, sekv_index++);
             memory.replace(il, std::move(dev));
         }
@@ -238,8 +238,8 @@ void CudaGemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t
         matmul(*ctx_, L.wv, s_.h16.data(), n, s_.v.data());
         rms_norm(s_.q.data(), L.q_norm.data(), n * I.n_head, I.head_dim, I.rms_eps, cs);
         rms_norm(s_.k.data(), L.k_norm.data(), n * I.n_head_kv, I.head_dim, I.rms_eps, cs);
-        rope_neox(s_.q.data(), s_.pos.data(), n, I.n_head, I.head_dim, LI.rope_base, cs);
-        rope_neox(s_.k.data(), s_.pos.data(), n, I.n_head_kv, I.head_dim, LI.rope_base, cs);
+        rope_neox(s_.q.data(), s_.pos.data(), n, I.n_head, I.head_dim, LI.rope.base, cs);
+        rope_neox(s_.k.data(), s_.pos.data(), n, I.n_head_kv, I.head_dim, LI.rope.base, cs);
 
         LayerMemory& mem = memory.layer(il);
         if (auto* dm = dynamic_cast<DeviceLayerMemory*>(&mem)) {

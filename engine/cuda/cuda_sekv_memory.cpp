@@ -11,18 +11,18 @@
 
 namespace spanscope::cuda {
 
-DeviceSekvMemory::DeviceSekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
-                                   const SekvOptions& options,
+DeviceSekvMemory::DeviceSekvMemory(const AttentionShape& shape, int64_t capacity,
+                                   const RopeFrequencies& rope, const SekvOptions& options,
                                    const DeviceSekvOptions& device_options,
                                    std::shared_ptr<Context> context)
-    : DeviceSekvMemory(shape, capacity, rope_base, options, device_options, context, nullptr) {}
+    : DeviceSekvMemory(shape, capacity, rope, options, device_options, context, nullptr) {}
 
-DeviceSekvMemory::DeviceSekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
-                                   const SekvOptions& options,
+DeviceSekvMemory::DeviceSekvMemory(const AttentionShape& shape, int64_t capacity,
+                                   const RopeFrequencies& rope, const SekvOptions& options,
                                    const DeviceSekvOptions& device_options,
                                    std::shared_ptr<Context> context,
                                    std::unique_ptr<DeviceKvMemory> rows)
-    : shape_(shape), capacity_(capacity), rope_base_(rope_base), options_(options),
+    : shape_(shape), capacity_(capacity), rope_(rope), options_(options),
       device_options_(device_options), ctx_(std::move(context)), rows_(std::move(rows)) {
     if (shape.window > 0)
         throw std::invalid_argument("sekv serves global-attention layers; a sliding-window layer "
@@ -116,7 +116,7 @@ RowStore DeviceSekvMemory::download_rows() const {
 
 void DeviceSekvMemory::seal(const SealRequest& request) {
     RowStore rows = download_rows();
-    auto spans = seal_spans(rows, request, shape_, rope_base_, options_);
+    auto spans = seal_spans(rows, request, shape_, rope_, options_);
     hold(std::move(spans), 0, std::move(rows), options_.summaries_only, true);
 }
 
@@ -128,7 +128,7 @@ void DeviceSekvMemory::hold(std::vector<SekvSpan> spans, int32_t delta, RowStore
                             bool drop_factors, bool sketched) {
     check_spans(spans, shape_);
     for (auto& s : spans)
-        move_span(s, delta, rope_base_);
+        move_span(s, delta, rope_);
     // As SekvMemory (chunk_summary, which drops the factors, has no trained router).
     set_span_sketches(spans, options_.router, shape_.head_dim, sketched);
     drop_span_rows(rows, spans); // they leave the fast tier
@@ -455,7 +455,7 @@ MemoryStats DeviceSekvMemory::stats() const {
 std::unique_ptr<LayerMemory> DeviceSekvMemory::clone() const {
     std::unique_ptr<DeviceKvMemory> rows(static_cast<DeviceKvMemory*>(rows_->clone().release()));
     std::unique_ptr<DeviceSekvMemory> c(new DeviceSekvMemory(
-        shape_, capacity_, rope_base_, options_, device_options_, ctx_, std::move(rows)));
+        shape_, capacity_, rope_, options_, device_options_, ctx_, std::move(rows)));
     c->n_stored_ = n_stored_;
     c->spans_ = spans_;
     c->factors_ = factors_;

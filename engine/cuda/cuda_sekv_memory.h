@@ -54,7 +54,7 @@ public:
     /// two-stage routing (their scores read spans' key factors on the host, which the device
     /// memory does not keep there),
     /// CudaError when the device has no room.
-    DeviceSekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
+    DeviceSekvMemory(const AttentionShape& shape, int64_t capacity, const RopeFrequencies& rope,
                      const SekvOptions& options, const DeviceSekvOptions& device_options,
                      std::shared_ptr<Context> context);
     ~DeviceSekvMemory() override;
@@ -111,7 +111,7 @@ public:
 
 private:
     /// The constructor with the rows (nullptr: new empty ones).
-    DeviceSekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
+    DeviceSekvMemory(const AttentionShape& shape, int64_t capacity, const RopeFrequencies& rope,
                      const SekvOptions& options, const DeviceSekvOptions& device_options,
                      std::shared_ptr<Context> context, std::unique_ptr<DeviceKvMemory> rows);
     /// Where a held span's packed factors are in host_factors_.
@@ -137,7 +137,7 @@ private:
 
     AttentionShape shape_;
     int64_t capacity_;
-    double rope_base_;
+    RopeFrequencies rope_;
     SekvOptions options_;
     DeviceSekvOptions device_options_;
     std::shared_ptr<Context> ctx_;

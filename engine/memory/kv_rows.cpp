@@ -2,6 +2,7 @@
 
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/ops.h"
+#include "engine/kernels/rope.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -70,10 +71,10 @@ void import_rows(ModelMemory& memory, const ModelInfo& info, const LayerRows& ro
         // Full-head RoPE (Gemma 3), partial NeoX RoPE (Qwen3-Next: the first rope_dims of each
         // head) or none (Granite 4.0-H's NoPE layers: nothing to move).
         if (li.full_rope())
-            rope_shift_neox(k.data(), n, li.attn.n_kv_head, li.attn.head_dim, delta, li.rope_base);
+            rope_shift_neox(k.data(), n, li.attn.n_kv_head, li.attn.head_dim, delta, li.rope);
         else
             rope_shift_neox_partial(k.data(), n, li.attn.n_kv_head, li.attn.head_dim, li.rope_dims,
-                                    delta, li.rope_base);
+                                    delta, li.rope);
         mem.store(k.data(), v.data(), pos.data(), n);
     }
 }

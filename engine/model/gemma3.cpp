@@ -9,6 +9,7 @@
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
+#include "engine/kernels/rope.h"
 #include "engine/model/model_file.h"
 
 #include <algorithm>
@@ -161,7 +162,7 @@ void Gemma3Model::read_hparams() {
         // Gemma 3 uses query_pre_attn_scalar = head_dim for the 270M..12B models.
         L.attn.scale = 1.0f / std::sqrt(static_cast<float>(I.head_dim));
         L.attn.window = global ? 0 : I.sliding_window;
-        L.rope_base = global ? I.rope_base_global : I.rope_base_local;
+        L.rope = global ? I.rope_base_global : I.rope_base_local;
     }
 }
 
@@ -234,20 +235,9 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
         add_inplace(x.data(), o.data(), n * E);
 
         if (filter && il == filter->after_layer) {
-            const std::vector<int64_t> keep = filter->keep();
-            for (size_t r = 0; r < keep.size(); ++r)
-                if (keep[r] < 0 || keep[r] >= n || (r > 0 && keep[r] <= keep[r - 1]))
-                    throw std::invalid_argument("token filter: kept rows must be increasing "
-                                                "indices into the ubatch");
-            const auto m = static_cast<int64_t>(keep.size());
-            for (int64_t r = 0; r < m; ++r) {
-                std::copy_n(x.begin() + keep[r] * E, E, x.begin() + r * E);
-                kept_pos[static_cast<size_t>(r)] = kept_pos[static_cast<size_t>(keep[r])];
-            }
-            n = m;
+            n = apply_token_filter(*filter, x.data(), n, E, kept_pos);
             if (n == 0)
                 return;
-            kept_pos.resize(static_cast<size_t>(n));
             rope_global = RopeTable(kept_pos.data(), n, I.head_dim, I.rope_base_global);
             rope_local = RopeTable(kept_pos.data(), n, I.head_dim, I.rope_base_local);
         }

@@ -2,15 +2,16 @@
 // memory-mapped, the tokenizer, and the forward pass of its architecture.
 #pragma once
 
+#include "engine/gguf/gguf_reader.h"
 #include "engine/kernels/attention.h"
 #include "engine/kernels/cancel.h"
-#include "engine/gguf/gguf_reader.h"
+#include "engine/kernels/rope.h"
+#include "engine/kernels/thread_pool.h"
 #include "engine/memory/memory.h"
 #include "engine/memory/memory_recurrent.h"
 #include "engine/model/recurrent_gated_deltanet.h"
 #include "engine/model/recurrent_mamba2.h"
 #include "engine/model/surprisal.h"
-#include "engine/kernels/thread_pool.h"
 #include "engine/text/tokenizer.h"
 
 #include <atomic>
@@ -41,8 +42,8 @@ const char* layer_kind_name(LayerKind kind);
 /// defaults).
 struct LayerInfo {
     LayerKind kind = LayerKind::Attention;
-    AttentionShape attn; ///< attn.window > 0 for sliding-window layers
-    double rope_base = 10000.0;
+    AttentionShape attn;  ///< attn.window > 0 for sliding-window layers
+    RopeFrequencies rope; ///< the rotary frequencies (base, scaling, factors)
     /// Elements of each head that RoPE rotates (NeoX layout, the first rope_dims): -1 = all
     /// of head_dim, 0 = no position encoding (NoPE), else a partial rotation.
     int rope_dims = -1;

@@ -5,6 +5,7 @@
 #include "engine/memory/memory_recurrent.h"
 #include "engine/model/surprisal.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <variant>
@@ -252,6 +253,23 @@ void lm_head(float* x, int64_t n, int64_t n_embd, const float* norm, float eps, 
     const auto m = static_cast<int64_t>(logit_rows.size());
     finish_rows(sel.data(), m);
     matmul(head, sel.data(), m, logits, pool);
+}
+
+int64_t apply_token_filter(const TokenFilter& filter, float* x, int64_t n, int64_t n_embd,
+                           std::vector<int32_t>& kept_pos) {
+    const std::vector<int64_t> keep = filter.keep();
+    for (size_t r = 0; r < keep.size(); ++r)
+        if (keep[r] < 0 || keep[r] >= n || (r > 0 && keep[r] <= keep[r - 1]))
+            throw std::invalid_argument("token filter: kept rows must be increasing indices "
+                                        "into the ubatch");
+    const auto m = static_cast<int64_t>(keep.size());
+    for (int64_t r = 0; r < m; ++r) {
+        std::copy_n(x + keep[static_cast<size_t>(r)] * n_embd, n_embd, x + r * n_embd);
+        kept_pos[static_cast<size_t>(r)] =
+            kept_pos[static_cast<size_t>(keep[static_cast<size_t>(r)])];
+    }
+    kept_pos.resize(static_cast<size_t>(m));
+    return m;
 }
 
 void check_forward_inputs(const ModelInfo& info, const int32_t* tokens, const int32_t* pos,

@@ -119,6 +119,13 @@ void lm_head(float* x, int64_t n, int64_t n_embd, const float* norm, float eps, 
              const WeightMatrix& head, const std::vector<int64_t>& logit_rows, float* logits,
              ThreadPool& pool, const SurprisalRequest* surprisal, const std::atomic<bool>* cancel);
 
+/// A token filter's cut after its layer (TokenFilter): asks filter.keep() for the rows that go
+/// on, moves their residual rows x [n][n_embd] and positions kept_pos [n] to the front in order,
+/// and returns how many there are (kept_pos is resized to it). Throws std::invalid_argument when
+/// the kept rows are not increasing indices into [0, n).
+int64_t apply_token_filter(const TokenFilter& filter, float* x, int64_t n, int64_t n_embd,
+                           std::vector<int32_t>& kept_pos);
+
 /// Checks shared by the forward passes: memory has one entry per layer and each is of the
 /// layer's kind; tokens in [0, n_vocab); for a model with recurrent layers, positions that
 /// continue the recurrent states (pos[0] = tokens they hold, then +1 per token: a state

@@ -16,6 +16,7 @@
 
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
+#include "engine/kernels/rope.h"
 #include "engine/kernels/quant.h"
 #include "engine/model/model_file.h"
 #include "engine/model/moe_ffn.h"
@@ -162,7 +163,7 @@ void Qwen3NextModel::read_hparams() {
         L.attn.scale = attn_scale != 0.0 ? static_cast<float>(attn_scale)
                                          : 1.0f / std::sqrt(static_cast<float>(I.head_dim));
         L.attn.window = 0;
-        L.rope_base = I.rope_base_global;
+        L.rope = I.rope_base_global;
         L.rope_dims = rope_dims_;
     }
 }

@@ -60,9 +60,9 @@ double sekv_span_rows(const SekvOptions& options) {
     return rows;
 }
 
-SekvMemory::SekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
+SekvMemory::SekvMemory(const AttentionShape& shape, int64_t capacity, const RopeFrequencies& rope,
                        const SekvOptions& options)
-    : shape_(shape), capacity_(capacity), rope_base_(rope_base), options_(options),
+    : shape_(shape), capacity_(capacity), rope_(rope), options_(options),
       rows_(static_cast<int64_t>(shape.n_kv_head) * shape.head_dim) {
     if (shape.window > 0)
         throw std::invalid_argument("sekv serves global-attention layers; a sliding-window layer "
@@ -143,13 +143,13 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
 }
 
 std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& r,
-                                 const AttentionShape& shape, double rope_base,
+                                 const AttentionShape& shape, const RopeFrequencies& rope,
                                  const SekvOptions& options) {
     if (!r.segmentation || (!r.token_surprisal && r.n > 0))
         throw std::invalid_argument("seal: no segmentation or surprisal");
     const int64_t row = static_cast<int64_t>(shape.n_kv_head) * shape.head_dim;
     SpanRankOptions rank = options.rank;
-    rank.rope_base = rope_base;
+    rank.rope = rope;
     if (options.summaries_only)
         rank.max_rank = 1; // the caller drops the factors: build the smallest
     const auto* tr = options.router.trained.get();
@@ -184,7 +184,7 @@ std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& r,
 }
 
 void SekvMemory::seal(const SealRequest& r) {
-    hold(seal_spans(rows_, r, shape_, rope_base_, options_), 0, true);
+    hold(seal_spans(rows_, r, shape_, rope_, options_), 0, true);
     if (options_.summaries_only)
         for (auto& sp : spans_) {
             sp.k.clear();
@@ -255,7 +255,7 @@ void set_span_sketches(std::vector<SekvSpan>& spans, const SekvRouterOptions& ro
 void SekvMemory::hold(std::vector<SekvSpan> spans, int32_t delta, bool sketched) {
     check_spans(spans, shape_);
     for (auto& s : spans)
-        move_span(s, delta, rope_base_);
+        move_span(s, delta, rope_);
     set_span_sketches(spans, options_.router, shape_.head_dim, sketched);
     drop_span_rows(rows_, spans); // held at two resolutions from now on
     spans_.insert(spans_.end(), std::make_move_iterator(spans.begin()),

@@ -82,7 +82,7 @@ double sekv_span_rows(const SekvOptions& options);
 /// without segmentation or surprisal or a span outside it, std::logic_error when a span's rows are
 /// not all in `rows`.
 std::vector<SekvSpan> seal_spans(const RowStore& rows, const SealRequest& request,
-                                 const AttentionShape& shape, double rope_base,
+                                 const AttentionShape& shape, const RopeFrequencies& rope,
                                  const SekvOptions& options);
 
 /// The key sketches of spans about to be held (SekvMemory, DeviceSekvMemory): with a router
@@ -110,7 +110,7 @@ class SekvMemory final : public LayerMemory {
 public:
     /// capacity: most tokens (the context size). Throws std::invalid_argument for a sliding
     /// layer shape (SEKV serves global layers) or router options out of range.
-    SekvMemory(const AttentionShape& shape, int64_t capacity, double rope_base,
+    SekvMemory(const AttentionShape& shape, int64_t capacity, const RopeFrequencies& rope,
                const SekvOptions& options);
     /// "sekv", or "chunk_summary" with options.summaries_only.
     std::string_view policy() const override {
@@ -159,7 +159,7 @@ private:
     void hold(std::vector<SekvSpan> spans, int32_t delta, bool sketched);
     AttentionShape shape_;
     int64_t capacity_;
-    double rope_base_;
+    RopeFrequencies rope_;
     SekvOptions options_;
     int64_t n_stored_ = 0;
     RowStore rows_;               ///< the rows held at full resolution

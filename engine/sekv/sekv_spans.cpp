@@ -2,6 +2,7 @@
 
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
+#include "engine/kernels/rope.h"
 
 #include <algorithm>
 #include <cmath>
@@ -46,13 +47,13 @@ int gated_rank(const std::vector<double>& sigma2, const SpanRankOptions& o, cons
 }
 
 std::vector<float> gate_summary_key(const float* summary_k, int64_t dim, int32_t begin,
-                                    double rope_base) {
+                                    const RopeFrequencies& rope) {
     std::vector<float> key(summary_k, summary_k + dim);
-    if (rope_base > 0 && begin != 0) {
+    if (rope.base > 0 && begin != 0) {
         if (dim % 2 != 0)
             throw std::invalid_argument("gate_summary_key: an odd head dimension cannot be "
                                         "rotated");
-        rope_shift_neox(key.data(), 1, 1, static_cast<int>(dim), -begin, rope_base);
+        rope_shift_neox(key.data(), 1, 1, static_cast<int>(dim), -begin, rope);
     }
     return key;
 }
@@ -90,7 +91,7 @@ SekvSpan build_span(const float* k, const float* v, const float* token_surprisal
         auto fv = low_rank_factors(hv.data(), n, d, o.max_rank, o.right_type);
         std::vector<float> gate_key;
         if (o.predictor)
-            gate_key = gate_summary_key(s.summary_k.data() + g * d, d, begin, o.rope_base);
+            gate_key = gate_summary_key(s.summary_k.data() + g * d, d, begin, o.rope);
         truncate(fk, gated_rank(fk.sigma2, o, gate_key.data(), d));
         truncate(fv, gated_rank(fv.sigma2, o, gate_key.data(), d));
         s.k.push_back(std::move(fk));
@@ -99,7 +100,7 @@ SekvSpan build_span(const float* k, const float* v, const float* token_surprisal
     return s;
 }
 
-void move_span(SekvSpan& s, int32_t delta, double rope_base) {
+void move_span(SekvSpan& s, int32_t delta, const RopeFrequencies& rope) {
     if (delta == 0)
         return;
     const auto n_kv = s.k.size();
@@ -108,7 +109,7 @@ void move_span(SekvSpan& s, int32_t delta, double rope_base) {
                                     "moved: its summary key's rotation would be left behind");
     const size_t d = s.summary_k.size() / n_kv;
     for (size_t g = 0; g < n_kv; ++g)
-        move_key_span(s.k[g], s.summary_k.data() + g * d, delta, rope_base);
+        move_key_span(s.k[g], s.summary_k.data() + g * d, delta, rope);
     s.begin += delta;
     s.sketch.clear();
 }

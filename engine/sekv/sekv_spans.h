@@ -4,6 +4,7 @@
 // held at full resolution; moved to another position by rotating what depends on it.
 #pragma once
 
+#include "engine/kernels/rope.h"
 #include "engine/sekv/segmentation.h"
 #include "engine/sekv/span_factors.h"
 
@@ -31,9 +32,9 @@ struct SpanRankOptions {
     double energy = 1.0; ///< keep the fewest components holding this fraction of Σσ² (<= 1;
                          ///< 1 keeps max_rank)
     std::shared_ptr<const RankGatePredictor> predictor; ///< nullptr: the energy gate
-    /// The layer's RoPE base, for the predictor's input (gate_summary_key); 0: a layer whose
-    /// keys carry no rotation.
-    double rope_base = 0;
+    /// The layer's rotary frequencies, for the predictor's input (gate_summary_key); base 0: a
+    /// layer whose keys carry no rotation.
+    RopeFrequencies rope{0.0};
     /// How the right factors are held (span_factors.h): TensorType::Q8_0 where the head
     /// dimension is a multiple of 32, else F16; or TensorType::F16.
     TensorType right_type = TensorType::F16;
@@ -62,13 +63,13 @@ int gated_rank(const std::vector<double>& sigma2, const SpanRankOptions& options
                const float* summary_k = nullptr, int64_t dim = 0);
 
 /// The summary key [dim] as a rank-gate predictor reads it: rotated back from the span's begin
-/// to position 0 (rope_shift_neox by −begin, base rope_base; rope_base 0 returns it as is). A span
-/// moved to another position (move_span rotates its keys by the same angle) thus gets the same
-/// gate input, and so the same rank, as the span built in place (RoFormer §3.4.2: rotations
+/// to position 0 (rope_shift_neox by −begin with the layer's frequencies; base 0 returns it as is).
+/// A span moved to another position (move_span rotates its keys by the same angle) thus gets the
+/// same gate input, and so the same rank, as the span built in place (RoFormer §3.4.2: rotations
 /// compose; squared singular values are unchanged by the rotation). Throws std::invalid_argument
-/// for an odd dim when there is a rotation to undo (rope_base > 0 and begin != 0).
+/// for an odd dim when there is a rotation to undo (rope.base > 0 and begin != 0).
 std::vector<float> gate_summary_key(const float* summary_k, int64_t dim, int32_t begin,
-                                    double rope_base);
+                                    const RopeFrequencies& rope);
 
 /// Build a span from its rows. k, v: [n][n_kv_head][head_dim] (keys rotated at positions
 /// begin..begin+n-1); token_surprisal: [n] (nats, each row's own token; the summary weights,
@@ -77,9 +78,10 @@ SekvSpan build_span(const float* k, const float* v, const float* token_surprisal
                     int n_kv_head, int head_dim, int32_t begin, const SpanRankOptions& options);
 
 /// Move a span by delta positions: rotate its summary keys and the right factors of its keys by
-/// delta with the layer's RoPE base (move_key_span); values and left factors do not change. A
-/// key sketch is dropped (delta != 0): its holder computes it again from the moved factors.
-void move_span(SekvSpan& span, int32_t delta, double rope_base);
+/// delta with the layer's rotary frequencies (move_key_span); values and left factors do not
+/// change. A key sketch is dropped (delta != 0): its holder computes it again from the moved
+/// factors.
+void move_span(SekvSpan& span, int32_t delta, const RopeFrequencies& rope);
 
 /// Bytes a span holds in the fast tier (its summary rows and key sketch, fp32, and begin/size) and
 /// in the host tier (its factors: f16 left, f16 or Q8_0 right).

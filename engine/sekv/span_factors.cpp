@@ -2,6 +2,7 @@
 
 #include "engine/kernels/ops.h"
 #include "engine/kernels/quant.h"
+#include "engine/kernels/rope.h"
 
 #include <algorithm>
 #include <cmath>
@@ -226,14 +227,14 @@ void reconstruct(const SpanFactors& f, float* out) {
         }
 }
 
-void move_key_span(SpanFactors& f, float* summary, int32_t delta, double rope_base) {
+void move_key_span(SpanFactors& f, float* summary, int32_t delta, const RopeFrequencies& rope) {
     if (f.dim % 2 != 0)
         throw std::invalid_argument("move_key_span: head dimension must be even");
     const int d = static_cast<int>(f.dim);
     auto right = f.right_f32();
-    rope_shift_neox(right.data(), f.rank, 1, d, delta, rope_base);
+    rope_shift_neox(right.data(), f.rank, 1, d, delta, rope);
     set_right_factor(f, right);
-    rope_shift_neox(summary, 1, 1, d, delta, rope_base);
+    rope_shift_neox(summary, 1, 1, d, delta, rope);
 }
 
 } // namespace spanscope

@@ -4,6 +4,7 @@
 // every row (moving a document) rotates the summary and the right-hand factor alike.
 #pragma once
 
+#include "engine/kernels/rope.h"
 #include "engine/kernels/tensor_type.h"
 
 #include <cstdint>
@@ -95,12 +96,12 @@ void set_right_factor(SpanFactors& f, const std::vector<float>& right);
 /// left · right into out [rows][dim].
 void reconstruct(const SpanFactors& f, float* out);
 
-/// Move a key span of one head (dim = head_dim) by delta positions, RoPE base of its layer
-/// (rotate-half layout, ops.h): the summary row [dim] and the rows of the right factor are
-/// rotated; the left factor stays (rotating every row leaves rows · rowsᵀ unchanged). The
+/// Move a key span of one head (dim = head_dim) by delta positions with its layer's rotary
+/// frequencies (rotate-half layout, rope.h): the summary row [dim] and the rows of the right factor
+/// are rotated; the left factor stays (rotating every row leaves rows · rowsᵀ unchanged). The
 /// result equals the resolutions built from the keys rotated at the new positions, up to the
 /// rounding of the rotated right factor to its type (RoFormer §3.4.2: rotations compose).
 /// Throws std::invalid_argument for an odd dim.
-void move_key_span(SpanFactors& f, float* summary, int32_t delta, double rope_base);
+void move_key_span(SpanFactors& f, float* summary, int32_t delta, const RopeFrequencies& rope);
 
 } // namespace spanscope

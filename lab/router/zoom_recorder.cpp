@@ -259,7 +259,12 @@ ZoomRecording record_zoom(const Model& model, const std::vector<int32_t>& tokens
         l.n_kv_head = L.attn.n_kv_head;
         l.head_dim = L.attn.head_dim;
         l.scale = L.attn.scale;
-        l.rope_base = L.rope_base;
+        // A record keeps the RoPE base alone (zoom_record.h): scaled frequencies would be lost.
+        if (L.rope.scale != 1.0 || !L.rope.factors.empty())
+            throw std::invalid_argument("layer " + std::to_string(il) +
+                                        " scales its RoPE frequencies; zoom records hold a "
+                                        "plain RoPE base only");
+        l.rope_base = L.rope.base;
         std::vector<int32_t> pos;
         const int64_t rows =
             recorders[li]->read_rows(0, std::numeric_limits<int32_t>::max(), l.k, l.v, pos);

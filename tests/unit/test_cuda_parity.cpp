@@ -6,6 +6,7 @@
 #include "cuda_test_support.h"
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/ops.h"
+#include "engine/kernels/rope.h"
 #include "engine/kernels/quant.h"
 #include "engine/memory/memory_full.h"
 #include "engine/memory/memory_sliding.h"

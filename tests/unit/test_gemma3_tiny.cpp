@@ -288,7 +288,7 @@ TEST_F(TinyGemma3, HyperParametersComeFromTheFile) {
     EXPECT_EQ(m->info().sliding_window, 8);
     EXPECT_EQ(m->info().sliding_pattern, 2);
     EXPECT_DOUBLE_EQ(m->info().rope_base_local, 500.0);
-    EXPECT_FALSE(m->info().layers[0].rope_base == m->info().layers[1].rope_base);
+    EXPECT_FALSE(m->info().layers[0].rope == m->info().layers[1].rope);
     EXPECT_EQ(m->info().layers[0].attn.window, 8);
     EXPECT_EQ(m->info().layers[1].attn.window, 0);
     EXPECT_FALSE(m->info().instruction_tuned);

@@ -137,7 +137,7 @@ TEST(Qwen3Next, LoadsLayerKindsAndShapesFromTheFile) {
             EXPECT_EQ(L.attn.head_dim, 16);
             EXPECT_EQ(L.rope_dims, 4);
             EXPECT_FALSE(L.full_rope());
-            EXPECT_DOUBLE_EQ(L.rope_base, 1e7);
+            EXPECT_DOUBLE_EQ(L.rope.base, 1e7);
         } else {
             EXPECT_EQ(L.kind, LayerKind::GatedDeltaNet);
             EXPECT_EQ(L.gated_deltanet.n_k_heads, 2);

@@ -4,6 +4,7 @@
 // rank-gate predictor decides the kept rank. The router's choices: test_sekv_routing.cpp.
 #include "engine/kernels/fp16.h"
 #include "engine/kernels/ops.h"
+#include "engine/kernels/rope.h"
 #include "engine/memory/memory_full.h"
 #include "engine/model/model.h"
 #include "engine/sekv/memory_sekv.h"

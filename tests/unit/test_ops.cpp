@@ -1,6 +1,7 @@
 // Element-wise building blocks against their textbook definitions (double precision), at every
 // kernel level this CPU runs.
 #include "engine/kernels/ops.h"
+#include "engine/kernels/rope.h"
 #include "engine/kernels/quant.h"
 #include "engine/kernels/simd.h"
 #include "quant_test_util.h"

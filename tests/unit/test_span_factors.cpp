@@ -5,6 +5,7 @@
 #include "engine/sekv/span_factors.h"
 
 #include "engine/kernels/ops.h"
+#include "engine/kernels/rope.h"
 #include "random_fill.h"
 
 #include <gtest/gtest.h>

@@ -279,7 +279,7 @@ TEST_F(StateCacheTest, MovedUnitMatchesAFreshPrefillAtTheNewPositions) {
     // Rotating every layer with the global base instead is measurably wrong (the test can fail).
     auto info = model_->info();
     for (auto& l : info.layers)
-        l.rope_base = model_->info().rope_base_global;
+        l.rope = model_->info().rope_base_global;
     auto wrong = make_memory(model_->info(), 2048, options_.ubatch);
     for (const auto& c : states.rows)
         for (const auto& rows : c.layers)

@@ -106,7 +106,7 @@ TEST(SekvRelevance, MatchesTheFormulaComputedByHand) {
     ModelInfo info;
     info.layers.resize(2);
     info.layers[1].attn = {2, 1, 4, 0.5f, 0};
-    info.layers[1].rope_base = 10000;
+    info.layers[1].rope = 10000.0;
     QuestionQueries q;
     q.n_tokens = 2;
     q.layers = {1};
