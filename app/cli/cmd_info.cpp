@@ -62,6 +62,13 @@ int run_info(const InfoOptions& o) {
     j["layer_kinds"] = kinds; // attention, mamba2, gated_deltanet per layer
     j["rope_base_global"] = I.rope_base_global;
     j["rope_base_local"] = I.rope_base_local;
+    // Linear position scaling and Llama 3 frequency factors of the global layers (rope.h).
+    const RopeFrequencies* global_rope = nullptr;
+    for (const auto& l : I.layers)
+        if (l.global() && !global_rope)
+            global_rope = &l.rope;
+    j["rope_scale"] = global_rope ? global_rope->scale : 1.0;
+    j["rope_frequency_factors"] = global_rope ? !global_rope->factors.empty() : false;
     j["rms_eps"] = I.rms_eps;
     j["defaults_used"] = I.defaults_used;
     j["tensors"] = model->gguf().tensors().size();
@@ -92,7 +99,12 @@ int run_info(const InfoOptions& o) {
               << "context:        " << I.n_ctx_train << " tokens, sliding window "
               << I.sliding_window << "\n"
               << "RoPE base:      " << I.rope_base_global << " global, " << I.rope_base_local
-              << " local\n";
+              << " local";
+    if (global_rope && global_rope->scale != 1.0)
+        std::cout << "; linear scaling, positions × " << global_rope->scale;
+    if (global_rope && !global_rope->factors.empty())
+        std::cout << "; Llama 3 frequency factors";
+    std::cout << "\n";
     for (const auto& d : I.defaults_used)
         std::cout << "default used:   " << d << "\n";
     std::cout << "tensors:        " << model->gguf().tensors().size() << " ("

@@ -7,6 +7,7 @@
 #include "engine/memory/memory_sliding.h"
 #include "engine/model/gemma3.h"
 #include "engine/model/granite_hybrid.h"
+#include "engine/model/llama_family.h"
 #include "engine/model/qwen3next.h"
 #include "engine/sekv/memory_sekv.h"
 
@@ -30,8 +31,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
         return load_granite_hybrid(std::move(gguf), path);
     if (arch == "qwen3next")
         return load_qwen3next(std::move(gguf), path);
+    if (is_llama_family(arch))
+        return load_llama_family(std::move(gguf), path);
     throw ModelError("unsupported model architecture '" + arch +
-                     "' (supported: gemma3, granitehybrid, qwen3next)");
+                     "' (supported: gemma3, llama, qwen2, qwen3, granitehybrid, qwen3next)");
 }
 
 const char* layer_kind_name(LayerKind kind) {
@@ -147,7 +150,7 @@ ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch
                                         " rotates part of each head (or none); SEKV's summary "
                                         "keys assume full-head RoPE");
         else
-            slot = std::make_unique<SekvMemory>(l.attn, n_ctx, l.rope_base,
+            slot = std::make_unique<SekvMemory>(l.attn, n_ctx, l.rope,
                                                 sekv_layer_options(so, il, l.attn));
     }
     return ModelMemory(std::move(layers), std::move(recurrent));

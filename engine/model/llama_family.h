@@ -1,0 +1,26 @@
+// The Llama family (GGUF architectures `llama`, `qwen2`, `qwen3`): Llama 2 and 3, Mistral 7B,
+// SmolLM2 (all written as `llama`), Qwen 2 / 2.5 (`qwen2`, q/k/v biases) and Qwen 3 (`qwen3`,
+// per-head q/k RMSNorm). llama.cpp's src/models/llama.cpp, qwen2.cpp and qwen3.cpp are the
+// reference for tensor names, metadata keys and the forward pass.
+#pragma once
+
+#include "engine/model/model.h"
+
+#include <memory>
+#include <string>
+
+namespace spanscope {
+
+/// Whether `architecture` (general.architecture) is one load_llama_family reads.
+bool is_llama_family(const std::string& architecture);
+
+/// Build a Llama-family model from an opened GGUF. Every hyper-parameter is read from the file
+/// and checked; RoPE takes the file's base, linear scaling (rope.scaling.type "linear" with
+/// rope.scaling.factor) and Llama 3 frequency factors (the rope_freqs.weight tensor); a declared
+/// attention.sliding_window makes every layer a sliding-window layer (Mistral 7B v0.1).
+/// Throws ModelError naming the first missing or out-of-range key, missing or mis-shaped tensor,
+/// or unsupported variant (YaRN or LongRoPE scaling, partial rotation, experts, fused QKV,
+/// feed-forward biases, per-layer head counts).
+std::unique_ptr<Model> load_llama_family(std::unique_ptr<GgufFile> gguf, const std::string& path);
+
+} // namespace spanscope
