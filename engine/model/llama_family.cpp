@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace spanscope {
 namespace {
@@ -154,7 +155,8 @@ void LlamaFamilyModel::read_hparams() {
                     f.int_per_layer("attention.head_count_kv", I.n_layer, 1, 4096)));
     if (I.n_head % I.n_head_kv != 0)
         throw ModelError(f.key("attention.head_count") + " " + std::to_string(I.n_head) +
-                         " is not a multiple of head_count_kv " + std::to_string(I.n_head_kv));
+                         " is not a multiple of " + f.key("attention.head_count_kv") + " " +
+                         std::to_string(I.n_head_kv));
     I.head_dim = static_cast<int>(f.opt_int("attention.key_length", I.n_embd / I.n_head, 1, 4096));
     if (f.opt_int("attention.value_length", I.head_dim, 1, 4096) != I.head_dim)
         throw ModelError(f.key("attention.value_length") + " differs from key_length");
@@ -210,9 +212,12 @@ void LlamaFamilyModel::load_layer(int il) {
     L.bk = optional_vector(p + "attn_k.bias", kv_dim);
     L.bv = optional_vector(p + "attn_v.bias", kv_dim);
     L.bo = optional_vector(p + "attn_output.bias", E);
-    if (f.arch() == "qwen2" && !(L.bq && L.bk && L.bv))
-        throw ModelError("missing tensor " + p + "attn_q.bias, attn_k.bias or attn_v.bias (" +
-                         "qwen2 attention has biases)");
+    if (f.arch() == "qwen2")
+        for (const auto& [b, name] :
+             {std::pair{L.bq, "attn_q.bias"}, std::pair{L.bk, "attn_k.bias"},
+              std::pair{L.bv, "attn_v.bias"}})
+            if (!b)
+                throw ModelError("missing tensor " + p + name + " (qwen2 attention has biases)");
     if (qk_norm_) {
         L.q_norm = f.floats(p + "attn_q_norm.weight", {I.head_dim});
         L.k_norm = f.floats(p + "attn_k_norm.weight", {I.head_dim});

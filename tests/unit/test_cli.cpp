@@ -383,11 +383,11 @@ TEST_F(Cli, EmptyDocument) {
 
 TEST_F(Cli, WrongArchitecture) {
     TinyGemma3Config c;
-    c.architecture = "llama";
-    const auto p = dir_ + "/llama.gguf";
+    c.architecture = "phi3";
+    const auto p = dir_ + "/phi3.gguf";
     write_tiny_gemma3(p, c);
     expect_clean_error(run({"ask", "--model", p, "--doc", doc_, "Q?"}),
-                       "unsupported model architecture 'llama'");
+                       "unsupported model architecture 'phi3'");
     expect_clean_error(run({"info", "--model", p}), "unsupported model architecture");
 }
 
