@@ -529,6 +529,8 @@ struct Rewrite {
     std::string skip_tensor;  ///< a tensor left out
     std::string key;          ///< a key set to `value`
     uint32_t value = 0;
+    std::string string_key; ///< a key set to `string_value`
+    std::string string_value;
 };
 
 std::string rewrite(const std::string& fixture, const Rewrite& r) {
@@ -547,6 +549,8 @@ std::string rewrite(const std::string& fixture, const Rewrite& r) {
     }
     if (!r.key.empty())
         w.set_uint32(r.key, r.value);
+    if (!r.string_key.empty())
+        w.set_string(r.string_key, r.string_value);
     for (const auto& t : in->tensors())
         if (t.name != r.skip_tensor)
             w.add_tensor(t.name, t.type, t.ne, std::vector<uint8_t>(t.data, t.data + t.nbytes));
@@ -605,4 +609,52 @@ TEST(LlamaLoader, RefusesHeadCountsThatDoNotDivideNamingTheKey) {
     const std::string qwen = load_error(rewrite("tiny_qwen2.gguf", r));
     ASSERT_FALSE(qwen.empty()) << "qwen2 head_count 4 with head_count_kv 3 was accepted";
     expect_one_line_naming(qwen, "qwen2.attention.head_count_kv");
+}
+
+TEST(LlamaLoader, RefusesRopeScalingItDoesNotImplementNamingIt) {
+    for (const char* type : {"yarn", "longrope"}) {
+        Rewrite r;
+        r.string_key = "llama.rope.scaling.type";
+        r.string_value = type;
+        const std::string message = load_error(rewrite("tiny_mistral.gguf", r));
+        ASSERT_FALSE(message.empty()) << "RoPE scaling " << type << " was accepted";
+        expect_one_line_naming(message, std::string("'") + type + "'");
+    }
+}
+
+// A declared window (Mistral 7B v0.1's attention.sliding_window) makes every layer a
+// sliding-window layer: a query no longer sees keys `window` or more positions back. llama.cpp
+// ignores the key for the `llama` architecture, so there is no reference from it: the positions
+// before the window fills must equal the unwindowed model's exactly, and later ones must differ.
+TEST(LlamaLoader, ADeclaredSlidingWindowHidesTheKeysBehindIt) {
+    constexpr uint32_t kWindow = 8;
+    Rewrite r;
+    r.key = "llama.attention.sliding_window";
+    r.value = kWindow;
+    const auto windowed = Model::load(rewrite("tiny_mistral.gguf", r));
+    const auto plain = Model::load(fixture_path("tiny_mistral.gguf"));
+    for (const auto& l : windowed->info().layers) {
+        EXPECT_TRUE(l.sliding());
+        EXPECT_EQ(l.attn.window, static_cast<int>(kWindow));
+    }
+    EXPECT_EQ(plain->info().sliding_window, 0);
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 40; ++i)
+        tokens.push_back(7 + (i * 37) % 250);
+    ThreadPool pool(2);
+    const auto a = run_logits(*windowed, tokens, 16, pool);
+    const auto b = run_logits(*plain, tokens, 16, pool);
+    const int64_t V = plain->info().n_vocab;
+    for (int64_t p = 0; p < static_cast<int64_t>(tokens.size()); ++p) {
+        float d = 0.0f;
+        for (int64_t v = 0; v < V; ++v)
+            d = std::max(
+                d, std::abs(a[static_cast<size_t>(p * V + v)] - b[static_cast<size_t>(p * V + v)]));
+        if (p < static_cast<int64_t>(kWindow)) {
+            EXPECT_EQ(d, 0.0f) << "position " << p << " sees the same keys with and without "
+                               << "the window";
+        } else if (p > static_cast<int64_t>(kWindow)) {
+            EXPECT_GT(d, 1e-3f) << "position " << p << " should have lost its oldest keys";
+        }
+    }
 }
