@@ -57,12 +57,13 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
                 if (!st)
                     continue;
                 if (!queries) {
-                    queries = question_queries(model,
-                                               question_tokens(model.tokenizer(),
-                                                               model.info().instruction_tuned,
-                                                               q.question),
-                                               layers, session.pool(), cancel);
-                    a.ranking_tokens = queries->n_tokens + 1;
+                    queries = question_queries(
+                        model,
+                        question_tokens(model.tokenizer(),
+                                        chat_format_of(model.info(), model.tokenizer()),
+                                        q.question),
+                        layers, session.pool(), cancel);
+                    a.ranking_tokens = queries->n_tokens + queries->first_pos;
                 }
                 candidates[ci].sekv = sekv_relevance(*queries, *st, model.info());
                 with_sekv += candidates[ci].sekv.has_value();

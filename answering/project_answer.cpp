@@ -380,18 +380,18 @@ private:
 
 // The session's answer after the assembled context, with on_zoom fed when it is set.
 Answer answer_streaming_zoom(Session& session, const std::vector<int32_t>& question,
-                             PromptStyle style, const ProjectQuestion& q,
+                             ChatFormat format, const ProjectQuestion& q,
                              const ProjectAskHooks& hooks, const std::vector<ZoomSource>& sources,
                              const std::atomic<bool>* cancel) {
     if (!hooks.on_zoom)
-        return session.answer_after_context(question, style, q.max_tokens, q.sampling,
+        return session.answer_after_context(question, format, q.max_tokens, q.sampling,
                                             hooks.on_text, cancel);
     ZoomStream zoom(session, hooks.on_zoom, sources);
     if (!zoom.routes())
-        return session.answer_after_context(question, style, q.max_tokens, q.sampling,
+        return session.answer_after_context(question, format, q.max_tokens, q.sampling,
                                             hooks.on_text, cancel);
     auto ans = session.answer_after_context(
-        question, style, q.max_tokens, q.sampling,
+        question, format, q.max_tokens, q.sampling,
         [&](const std::string& piece) {
             zoom.before_text(piece);
             if (hooks.on_text)
@@ -413,10 +413,8 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     const int64_t computed_before = scratch.tokens_processed();
     const ChatContext chat = q.chat_id > 0 ? chat_context(project, q.chat_id) : ChatContext{};
     const auto ids = documents_to_answer_from(project, q, chat);
-    const PromptStyle style =
-        info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
-    const auto question =
-        question_tokens(model.tokenizer(), info.instruction_tuned, q.question, chat.history);
+    const ChatFormat format = chat_format_of(info, model.tokenizer());
+    const auto question = question_tokens(model.tokenizer(), format, q.question, chat.history);
     check_room(model, question, q);
 
     // The question is kept whatever happens next.
@@ -434,7 +432,7 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         a = assemble_context(project, model, cache, scratch, session, ids, question, q, hooks,
                              cancel, out.notes);
         out.assembly_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        out.answer = answer_streaming_zoom(session, question, style, q, hooks, a.sources, cancel);
+        out.answer = answer_streaming_zoom(session, question, format, q, hooks, a.sources, cancel);
     } catch (const std::exception& e) {
         // Record why there is no answer; the question stays in the chat.
         const bool cancelled = dynamic_cast<const Cancelled*>(&e) != nullptr;

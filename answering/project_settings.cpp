@@ -37,7 +37,7 @@ ChunkingOptions chunking_for(Project& project, const Model& model) {
     o.target_tokens = project_chunk_tokens(project);
     const int64_t ctx = model.info().n_ctx_train;
     o.max_unit_tokens = ctx - std::min<int64_t>(1024, ctx / 4);
-    o.instruction_tuned = model.info().instruction_tuned;
+    o.chat_format = chat_format_of(model.info(), model.tokenizer());
     return o;
 }
 

@@ -54,13 +54,17 @@ QuestionQueries question_queries(const Model& model, const std::vector<int32_t>&
     const auto& info = model.info();
     if (question.empty())
         throw std::invalid_argument("question_queries: an empty question");
-    if (model.tokenizer().bos() < 0)
-        throw std::invalid_argument("question_queries: the tokenizer has no BOS");
-    std::vector<int32_t> tokens{model.tokenizer().bos()};
+    const auto& tok = model.tokenizer();
+    if (tok.add_bos() && tok.bos() < 0)
+        throw std::invalid_argument("question_queries: the vocabulary asks for a BOS but has none");
+    std::vector<int32_t> tokens;
+    if (tok.add_bos())
+        tokens.push_back(tok.bos());
     tokens.insert(tokens.end(), question.begin(), question.end());
     const auto n = static_cast<int64_t>(tokens.size());
     QuestionQueries out;
-    out.n_tokens = n - 1;
+    out.first_pos = tok.add_bos() ? 1 : 0;
+    out.n_tokens = n - out.first_pos;
     out.layers = layers;
     std::sort(out.layers.begin(), out.layers.end());
     out.q.resize(out.layers.size());
@@ -80,7 +84,7 @@ QuestionQueries question_queries(const Model& model, const std::vector<int32_t>&
         pos[i] = static_cast<int32_t>(i);
     model.forward(tokens.data(), pos.data(), n, memory, {}, nullptr, pool, nullptr, cancel);
     // Drop the BOS row's queries: it is not part of the question.
-    for (size_t i = 0; i < out.layers.size(); ++i) {
+    for (size_t i = 0; i < out.layers.size() && out.first_pos > 0; ++i) {
         const auto& s = info.layers[static_cast<size_t>(out.layers[i])].attn;
         const auto row = static_cast<size_t>(s.n_head) * static_cast<size_t>(s.head_dim);
         if (out.q[i].size() != static_cast<size_t>(n) * row)
@@ -106,10 +110,10 @@ std::optional<double> sekv_relevance(const QuestionQueries& q, const SekvUnitSta
         const auto& s = li.attn;
         const int group = s.n_head / s.n_kv_head;
         const auto d = static_cast<size_t>(s.head_dim);
-        // Queries at positions 1..n move to n_tokens..n_tokens+n-1: right after the section.
+        // Queries at positions first_pos.. move to n_tokens..: right after the section.
         std::vector<float> qs = q.q[i];
         rope_shift_neox(qs.data(), q.n_tokens, s.n_head, s.head_dim,
-                        static_cast<int32_t>(state.n_tokens - 1), li.rope);
+                        static_cast<int32_t>(state.n_tokens - q.first_pos), li.rope);
         double log_rows = 0;
         {
             double rows = 0;

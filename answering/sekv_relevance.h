@@ -17,17 +17,20 @@ namespace spanscope {
 
 /// The queries of a question at some attention layers.
 struct QuestionQueries {
-    int64_t n_tokens = 0;              ///< question tokens (the BOS before them not counted)
+    int64_t n_tokens = 0;              ///< question tokens (a BOS before them not counted)
+    int64_t first_pos = 1;             ///< position of the first question token: 1 after a BOS
     std::vector<int> layers;           ///< ascending
     std::vector<std::vector<float>> q; ///< per layer: [n_tokens][n_head][head_dim], rotated at
-                                       ///< positions 1..n_tokens (the BOS at 0)
+                                       ///< positions first_pos..first_pos + n_tokens − 1
 };
 
-/// Run BOS + `question` once through the model with a fresh full-attention memory (a cost of
-/// question.size() + 1 tokens; no logits) and keep the queries each of `layers` attends with.
+/// Run [BOS] + `question` once through the model with a fresh full-attention memory (a cost of
+/// question.size() tokens, + 1 for the BOS where Tokenizer::add_bos() asks for one, as every
+/// prompt starts; no logits) and keep the queries each of `layers` attends with.
 /// question: token ids without BOS; cancel: optional, checked by the forward pass (throws
 /// Cancelled). Throws std::invalid_argument for an empty question, a layer that does not exist
-/// or is not a global-attention layer with full-head RoPE, a tokenizer without BOS.
+/// or is not a global-attention layer with full-head RoPE, a vocabulary that asks for a BOS and
+/// has none.
 QuestionQueries question_queries(const Model& model, const std::vector<int32_t>& question,
                                  const std::vector<int>& layers, ThreadPool& pool,
                                  const std::atomic<bool>* cancel = nullptr);

@@ -58,6 +58,19 @@ void update_value(XXH3_state_t* st, const GgufValue& v) {
         v.data);
 }
 
+// The unit header's format in the chunking key: Gemma's turns and plain text keep the names
+// they were first stored under, so that projects made before the other formats stay valid.
+std::string chunking_style(ChatFormat f) {
+    switch (f) {
+    case ChatFormat::Completion:
+        return "text";
+    case ChatFormat::Gemma:
+        return "turns";
+    default:
+        return chat_format_name(f);
+    }
+}
+
 std::string hex(const uint8_t* p, size_t n) {
     std::string s;
     char buf[3];
@@ -122,8 +135,7 @@ std::string tokenizer_hash(const Model& model) {
 
 std::string chunking_key(const Model& model, const ChunkingOptions& o) {
     return "tok=" + tokenizer_hash(model) + ";chunk=" + std::to_string(o.target_tokens) +
-           ";unit=" + std::to_string(o.max_unit_tokens) +
-           ";style=" + (o.instruction_tuned ? "turns" : "text");
+           ";unit=" + std::to_string(o.max_unit_tokens) + ";style=" + chunking_style(o.chat_format);
 }
 
 } // namespace spanscope

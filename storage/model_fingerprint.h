@@ -27,7 +27,8 @@ std::string fingerprint_hex(const Fingerprint& f);
 std::string tokenizer_hash(const Model& model);
 
 /// Everything the token ids of a document's chunks depend on besides its text: the tokenizer
-/// hash and the chunking options, e.g. "tok=0123456789abcdef;chunk=1024;unit=31744;style=text".
+/// hash and the chunking options, e.g. "tok=0123456789abcdef;chunk=1024;unit=31744;style=text"
+/// (style: the unit header's chat format, "text" Completion, "turns" Gemma, else its name).
 std::string chunking_key(const Model& model, const ChunkingOptions& options);
 
 } // namespace spanscope

@@ -101,8 +101,12 @@ void EngineWorker::load_model(const QString& path, int threads, const QString& b
         so.threads = threads_;
         scratch_ = std::make_unique<Session>(*model_, so);
         const auto& info = model_->info();
-        const QString kind = info.instruction_tuned ? QStringLiteral("instruction-tuned")
-                                                    : QStringLiteral("base model");
+        // Decided once here, so that a template none of ours is refused as the model loads.
+        const ChatFormat format = chat_format_of(info, model_->tokenizer());
+        const QString kind =
+            format == ChatFormat::Completion
+                ? QStringLiteral("base model")
+                : QStringLiteral("instruction-tuned, %1").arg(chat_format_name(format));
         emit model_loaded(QStringLiteral("%1 (%2%3)")
                               .arg(QFileInfo(q(where.path)).fileName(), kind,
                                    model_->backend() == std::string_view("cpu")

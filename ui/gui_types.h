@@ -65,7 +65,7 @@ struct MessageRow {
 struct AnswerStats {
     qint64 chat_id = 0;
     QString text;
-    QString stop_reason; ///< "eog", "end_of_line", "max_tokens", "context_full", "stopped"
+    QString stop_reason; ///< Answer::stop_reason (engine/session/session.h): "eog", "max_tokens", …
     double ttft_ms = 0;
     double decode_tokens_per_s = 0;
     double prefill_tokens_per_s = 0;

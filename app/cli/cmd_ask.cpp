@@ -18,10 +18,10 @@
 
 namespace spanscope::cli {
 
-/// Prints answer pieces to stdout as they stream: leading whitespace of a completion
-/// ("Answer: 30") is dropped, and a completion ends at its first line.
-std::function<void(const std::string&)> answer_printer(PromptStyle style, bool* printed_any) {
-    return [style, printed_any](const std::string& piece) {
+/// Prints answer pieces to stdout as they stream (the session hands on only what is surely the
+/// answer's: Session::ask); leading whitespace of a completion ("Answer: 30") is dropped.
+std::function<void(const std::string&)> answer_printer(bool* printed_any) {
+    return [printed_any](const std::string& piece) {
         std::string p = piece;
         if (!*printed_any) {
             const auto b = p.find_first_not_of(" \t\n");
@@ -29,8 +29,6 @@ std::function<void(const std::string&)> answer_printer(PromptStyle style, bool* 
                 return;
             p = p.substr(b);
         }
-        if (style == PromptStyle::Completion && p.find('\n') != std::string::npos)
-            p = p.substr(0, p.find('\n'));
         std::cout << p << std::flush;
         *printed_any = true;
     };
@@ -71,7 +69,8 @@ int run_ask(const AskOptions& o) {
     // The documents are cut and tokenised exactly as a project stores them (chunking.h), so a
     // cold answer here and a warm one from `ask --project` see the same tokens.
     ChunkingOptions co;
-    co.instruction_tuned = info.instruction_tuned;
+    const ChatFormat format = chat_format_of(info, model->tokenizer());
+    co.chat_format = format;
     co.max_unit_tokens = INT64_MAX / 4; // one unit per document: a prompt too long is refused below
     std::vector<DocumentUnit> units;
     int64_t total = 0;
@@ -81,7 +80,7 @@ int run_ask(const AskOptions& o) {
             units.push_back(std::move(u));
         }
     }
-    const auto question = question_tokens(model->tokenizer(), info.instruction_tuned, o.question);
+    const auto question = question_tokens(model->tokenizer(), format, o.question);
     total += static_cast<int64_t>(question.size());
     if (total > n_ctx)
         throw ContextOverflow("the prompt is " + std::to_string(total) +
@@ -101,8 +100,6 @@ int run_ask(const AskOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     Answer ans;
     bool printed_any = false;
-    const PromptStyle style =
-        info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
     try {
         for (const auto& u : units) {
             // SEKV holds each document at two resolutions once it is prefilled; its
@@ -122,8 +119,8 @@ int run_ask(const AskOptions& o) {
         const double prefill_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
-        ans = session.answer_after_context(question, style, o.max_tokens, sp,
-                                           o.json ? nullptr : answer_printer(style, &printed_any),
+        ans = session.answer_after_context(question, format, o.max_tokens, sp,
+                                           o.json ? nullptr : answer_printer(&printed_any),
                                            &g_interrupted);
         ans.stats.ttft_ms += prefill_ms;
         ans.stats.tokens_reused = 0;

@@ -13,7 +13,7 @@
 
 namespace spanscope::cli {
 
-std::function<void(const std::string&)> answer_printer(PromptStyle style, bool* printed_any);
+std::function<void(const std::string&)> answer_printer(bool* printed_any);
 
 namespace {
 
@@ -61,12 +61,10 @@ int ask_project(const AskOptions& o) {
             throw std::runtime_error(project->path() + " has no document " + std::to_string(id) +
                                      " (see spanscope-cli project list-docs)");
 
-    const PromptStyle style =
-        model->info().instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
     bool printed_any = false;
     ProjectAskHooks hooks;
     if (!o.json)
-        hooks.on_text = answer_printer(style, &printed_any);
+        hooks.on_text = answer_printer(&printed_any);
     hooks.on_ingest_progress = print_ingest_progress;
     hooks.on_note = [](const std::string& note) {
         end_progress_line();

@@ -32,7 +32,9 @@ std::vector<int32_t> bench_tokens(const Tokenizer& tok, int n) {
         text = "The quick brown fox jumps over the lazy dog. Pack my box with five dozen liquor "
                "jugs. How vexingly quick daft zebras jump!\n";
     const auto piece = tok.encode(text);
-    std::vector<int32_t> ids{tok.bos()};
+    std::vector<int32_t> ids;
+    if (tok.add_bos()) // as every prompt starts (prompt.h)
+        ids.push_back(tok.bos());
     while (static_cast<int>(ids.size()) < n)
         ids.insert(ids.end(), piece.begin(),
                    piece.begin() + std::min<size_t>(piece.size(), n - ids.size()));

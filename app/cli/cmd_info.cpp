@@ -5,6 +5,7 @@
 #include "engine/model/model.h"
 #include "engine/model/model_locator.h"
 #include "engine/sekv/memory_sekv.h"
+#include "engine/text/chat_format.h"
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +39,14 @@ int run_info(const InfoOptions& o) {
     j["architecture"] = I.architecture;
     j["name"] = I.name;
     j["kind"] = I.instruction_tuned ? "instruction-tuned" : "base";
+    // The prompt format, or why the model's template is refused (info still describes the file).
+    std::string chat_format;
+    try {
+        chat_format = chat_format_name(chat_format_of(I, model->tokenizer()));
+    } catch (const ModelError& e) {
+        chat_format = std::string("refused: ") + e.what();
+    }
+    j["chat_format"] = chat_format;
     j["n_layer"] = I.n_layer;
     j["n_embd"] = I.n_embd;
     j["n_ff"] = I.n_ff;
@@ -82,6 +91,7 @@ int run_info(const InfoOptions& o) {
     std::cout << "model:          " << model->path() << "\n"
               << "name:           " << I.name << " (" << I.architecture << ", "
               << (I.instruction_tuned ? "instruction-tuned" : "base model") << ")\n"
+              << "chat format:    " << chat_format << "\n"
               << "layers:         " << I.n_layer << " (" << n_sliding << " sliding-window, "
               << n_global << " global"
               << (n_recurrent > 0 ? ", " + std::to_string(n_recurrent) + " recurrent" : "") << ")\n"

@@ -64,11 +64,12 @@ struct CachedDocument {
                                              ///< (none for a model without)
 };
 
-/// Prefill `tokens` (starting with the model's BOS) from position 0 with every attention
-/// layer's rows kept and every recurrent layer run from a zero state, in ubatches of `ubatch`
-/// tokens. track_transition: Gated DeltaNet layers also keep their transition matrix (4·n_v·
-/// d_k² bytes per layer; needed by the `exact` initialiser). Throws std::invalid_argument for
-/// no tokens or ubatch < 1, std::length_error past the model's context window, Cancelled.
+/// Prefill `tokens` (a unit: its header, with BOS where the model wants one, first) from position 0
+/// with every attention layer's rows kept and every recurrent layer run from a zero state, in
+/// ubatches of `ubatch` tokens. track_transition: Gated DeltaNet layers also keep their transition
+/// matrix (4·n_v· d_k² bytes per layer; needed by the `exact` initialiser). Throws
+/// std::invalid_argument for no tokens or ubatch < 1, std::length_error past the model's context
+/// window, Cancelled.
 CachedDocument prefill_document(const Model& model, const std::vector<int32_t>& tokens,
                                 ThreadPool& pool, int64_t ubatch = 512,
                                 const std::atomic<bool>* cancel = nullptr,

@@ -204,12 +204,12 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
         logits = prefill(rest, cancel);
     }
     ans.stats.tokens_computed = tokens_processed_ - processed_before;
-    generate(std::move(logits), prompt.style, max_tokens, sampling, on_text, cancel, t0, ans);
+    generate(std::move(logits), prompt.format, max_tokens, sampling, on_text, cancel, t0, ans);
     return ans;
 }
 
 Answer
-Session::answer_after_context(const std::vector<int32_t>& question, PromptStyle style,
+Session::answer_after_context(const std::vector<int32_t>& question, ChatFormat format,
                               int max_tokens, const SamplingParams& sampling,
                               const std::function<void(const std::string&)>& on_text,
                               const std::atomic<bool>* cancel,
@@ -223,11 +223,11 @@ Session::answer_after_context(const std::vector<int32_t>& question, PromptStyle 
     const int64_t processed_before = tokens_processed_;
     auto logits = prefill(question, cancel);
     ans.stats.tokens_computed = tokens_processed_ - processed_before;
-    generate(std::move(logits), style, max_tokens, sampling, on_text, cancel, t0, ans, on_logits);
+    generate(std::move(logits), format, max_tokens, sampling, on_text, cancel, t0, ans, on_logits);
     return ans;
 }
 
-void Session::generate(std::vector<float> logits, PromptStyle style, int max_tokens,
+void Session::generate(std::vector<float> logits, ChatFormat format, int max_tokens,
                        const SamplingParams& sampling,
                        const std::function<void(const std::string&)>& on_text,
                        const std::atomic<bool>* cancel, Clock::time_point t0, Answer& ans,
@@ -243,6 +243,17 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
     const int64_t processed_at_decode = tokens_processed_;
     Utf8Streamer stream;
     std::string raw;
+    // on_text gets the answer's text as it becomes sure: a base model's last line waits while it
+    // may still turn out to be the blank line or new question that ends the answer.
+    size_t shown = 0;
+    bool cut = false; ///< the stop rule ended the answer: what it held back is not the answer's
+    auto show = [&](size_t upto) {
+        if (upto <= shown)
+            return;
+        if (on_text)
+            on_text(raw.substr(shown, upto - shown));
+        shown = upto;
+    };
     ans.stop_reason = "max_tokens";
     const bool trace = !memory_.sealing_layers().empty();
     for (int i = 0; i < max_tokens; ++i) {
@@ -263,12 +274,11 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
         ans.tokens.push_back(next);
         if (trace)
             ans.zoom.steps.push_back(zoom_step()); // the routing that produced this token
-        const std::string piece = stream.push(tok.token_bytes(next));
-        raw += piece;
-        if (on_text && !piece.empty())
-            on_text(piece);
-        if (completion_answer_done(style, raw)) {
-            ans.stop_reason = "end_of_line";
+        raw += stream.push(tok.token_bytes(next));
+        show(answer_shown_length(format, raw));
+        if (const auto reason = completion_stop_reason(format, raw); !reason.empty()) {
+            ans.stop_reason = reason;
+            cut = true;
             break;
         }
         if (i + 1 == max_tokens)
@@ -279,10 +289,10 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
         }
         logits = decode(next);
     }
-    const std::string tail = stream.flush();
-    raw += tail;
-    if (on_text && !tail.empty())
-        on_text(tail);
+    raw += stream.flush();
+    // What a base model's stop rule held back and did not cut is part of the answer.
+    if (!cut)
+        show(raw.size());
     ans.stats.generated_tokens = static_cast<int64_t>(ans.tokens.size());
     ans.stats.decode_ms = ms_since(t_decode);
     // Decode speed counts the forward passes that decoding ran.
@@ -310,7 +320,7 @@ void Session::generate(std::vector<float> logits, PromptStyle style, int max_tok
         ans.stats.sekv.spans /
         std::max<int64_t>(1, static_cast<int64_t>(memory_.sealing_layers().size())));
     ans.stats.expansions = ans.zoom.mean_expansions();
-    ans.text = clean_answer(raw);
+    ans.text = clean_answer(format, raw);
 }
 
 } // namespace spanscope

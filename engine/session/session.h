@@ -81,7 +81,10 @@ struct GenerationStats {
 struct Answer {
     std::string text;            ///< cleaned answer text
     std::vector<int32_t> tokens; ///< generated ids (without the stop token)
-    std::string stop_reason;     ///< "eog", "max_tokens", "end_of_line", "context_full", "stopped"
+    /// "eog" (the format's end-of-turn or end-of-sequence token), "max_tokens",
+    /// "end_of_paragraph" / "next_question" (a base model's stop rule, prompt.h), "context_full",
+    /// "stopped"
+    std::string stop_reason;
     GenerationStats stats;
     ZoomTrace zoom; ///< one step per generated token when SEKV layers serve the session
 };
@@ -150,7 +153,12 @@ public:
     /// Answer a question prompt: reuse the cached prefix when the prompt starts with it,
     /// otherwise prefill from scratch (and cache prompt.prefix_len tokens for next time; with
     /// sealing layers the prefix is prefilled with its surprisal and sealed, seal_context);
-    /// then generate up to max_tokens, calling on_text with each complete UTF-8 piece.
+    /// then generate up to max_tokens (the bound of every format's answer), calling on_text
+    /// with the answer's text as it becomes sure (complete UTF-8; in prompt.format Completion
+    /// a line that may still end the answer waits, answer_shown_length in prompt.h), so that
+    /// the pieces join to the answer before its clean-up. Generation ends at the tokenizer's
+    /// end of generation (Tokenizer::is_end_of_generation: EOS and the format's end of turn,
+    /// <end_of_turn>, <|eot_id|>, <|im_end|>, </s>) or the Completion stop rule.
     /// cancel set during the prompt's prefill throws Cancelled; set during generation, it ends
     /// the answer before the next token with stop_reason "stopped" (what was generated is kept).
     /// Throws ContextOverflow (prompt longer than the context: message gives both lengths),
@@ -160,13 +168,14 @@ public:
                const std::atomic<bool>* cancel = nullptr);
 
     /// Answer after what the memory already holds (documents prefilled or restored): prefill
-    /// `question` (the prompt's remaining tokens; at least one) and generate as ask() does.
+    /// `question` (the prompt's remaining tokens; at least one, in `format`) and generate as
+    /// ask() does.
     /// stats.tokens_reused is the n_past found on entry; stats.tokens_computed counts the
     /// forward passes of the question. Throws as ask().
     /// on_logits: called before each token is sampled with the next-token logits [n_vocab]
     /// (the evaluation's fidelity measures compare them across policies).
     Answer
-    answer_after_context(const std::vector<int32_t>& question, PromptStyle style, int max_tokens,
+    answer_after_context(const std::vector<int32_t>& question, ChatFormat format, int max_tokens,
                          const SamplingParams& sampling,
                          const std::function<void(const std::string&)>& on_text = {},
                          const std::atomic<bool>* cancel = nullptr,
@@ -174,7 +183,7 @@ public:
 
 private:
     /// Generate from `logits` (the next-token logits after the prompt) into `ans`.
-    void generate(std::vector<float> logits, PromptStyle style, int max_tokens,
+    void generate(std::vector<float> logits, ChatFormat format, int max_tokens,
                   const SamplingParams& sampling,
                   const std::function<void(const std::string&)>& on_text,
                   const std::atomic<bool>* cancel, std::chrono::steady_clock::time_point t0,

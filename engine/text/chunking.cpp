@@ -170,7 +170,7 @@ std::vector<DocumentUnit> build_document_units(const Tokenizer& tok, const std::
     for (const auto& [b, e] : split_into_chunks(tok, text, options.target_tokens))
         bodies.push_back({b, e, tok.encode(std::string_view(text).substr(b, e - b))});
 
-    const bool it = options.instruction_tuned;
+    const ChatFormat it = options.chat_format;
     const auto trailer_max = static_cast<int64_t>(std::max(
         document_unit_trailer(tok, true).size(), document_unit_trailer(tok, false).size()));
     // Whole document as one unit?

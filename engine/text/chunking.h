@@ -1,6 +1,7 @@
 // Cutting a document into chunks and units (docs/linearkv.md).
 //
-// A *unit* is what is prefilled on its own: its own BOS and document header, positions from 0.
+// A *unit* is what is prefilled on its own: its own BOS (where the model wants one) and document
+// header (prompt.h, document_unit_header), positions from 0.
 // A document is one unit unless it is longer than max_unit_tokens; then it is split at chunk
 // boundaries into sections ("part k of N"), each its own unit and position space.
 // A *chunk* (~target_tokens) is cut at paragraph boundaries (a blank line), then at sentence
@@ -10,6 +11,7 @@
 // (tests/README.md, failure mode 8).
 #pragma once
 
+#include "engine/text/chat_format.h"
 #include "engine/text/tokenizer.h"
 
 #include <cstdint>
@@ -19,15 +21,15 @@
 namespace spanscope {
 
 struct ChunkingOptions {
-    int64_t target_tokens = 1024;   ///< tokens per chunk (about; paragraphs are kept whole)
-    int64_t max_unit_tokens = 0;    ///< most tokens per unit; must be > 0
-    bool instruction_tuned = false; ///< header in the Gemma turn format (prompt.h)
+    int64_t target_tokens = 1024; ///< tokens per chunk (about; paragraphs are kept whole)
+    int64_t max_unit_tokens = 0;  ///< most tokens per unit; must be > 0
+    ChatFormat chat_format = ChatFormat::Completion; ///< the unit header's format (prompt.h)
 };
 
 struct TextChunk {
     int64_t char_begin = 0, char_end = 0; ///< bytes of the document text [begin, end)
     int64_t token_begin = 0;              ///< position of tokens[0] within its unit
-    std::vector<int32_t> tokens;          ///< ids (the unit's first chunk starts with BOS+header)
+    std::vector<int32_t> tokens;          ///< ids (the unit's first chunk starts with its header)
     /// Byte offset into the document text where each token's text starts; -1 for tokens that
     /// are not document text (BOS, header, trailer). [tokens.size()]
     std::vector<int64_t> token_chars;

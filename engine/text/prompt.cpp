@@ -5,6 +5,9 @@
 namespace spanscope {
 
 namespace {
+
+constexpr std::string_view kInstruction = "Answer the question using the documents above.\n";
+
 std::string documents_block(const std::vector<PromptDocument>& docs) {
     std::string s;
     for (const auto& d : docs) {
@@ -16,77 +19,141 @@ std::string documents_block(const std::vector<PromptDocument>& docs) {
     }
     return s;
 }
-} // namespace
 
-Prompt build_question_prompt(const Tokenizer& tok, bool instruction_tuned,
-                             const std::vector<PromptDocument>& docs, const std::string& question,
-                             const std::string& system) {
-    Prompt p;
-    if (tok.bos() < 0)
-        throw std::invalid_argument("the model has no BOS token");
-    p.tokens.push_back(tok.bos());
-    auto append_text = [&](const std::string& text) {
-        auto ids = tok.encode(text, /*parse_special=*/false);
-        p.tokens.insert(p.tokens.end(), ids.begin(), ids.end());
-    };
-    auto append_special = [&](const char* piece) {
-        const int32_t id = tok.find(piece);
-        if (id < 0)
-            throw std::invalid_argument(std::string("the vocabulary lacks ") + piece);
-        p.tokens.push_back(id);
-    };
-    if (instruction_tuned) {
-        p.style = PromptStyle::GemmaChat;
-        append_special("<start_of_turn>");
-        std::string user = "user\n";
-        if (!system.empty())
-            user += system + "\n\n";
-        user += documents_block(docs);
-        append_text(user);
-        p.prefix_len = static_cast<int64_t>(p.tokens.size());
-        append_text("Answer the question using the documents above.\n" + question);
-        const auto cue = turn_break(tok, "model\n");
-        p.tokens.insert(p.tokens.end(), cue.begin(), cue.end());
-    } else {
-        p.style = PromptStyle::Completion;
-        std::string text;
-        if (!system.empty())
-            text += system + "\n\n";
-        text += documents_block(docs);
-        append_text(text);
-        p.prefix_len = static_cast<int64_t>(p.tokens.size());
-        append_text("Question: " + question + "\nAnswer:");
-    }
-    return p;
-}
-
-namespace {
-int32_t special(const Tokenizer& tok, const char* piece) {
-    const int32_t id = tok.find(piece);
-    if (id < 0)
-        throw std::invalid_argument(std::string("the vocabulary lacks ") + piece);
-    return id;
-}
 void append(std::vector<int32_t>& out, const std::vector<int32_t>& ids) {
     out.insert(out.end(), ids.begin(), ids.end());
 }
+
+int32_t special(const Tokenizer& tok, std::string_view piece) {
+    const int32_t id = tok.find(piece);
+    if (id < 0)
+        throw std::invalid_argument("the vocabulary lacks " + std::string(piece));
+    return id;
+}
+
+// Writes a prompt as a rendered template is tokenised: template markup's control tokens become
+// those tokens, and the text between two of them (markup and content alike) is encoded in one
+// piece, as plain text (never parse_special: a document's "<|im_start|>" stays text). flush()
+// ends a piece early where the prompt is cut (the documents' prefix; Gemma's follow-up turns).
+class TokenWriter {
+public:
+    TokenWriter(const Tokenizer& tok, ChatFormat format, std::vector<int32_t>& out)
+        : tok_(tok), markup_(chat_markup(format)), out_(out) {}
+
+    void bos() {
+        if (!tok_.add_bos())
+            return;
+        if (tok_.bos() < 0)
+            throw std::invalid_argument("the vocabulary asks for a BOS token but has none");
+        out_.push_back(tok_.bos());
+    }
+    void text(std::string_view s) { pending_ += s; }
+    void markup(std::string_view s) {
+        size_t i = 0;
+        while (i < s.size()) {
+            bool matched = false;
+            for (size_t k = 0; k < markup_.tokens.size() + markup_.soft_tokens.size(); ++k) {
+                const bool soft = k >= markup_.tokens.size();
+                const std::string_view piece =
+                    soft ? markup_.soft_tokens[k - markup_.tokens.size()] : markup_.tokens[k];
+                if (piece.empty() || s.substr(i, piece.size()) != piece)
+                    continue;
+                const int32_t id = soft ? tok_.find(piece) : special(tok_, piece);
+                if (id < 0)
+                    break; // a soft token the vocabulary lacks: plain text
+                flush();
+                out_.push_back(id);
+                i += piece.size();
+                matched = true;
+                break;
+            }
+            if (!matched)
+                pending_ += s[i++];
+        }
+    }
+    void flush() {
+        if (pending_.empty())
+            return;
+        append(out_, tok_.encode(pending_, /*parse_special=*/false));
+        pending_.clear();
+    }
+    const ChatMarkup& markup_of() const { return markup_; }
+
+private:
+    const Tokenizer& tok_;
+    const ChatMarkup& markup_;
+    std::vector<int32_t>& out_;
+    std::string pending_;
+};
+
+// [BOS], the system turn where the format has a system role, the user turn's opener; a system
+// text of a format without a system role joins the user turn.
+void open_first_user_turn(TokenWriter& w, const std::string& system) {
+    const auto& m = w.markup_of();
+    w.bos();
+    if (m.has_system_role()) {
+        w.markup(m.system_open);
+        w.text(system.empty() ? kDocumentSystemText : std::string_view(system));
+        w.markup(m.system_close);
+        w.markup(m.user_open);
+    } else {
+        w.markup(m.user_open);
+        if (!system.empty())
+            w.text(system + "\n\n");
+    }
+}
+
+// The question, the user turn's end and the model's turn opener.
+void close_with_question(TokenWriter& w, std::string_view instruction, const std::string& q) {
+    const auto& m = w.markup_of();
+    w.text(instruction);
+    w.text(q);
+    w.markup(m.user_close);
+    w.markup(m.assistant_open);
+    w.flush();
+}
+
 } // namespace
 
-std::vector<int32_t> document_unit_header(const Tokenizer& tok, bool instruction_tuned,
-                                          const std::string& name, int part, int parts) {
-    if (tok.bos() < 0)
-        throw std::invalid_argument("the model has no BOS token");
-    std::vector<int32_t> out{tok.bos()};
-    std::string text;
-    if (instruction_tuned) {
-        out.push_back(special(tok, "<start_of_turn>"));
-        text = "user\n";
+Prompt build_question_prompt(const Tokenizer& tok, ChatFormat format,
+                             const std::vector<PromptDocument>& docs, const std::string& question,
+                             const std::string& system) {
+    Prompt p;
+    p.format = format;
+    TokenWriter w(tok, format, p.tokens);
+    if (format == ChatFormat::Completion) {
+        w.bos();
+        if (!system.empty())
+            w.text(system + "\n\n");
+        w.text(documents_block(docs));
+        w.flush();
+        p.prefix_len = static_cast<int64_t>(p.tokens.size());
+        w.text("Question: " + question + "\nAnswer:");
+        w.flush();
+        return p;
     }
-    text += "Document: " + name;
+    open_first_user_turn(w, system);
+    w.text(documents_block(docs));
+    w.flush();
+    p.prefix_len = static_cast<int64_t>(p.tokens.size());
+    close_with_question(w, kInstruction, question);
+    return p;
+}
+
+std::vector<int32_t> document_unit_header(const Tokenizer& tok, ChatFormat format,
+                                          const std::string& name, int part, int parts) {
+    std::vector<int32_t> out;
+    TokenWriter w(tok, format, out);
+    if (format == ChatFormat::Completion)
+        w.bos();
+    else
+        open_first_user_turn(w, "");
+    std::string text = "Document: " + name;
     if (parts > 1)
         text += " (part " + std::to_string(part) + " of " + std::to_string(parts) + ")";
     text += "\n\n";
-    append(out, tok.encode(text));
+    w.text(text);
+    w.flush();
     return out;
 }
 
@@ -102,44 +169,127 @@ std::vector<int32_t> turn_break(const Tokenizer& tok, const std::string& next) {
     return out;
 }
 
+std::vector<int32_t> next_question_turn(const Tokenizer& tok, ChatFormat format) {
+    if (format == ChatFormat::Completion)
+        return tok.encode("\n");
+    std::vector<int32_t> out;
+    TokenWriter w(tok, format, out);
+    w.markup(w.markup_of().assistant_close);
+    w.markup(w.markup_of().user_open);
+    w.flush();
+    return out;
+}
+
 std::vector<int32_t>
-question_tokens(const Tokenizer& tok, bool instruction_tuned, const std::string& question,
+question_tokens(const Tokenizer& tok, ChatFormat format, const std::string& question,
                 const std::vector<std::pair<std::string, std::string>>& history) {
     std::vector<int32_t> out;
-    if (instruction_tuned) {
-        std::string first = "Answer the question using the documents above.\n";
-        for (const auto& [q, a] : history) {
-            append(out, tok.encode(first + q));
-            first.clear();
-            append(out, turn_break(tok, "model\n" + a));
-            append(out, turn_break(tok, "user\n"));
-        }
-        append(out, tok.encode(first + question));
-        append(out, turn_break(tok, "model\n"));
-    } else {
+    if (format == ChatFormat::Completion) {
         std::string text;
         for (const auto& [q, a] : history)
             text += "Question: " + q + "\nAnswer: " + a + "\n";
         append(out, tok.encode(text + "Question: " + question + "\nAnswer:"));
+        return out;
     }
+    TokenWriter w(tok, format, out);
+    const auto& m = w.markup_of();
+    std::string_view instruction = kInstruction;
+    for (const auto& [q, a] : history) {
+        w.text(instruction);
+        instruction = {};
+        w.text(q);
+        w.markup(m.user_close);
+        w.markup(m.assistant_open);
+        w.text(a);
+        w.markup(m.assistant_close);
+        w.markup(m.user_open);
+        // Gemma's prompts have always tokenised a follow-up question apart from its turn's
+        // "user\n"; kept, so that a chat's prompt stays the tokens it was.
+        if (format == ChatFormat::Gemma)
+            w.flush();
+    }
+    close_with_question(w, instruction, question);
     return out;
 }
 
-bool completion_answer_done(PromptStyle style, const std::string& answer) {
-    if (style != PromptStyle::Completion)
-        return false;
-    const auto first = answer.find_first_not_of(" \t\n");
+namespace {
+
+// Where a line after the first that starts so ends a base model's answer: a new question, or a
+// turn in one of the chat formats spelled as text.
+constexpr std::string_view kLineStops[] = {"Question:", "<start_of_turn>", "<|im_start|>",
+                                           "<|start_header_id|>", "[INST]"};
+
+struct CompletionScan {
+    size_t end = std::string::npos; ///< where the answer ends (a line end), npos: it goes on
+    size_t shown = 0;               ///< bytes surely in the answer
+    const char* reason = "";
+};
+
+CompletionScan scan_completion(const std::string& raw) {
+    CompletionScan s;
+    const size_t first = raw.find_first_not_of(" \t\r\n");
     if (first == std::string::npos)
-        return false;
-    return answer.find('\n', first) != std::string::npos;
+        return s; // only white space so far: nothing to show (clean_answer drops it)
+    size_t nl = raw.find('\n', first); // the first line always belongs to the answer
+    while (nl != std::string::npos) {
+        const size_t b = nl + 1;
+        const size_t next = raw.find('\n', b);
+        const std::string_view line = std::string_view(raw).substr(
+            b, next == std::string::npos ? std::string::npos : next - b);
+        const bool blank = line.find_first_not_of(" \t\r") == std::string_view::npos;
+        if (blank && next != std::string::npos) {
+            s.end = s.shown = nl;
+            s.reason = "end_of_paragraph";
+            return s;
+        }
+        bool prefix_of_stop = false;
+        for (const auto stop : kLineStops) {
+            if (line.substr(0, stop.size()) == stop) {
+                s.end = s.shown = nl;
+                s.reason = "next_question";
+                return s;
+            }
+            prefix_of_stop = prefix_of_stop || stop.substr(0, line.size()) == line;
+        }
+        if (next == std::string::npos) {
+            // The last line is still being written: hold it back while it may become a blank
+            // line or a stop marker.
+            s.shown = blank || prefix_of_stop ? nl : raw.size();
+            return s;
+        }
+        nl = next;
+    }
+    s.shown = raw.size();
+    return s;
 }
 
-std::string clean_answer(const std::string& answer) {
-    const auto b = answer.find_first_not_of(" \t\r\n");
+std::string trim(const std::string& s) {
+    const auto b = s.find_first_not_of(" \t\r\n");
     if (b == std::string::npos)
         return "";
-    const auto e = answer.find_last_not_of(" \t\r\n");
-    return answer.substr(b, e - b + 1);
+    const auto e = s.find_last_not_of(" \t\r\n");
+    return s.substr(b, e - b + 1);
+}
+
+} // namespace
+
+bool completion_answer_done(ChatFormat format, const std::string& answer) {
+    return format == ChatFormat::Completion && scan_completion(answer).end != std::string::npos;
+}
+
+std::string completion_stop_reason(ChatFormat format, const std::string& answer) {
+    return format == ChatFormat::Completion ? scan_completion(answer).reason : "";
+}
+
+size_t answer_shown_length(ChatFormat format, const std::string& answer) {
+    return format == ChatFormat::Completion ? scan_completion(answer).shown : answer.size();
+}
+
+std::string clean_answer(ChatFormat format, const std::string& answer) {
+    if (format != ChatFormat::Completion)
+        return trim(answer);
+    const auto s = scan_completion(answer);
+    return trim(s.end == std::string::npos ? answer : answer.substr(0, s.end));
 }
 
 } // namespace spanscope

@@ -169,10 +169,9 @@ int run_eval(const EvalOptions& o) {
     const bool segments = std::any_of(configs.begin(), configs.end(), [](const EvalConfig& c) {
         return c.policy == "sekv" || c.policy == "chunk_summary";
     });
-    const PromptStyle style =
-        info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
+    const ChatFormat format = chat_format_of(info, model->tokenizer());
     ChunkingOptions co;
-    co.instruction_tuned = info.instruction_tuned;
+    co.chat_format = format;
     co.max_unit_tokens = INT64_MAX / 4; // one unit: the whole context in one sealed stretch
 
     // The sekv router, chosen before anything is written (trained without a file is refused).
@@ -265,7 +264,7 @@ int run_eval(const EvalOptions& o) {
                 std::optional<TokenSpan> needle;
                 if (const auto bytes = eval::asked_needle_bytes(s))
                     needle = eval::text_positions(units, *bytes);
-                const auto question = sample_question(tok, info.instruction_tuned, s);
+                const auto question = sample_question(tok, format, s);
                 const int max_tokens = o.max_tokens > 0 ? o.max_tokens : s.max_tokens;
                 int64_t n = 0;
                 for (const auto& u : units)
@@ -298,7 +297,7 @@ int run_eval(const EvalOptions& o) {
                     const ModelMemory before = session->memory().clone();
                     std::vector<std::vector<float>> steps; // log-softmax at each answer position
                     const auto ans =
-                        session->answer_after_context(question, style, max_tokens, greedy, {},
+                        session->answer_after_context(question, format, max_tokens, greedy, {},
                                                       nullptr, [&](const std::vector<float>& l) {
                                                           steps.push_back(eval::log_softmax(l));
                                                       });

@@ -103,11 +103,11 @@ Sample make_sample(const Tokenizer& tok, const std::vector<std::string>& paras,
     return s;
 }
 
-nlohmann::json run_policy(Session& session, const std::vector<int32_t>& question, PromptStyle style,
+nlohmann::json run_policy(Session& session, const std::vector<int32_t>& question, ChatFormat format,
                           int max_tokens, const std::string& value) {
     SamplingParams greedy;
     greedy.temperature = 0;
-    const auto ans = session.answer_after_context(question, style, max_tokens, greedy);
+    const auto ans = session.answer_after_context(question, format, max_tokens, greedy);
     nlohmann::json j{{"answer", ans.text},
                      {"correct", ans.text.find(value) != std::string::npos},
                      {"decode_tokens_per_s", ans.stats.decode_tokens_per_s},
@@ -136,10 +136,9 @@ int run_niah(const NiahOptions& o) {
     const auto paras = corpus_paragraphs();
     std::vector<int64_t> para_tokens(paras.size(), -1);
     std::mt19937_64 rng(o.seed);
-    const PromptStyle style =
-        info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
+    const ChatFormat format = chat_format_of(info, model->tokenizer());
     ChunkingOptions co;
-    co.instruction_tuned = info.instruction_tuned;
+    co.chat_format = format;
     co.max_unit_tokens = INT64_MAX / 4;
     std::ofstream out;
     if (!o.out.empty()) {
@@ -157,8 +156,8 @@ int run_niah(const NiahOptions& o) {
             const double depth = o.depths[static_cast<size_t>(i) % o.depths.size()] / 100.0;
             const auto s = make_sample(tok, paras, para_tokens, length, depth, rng);
             const auto units = build_document_units(tok, "notes.txt", s.text, co);
-            const auto question = question_tokens(tok, info.instruction_tuned,
-                                                  "What is the secret code for the " + s.key + "?");
+            const auto question =
+                question_tokens(tok, format, "What is the secret code for the " + s.key + "?");
             // The full session: the settings' SEKV fields ride along, and full reads none.
             SessionOptions so = setup.options;
             so.global_policy = "full";
@@ -187,14 +186,14 @@ int run_niah(const NiahOptions& o) {
             full.adopt_memory(sekv.n_past());
             nlohmann::json j{{"length", n},  {"target_length", length}, {"depth", s.depth},
                              {"key", s.key}, {"value", s.value},        {"prefill_s", prefill_s}};
-            j["full"] = run_policy(full, question, style, o.max_tokens, s.value);
+            j["full"] = run_policy(full, question, format, o.max_tokens, s.value);
             int64_t offset = 0;
             for (const auto& u : units) {
                 sekv.seal_context(surprisal.data() + offset, static_cast<int32_t>(offset),
                                   u.n_tokens());
                 offset += u.n_tokens();
             }
-            j["sekv"] = run_policy(sekv, question, style, o.max_tokens, s.value);
+            j["sekv"] = run_policy(sekv, question, format, o.max_tokens, s.value);
             put_router_fields(j["sekv"], router);
             auto& t = tally[length];
             ++t.n;

@@ -73,9 +73,9 @@ std::string result_key(const nlohmann::json& j) {
 }
 
 // A document as a project prefills it: its header (BOS, chat turn, name), text and trailer.
-std::vector<int32_t> document_tokens(const Tokenizer& tok, bool instruction_tuned,
+std::vector<int32_t> document_tokens(const Tokenizer& tok, ChatFormat format,
                                      const std::string& name, const std::string& text) {
-    auto out = document_unit_header(tok, instruction_tuned, name, 1, 1);
+    auto out = document_unit_header(tok, format, name, 1, 1);
     const auto body = tok.encode(text);
     out.insert(out.end(), body.begin(), body.end());
     const auto trailer = document_unit_trailer(tok, !text.empty() && text.back() == '\n');
@@ -99,8 +99,7 @@ int run_pic_eval(const PicEvalOptions& o) {
                                  " max_tokens=" + std::to_string(o.max_tokens) +
                                  " check_layer=" + std::to_string(o.check_layer) +
                                  " pic=1"; // bump when the selectors' meaning changes
-    const PromptStyle style =
-        info.instruction_tuned ? PromptStyle::GemmaChat : PromptStyle::Completion;
+    const ChatFormat format = chat_format_of(info, model->tokenizer());
     for (const auto& c : configs) // refused before anything is computed or written
         if (c.selector != "cold") {
             RecomputeOptions ro;
@@ -156,10 +155,9 @@ int run_pic_eval(const PicEvalOptions& o) {
                     lines.clear();
                     std::vector<std::vector<int32_t>> doc_tokens;
                     for (size_t d = 0; d < pieces.size(); ++d)
-                        doc_tokens.push_back(
-                            document_tokens(tok, info.instruction_tuned,
-                                            "part-" + std::to_string(d + 1) + ".txt", pieces[d]));
-                    const auto question = sample_question(tok, info.instruction_tuned, s);
+                        doc_tokens.push_back(document_tokens(
+                            tok, format, "part-" + std::to_string(d + 1) + ".txt", pieces[d]));
+                    const auto question = sample_question(tok, format, s);
                     const int max_tokens = o.max_tokens > 0 ? o.max_tokens : s.max_tokens;
                     int64_t n_past = 0;
                     for (const auto& d : doc_tokens)
@@ -239,7 +237,7 @@ int run_pic_eval(const PicEvalOptions& o) {
                             before = session.memory().clone();
                         }
                         const auto ans = session.answer_after_context(
-                            question, style, max_tokens, greedy, {}, nullptr, on_logits);
+                            question, format, max_tokens, greedy, {}, nullptr, on_logits);
                         const double ttft = assembly_ms + ans.stats.ttft_ms;
                         const double score = eval::score(s.metric, ans.text, s.expected);
                         j.update({{"answer", ans.text},

@@ -56,6 +56,7 @@ int run_qa(const QaOptions& o) {
     }
     // A model that is found but broken is an error, never a skip.
     auto model = open_model(o.model);
+    const ChatFormat format = chat_format_of(model->info(), model->tokenizer());
     SessionOptions so;
     so.threads = o.threads;
     Session session(*model, so);
@@ -85,9 +86,8 @@ int run_qa(const QaOptions& o) {
         const std::vector<PromptDocument> docs{
             {std::filesystem::path(doc).filename().string(), text}};
         for (const auto& q : by_doc[doc]) {
-            const auto prompt =
-                build_question_prompt(model->tokenizer(), model->info().instruction_tuned, docs,
-                                      q.at("question").get<std::string>());
+            const auto prompt = build_question_prompt(model->tokenizer(), format, docs,
+                                                      q.at("question").get<std::string>());
             const Answer ans = session.ask(prompt, o.max_tokens, greedy);
             const auto accepted = q.at("answers").get<std::vector<std::string>>();
             const bool ok = qa_answer_matches(ans.text, accepted);

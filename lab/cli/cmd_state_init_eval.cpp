@@ -178,8 +178,12 @@ int run_state_init_eval(const StateInitEvalOptions& o) {
                 std::mt19937_64 rng(o.seed * 1000003ULL + static_cast<uint64_t>(i));
                 std::vector<std::vector<int32_t>> docs;
                 for (int d = 0; d < K; ++d) {
-                    std::vector<int32_t> t{tok.bos()};
-                    const auto body = random_ids(tok, o.doc_tokens - 1, rng);
+                    // Each document starts as a prompt does: BOS where the model wants one.
+                    std::vector<int32_t> t;
+                    if (tok.add_bos())
+                        t.push_back(tok.bos());
+                    const auto body =
+                        random_ids(tok, o.doc_tokens - static_cast<int>(t.size()), rng);
                     t.insert(t.end(), body.begin(), body.end());
                     docs.push_back(std::move(t));
                 }

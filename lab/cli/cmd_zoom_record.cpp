@@ -165,9 +165,11 @@ int run_zoom_record(const ZoomRecordOptions& o) {
             if (settings.probe_form != ZoomProbeForm::Copy && settings.recall_probes > 0) {
                 auto p =
                     settings.probe_form == ZoomProbeForm::Fact
-                        ? zoom_fact_probes(model->tokenizer(), model->info().instruction_tuned,
-                                           name, doc.text, settings)
-                        : zoom_question_probes(model->tokenizer(), model->info().instruction_tuned,
+                        ? zoom_fact_probes(model->tokenizer(),
+                                           chat_format_of(model->info(), model->tokenizer()), name,
+                                           doc.text, settings)
+                        : zoom_question_probes(model->tokenizer(),
+                                               chat_format_of(model->info(), model->tokenizer()),
                                                name, doc.text, settings);
                 tokens = std::move(p.tokens);
                 document_end = p.document_end;

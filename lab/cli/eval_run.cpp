@@ -127,12 +127,13 @@ std::vector<std::vector<float>> teacher_forced(Session& session, const ModelMemo
     return out;
 }
 
-std::vector<int32_t> sample_question(const Tokenizer& tok, bool instruction_tuned,
+std::vector<int32_t> sample_question(const Tokenizer& tok, ChatFormat format,
                                      const eval::EvalSample& s) {
-    auto question = question_tokens(tok, instruction_tuned, s.question);
+    auto question = question_tokens(tok, format, s.question);
     if (!s.answer_prefix.empty()) {
         // A completion prompt ends in "Answer:"; RULER puts a space before its prefix there.
-        const auto prefix = tok.encode((instruction_tuned ? "" : " ") + s.answer_prefix);
+        const auto prefix =
+            tok.encode((format != ChatFormat::Completion ? "" : " ") + s.answer_prefix);
         question.insert(question.end(), prefix.begin(), prefix.end());
     }
     return question;

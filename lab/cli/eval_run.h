@@ -68,9 +68,9 @@ std::vector<std::vector<float>> teacher_forced(Session& session, const ModelMemo
                                                int64_t n_past, const std::vector<int32_t>& question,
                                                const std::vector<int32_t>& tokens);
 
-/// The tokens asked after the context: the question in the model's prompt style, then the
+/// The tokens asked after the context: the question in the model's chat format, then the
 /// sample's answer prefix (eval_tasks.h) when it has one.
-std::vector<int32_t> sample_question(const Tokenizer& tok, bool instruction_tuned,
+std::vector<int32_t> sample_question(const Tokenizer& tok, ChatFormat format,
                                      const eval::EvalSample& s);
 
 /// The log-probabilities [positions][n_vocab] that fidelity() compares with the reference's:

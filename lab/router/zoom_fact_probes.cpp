@@ -62,7 +62,7 @@ std::vector<ZoomFact> zoom_facts(std::mt19937_64& rng, int n) {
     return out;
 }
 
-ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, bool instruction_tuned,
+ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, ChatFormat format,
                                     const std::string& name, const std::string& text,
                                     const ZoomRecordSettings& s) {
     check_zoom_record_settings(s);
@@ -80,9 +80,9 @@ ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, bool instruction_tuned
         order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
 
-    const auto header = document_unit_header(tok, instruction_tuned, name, 1, 1);
+    const auto header = document_unit_header(tok, format, name, 1, 1);
     const auto body = tok.encode(text);
-    const std::vector<int32_t> close = zoom_probe_turn_close(tok, instruction_tuned);
+    const std::vector<int32_t> close = zoom_probe_turn_close(tok, format);
     std::vector<std::vector<int32_t>> after_line, inline_fact, answers;
     for (const auto& f : facts) {
         after_line.push_back(tok.encode(f.statement + "\n"));
@@ -129,7 +129,7 @@ ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, bool instruction_tuned
             const size_t i = order[k];
             if (k > 0)
                 p.tokens.insert(p.tokens.end(), close.begin(), close.end());
-            const auto q = question_tokens(tok, instruction_tuned, facts[i].question);
+            const auto q = question_tokens(tok, format, facts[i].question);
             p.tokens.insert(p.tokens.end(), q.begin(), q.end());
             p.run_starts.push_back(fact_start[i]);
             p.answer_starts.push_back(static_cast<int32_t>(p.tokens.size()));

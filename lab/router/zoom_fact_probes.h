@@ -11,6 +11,7 @@
 // generator seeded by the document's name, so a recording is reproducible.
 #pragma once
 
+#include "engine/text/chat_format.h"
 #include "engine/text/tokenizer.h"
 #include "lab/router/zoom_question_probes.h"
 #include "lab/router/zoom_recorder.h"
@@ -51,11 +52,11 @@ std::vector<ZoomFact> zoom_facts(std::mt19937_64& rng, int n);
 /// i-th, answer_starts[i]
 /// the first position of its answer. The text is cut (its end) until the whole fits max_tokens.
 /// Throws std::invalid_argument for settings out of range, settings without fact probes,
-/// invalid UTF-8 in the text or the name, a vocabulary without the turn tokens
-/// (instruction_tuned), an answer longer than probe_tokens, or a text of fewer than 2 · N tokens
+/// invalid UTF-8 in the text or the name, a vocabulary without the turn tokens of `format`
+/// (chat_format.h), an answer longer than probe_tokens, or a text of fewer than 2 · N tokens
 /// kept (also what cutting the text to fit max_tokens ends in when the facts, questions and
 /// answers alone do not fit).
-ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, bool instruction_tuned,
+ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, ChatFormat format,
                                     const std::string& name, const std::string& text,
                                     const ZoomRecordSettings& settings);
 

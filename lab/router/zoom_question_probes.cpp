@@ -47,8 +47,8 @@ std::string zoom_probe_question(const std::string& cue) {
     return "Which words follow \"" + flat + "\" in the document?";
 }
 
-std::vector<int32_t> zoom_probe_turn_close(const Tokenizer& tok, bool instruction_tuned) {
-    return instruction_tuned ? turn_break(tok, "user\n") : tok.encode("\n");
+std::vector<int32_t> zoom_probe_turn_close(const Tokenizer& tok, ChatFormat format) {
+    return next_question_turn(tok, format);
 }
 
 ZoomQuestionProbes fit_zoom_probes(int64_t n0, int64_t min_n, int64_t max_tokens,
@@ -68,7 +68,7 @@ ZoomQuestionProbes fit_zoom_probes(int64_t n0, int64_t min_n, int64_t max_tokens
     throw std::invalid_argument(what + " do not fit max_tokens = " + std::to_string(max_tokens));
 }
 
-ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_tuned,
+ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, ChatFormat format,
                                         const std::string& name, const std::string& text,
                                         const ZoomRecordSettings& s) {
     check_zoom_record_settings(s);
@@ -78,9 +78,9 @@ ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_t
         throw std::invalid_argument("the document is not valid UTF-8");
     if (!is_valid_utf8(name))
         throw std::invalid_argument("the document's name is not valid UTF-8");
-    const auto header = document_unit_header(tok, instruction_tuned, name, 1, 1);
+    const auto header = document_unit_header(tok, format, name, 1, 1);
     const auto body = tok.encode(text);
-    const std::vector<int32_t> close = zoom_probe_turn_close(tok, instruction_tuned);
+    const std::vector<int32_t> close = zoom_probe_turn_close(tok, format);
     const int64_t N = s.recall_probes, L = s.probe_tokens, c = kZoomQuestionCueTokens;
 
     auto build = [&](int64_t n) {
@@ -100,7 +100,7 @@ ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_t
                 p.tokens.insert(p.tokens.end(), close.begin(), close.end());
             const std::string cue = whole_characters(
                 tok.decode(std::vector<int32_t>(body.begin() + j - c, body.begin() + j)));
-            const auto q = question_tokens(tok, instruction_tuned, zoom_probe_question(cue));
+            const auto q = question_tokens(tok, format, zoom_probe_question(cue));
             p.tokens.insert(p.tokens.end(), q.begin(), q.end());
             p.run_starts.push_back(static_cast<int32_t>(static_cast<int64_t>(header.size()) + j));
             p.answer_starts.push_back(static_cast<int32_t>(p.tokens.size()));

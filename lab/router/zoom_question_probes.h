@@ -7,6 +7,7 @@
 // document its question points at.
 #pragma once
 
+#include "engine/text/chat_format.h"
 #include "engine/text/tokenizer.h"
 #include "lab/router/zoom_recorder.h"
 
@@ -26,9 +27,10 @@ constexpr int32_t kZoomQuestionCueTokens = 12;
 std::string zoom_probe_question(const std::string& cue);
 
 /// What ends an answer's turn before the next question: the model's turn closes and a user turn
-/// opens ("<end_of_turn>\n<start_of_turn>user\n", turn_break) in the turn format, "\n" in
-/// completion. Throws std::invalid_argument for a vocabulary without the turn tokens.
-std::vector<int32_t> zoom_probe_turn_close(const Tokenizer& tok, bool instruction_tuned);
+/// opens in a chat format (Gemma "<end_of_turn>\n<start_of_turn>user\n"; next_question_turn in
+/// prompt.h), "\n" in Completion. Throws std::invalid_argument for a vocabulary without the
+/// format's turn tokens.
+std::vector<int32_t> zoom_probe_turn_close(const Tokenizer& tok, ChatFormat format);
 
 /// A document with its question probes, as recorded.
 struct ZoomQuestionProbes {
@@ -59,10 +61,10 @@ ZoomQuestionProbes fit_zoom_probes(int64_t n0, int64_t min_n, int64_t max_tokens
 /// turn is a question_tokens of its own, so each repeats the instruction `ask` puts in the first
 /// turn only. The text is cut (its end) until the whole fits max_tokens.
 /// Throws std::invalid_argument for settings out of range, settings without question probes,
-/// invalid UTF-8 in the text or the name, a vocabulary without the turn tokens
-/// (instruction_tuned), a text too short for the questions (fewer than c + 2 · L tokens kept),
+/// invalid UTF-8 in the text or the name, a vocabulary without the turn tokens of `format`
+/// (chat_format.h), a text too short for the questions (fewer than c + 2 · L tokens kept),
 /// or questions that do not fit max_tokens however the text is cut.
-ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, bool instruction_tuned,
+ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, ChatFormat format,
                                         const std::string& name, const std::string& text,
                                         const ZoomRecordSettings& settings);
 

@@ -131,7 +131,7 @@ std::vector<int32_t> zoom_document_tokens(const Tokenizer& tok, const std::strin
     if (max_tokens < 1)
         throw std::invalid_argument("max_tokens must be >= 1");
     std::vector<int32_t> ids;
-    if (tok.bos() >= 0)
+    if (tok.add_bos() && tok.bos() >= 0) // as every prompt starts (prompt.h)
         ids.push_back(tok.bos());
     const auto body = tok.encode(text);
     ids.insert(ids.end(), body.begin(), body.end());

@@ -61,8 +61,8 @@ std::string zoom_record_settings_key(const ZoomRecordSettings& s);
 /// recall_probes < 0, probe_tokens < 8, probes taking more than half of max_tokens).
 void check_zoom_record_settings(const ZoomRecordSettings& s);
 
-/// The document's token ids as recorded: BOS (when the tokenizer has one) and `text`, cut to
-/// max_tokens. Throws std::invalid_argument for invalid UTF-8 or max_tokens < 1.
+/// The document's token ids as recorded: BOS (where Tokenizer::add_bos() asks for one) and `text`,
+/// cut to max_tokens. Throws std::invalid_argument for invalid UTF-8 or max_tokens < 1.
 std::vector<int32_t> zoom_document_tokens(const Tokenizer& tok, const std::string& text,
                                           int64_t max_tokens);
 

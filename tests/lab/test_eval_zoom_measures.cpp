@@ -189,12 +189,12 @@ std::string held_text(const Tokenizer& tok, const std::vector<DocumentUnit>& uni
 // statement and no token more (the first and the last token each hold part of it), and they are
 // where the needle's placement put it, the context's offset behind the unit's header. Returns
 // the largest distance between the two, in tokens.
-int64_t check_needle_positions(const Tokenizer& tok, const Corpus& corpus, bool instruction_tuned,
+int64_t check_needle_positions(const Tokenizer& tok, const Corpus& corpus, ChatFormat format,
                                int64_t length) {
     ChunkingOptions co;
-    co.instruction_tuned = instruction_tuned;
+    co.chat_format = format;
     co.max_unit_tokens = INT64_MAX / 4; // as spanscope-lab eval: one unit
-    const auto header = document_unit_header(tok, instruction_tuned, "notes.txt", 1, 1);
+    const auto header = document_unit_header(tok, format, "notes.txt", 1, 1);
     int64_t worst = 0;
     for (const std::string haystack : {"prose", "noise"})
         for (int64_t index = 0; index < 5; ++index) {
@@ -253,8 +253,8 @@ protected:
 TEST_F(EvalNeedlePositions, TheAskedNeedleIsWhereThePlacementPutItBehindTheHeader) {
     // The tiny tokenizer counts block by block exactly (eval_tasks' tests): the positions are
     // the header's length plus the recorded offset, in both prompt formats.
-    EXPECT_EQ(check_needle_positions(*tok_, *corpus_, false, 1200), 0);
-    EXPECT_EQ(check_needle_positions(*tok_, *corpus_, true, 1200), 0);
+    EXPECT_EQ(check_needle_positions(*tok_, *corpus_, ChatFormat::Completion, 1200), 0);
+    EXPECT_EQ(check_needle_positions(*tok_, *corpus_, ChatFormat::Gemma, 1200), 0);
     // Not a needle task: nothing to find.
     EXPECT_FALSE(asked_needle_bytes(make_sample(*tok_, {"vt", "prose", 600, 0.5, 1, 0}, *corpus_))
                      .has_value());
@@ -262,7 +262,7 @@ TEST_F(EvalNeedlePositions, TheAskedNeedleIsWhereThePlacementPutItBehindTheHeade
     const auto units = build_document_units(*tok_, "d", "some text\n", ChunkingOptions{64, 1000});
     EXPECT_THROW(text_positions(units, {500, 510}), std::invalid_argument);
     // The header's tokens are before the text: its first byte is at the header's length.
-    const auto header = document_unit_header(*tok_, false, "d", 1, 1);
+    const auto header = document_unit_header(*tok_, ChatFormat::Completion, "d", 1, 1);
     EXPECT_EQ(text_positions(units, {0, 1}).begin, static_cast<int64_t>(header.size()));
 }
 
@@ -275,7 +275,7 @@ TEST_F(EvalNeedlePositions, RealTokenizerHoldsTheNeedleAtItsPositions) {
         GTEST_SKIP() << "the default model is not installed (bash scripts/setup.sh model)";
     const auto gguf = GgufFile::open(*path);
     const auto tok = Tokenizer::from_gguf(*gguf);
-    const int64_t off = check_needle_positions(*tok, *corpus_, false, 4096);
+    const int64_t off = check_needle_positions(*tok, *corpus_, ChatFormat::Completion, 4096);
     EXPECT_LE(off, 41) << "1 % of the context";
     std::cout << "largest distance from header + needle_offsets: " << off << " tokens\n";
 }

@@ -18,7 +18,7 @@ using namespace spanscope;
 
 namespace {
 
-class ZoomFactProbesTest : public test::TinyGemma3Suite<::testing::TestWithParam<bool>> {
+class ZoomFactProbesTest : public test::TinyGemma3Suite<::testing::TestWithParam<ChatFormat>> {
 protected:
     static ZoomRecordSettings settings() {
         ZoomRecordSettings s;
@@ -74,7 +74,7 @@ TEST(ZoomFacts, DistinctKeysSixDigitValuesAndMatchingWording) {
 }
 
 TEST_P(ZoomFactProbesTest, FactsAtLineEndsThenQuestionsAnsweredWithThem) {
-    const bool it = GetParam();
+    const ChatFormat it = GetParam();
     const auto s = settings();
     const std::string text = short_lines(3, 8000);
     const auto p = zoom_fact_probes(tok(), it, "notes.txt", text, s);
@@ -189,7 +189,7 @@ template <class F> std::string refusal(F f) {
 }
 
 TEST_P(ZoomFactProbesTest, RefusesWhatCannotBeAsked) {
-    const bool it = GetParam();
+    const ChatFormat it = GetParam();
     auto s = settings();
     const std::string text = short_lines(3, 8000);
     auto probes = [&](const std::string& name, const std::string& t) {
@@ -226,5 +226,8 @@ TEST_P(ZoomFactProbesTest, RefusesWhatCannotBeAsked) {
               std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Styles, ZoomFactProbesTest, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "TurnFormat" : "Completion"; });
+INSTANTIATE_TEST_SUITE_P(Styles, ZoomFactProbesTest,
+                         ::testing::Values(ChatFormat::Completion, ChatFormat::Gemma),
+                         [](const auto& info) {
+                             return info.param == ChatFormat::Gemma ? "TurnFormat" : "Completion";
+                         });

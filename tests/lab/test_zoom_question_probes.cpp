@@ -16,7 +16,7 @@ using namespace spanscope;
 
 namespace {
 
-class ZoomQuestionProbesTest : public test::TinyGemma3Suite<::testing::TestWithParam<bool>> {
+class ZoomQuestionProbesTest : public test::TinyGemma3Suite<::testing::TestWithParam<ChatFormat>> {
 protected:
     static ZoomRecordSettings settings() {
         ZoomRecordSettings s;
@@ -41,7 +41,7 @@ TEST(ZoomProbeQuestion, QuotesTheCueWithItsWhiteSpaceMadeSingleSpaces) {
 }
 
 TEST_P(ZoomQuestionProbesTest, TheDocumentsUnitThenQuestionsAnsweredWithItsRuns) {
-    const bool it = GetParam();
+    const ChatFormat it = GetParam();
     const auto s = settings();
     const std::string text = test::sample_prose(7, 6000);
     const auto p = zoom_question_probes(tok(), it, "notes.txt", text, s);
@@ -70,7 +70,7 @@ TEST_P(ZoomQuestionProbesTest, TheDocumentsUnitThenQuestionsAnsweredWithItsRuns)
     ASSERT_EQ(p.run_starts.size(), 3u);
     ASSERT_EQ(p.answer_starts.size(), 3u);
     std::vector<int32_t> close;
-    if (it) {
+    if (it != ChatFormat::Completion) {
         close = {tok().find("<end_of_turn>")};
         for (const int32_t id : tok().encode("\n"))
             close.push_back(id);
@@ -130,7 +130,7 @@ TEST_P(ZoomQuestionProbesTest, CuesCutInsideACharacterStillMakeQuestions) {
 }
 
 TEST_P(ZoomQuestionProbesTest, RefusesWhatCannotBeAsked) {
-    const bool it = GetParam();
+    const ChatFormat it = GetParam();
     auto s = settings();
     const std::string text = test::sample_prose(7, 6000);
     // Too short a text for three questions with 16-token answers.
@@ -156,5 +156,8 @@ TEST_P(ZoomQuestionProbesTest, RefusesWhatCannotBeAsked) {
     EXPECT_EQ(zoom_record_settings_key(s).find("probe_form"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Styles, ZoomQuestionProbesTest, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "TurnFormat" : "Completion"; });
+INSTANTIATE_TEST_SUITE_P(Styles, ZoomQuestionProbesTest,
+                         ::testing::Values(ChatFormat::Completion, ChatFormat::Gemma),
+                         [](const auto& info) {
+                             return info.param == ChatFormat::Gemma ? "TurnFormat" : "Completion";
+                         });

@@ -182,8 +182,9 @@ TEST_F(ZoomRecordCli, QuestionProbesAreRecordedInThePromptForm) {
     s.probe_tokens = 16;
     s.probe_form = ZoomProbeForm::Question;
     const auto model = Model::load(model_);
-    const auto p = zoom_question_probes(model->tokenizer(), model->info().instruction_tuned,
-                                        "doc0.txt", slurp(docs_[0]), s);
+    const auto p =
+        zoom_question_probes(model->tokenizer(), chat_format_of(model->info(), model->tokenizer()),
+                             "doc0.txt", slurp(docs_[0]), s);
     EXPECT_EQ(p.tokens, z.tokens);
     // Recorded with copy probes into the same directory: other settings, refused.
     auto copy = record_args();
@@ -220,8 +221,9 @@ TEST_F(ZoomRecordCli, FactProbesAreRecordedInThePromptForm) {
     s.probe_tokens = 64;
     s.probe_form = ZoomProbeForm::Fact;
     const auto model = Model::load(model_);
-    const auto p = zoom_fact_probes(model->tokenizer(), model->info().instruction_tuned, "doc0.txt",
-                                    slurp(docs_[0]), s);
+    const auto p =
+        zoom_fact_probes(model->tokenizer(), chat_format_of(model->info(), model->tokenizer()),
+                         "doc0.txt", slurp(docs_[0]), s);
     EXPECT_EQ(p.tokens, z.tokens);
     // Recorded with copy probes into the same directory: other settings, refused.
     args[6] = "copy";

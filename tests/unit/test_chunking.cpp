@@ -103,7 +103,7 @@ TEST_F(Chunking, TokenOffsetsPointAtTheTokensText) {
     o.max_unit_tokens = 100000;
     const auto units = build_document_units(tok(), "doc.txt", text, o);
     ASSERT_EQ(units.size(), 1u);
-    const auto header = document_unit_header(tok(), false, "doc.txt", 1, 1);
+    const auto header = document_unit_header(tok(), ChatFormat::Completion, "doc.txt", 1, 1);
     const auto& first = units[0].chunks.front();
     ASSERT_GE(first.tokens.size(), header.size());
     EXPECT_TRUE(std::equal(header.begin(), header.end(), first.tokens.begin()));
@@ -147,8 +147,8 @@ TEST_F(Chunking, DocumentsLongerThanAUnitBecomeSections) {
         EXPECT_EQ(u.char_begin, at);
         at = u.char_end;
         total += u.n_tokens();
-        const auto header = document_unit_header(tok(), false, "long.txt", u.index + 1,
-                                                 static_cast<int>(units.size()));
+        const auto header = document_unit_header(tok(), ChatFormat::Completion, "long.txt",
+                                                 u.index + 1, static_cast<int>(units.size()));
         EXPECT_TRUE(std::equal(header.begin(), header.end(), u.chunks.front().tokens.begin()))
             << "section " << u.index << " names its part";
     }

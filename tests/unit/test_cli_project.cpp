@@ -275,8 +275,10 @@ TEST_F(CliProject, AskReusesTheStoredDocumentAndAnswersLikeAColdAsk) {
     const json warm = ask(project_, q);
     const auto& s = warm["stats"];
     EXPECT_EQ(s["tokens_reused"], doc_tokens) << warm;
-    const int64_t question_tokens = static_cast<int64_t>(
-        spanscope::question_tokens(spanscope::Model::load(model_)->tokenizer(), false, q).size());
+    const int64_t question_tokens =
+        static_cast<int64_t>(spanscope::question_tokens(spanscope::Model::load(model_)->tokenizer(),
+                                                        spanscope::ChatFormat::Completion, q)
+                                 .size());
     EXPECT_EQ(s["tokens_computed"], question_tokens) << warm;
     EXPECT_EQ(s["tokens_computed"].get<int64_t>(),
               s["prompt_tokens"].get<int64_t>() - s["tokens_reused"].get<int64_t>())

@@ -358,8 +358,9 @@ TEST_F(TinyGemma3, WarmAskReusesTheDocumentAndAnswersLikeACold) {
     TinyGemma3Config c;
     auto m = Model::load(write(c));
     const std::vector<PromptDocument> docs{{"d.txt", "the cat at the cat the cat\n"}};
-    const auto p1 = build_question_prompt(m->tokenizer(), false, docs, "the cat?");
-    const auto p2 = build_question_prompt(m->tokenizer(), false, docs, "a cat at the?");
+    const auto p1 = build_question_prompt(m->tokenizer(), ChatFormat::Completion, docs, "the cat?");
+    const auto p2 =
+        build_question_prompt(m->tokenizer(), ChatFormat::Completion, docs, "a cat at the?");
     ASSERT_GT(p1.prefix_len, 1);
     ASSERT_EQ(p1.prefix_len, p2.prefix_len);
     SessionOptions o;
@@ -407,18 +408,20 @@ TEST_F(TinyGemma3, TurnBreakIsTheTurnFormatsChangeOfTurnInEveryPrompt) {
     add("\n");
     whole.push_back(sot);
     add("model\n");
-    EXPECT_EQ(build_question_prompt(tok, true, {{"d", "the cat"}}, "cat?").tokens, whole);
-    for (const bool it : {true, false}) {
+    EXPECT_EQ(build_question_prompt(tok, ChatFormat::Gemma, {{"d", "the cat"}}, "cat?").tokens,
+              whole);
+    for (const ChatFormat it : {ChatFormat::Gemma, ChatFormat::Completion}) {
         const auto p = build_question_prompt(tok, it, {{"d", "the cat"}}, "cat?");
         const std::vector<int32_t> tail(p.tokens.begin() + p.prefix_len, p.tokens.end());
-        EXPECT_EQ(tail, question_tokens(tok, it, "cat?")) << "instruction_tuned " << it;
+        EXPECT_EQ(tail, question_tokens(tok, it, "cat?")) << "format " << chat_format_name(it);
     }
 }
 
 TEST_F(TinyGemma3, MaxTokensGuardEndsGeneration) {
     TinyGemma3Config c;
     auto m = Model::load(write(c));
-    const auto p = build_question_prompt(m->tokenizer(), true, {{"d", "the cat"}}, "cat?");
+    const auto p =
+        build_question_prompt(m->tokenizer(), ChatFormat::Gemma, {{"d", "the cat"}}, "cat?");
     Session s(*m, SessionOptions{});
     // Premise: left alone, this model runs past 3 tokens (an instruction-style prompt has no
     // end-of-line stop).
@@ -434,7 +437,8 @@ TEST_F(TinyGemma3, StopDuringGenerationKeepsWhatWasGenerated) {
     // The desktop Stop button: the answer ends before the next token and keeps its text.
     TinyGemma3Config c;
     auto m = Model::load(write(c));
-    const auto p = build_question_prompt(m->tokenizer(), true, {{"d", "the cat"}}, "cat?");
+    const auto p =
+        build_question_prompt(m->tokenizer(), ChatFormat::Gemma, {{"d", "the cat"}}, "cat?");
     Session s(*m, SessionOptions{});
     const auto free_run = s.ask(p, 40, SamplingParams{});
     ASSERT_GT(free_run.stats.generated_tokens, 5) << "stop reason " << free_run.stop_reason;
@@ -476,7 +480,7 @@ TEST_F(TinyGemma3, ComputedTokensAreCountedByTheEngine) {
     auto m = Model::load(write(c));
     const std::vector<PromptDocument> docs{{"d.txt", "the cat at the cat\n"}};
     Session s(*m, SessionOptions{});
-    const auto p = build_question_prompt(m->tokenizer(), false, docs, "cat?");
+    const auto p = build_question_prompt(m->tokenizer(), ChatFormat::Completion, docs, "cat?");
     const int64_t before = s.tokens_processed();
     const auto a = s.ask(p, 2, SamplingParams{});
     const int64_t prompt_work = static_cast<int64_t>(p.tokens.size());

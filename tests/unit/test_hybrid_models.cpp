@@ -293,8 +293,9 @@ TEST_P(HybridModel, RefusesAMemoryOfTheWrongKindAndTokenFilters) {
 TEST_P(HybridModel, WarmAskReusesTheDocumentAndAnswersLikeACold) {
     auto m = Model::load(write_model(GetParam()));
     const std::vector<PromptDocument> docs{{"d.txt", "the cat at the cat the cat\n"}};
-    const auto p1 = build_question_prompt(m->tokenizer(), false, docs, "the cat?");
-    const auto p2 = build_question_prompt(m->tokenizer(), false, docs, "a cat at the?");
+    const auto p1 = build_question_prompt(m->tokenizer(), ChatFormat::Completion, docs, "the cat?");
+    const auto p2 =
+        build_question_prompt(m->tokenizer(), ChatFormat::Completion, docs, "a cat at the?");
     ASSERT_GT(p2.prefix_len, 1);
     SessionOptions o;
     o.ubatch = 4;

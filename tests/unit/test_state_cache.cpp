@@ -73,7 +73,7 @@ TEST_F(StateCacheTest, RestoredUnitGivesTheColdLogitsExactly) {
     EXPECT_EQ(r.tokens_computed, r.tokens) << "every token prefilled once";
     const auto units = cache.units(id);
     ASSERT_EQ(units.size(), 1u);
-    const auto question = question_tokens(model_->tokenizer(), false, "the cat?");
+    const auto question = question_tokens(model_->tokenizer(), ChatFormat::Completion, "the cat?");
 
     // Cold: the same chunks prefilled in a fresh session.
     Session cold(*model_, options_);
@@ -248,7 +248,7 @@ TEST_F(StateCacheTest, MovedUnitMatchesAFreshPrefillAtTheNewPositions) {
     const auto n = static_cast<int32_t>(tokens.size());
     const int32_t delta = 700;
     ThreadPool pool(2);
-    const auto question = question_tokens(model_->tokenizer(), false, "rain?");
+    const auto question = question_tokens(model_->tokenizer(), ChatFormat::Completion, "rain?");
     std::vector<int32_t> qpos(question.size());
     for (size_t i = 0; i < qpos.size(); ++i)
         qpos[i] = delta + n + static_cast<int32_t>(i);
@@ -300,7 +300,7 @@ TEST_F(StateCacheTest, UnitsAssembleInAnyOrder) {
     cache.ingest(a, s);
     cache.ingest(b, s);
     const auto na = cache.units(a)[0].n_tokens(), nb = cache.units(b)[0].n_tokens();
-    const auto question = question_tokens(model_->tokenizer(), false, "hills?");
+    const auto question = question_tokens(model_->tokenizer(), ChatFormat::Completion, "hills?");
     for (const auto& order : {std::vector<int64_t>{a, b}, std::vector<int64_t>{b, a}}) {
         Session session(*model_, options_);
         int64_t offset = 0, restored = 0;
@@ -310,7 +310,7 @@ TEST_F(StateCacheTest, UnitsAssembleInAnyOrder) {
         }
         session.adopt_memory(offset);
         EXPECT_EQ(restored, na + nb);
-        const auto ans = session.answer_after_context(question, PromptStyle::Completion, 4, {});
+        const auto ans = session.answer_after_context(question, ChatFormat::Completion, 4, {});
         EXPECT_EQ(ans.stats.tokens_reused, na + nb);
         EXPECT_EQ(ans.stats.tokens_computed, static_cast<int64_t>(question.size()))
             << "only the question is computed";
@@ -384,7 +384,8 @@ TEST_F(StateCacheTest, DocumentOfOver100000TokensIsStoredInSections) {
     const auto last = cache.units(id).back();
     EXPECT_EQ(cache.restore_unit(cache.load_unit(id, r.units - 1), session, 100), last.n_tokens());
     session.adopt_memory(100 + last.n_tokens());
-    EXPECT_NO_THROW(session.prefill(question_tokens(model_->tokenizer(), false, "rain?")));
+    EXPECT_NO_THROW(
+        session.prefill(question_tokens(model_->tokenizer(), ChatFormat::Completion, "rain?")));
 }
 
 TEST_F(StateCacheTest, TwoAssembledDocumentsMatchEachPrefilledAloneAtItsPlace) {
@@ -404,7 +405,7 @@ TEST_F(StateCacheTest, TwoAssembledDocumentsMatchEachPrefilledAloneAtItsPlace) {
     const auto ua = cache.units(a)[0], ub = cache.units(b)[0];
     const auto na = static_cast<int32_t>(ua.n_tokens()), nb = static_cast<int32_t>(ub.n_tokens());
     ASSERT_LT(nb, 63) << "the second document must be shorter than the window";
-    const auto question = question_tokens(model->tokenizer(), false, "hills?");
+    const auto question = question_tokens(model->tokenizer(), ChatFormat::Completion, "hills?");
     const auto nq = static_cast<int64_t>(question.size());
     std::vector<int32_t> qpos(question.size());
     for (int64_t i = 0; i < nq; ++i)
@@ -537,7 +538,7 @@ TEST_P(HybridStateCache, RestoredUnitGivesTheColdLogitsExactly) {
     auto q = p->db().prepare("SELECT count(*) FROM chunk_states WHERE kind = 3");
     q.step();
     EXPECT_EQ(q.int64(0), 1) << "one set of recurrent states: the last committed chunk's";
-    const auto question = question_tokens(model_->tokenizer(), false, "the cat?");
+    const auto question = question_tokens(model_->tokenizer(), ChatFormat::Completion, "the cat?");
     Session cold(*model_, options_);
     prefill_unit(cold, units[0], 0, 0, {}, nullptr, {}, false);
     const auto cold_logits = cold.prefill(question);

@@ -69,8 +69,8 @@ TEST(StoreRealModel, WarmAnswerEqualsColdAnswer) {
     const double ingest_ms = ms_since(t_ingest);
     ASSERT_EQ(r.units, 1);
     const auto unit = cache.units(id)[0];
-    const auto question =
-        question_tokens(model->tokenizer(), false, "Which command quits Vim without saving?");
+    const auto question = question_tokens(model->tokenizer(), ChatFormat::Completion,
+                                          "Which command quits Vim without saving?");
 
     // Each side: the document, then the question's first token alone (its logits are the
     // next-token logits right after the document's last token has been attended to), then the
@@ -83,7 +83,7 @@ TEST(StoreRealModel, WarmAnswerEqualsColdAnswer) {
     const double cold_prefill = ms_since(t_cold);
     // The turn style stops only at an end-of-generation token or after 24 tokens, so the
     // comparison covers 24 greedy tokens, not just an answer's first line.
-    const auto cold_ans = cold.answer_after_context(rest, PromptStyle::GemmaChat, 24, {});
+    const auto cold_ans = cold.answer_after_context(rest, ChatFormat::Gemma, 24, {});
     const double cold_ttft = cold_prefill + cold_ans.stats.ttft_ms;
 
     const auto t_warm = Clock::now();
@@ -93,7 +93,7 @@ TEST(StoreRealModel, WarmAnswerEqualsColdAnswer) {
     EXPECT_EQ(warm.tokens_processed(), 0);
     const auto lw = warm.decode(question.front());
     const double warm_restore = ms_since(t_warm);
-    const auto warm_ans = warm.answer_after_context(rest, PromptStyle::GemmaChat, 24, {});
+    const auto warm_ans = warm.answer_after_context(rest, ChatFormat::Gemma, 24, {});
     const double warm_ttft = warm_restore + warm_ans.stats.ttft_ms;
 
     EXPECT_EQ(restored, unit.n_tokens()) << "every document token reused";

@@ -128,10 +128,12 @@ TEST_F(RealTokenizer, BosThenTextLikeLlamaCpp) {
 
 TEST_F(RealTokenizer, ExactlyOneBosWhateverTheTextSays) {
     // failure mode 17 (tests/README.md): documents or questions that contain "<bos>" stay text.
-    const auto prompt = build_question_prompt(*tok_, false, {{"d", "<bos>text<bos>"}}, "<bos>?");
+    const auto prompt =
+        build_question_prompt(*tok_, ChatFormat::Completion, {{"d", "<bos>text<bos>"}}, "<bos>?");
     EXPECT_EQ(std::count(prompt.tokens.begin(), prompt.tokens.end(), tok_->bos()), 1);
     EXPECT_EQ(prompt.tokens.front(), tok_->bos());
-    const auto chat = build_question_prompt(*tok_, true, {{"d", "<start_of_turn>x"}}, "q");
+    const auto chat =
+        build_question_prompt(*tok_, ChatFormat::Gemma, {{"d", "<start_of_turn>x"}}, "q");
     EXPECT_EQ(std::count(chat.tokens.begin(), chat.tokens.end(), tok_->bos()), 1);
     EXPECT_EQ(std::count(chat.tokens.begin(), chat.tokens.end(), tok_->find("<start_of_turn>")), 2);
 }

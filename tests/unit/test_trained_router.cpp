@@ -313,18 +313,18 @@ TEST_F(TrainedZoom, TheDefaultIsTrainedWhenAFileForTheModelIsInstalled) {
 TEST_F(TrainedZoom, AnswersNameTheirRouter) {
     Session s(*model_, trained(tiny_router_params(*model_, 0.0f, 32)));
     s.prefill(doc_);
-    const auto a = s.answer_after_context(question_, PromptStyle::Completion, 2, SamplingParams{});
+    const auto a = s.answer_after_context(question_, ChatFormat::Completion, 2, SamplingParams{});
     EXPECT_EQ(a.stats.router, "trained");
     Session f(*model_, base_);
     f.prefill(doc_);
-    EXPECT_EQ(f.answer_after_context(question_, PromptStyle::Completion, 2, SamplingParams{})
-                  .stats.router,
-              "training-free");
+    EXPECT_EQ(
+        f.answer_after_context(question_, ChatFormat::Completion, 2, SamplingParams{}).stats.router,
+        "training-free");
     SessionOptions full = base_;
     full.global_policy = "full";
     Session g(*model_, full);
     g.prefill(doc_);
-    EXPECT_EQ(g.answer_after_context(question_, PromptStyle::Completion, 2, SamplingParams{})
-                  .stats.router,
-              "");
+    EXPECT_EQ(
+        g.answer_after_context(question_, ChatFormat::Completion, 2, SamplingParams{}).stats.router,
+        "");
 }

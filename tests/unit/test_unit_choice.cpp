@@ -331,7 +331,9 @@ TEST_F(RankedAnswer, TheSectionWithTheRareWordIsUsedInTheUsersDocumentOrder) {
     const auto s2 = ask(*p, order, sekv_);
     EXPECT_EQ(s2.ranking, "bm25+sekv (reciprocal rank fusion, k = 60)");
     const int64_t question_tokens = static_cast<int64_t>(
-        spanscope::question_tokens(model_->tokenizer(), model_->info().instruction_tuned, question_)
+        spanscope::question_tokens(model_->tokenizer(),
+                                   spanscope::chat_format_of(model_->info(), model_->tokenizer()),
+                                   question_)
             .size());
     EXPECT_EQ(s2.stats["ranking_query_tokens"], question_tokens + 1);
     int with_sekv = 0;
