@@ -107,7 +107,7 @@ public:
     UnitStates load_unit(const DocumentUnit& unit, const std::vector<int64_t>& chunk_ids);
 
     /// Store a unit's rows into `session`'s memory at positions offset + unit-local position
-    /// (keys re-rotated by `offset` with each layer's own RoPE base), and a hybrid model's
+    /// (keys re-rotated by `offset` with each layer's own RoPE frequencies), and a hybrid model's
     /// recurrent states into its recurrent layers, standing for offset + the unit's tokens
     /// (a later unit replaces them: an assembly of several units then sets them with
     /// initialise_recurrent_layers). The caller then calls session.adopt_memory(). Returns the

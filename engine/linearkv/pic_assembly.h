@@ -1,6 +1,6 @@
 // Position-independent caching (PIC, docs/linearkv.md): documents prefilled on their own (own
 // BOS, positions from 0) are put side by side in any order; keys move to their new positions
-// (re-rotated per layer with that layer's RoPE base, kv_rows.h), values stay; a selector
+// (re-rotated per layer with that layer's RoPE frequencies, kv_rows.h), values stay; a selector
 // chooses the recompute set U, whose tokens run through the layers again at their true
 // positions and replace the cached rows.
 //

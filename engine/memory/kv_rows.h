@@ -1,6 +1,6 @@
 // Key/value rows moved between a model's memory and storage: exported at f16 precision (what
 // the exact memories hold, memory.h), imported at the same or at shifted positions with the
-// keys re-rotated by each layer's own RoPE base (docs/linearkv.md; failure modes 1 and 3
+// keys re-rotated with each layer's own RoPE frequencies (docs/linearkv.md; failure modes 1 and 3
 // (tests/README.md)).
 #pragma once
 
@@ -28,7 +28,7 @@ std::vector<LayerRows> export_rows(const ModelMemory& memory, const std::vector<
                                    int32_t pos_begin, int32_t pos_end);
 
 /// Store `rows` into memory.layer(rows.layer) at positions moved by `delta`, re-rotating the
-/// keys by delta with that layer's RoPE base (info.layers[layer].rope) over the elements
+/// keys by delta with that layer's RoPE frequencies (info.layers[layer].rope) over the elements
 /// its RoPE rotates (the whole head; the first rope_dims for partial RoPE; none for NoPE);
 /// stored in pieces of at most max_piece rows (a sliding memory takes at most its ubatch size
 /// per store()). Throws std::invalid_argument when the rows' shape does not match the layer or

@@ -75,9 +75,9 @@ double sekv_span_rows(const SekvOptions& options);
 
 /// The spans of a sealed context built from the rows held at full resolution (build_span per
 /// span of request.segmentation, positions request.pos_begin + its offsets), with the rank
-/// options of `options` and the layer's RoPE base; with options.summaries_only at rank 1 (the
-/// caller drops the factors); with options.uniform_summary each summary row the plain mean of the
-/// span's rows. With a trained router that has a sketch basis, each span carries
+/// options of `options` and the layer's RoPE frequencies; with options.summaries_only at rank 1
+/// (the caller drops the factors); with options.uniform_summary each summary row the plain mean
+/// of the span's rows. With a trained router that has a sketch basis, each span carries
 /// its key sketch from the rows (span_key_sketch_rows). Throws std::invalid_argument for a request
 /// without segmentation or surprisal or a span outside it, std::logic_error when a span's rows are
 /// not all in `rows`.
