@@ -33,8 +33,25 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
         return load_qwen3next(std::move(gguf), path);
     if (is_llama_family(arch))
         return load_llama_family(std::move(gguf), path);
-    throw ModelError("unsupported model architecture '" + arch +
-                     "' (supported: gemma3, llama, qwen2, qwen3, granitehybrid, qwen3next)");
+    throw ModelError(unsupported_architecture_message(arch));
+}
+
+const std::vector<std::string>& supported_architectures() {
+    static const std::vector<std::string> names{"gemma3", "llama",         "qwen2",
+                                                "qwen3",  "granitehybrid", "qwen3next"};
+    return names;
+}
+
+bool is_supported_architecture(const std::string& architecture) {
+    const auto& names = supported_architectures();
+    return std::find(names.begin(), names.end(), architecture) != names.end();
+}
+
+std::string unsupported_architecture_message(const std::string& architecture) {
+    std::string list;
+    for (const auto& n : supported_architectures())
+        list += (list.empty() ? "" : ", ") + n;
+    return "unsupported model architecture '" + architecture + "' (supported: " + list + ")";
 }
 
 const char* layer_kind_name(LayerKind kind) {

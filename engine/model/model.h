@@ -92,6 +92,14 @@ struct TokenFilter {
     std::function<std::vector<int64_t>()> keep;
 };
 
+/// The GGUF architectures (general.architecture) Model::load reads, in the order its message
+/// lists them: gemma3, llama, qwen2, qwen3, granitehybrid, qwen3next.
+const std::vector<std::string>& supported_architectures();
+bool is_supported_architecture(const std::string& architecture);
+/// The one line Model::load throws for any other architecture: "unsupported model architecture
+/// 'phi3' (supported: gemma3, llama, …)".
+std::string unsupported_architecture_message(const std::string& architecture);
+
 struct SekvOptions;
 struct EvictionOptions;
 
