@@ -28,6 +28,13 @@ AppSettings AppSettings::load() {
     QSettings s;
     AppSettings a;
     a.model_path = s.value("engine/model").toString();
+    // A key added to version 2 without changing what the others mean: absent, the list starts
+    // with the file chosen before it existed (empty path: the default model, never listed).
+    for (const QString& f : s.value("engine/model_files").toStringList())
+        if (!f.isEmpty() && !a.model_files.contains(f))
+            a.model_files << f;
+    if (!a.model_path.isEmpty() && !a.model_files.contains(a.model_path))
+        a.model_files << a.model_path;
     a.threads = qBound(0, s.value("engine/threads", 0).toInt(), 256);
     if (s.value("engine/backend").toString() == QLatin1String("cuda"))
         a.backend = QStringLiteral("cuda");
@@ -81,6 +88,7 @@ void AppSettings::save() const {
     QSettings s;
     s.setValue("settings/version", kSettingsVersion);
     s.setValue("engine/model", model_path);
+    s.setValue("engine/model_files", model_files);
     s.setValue("engine/threads", threads);
     s.setValue("engine/backend", backend);
     s.setValue("generation/max_tokens", generation.max_tokens);

@@ -11,6 +11,10 @@ namespace spanscope::gui {
 
 struct AppSettings {
     QString model_path; ///< empty: the default model location (model_locator.h)
+    /// The model files the user added to Settings' model list (paths, in the order added;
+    /// the default model is never among them). Kept under "engine/model_files"; settings
+    /// saved before the list read with model_path, when one was chosen, as its one entry.
+    QStringList model_files;
     /// --model for this run only: used instead of model_path, never saved.
     QString model_override;
     /// The model file to load: the override, else model_path.

@@ -1,8 +1,8 @@
 #include "ui/settings_dialog.h"
 
 #include "engine/model/backend.h"
-#include "engine/model/model_locator.h"
 #include "engine/sekv/sekv_routing.h"
+#include "ui/model_list.h"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -34,21 +34,11 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     setWindowTitle(tr("Settings"));
     auto* form = new QFormLayout(this);
 
-    model_ = new QLineEdit(current.model_path);
-    model_->setObjectName(QStringLiteral("modelPath"));
-    model_->setPlaceholderText(QString::fromStdString(
-        locate_model("").path.empty() ? std::string("(not installed)") : locate_model("").path));
-    auto* browse = new QPushButton(tr("Browse…"));
-    connect(browse, &QPushButton::clicked, this, [this] {
-        const QString f = QFileDialog::getOpenFileName(this, tr("Model file"), QString(),
-                                                       tr("GGUF models (*.gguf)"));
-        if (!f.isEmpty())
-            model_->setText(f);
-    });
-    auto* row = new QHBoxLayout;
-    row->addWidget(model_, 1);
-    row->addWidget(browse);
-    form->addRow(tr("Model file (empty: default)"), row);
+    models_ = new ModelList(current.model_path, current.model_files);
+    models_->setToolTip(tr("The model answers are computed with: select a row. A project's "
+                           "documents read with another model are read again when a question "
+                           "needs them."));
+    form->addRow(tr("Model"), models_);
 
     threads_ = new QSpinBox;
     threads_->setRange(0, 256);
@@ -276,7 +266,8 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
 
 AppSettings SettingsDialog::result_settings() const {
     AppSettings s = base_;
-    s.model_path = model_->text().trimmed();
+    s.model_path = models_->chosen_path();
+    s.model_files = models_->files();
     s.threads = threads_->value();
     s.backend = backend_->currentData().toString();
     s.generation.max_tokens = max_tokens_->value();

@@ -1,4 +1,5 @@
-// The Settings dialog: model file, engine threads, generation parameters, memory policy (full
+// The Settings dialog: the model (a list of the default one and the files added,
+// ui/model_list.h), engine threads, generation parameters, memory policy (full
 // or sekv, with SEKV's fast-tier budget, expand rate, τ per question or per query, and router:
 // trained from a parameter file or training-free), how documents are joined in context
 // (LinearKV selector, recompute share, state initialiser of hybrid models), cache size limit.
@@ -17,6 +18,8 @@ class QSpinBox;
 
 namespace spanscope::gui {
 
+class ModelList;
+
 class SettingsDialog : public QDialog {
     Q_OBJECT
 public:
@@ -26,7 +29,7 @@ public:
 
 private:
     AppSettings base_;
-    QLineEdit* model_ = nullptr;
+    ModelList* models_ = nullptr;
     QSpinBox* threads_ = nullptr;
     QComboBox* backend_ = nullptr;
     QSpinBox* max_tokens_ = nullptr;
