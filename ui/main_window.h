@@ -67,8 +67,11 @@ public:
     /// The status bar's cache line ("12 chunks restored from the cache").
     QString cache_text() const;
     const AppSettings& settings() const { return settings_; }
-    /// Use these settings (as Settings ▸ OK does): the model is loaded again when it changed;
-    /// a new memory policy applies to the next answer and to the spans shown.
+    /// Use these settings (as Settings ▸ OK does): the model is loaded again when it changed
+    /// (the status bar says which; an open project is read again for it and the banner says
+    /// how many of its documents have no states for the new model: they are computed when a
+    /// question needs them); a new memory policy applies to the next answer and to the spans
+    /// shown.
     void apply_settings(const AppSettings& settings);
 
     // SEKV: spans, zoom and the inspector (main_window_zoom.cpp).
@@ -215,6 +218,10 @@ private:
     bool answering_ = false;
     bool answer_started_ = false; ///< the engine began the current answer (it is not queued)
     bool persist_ = true;
+    /// Settings chose another model: said in the status bar once it loads, and when the open
+    /// project is read again for it, how many of its documents it has no states for.
+    bool model_switch_pending_ = false;
+    QString switched_model_; ///< the model_loaded description, until the project reopens
     quint64 status_serial_ = 0;
     qint64 last_kv_bytes_ = 0;
 

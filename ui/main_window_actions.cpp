@@ -200,6 +200,23 @@ void MainWindow::on_project_opened(const QString& path, const QList<DocumentRow>
                                                     : QString()));
     if (!rows.isEmpty() && shown_document_ == 0)
         document_list_->setCurrentIndex(documents_.index(0));
+    if (same && !switched_model_.isEmpty()) {
+        // Read again for the model Settings switched to: the states of another model's
+        // fingerprint are never used, so the documents without states for this one are
+        // computed when a question needs them (each row says so too).
+        int without = 0;
+        for (const auto& r : rows)
+            without += r.status != DocumentRow::Status::Ready ? 1 : 0;
+        if (without > 0)
+            show_banner(tr("Switched to %1: %2 of the %3 documents of this project have no "
+                           "stored states for this model (read with another model, or not "
+                           "finished); they are read again with it when a question needs them.")
+                            .arg(switched_model_)
+                            .arg(without)
+                            .arg(rows.size()),
+                        false);
+    }
+    switched_model_.clear();
     update_title();
     update_actions();
     emit project_ready(restored);
@@ -431,6 +448,8 @@ void MainWindow::apply_settings(const AppSettings& settings) {
     if (settings_.effective_model() != old.effective_model() || settings_.threads != old.threads ||
         settings_.backend != old.backend) {
         model_label_->setText(tr("loading the model…"));
+        model_switch_pending_ = settings_.effective_model() != old.effective_model();
+        switched_model_.clear();
         QMetaObject::invokeMethod(engine_, [e = engine_, p = settings_.effective_model(),
                                             t = settings_.threads, b = settings_.backend,
                                             path = project_path_] {

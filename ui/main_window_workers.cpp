@@ -39,9 +39,16 @@ void MainWindow::connect_workers() {
     auto* e = engine_;
     connect(e, &EngineWorker::model_loaded, this, [this](const QString& desc) {
         model_label_->setText(tr("Model: %1").arg(desc));
+        if (model_switch_pending_) {
+            model_switch_pending_ = false;
+            switched_model_ = desc;
+            show_status(tr("Switched to the model %1").arg(desc), 10000);
+        }
         emit model_ready(true);
     });
     connect(e, &EngineWorker::model_failed, this, [this](const QString& msg) {
+        model_switch_pending_ = false;
+        switched_model_.clear();
         model_label_->setText(tr("No model"));
         show_banner(msg, true);
         emit model_ready(false);
