@@ -1,0 +1,301 @@
+// Settings' model list and switching models, on tiny model files the test writes itself
+// (tests/unit/tiny_model.h): no real model needed. The default model is the one
+// $SPANSCOPE_MODEL names (model_locator.h), here a tiny Gemma 3 file.
+#include "engine/gguf/gguf_writer.h"
+#include "tiny_model.h"
+#include "ui/app_settings.h"
+#include "ui/main_window.h"
+#include "ui/model_list.h"
+#include "ui/settings_dialog.h"
+
+#include <QFile>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QLocale>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace spanscope;
+using namespace spanscope::gui;
+
+namespace {
+
+constexpr int kKvHeads = 2, kHeadDim = 32, kLayers = 4;
+
+test::TinyGemma3Config tiny(const std::string& arch, uint64_t seed) {
+    test::TinyGemma3Config c;
+    c.architecture = arch;
+    c.n_layer = kLayers;
+    c.n_head_kv = kKvHeads;
+    c.head_dim = kHeadDim;
+    c.n_ctx = 1024;
+    c.seed = seed;
+    if (arch == "llama")
+        c.sliding_window = c.n_ctx; // no narrower window: every layer global
+    return c;
+}
+
+} // namespace
+
+class GuiModelList : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase();
+    void addSelectAndSave();
+    void unusableFilesCannotBeChosen();
+    void settingsBeforeTheListKeepTheirModel();
+    void switchingModelsSaysSoAndRecomputes();
+
+private:
+    QString path(const QString& name) const { return dir_.filePath(name); }
+    static ModelListModel* list_model(QWidget& w) {
+        auto* view = w.findChild<QTableView*>(QStringLiteral("modelList"));
+        return view ? qobject_cast<ModelListModel*>(view->model()) : nullptr;
+    }
+    QTemporaryDir dir_;
+    QString gemma_, gemma_other_, llama_, phi3_, junk_;
+};
+
+void GuiModelList::initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QVERIFY(dir_.isValid());
+    gemma_ = path(QStringLiteral("tiny-gemma3.gguf"));
+    gemma_other_ = path(QStringLiteral("tiny-gemma3-other.gguf"));
+    llama_ = path(QStringLiteral("tiny-llama.gguf"));
+    phi3_ = path(QStringLiteral("phi3.gguf"));
+    junk_ = path(QStringLiteral("notes.gguf"));
+    test::write_tiny_gemma3(gemma_.toStdString(), tiny("gemma3", 1));
+    test::write_tiny_gemma3(gemma_other_.toStdString(), tiny("gemma3", 2)); // other weights
+    test::write_tiny_gemma3(llama_.toStdString(), tiny("llama", 3));
+    GgufWriter w;
+    w.set_string("general.architecture", "phi3");
+    w.set_uint32("phi3.context_length", 4096);
+    w.set_uint32("phi3.block_count", 32);
+    w.write(phi3_.toStdString());
+    QFile junk(junk_);
+    QVERIFY(junk.open(QIODevice::WriteOnly));
+    junk.write("not a model\n");
+    junk.close();
+    // The default model (locate_model("")): the tiny Gemma 3.
+    qputenv("SPANSCOPE_MODEL", gemma_.toUtf8());
+    QSettings().clear();
+}
+
+void GuiModelList::addSelectAndSave() {
+    AppSettings s; // the default model, no file added
+    SettingsDialog dialog(s);
+    auto* list = dialog.findChild<ModelList*>();
+    QVERIFY(list);
+    ModelListModel* m = list_model(dialog);
+    QVERIFY(m);
+    QCOMPARE(m->rowCount(), 1);
+    QVERIFY(m->row(0).is_default);
+    QCOMPARE(m->data(m->index(0, ModelListModel::Architecture), Qt::DisplayRole).toString(),
+             QStringLiteral("gemma3"));
+    QCOMPARE(list->chosen_path(), QString()); // the default
+    auto* remove = dialog.findChild<QPushButton*>(QStringLiteral("modelRemove"));
+    QVERIFY(remove && dialog.findChild<QPushButton*>(QStringLiteral("modelAdd")));
+    QVERIFY(!remove->isEnabled()); // the default model cannot be removed
+
+    // Add… once its file dialog has returned the tiny Llama file.
+    const int r = list->add_file(llama_);
+    QCOMPARE(r, 1);
+    QCOMPARE(m->data(m->index(r, ModelListModel::Architecture), Qt::DisplayRole).toString(),
+             QStringLiteral("llama"));
+    // Every layer global: a key and a value row of kKvHeads × kHeadDim f16 values per layer.
+    const qint64 kv = qint64{kLayers} * 2 * kKvHeads * kHeadDim * 2;
+    QCOMPARE(m->data(m->index(r, ModelListModel::KvBytes), ModelListModel::kValueRole).toLongLong(),
+             kv);
+    QVERIFY(m->data(m->index(r, ModelListModel::KvBytes), Qt::DisplayRole)
+                .toString()
+                .contains(QLocale().toString(kv)));
+    QCOMPARE(m->data(m->index(r, ModelListModel::Context), ModelListModel::kValueRole).toLongLong(),
+             1024);
+    QCOMPARE(m->data(m->index(r, ModelListModel::Size), ModelListModel::kValueRole).toLongLong(),
+             QFileInfo(llama_).size());
+    // The Gemma 3 default counts its sliding layers (every 2nd of 4 is global) and says what
+    // a token costs past the window.
+    QCOMPARE(m->data(m->index(0, ModelListModel::KvBytes), ModelListModel::kValueRole).toLongLong(),
+             kv);
+    QVERIFY(m->data(m->index(0, ModelListModel::Notes), Qt::DisplayRole)
+                .toString()
+                .contains(QLocale().toString(kv / 2)));
+    QCOMPARE(list->chosen_path(), llama_); // added and selected
+    QVERIFY(remove->isEnabled());
+
+    // Adding it again lists it once.
+    QCOMPARE(list->add_file(llama_), 1);
+    QCOMPARE(m->rowCount(), 2);
+
+    const AppSettings chosen = dialog.result_settings();
+    QCOMPARE(chosen.model_path, llama_);
+    QCOMPARE(chosen.model_files, QStringList{llama_});
+    chosen.save();
+    const AppSettings back = AppSettings::load();
+    QCOMPARE(back.model_path, llama_);
+    QCOMPARE(back.model_files, QStringList{llama_});
+
+    // Opened again: the file listed and chosen; selecting the default row goes back to it.
+    SettingsDialog again(back);
+    auto* list2 = again.findChild<ModelList*>();
+    ModelListModel* m2 = list_model(again);
+    QCOMPARE(m2->rowCount(), 2);
+    QCOMPARE(list2->chosen_path(), llama_);
+    auto* view = again.findChild<QTableView*>(QStringLiteral("modelList"));
+    view->selectRow(0);
+    QCOMPARE(again.result_settings().model_path, QString());
+    QCOMPARE(again.result_settings().model_files, QStringList{llama_}); // still listed
+    QSettings().clear();
+}
+
+void GuiModelList::unusableFilesCannotBeChosen() {
+    AppSettings s;
+    s.model_path = llama_;
+    s.model_files = {llama_};
+    SettingsDialog dialog(s);
+    auto* list = dialog.findChild<ModelList*>();
+    ModelListModel* m = list_model(dialog);
+    auto* view = dialog.findChild<QTableView*>(QStringLiteral("modelList"));
+    auto* remove = dialog.findChild<QPushButton*>(QStringLiteral("modelRemove"));
+    QVERIFY(list && m && view && remove);
+
+    const int r = list->add_file(phi3_);
+    const QString reason = m->data(m->index(r, ModelListModel::Notes), Qt::DisplayRole).toString();
+    QVERIFY2(reason.startsWith(QStringLiteral("unsupported model architecture 'phi3' (supported: "
+                                              "gemma3, llama")),
+             qPrintable(reason));
+    QVERIFY(!reason.contains(QLatin1Char('\n')));
+    QCOMPARE(m->data(m->index(r, ModelListModel::Architecture), Qt::DisplayRole).toString(),
+             QStringLiteral("phi3"));
+    QVERIFY(!(m->flags(m->index(r, 0)) & Qt::ItemIsSelectable));
+    QCOMPARE(list->chosen_path(), llama_); // adding it chose nothing
+    // Selecting it (as a click would) leaves the choice as it was.
+    view->selectionModel()->select(m->index(r, 0),
+                                   QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    QCOMPARE(list->chosen_path(), llama_);
+    QCOMPARE(view->selectionModel()->selectedRows().size(), 1);
+    QCOMPARE(view->selectionModel()->selectedRows().front().row(), 1);
+
+    const int j = list->add_file(junk_);
+    const QString why = m->data(m->index(j, ModelListModel::Notes), Qt::DisplayRole).toString();
+    QVERIFY2(why.startsWith(QStringLiteral("not a valid GGUF file")), qPrintable(why));
+    QCOMPARE(list->chosen_path(), llama_);
+
+    // The current row (the file just added) can still be removed.
+    QVERIFY(remove->isEnabled());
+    remove->click();
+    QCOMPARE(m->rowCount(), 3);
+    QCOMPARE(m->row_of_path(junk_), -1);
+    QCOMPARE(list->chosen_path(), llama_);
+    const AppSettings out = dialog.result_settings();
+    QCOMPARE(out.model_path, llama_);
+    QCOMPARE(out.model_files, (QStringList{llama_, phi3_}));
+
+    // A chosen file that cannot be used now (gone, or unsupported) stays chosen: nothing lost.
+    AppSettings gone;
+    gone.model_path = path(QStringLiteral("moved-away.gguf"));
+    SettingsDialog d2(gone);
+    ModelListModel* m3 = list_model(d2);
+    const int g = m3->row_of_path(gone.model_path);
+    QVERIFY(g > 0);
+    QVERIFY(m3->data(m3->index(g, ModelListModel::Notes), Qt::DisplayRole)
+                .toString()
+                .startsWith(QStringLiteral("cannot open")));
+    QCOMPARE(d2.result_settings().model_path, gone.model_path);
+}
+
+void GuiModelList::settingsBeforeTheListKeepTheirModel() {
+    // Saved before the list existed: a model file chosen, no "engine/model_files".
+    QSettings().clear();
+    {
+        QSettings q;
+        q.setValue("engine/model", llama_);
+        q.setValue("engine/threads", 2);
+    }
+    const AppSettings a = AppSettings::load();
+    QCOMPARE(a.model_path, llama_);
+    QCOMPARE(a.model_files, QStringList{llama_});
+    QCOMPARE(a.threads, 2);
+    SettingsDialog dialog(a);
+    QCOMPARE(dialog.findChild<ModelList*>()->chosen_path(), llama_);
+    QCOMPARE(dialog.result_settings().model_files, QStringList{llama_});
+    QSettings().clear();
+}
+
+void GuiModelList::switchingModelsSaysSoAndRecomputes() {
+    QTemporaryDir work;
+    const QString doc = work.filePath(QStringLiteral("note.txt"));
+    {
+        QFile f(doc);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("The lighthouse on the north cape was built in 1874 and painted red and white. "
+                "Its keeper kept a log of every ship that passed.\n");
+    }
+    AppSettings s;
+    s.model_path = gemma_;
+    s.threads = 1;
+    s.generation.max_tokens = 4;
+    s.memory.policy = QStringLiteral("full");
+    MainWindow w(s, /*persist_settings=*/false);
+    QSignalSpy ready(&w, &MainWindow::model_ready);
+    QVERIFY(ready.wait(30000));
+    QVERIFY2(ready[0][0].toBool(), qPrintable(w.banner_text()));
+    QSignalSpy opened(&w, &MainWindow::project_ready);
+    w.open_project(work.filePath(QStringLiteral("p.spanscope")), true);
+    QVERIFY(opened.wait(30000));
+    QSignalSpy ingested(&w, &MainWindow::ingest_done);
+    w.add_documents({doc});
+    QVERIFY(ingested.wait(60000));
+    QCOMPARE(ingested[0][0].toInt(), 1);
+    QCOMPARE(w.document_model()->row(0).status, DocumentRow::Status::Ready);
+
+    // Settings ▸ the other model, OK: the path a switch from the list takes.
+    AppSettings other = w.settings();
+    other.model_path = gemma_other_;
+    other.model_files = {gemma_other_};
+    ready.clear();
+    opened.clear();
+    w.apply_settings(other);
+    QVERIFY(ready.wait(30000));
+    QVERIFY2(ready[0][0].toBool(), qPrintable(w.banner_text()));
+    auto* message = w.findChild<QLabel*>(QStringLiteral("messageLabel"));
+    QVERIFY(message);
+    QVERIFY2(message->text().contains(QStringLiteral("Switched to the model tiny-gemma3-other")),
+             qPrintable(message->text()));
+    QVERIFY(opened.wait(30000));
+    QVERIFY2(w.banner_text().contains(QStringLiteral("1 of the 1 documents")) &&
+                 w.banner_text().contains(QStringLiteral("read with another model")),
+             qPrintable(w.banner_text()));
+    QCOMPARE(w.document_model()->row(0).status, DocumentRow::Status::Unprefilled);
+    qInfo("status: %s", qPrintable(message->text()));
+    qInfo("banner: %s", qPrintable(w.banner_text()));
+
+    // Asked about, the document is read again with the new model, then reused.
+    QSignalSpy answered(&w, &MainWindow::answer_done);
+    QSignalSpy failed(&w, &MainWindow::answer_error);
+    w.ask(QStringLiteral("When was the lighthouse built?"));
+    QVERIFY2(answered.wait(60000),
+             failed.isEmpty() ? "timeout" : qPrintable(failed[0][0].toString()));
+    const AnswerStats first = answered[0][0].value<AnswerStats>();
+    QCOMPARE(first.tokens_reused, 0);
+    QVERIFY(first.tokens_computed > 0);
+    answered.clear();
+    w.ask(QStringLiteral("Who kept a log?"));
+    QVERIFY2(answered.wait(60000),
+             failed.isEmpty() ? "timeout" : qPrintable(failed[0][0].toString()));
+    const AnswerStats second = answered[0][0].value<AnswerStats>();
+    qInfo("after the switch: first question %lld tokens reused / %lld computed, second %lld / %lld",
+          static_cast<long long>(first.tokens_reused),
+          static_cast<long long>(first.tokens_computed),
+          static_cast<long long>(second.tokens_reused),
+          static_cast<long long>(second.tokens_computed));
+    QVERIFY(second.tokens_reused > 0);
+}
+
+QTEST_MAIN(GuiModelList)
+#include "test_gui_model_list.moc"
