@@ -2,6 +2,7 @@
 // (tests/unit/tiny_model.h): no real model needed. The default model is the one
 // $SPANSCOPE_MODEL names (model_locator.h), here a tiny Gemma 3 file.
 #include "engine/gguf/gguf_writer.h"
+#include "test_support.h"
 #include "tiny_model.h"
 #include "ui/app_settings.h"
 #include "ui/main_window.h"
@@ -49,6 +50,7 @@ private slots:
     void addSelectAndSave();
     void unusableFilesCannotBeChosen();
     void settingsBeforeTheListKeepTheirModel();
+    void realSmolLM2Row();
     void switchingModelsSaysSoAndRecomputes();
 
 private:
@@ -225,6 +227,23 @@ void GuiModelList::settingsBeforeTheListKeepTheirModel() {
     QCOMPARE(dialog.findChild<ModelList*>()->chosen_path(), llama_);
     QCOMPARE(dialog.result_settings().model_files, QStringList{llama_});
     QSettings().clear();
+}
+
+void GuiModelList::realSmolLM2Row() {
+    const auto smol = test::smollm2_model_path();
+    if (!smol)
+        QSKIP("SmolLM2-135M-Instruct.Q4_1.gguf is not installed (bash scripts/setup.sh model, or "
+              "set SPANSCOPE_SMOLLM2_MODEL)");
+    SettingsDialog dialog{AppSettings{}};
+    auto* list = dialog.findChild<ModelList*>();
+    ModelListModel* m = list_model(dialog);
+    const int r = list->add_file(QString::fromStdString(*smol));
+    QCOMPARE(m->data(m->index(r, ModelListModel::Architecture), Qt::DisplayRole).toString(),
+             QStringLiteral("llama"));
+    // SmolLM2-135M's published shape: 30 layers, 3 key/value heads of 64, no window.
+    QCOMPARE(m->data(m->index(r, ModelListModel::KvBytes), ModelListModel::kValueRole).toLongLong(),
+             qint64{30} * 3 * 64 * 2 * 2);
+    QCOMPARE(dialog.result_settings().model_path, QString::fromStdString(*smol));
 }
 
 void GuiModelList::switchingModelsSaysSoAndRecomputes() {
