@@ -9,6 +9,8 @@ namespace spanscope {
 
 std::vector<double> RopeFrequencies::inverse_frequencies(int d) const {
     const int half = d / 2;
+    if (!(std::isfinite(base) && base > 0.0) || !(std::isfinite(scale) && scale > 0.0))
+        throw std::invalid_argument("RoPE frequencies need a positive finite base and scale");
     if (!factors.empty() && static_cast<int>(factors.size()) != half)
         throw std::invalid_argument("RoPE frequency factors: " + std::to_string(factors.size()) +
                                     " values for " + std::to_string(half) + " pairs");
@@ -71,7 +73,7 @@ void rope_pairs_to_halves(float* x, int64_t n_vectors, int d) {
 
 void rope_shift_neox(float* x, int64_t n_rows, int n_heads, int d, int32_t delta,
                      const RopeFrequencies& freqs) {
-    if (delta == 0 || n_rows == 0)
+    if (delta == 0 || n_rows == 0 || freqs.base <= 0.0)
         return;
     const RopeTable table(&delta, 1, d, freqs);
     for (int64_t r = 0; r < n_rows; ++r)
@@ -80,7 +82,7 @@ void rope_shift_neox(float* x, int64_t n_rows, int n_heads, int d, int32_t delta
 
 void rope_shift_neox_partial(float* x, int64_t n_rows, int n_heads, int head_dim, int rope_dims,
                              int32_t delta, const RopeFrequencies& freqs) {
-    if (delta == 0 || n_rows == 0 || rope_dims == 0)
+    if (delta == 0 || n_rows == 0 || rope_dims == 0 || freqs.base <= 0.0)
         return;
     const RopeTable table(&delta, 1, rope_dims, freqs);
     for (int64_t r = 0; r < n_rows; ++r)

@@ -14,8 +14,8 @@ namespace spanscope {
 /// `factors`). `scale` is linear position interpolation (Chen et al. 2023, "Extending Context
 /// Window of Large Language Models via Positional Interpolation": 1 / rope.scaling.factor);
 /// `factors` are Llama 3's per-frequency divisors (the `rope_freqs.weight` tensor of Llama 3.1+
-/// files), empty when every divisor is 1. base ≤ 0 means no rotation (rope_shift_neox and
-/// gate keys leave vectors as they are).
+/// files), empty when every divisor is 1. base ≤ 0 means no rotation: rope_shift_neox and
+/// rope_shift_neox_partial leave vectors as they are, inverse_frequencies and RopeTable throw.
 struct RopeFrequencies {
     double base = 10000.0;
     double scale = 1.0;
@@ -25,7 +25,8 @@ struct RopeFrequencies {
     /// A plain RoPE of this base (scale 1, no factors).
     RopeFrequencies(double base_) : base(base_) {} // NOLINT: a base is a plain RoPE
     /// ω_i = scale · base^(−2i/d) / factors[i] in radians per position, for i < d/2. Throws
-    /// std::invalid_argument when factors is neither empty nor d/2 long.
+    /// std::invalid_argument when factors is neither empty nor d/2 long, or base or scale is not
+    /// positive and finite.
     std::vector<double> inverse_frequencies(int d) const;
     bool operator==(const RopeFrequencies&) const = default;
 };

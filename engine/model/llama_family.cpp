@@ -6,7 +6,7 @@
 //   RoPE(q, k)      `llama`: adjacent pairs (llama.cpp's "normal" RoPE, the converter's
 //                   permutation of Wq, Wk); `qwen2`, `qwen3`: rotate-half ("NeoX")
 //   a = attention over the layer's memory, n_head queries sharing n_head_kv keys and values,
-//       scale attention.scale or 1/sqrt(head_dim)
+//       scale 1/sqrt(head_dim)
 //   x = x + a·Woᵀ (+ bo)
 //   x = x + (silu(h'·Wgateᵀ) ⊙ h'·Wupᵀ)·Wdownᵀ,  h' = RMSNorm(x)
 // logits = RMSNorm(x)·Wᵀ, W = output.weight, else the tied token embedding.
@@ -69,7 +69,7 @@ private:
 
     bool pair_rope_ = false;  ///< `llama`: adjacent-pair RoPE layout in the weights
     bool qk_norm_ = false;    ///< `qwen3`
-    float attn_scale_ = 0.0f; ///< 1/sqrt(head_dim) unless attention.scale says otherwise
+    float attn_scale_ = 0.0f; ///< 1/sqrt(head_dim)
     RopeFrequencies rope_;
     std::vector<LlamaLayer> layers_;
 };
@@ -110,17 +110,30 @@ RopeFrequencies LlamaFamilyModel::read_rope() {
                          ": partial rotation is not supported for " + f.arch());
     // llama.cpp reads rope.scaling.factor (or the older rope.scale_linear) as 1 / freq_scale
     // and applies it as linear interpolation unless the type says another method.
-    const std::string type =
-        f.has("rope.scaling.type") ? g.get_string(f.key("rope.scaling.type")) : "linear";
-    double factor = f.opt_float("rope.scaling.factor", 0.0, 0.0, 1e6);
+    std::string type = "linear";
+    if (f.has("rope.scaling.type")) {
+        try {
+            type = g.get_string(f.key("rope.scaling.type"));
+        } catch (const std::exception&) {
+            throw ModelError(f.key("rope.scaling.type") + " is not a string");
+        }
+    }
+    // A factor of 0 means "absent" to llama.cpp; others outside [1/100, 10 000] would turn
+    // every angle into noise.
+    double factor = f.opt_float("rope.scaling.factor", 0.0, 0.0, 1e4);
     if (factor == 0.0)
-        factor = f.opt_float("rope.scale_linear", 0.0, 0.0, 1e6);
+        factor = f.opt_float("rope.scale_linear", 0.0, 0.0, 1e4);
+    if (factor != 0.0 && factor < 1e-2)
+        throw ModelError(f.key("rope.scaling.factor") + " " + std::to_string(factor) +
+                         " is below 0.01");
     if (type != "none" && type != "linear")
         throw ModelError("RoPE scaling '" + type + "' (" + f.key("rope.scaling.type") +
                          ") is not supported; supported: none, linear, and Llama 3 frequency "
                          "factors");
     if (type == "linear" && factor != 0.0 && factor != 1.0)
         r.scale = 1.0 / factor;
+    if (f.arch() != "llama") // llama.cpp reads Llama 3's factors for `llama` files only
+        f.refuse_tensor("rope_freqs.weight", "frequency factors are not part of " + f.arch());
     if (f.has_tensor("rope_freqs.weight")) {
         const float* ff = file_->floats("rope_freqs.weight", {I.head_dim / 2});
         r.factors.assign(ff, ff + I.head_dim / 2);
@@ -157,6 +170,11 @@ void LlamaFamilyModel::read_hparams() {
         throw ModelError(f.key("attention.head_count") + " " + std::to_string(I.n_head) +
                          " is not a multiple of " + f.key("attention.head_count_kv") + " " +
                          std::to_string(I.n_head_kv));
+    if (!f.has("attention.key_length") && (I.n_embd % I.n_head != 0 || I.n_embd / I.n_head < 2))
+        throw ModelError(f.key("embedding_length") + " " + std::to_string(I.n_embd) +
+                         " does not divide into " + std::to_string(I.n_head) +
+                         " heads of at least 2 (and " + f.key("attention.key_length") +
+                         " is absent)");
     I.head_dim = static_cast<int>(f.opt_int("attention.key_length", I.n_embd / I.n_head, 1, 4096));
     if (f.opt_int("attention.value_length", I.head_dim, 1, 4096) != I.head_dim)
         throw ModelError(f.key("attention.value_length") + " differs from key_length");
@@ -165,13 +183,17 @@ void LlamaFamilyModel::read_hparams() {
     if (f.opt_int("expert_count", 0, 0, 4096) != 0)
         throw ModelError(f.key("expert_count") +
                          " > 0: mixture-of-experts Llama files (Mixtral) are not supported");
-    const double scale = f.opt_float("attention.scale", 0.0, -1e6, 1e6);
-    attn_scale_ =
-        scale != 0.0 ? static_cast<float>(scale) : 1.0f / std::sqrt(static_cast<float>(I.head_dim));
+    // llama.cpp scales these architectures' scores by 1/sqrt(head_dim) whatever the file says.
+    attn_scale_ = 1.0f / std::sqrt(static_cast<float>(I.head_dim));
     rope_ = read_rope();
     I.rope_base_global = I.rope_base_local = rope_.base;
-    // Mistral 7B v0.1 declares a window for every layer; without the key, attention is global.
-    I.sliding_window = static_cast<int>(f.opt_int("attention.sliding_window", 0, 0, INT32_MAX));
+    // Mistral 7B v0.1 declares a window for every layer (a `llama` file); without the key,
+    // attention is global. Qwen 2 configurations carry a window they do not use
+    // (use_sliding_window false): qwen2 and qwen3 files are read without one, as llama.cpp does.
+    I.sliding_window =
+        f.arch() == "llama"
+            ? static_cast<int>(f.opt_int("attention.sliding_window", 0, 0, INT32_MAX))
+            : 0;
     if (I.sliding_window >= I.n_ctx_train)
         I.sliding_window = 0; // a window as long as the context hides nothing
     tok_embd_ = token_embedding(f, I);
@@ -211,7 +233,10 @@ void LlamaFamilyModel::load_layer(int il) {
     L.bq = optional_vector(p + "attn_q.bias", q_dim);
     L.bk = optional_vector(p + "attn_k.bias", kv_dim);
     L.bv = optional_vector(p + "attn_v.bias", kv_dim);
-    L.bo = optional_vector(p + "attn_output.bias", E);
+    if (f.arch() == "llama") // llama.cpp: an optional output bias in `llama` files only
+        L.bo = optional_vector(p + "attn_output.bias", E);
+    else
+        f.refuse_tensor(p + "attn_output.bias", "an output bias is not part of " + f.arch());
     if (f.arch() == "qwen2")
         for (const auto& [b, name] :
              {std::pair{L.bq, "attn_q.bias"}, std::pair{L.bk, "attn_k.bias"},
@@ -222,8 +247,8 @@ void LlamaFamilyModel::load_layer(int il) {
         L.q_norm = f.floats(p + "attn_q_norm.weight", {I.head_dim});
         L.k_norm = f.floats(p + "attn_k_norm.weight", {I.head_dim});
     } else {
-        f.refuse_tensor(p + "attn_q_norm.weight",
-                        "q/k normalisation belongs to qwen3, not " + f.arch());
+        for (const char* t : {"attn_q_norm.weight", "attn_k_norm.weight"})
+            f.refuse_tensor(p + t, "q/k normalisation belongs to qwen3, not " + f.arch());
     }
     L.w_gate = f.matrix(p + "ffn_gate.weight", E, I.n_ff);
     L.w_up = f.matrix(p + "ffn_up.weight", E, I.n_ff);

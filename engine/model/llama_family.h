@@ -1,7 +1,8 @@
-// The Llama family (GGUF architectures `llama`, `qwen2`, `qwen3`): Llama 2 and 3, Mistral 7B,
-// SmolLM2 (all written as `llama`), Qwen 2 / 2.5 (`qwen2`, q/k/v biases) and Qwen 3 (`qwen3`,
-// per-head q/k RMSNorm). llama.cpp's src/models/llama.cpp, qwen2.cpp and qwen3.cpp are the
-// reference for tensor names, metadata keys and the forward pass.
+// The Llama family (GGUF architectures `llama`, `qwen2`, `qwen3`): Llama 3.x and SmolLM2 (written
+// as `llama`, byte-level BPE vocabularies), Qwen 2 / 2.5 (`qwen2`, q/k/v biases) and Qwen 3
+// (`qwen3`, per-head q/k RMSNorm). The architecture of Llama 2 and Mistral 7B is read too, but
+// their SentencePiece vocabularies (a space prefix) are refused by the tokenizer. llama.cpp is the
+// reference for tensor names, metadata keys and the forward pass (tests/reference/README.md).
 #pragma once
 
 #include "engine/model/model.h"
@@ -16,8 +17,9 @@ bool is_llama_family(const std::string& architecture);
 
 /// Build a Llama-family model from an opened GGUF. Every hyper-parameter is read from the file
 /// and checked; RoPE takes the file's base, linear scaling (rope.scaling.type "linear" with
-/// rope.scaling.factor) and Llama 3 frequency factors (the rope_freqs.weight tensor); a declared
-/// attention.sliding_window makes every layer a sliding-window layer (Mistral 7B v0.1).
+/// rope.scaling.factor) and Llama 3 frequency factors (the rope_freqs.weight tensor, `llama`
+/// only); a declared attention.sliding_window makes every layer of a `llama` file a
+/// sliding-window layer (Mistral 7B v0.1).
 /// Throws ModelError naming the first missing or out-of-range key, missing or mis-shaped tensor,
 /// or unsupported variant (YaRN or LongRoPE scaling, partial rotation, experts, fused QKV,
 /// feed-forward biases, per-layer head counts).

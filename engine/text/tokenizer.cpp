@@ -109,9 +109,14 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
         throw std::runtime_error("the vocabulary has no unknown token id");
     if (gguf.has("tokenizer.ggml.add_bos_token"))
         tok->add_bos_ = gguf.get_bool("tokenizer.ggml.add_bos_token");
-    if (gguf.has("tokenizer.ggml.add_space_prefix") &&
+    // llama.cpp's default for SentencePiece vocabularies is a space prefix (Llama 2, Mistral 7B
+    // files omit the key or set it true); only files that turn it off (Gemma) are read here.
+    if (!gguf.has("tokenizer.ggml.add_space_prefix") ||
         gguf.get_bool("tokenizer.ggml.add_space_prefix"))
-        throw std::runtime_error("vocabularies with add_space_prefix = true are not supported");
+        throw std::runtime_error(
+            std::string("SentencePiece vocabularies with tokenizer.ggml.add_space_prefix ") +
+            (gguf.has("tokenizer.ggml.add_space_prefix") ? "= true" : "absent (true by default)") +
+            " (Llama 2, Mistral 7B) are not supported");
 
     tok->types_.resize(n);
     ProtoWriter proto;
