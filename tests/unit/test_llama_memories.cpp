@@ -104,7 +104,9 @@ TEST_P(LlamaMemories, RowsMovedByDeltaEqualAPrefillAtTheNewPositions) {
         }
     std::printf("%s: keys moved by %d differ from keys prefilled there by %.2e of %.2f\n",
                 GetParam(), delta, worst, scale);
-    EXPECT_LT(worst, 1e-2 * scale);
+    // f16 rounds to 2^-11 of the value (4.9e-4); measured 1.95e-3 of 3.6-4.2 (one half-step at
+    // 4) on the four files. A wrong layout or frequency moves keys by O(1).
+    EXPECT_LT(worst, 1e-3 * scale);
 }
 
 // SEKV expanding every span at full rank is `full` up to float rounding: the spans' keys were

@@ -34,7 +34,9 @@ TEST(LlamaProject, ReopenedProjectAnswersFromItsStoredStatesLikeAColdRun) {
     if (!in)
         GTEST_SKIP() << "/usr/share/common-licenses/GPL-3 is missing (package base-files)";
     std::string text(std::istreambuf_iterator<char>(in), {});
-    text.resize(text.find('\n', 5000) + 1); // the preamble: one chunk, ~1 100 tokens
+    const auto cut = text.find('\n', 5000);
+    ASSERT_NE(cut, std::string::npos) << "GPL-3 is shorter than expected";
+    text.resize(cut + 1); // the preamble: one chunk, ~1 100 tokens
     const auto dir = temp_dir();
     const std::string doc = dir + "/gpl-preamble.txt", project = dir + "/p.spanscope";
     std::ofstream(doc) << text;
