@@ -208,11 +208,11 @@ void MainWindow::on_project_opened(const QString& path, const QList<DocumentRow>
         for (const auto& r : rows)
             without += r.status != DocumentRow::Status::Ready ? 1 : 0;
         if (without > 0)
-            show_banner(tr("Switched to %1: %2 of the %3 documents of this project have no "
-                           "stored states for this model (read with another model, or not "
-                           "finished); they are read again with it when a question needs them.")
+            show_banner(tr("Switched to %1: %n of the project's %2 document(s) without stored "
+                           "states for this model (read with another model, or not finished): "
+                           "read again with it when a question needs them.",
+                           nullptr, without)
                             .arg(switched_model_)
-                            .arg(without)
                             .arg(rows.size()),
                         false);
     }

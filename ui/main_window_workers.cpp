@@ -42,6 +42,8 @@ void MainWindow::connect_workers() {
         if (model_switch_pending_) {
             model_switch_pending_ = false;
             switched_model_ = desc;
+            // A banner about the model switched from (or a failed load) no longer holds.
+            banner_box_->hide();
             show_status(tr("Switched to the model %1").arg(desc), 10000);
         }
         emit model_ready(true);

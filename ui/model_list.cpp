@@ -72,8 +72,11 @@ QVariant ModelListModel::data(const QModelIndex& index, int role) const {
     }
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
-        case Name:
-            return r.is_default ? tr("%1 (default)").arg(q(s.name)) : q(s.name);
+        case Name: {
+            // The file's name tells two copies apart; general.name is in the tooltip.
+            const QString name = r.path.isEmpty() ? q(s.name) : QFileInfo(r.path).fileName();
+            return r.is_default ? tr("%1 (default)").arg(name) : name;
+        }
         case Architecture:
             return s.architecture.empty() ? tr("—") : q(s.architecture);
         case Size:
@@ -104,7 +107,8 @@ QVariant ModelListModel::data(const QModelIndex& index, int role) const {
         }
     }
     if (role == Qt::ToolTipRole) {
-        const QString where = r.path.isEmpty() ? tr("(no file)") : r.path;
+        const QString where = (r.path.isEmpty() ? tr("(no file)") : r.path) +
+                              (s.name.empty() ? QString() : QStringLiteral(" — ") + q(s.name));
         if (!known)
             return tr("%1\nCannot be used: %2").arg(where, q(s.problem));
         return tr("%1\n%2 layers (%3 with keys and values), context %4 tokens.\nKV bytes per "
@@ -206,8 +210,11 @@ ModelList::ModelList(const QString& chosen, const QStringList& files, QWidget* p
     view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
     view_->verticalHeader()->hide();
     view_->setWordWrap(false);
+    // Every column but the notes fits its contents; the notes take the rest (the whole reason
+    // is in the tooltip), and the list asks for room for all of them at the dialog's opening.
     view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    view_->horizontalHeader()->setStretchLastSection(true);
+    view_->horizontalHeader()->setSectionResizeMode(ModelListModel::Notes, QHeaderView::Stretch);
+    view_->setMinimumWidth(880);
     view_->setMinimumHeight(view_->verticalHeader()->defaultSectionSize() * 5);
 
     add_ = new QPushButton(tr("Add…"));

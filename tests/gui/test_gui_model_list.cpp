@@ -287,7 +287,7 @@ void GuiModelList::switchingModelsSaysSoAndRecomputes() {
     QVERIFY2(message->text().contains(QStringLiteral("Switched to the model tiny-gemma3-other")),
              qPrintable(message->text()));
     QVERIFY(opened.wait(30000));
-    QVERIFY2(w.banner_text().contains(QStringLiteral("1 of the 1 documents")) &&
+    QVERIFY2(w.banner_text().contains(QStringLiteral("1 of the project's 1 document(s)")) &&
                  w.banner_text().contains(QStringLiteral("read with another model")),
              qPrintable(w.banner_text()));
     QCOMPARE(w.document_model()->row(0).status, DocumentRow::Status::Unprefilled);
