@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Spanscope against llama.cpp, side by side in one run, on the same GGUF file, the same prompts
-# (BOS + the GPL-3 text of Debian's base-files, repeated to the length) and the same threads.
+# (the model's BOS where its vocabulary asks for one, then the GPL-3 text of Debian's base-files,
+# repeated to the length) and the same threads. SPANSCOPE_MODEL=PATH measures another model
+# (default: Gemma 3 270M); its table goes between markers named after the file.
 #
 #   bash bench/compare_llama_cpp.sh [--runs N] [--lengths 512,2048,8192] [--threads 2]
 #                                   [--decode N] [--kernel-level L] [--write]
@@ -85,13 +87,18 @@ for ((r = 1; r <= RUNS; ++r)); do
         >"$OUT/prescott.$r.json"
 done
 
-python3 - "$OUT" "$RUNS" "$ROOT/docs/benchmarks.md" "$WRITE" "$(nproc)" "$LEVEL" "$(cat "$VENV/.built")" <<'PY'
+python3 - "$OUT" "$RUNS" "$ROOT/docs/benchmarks.md" "$WRITE" "$(nproc)" "$LEVEL" "$(cat "$VENV/.built")" "$(basename "$MODEL")" <<'PY'
 import json, statistics, sys, datetime, re
 out, runs, doc, write, ncpu = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1", sys.argv[5]
 level = sys.argv[6]
 llama_isa = " ".join(f.split("=")[0].replace("-DGGML_", "").lower() for f in sys.argv[7].split() if f.endswith("=ON") and "OPENMP" not in f)
+model = sys.argv[8]
+default_model = model == "gemma-3-270m-q4_k_m.gguf"
 mark = "compare" if level == "best" else f"compare-{level}"
+if not default_model:  # another model's table has its own place in the document
+    mark += "-" + re.sub(r"[^a-z0-9]+", "-", model.lower().removesuffix(".gguf")).strip("-")
 opts = f"--runs {runs}" + ("" if level == "best" else f" --kernel-level {level}")
+opts_prefix = "" if default_model else f"SPANSCOPE_MODEL=~/.local/share/spanscope/models/{model} "
 def load(name):
     return [json.load(open(f"{out}/{name}.{r}.json")) for r in range(1, runs + 1)]
 ll, sp, pr = load("llama"), load("spanscope"), load("prescott")
@@ -107,7 +114,8 @@ bw = statistics.median(r["read_bandwidth_gb_per_s"] for r in sp)
 doc_ingest = (statistics.median(float(open(f"{out}/ingest.{r}.txt").read()) for r in range(1, runs + 1))
               if level == "best" else None)
 lines = [f"<!-- {mark}:begin -->",
-         f"Measured {datetime.date.today()} by `bash bench/compare_llama_cpp.sh {opts}`: "
+         f"Measured {datetime.date.today()} by `{opts_prefix}bash bench/compare_llama_cpp.sh {opts}` "
+         f"({model}): "
          f"{cpu} (family {fam}, model {mod}; {' '.join(shown)}), {ncpu} cores; threads "
          f"{sp[0]['threads']}; medians of {runs} alternating rounds; spanscope kernel level "
          f"`{sp[0].get('kernel_level', '?')}`; {ll[0]['engine']} built with {llama_isa}; read bandwidth "
@@ -128,7 +136,7 @@ for n in sorted({x["prompt_tokens"] for x in sp[0]["results"]}):
                  f"{pp / sp_p:.2f}, {pi / ing:.2f}, {pd / sd:.2f} |")
 if doc_ingest is not None:
     lines.append("")
-    lines.append(f"`spanscope-cli ingest` of `/usr/share/common-licenses/GPL-3` (7 570 tokens, into a new "
+    lines.append(f"`spanscope-cli ingest` of `/usr/share/common-licenses/GPL-3` (into a new "
                  f"project): {doc_ingest:.0f} tokens/s"
                  + (f", {doc_ingest / l2048:.2f}× llama.cpp's plain prefill at 2 048 tokens." if l2048 else "."))
 lines.append(f"<!-- {mark}:end -->")

@@ -37,7 +37,7 @@ def main():
         llm = llama_cpp.Llama(a.model, n_ctx=n + a.decode + 8, n_batch=512, n_ubatch=512,
                               n_threads=a.threads, n_threads_batch=a.threads, verbose=False)
         piece = llm.tokenize(text.encode(), add_bos=False, special=False)
-        ids = [llm.token_bos()]
+        ids = llm.tokenize(b"", add_bos=True, special=False)  # BOS only where the model wants one
         while len(ids) < n:
             ids += piece[: n - len(ids)]
         t0 = time.perf_counter()
