@@ -102,6 +102,9 @@ opts_prefix = "" if default_model else f"SPANSCOPE_MODEL=~/.local/share/spanscop
 def load(name):
     return [json.load(open(f"{out}/{name}.{r}.json")) for r in range(1, runs + 1)]
 ll, sp, pr = load("llama"), load("spanscope"), load("prescott")
+lens_run = ",".join(str(x["prompt_tokens"]) for x in sp[0]["results"])
+if lens_run != "512,2048,8192":
+    opts += f" --lengths {lens_run}"
 def med(runs_, n, key):
     vals = [next(x for x in r["results"] if x["prompt_tokens"] == n)[key] for r in runs_]
     return statistics.median(vals)
