@@ -367,37 +367,6 @@ INSTANTIATE_TEST_SUITE_P(Archs, HybridModel,
 
 namespace {
 
-std::vector<uint8_t> base64_decode(const std::string& s) {
-    auto val = [](char c) -> int {
-        if (c >= 'A' && c <= 'Z')
-            return c - 'A';
-        if (c >= 'a' && c <= 'z')
-            return c - 'a' + 26;
-        if (c >= '0' && c <= '9')
-            return c - '0' + 52;
-        if (c == '+')
-            return 62;
-        if (c == '/')
-            return 63;
-        return -1;
-    };
-    std::vector<uint8_t> out;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (const char c : s) {
-        const int v = val(c);
-        if (v < 0)
-            continue; // '=' padding
-        acc = (acc << 6) | static_cast<uint32_t>(v);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out.push_back(static_cast<uint8_t>((acc >> bits) & 0xFF));
-        }
-    }
-    return out;
-}
-
 // Our engine on the committed GGUF against llama.cpp's logits for the same token ids.
 void compare_with_llama_cpp(const std::string& arch) {
     std::ifstream in(data_dir() + "/reference/fixtures/hybrid_logits.json");

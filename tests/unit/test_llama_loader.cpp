@@ -34,26 +34,6 @@ std::string load_error(const std::string& path) {
     return "";
 }
 
-/// Logits of every position of `tokens` run in ubatches of `ubatch` tokens: [n][n_vocab].
-std::vector<float> run_logits(const Model& m, const std::vector<int32_t>& tokens, int64_t ubatch,
-                              ThreadPool& pool) {
-    const auto n = static_cast<int64_t>(tokens.size());
-    const int64_t V = m.info().n_vocab;
-    ModelMemory mem = m.new_memory(n, std::min(ubatch, n));
-    std::vector<float> out(static_cast<size_t>(n * V));
-    std::vector<int32_t> pos(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-        pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    for (int64_t b = 0; b < n; b += ubatch) {
-        const int64_t e = std::min(n, b + ubatch);
-        std::vector<int64_t> rows;
-        for (int64_t i = 0; i < e - b; ++i)
-            rows.push_back(i);
-        m.forward(tokens.data() + b, pos.data() + b, e - b, mem, rows, out.data() + b * V, pool);
-    }
-    return out;
-}
-
 } // namespace
 
 namespace {
@@ -182,8 +162,8 @@ TEST(LlamaLoader, ADeclaredSlidingWindowHidesTheKeysBehindIt) {
     for (int i = 0; i < 40; ++i)
         tokens.push_back(7 + (i * 37) % 250);
     ThreadPool pool(2);
-    const auto a = run_logits(*windowed, tokens, 16, pool);
-    const auto b = run_logits(*plain, tokens, 16, pool);
+    const auto a = prefill_logits(*windowed, tokens, 16, pool);
+    const auto b = prefill_logits(*plain, tokens, 16, pool);
     const int64_t V = plain->info().n_vocab;
     for (int64_t p = 0; p < static_cast<int64_t>(tokens.size()); ++p) {
         float d = 0.0f;

@@ -44,58 +44,6 @@ nlohmann::json read_json(const std::string& file) {
     return nlohmann::json::parse(in);
 }
 
-std::vector<uint8_t> base64_decode(const std::string& s) {
-    auto val = [](char c) -> int {
-        if (c >= 'A' && c <= 'Z')
-            return c - 'A';
-        if (c >= 'a' && c <= 'z')
-            return c - 'a' + 26;
-        if (c >= '0' && c <= '9')
-            return c - '0' + 52;
-        if (c == '+')
-            return 62;
-        if (c == '/')
-            return 63;
-        return -1;
-    };
-    std::vector<uint8_t> out;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (const char c : s) {
-        const int v = val(c);
-        if (v < 0)
-            continue; // '=' padding
-        acc = (acc << 6) | static_cast<uint32_t>(v);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out.push_back(static_cast<uint8_t>((acc >> bits) & 0xFF));
-        }
-    }
-    return out;
-}
-
-// Logits of every position of `tokens` run in ubatches of `ubatch` tokens from a fresh memory:
-// [n][n_vocab].
-std::vector<float> run_logits(const Model& m, const std::vector<int32_t>& tokens, int64_t ubatch,
-                              ThreadPool& pool) {
-    const auto n = static_cast<int64_t>(tokens.size());
-    const int64_t V = m.info().n_vocab;
-    ModelMemory mem = m.new_memory(n, std::min(ubatch, n));
-    std::vector<float> out(static_cast<size_t>(n * V));
-    std::vector<int32_t> pos(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-        pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    for (int64_t b = 0; b < n; b += ubatch) {
-        const int64_t e = std::min(n, b + ubatch);
-        std::vector<int64_t> rows;
-        for (int64_t i = 0; i < e - b; ++i)
-            rows.push_back(i);
-        m.forward(tokens.data() + b, pos.data() + b, e - b, mem, rows, out.data() + b * V, pool);
-    }
-    return out;
-}
-
 float max_abs(const std::vector<float>& v) {
     float m = 0.0f;
     for (const float x : v)
@@ -484,7 +432,7 @@ TEST_P(LlamaTiny, LogitsMatchLlamaCppAtEveryPosition) {
     ASSERT_EQ(m->info().n_vocab, V);
     ThreadPool pool(2);
     for (const int64_t ub : {n, int64_t{1}, int64_t{7}}) {
-        const auto ours = run_logits(*m, tokens, ub, pool);
+        const auto ours = prefill_logits(*m, tokens, ub, pool);
         const float err = max_abs_diff(ours, ref) / max_abs(ref);
         int argmax_same = 0;
         for (int64_t t = 0; t < n; ++t) {

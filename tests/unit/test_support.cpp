@@ -107,4 +107,54 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     return m;
 }
 
+std::vector<uint8_t> base64_decode(const std::string& s) {
+    auto val = [](char c) -> int {
+        if (c >= 'A' && c <= 'Z')
+            return c - 'A';
+        if (c >= 'a' && c <= 'z')
+            return c - 'a' + 26;
+        if (c >= '0' && c <= '9')
+            return c - '0' + 52;
+        if (c == '+')
+            return 62;
+        if (c == '/')
+            return 63;
+        return -1;
+    };
+    std::vector<uint8_t> out;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (const char c : s) {
+        const int v = val(c);
+        if (v < 0)
+            continue; // '=' padding
+        acc = (acc << 6) | static_cast<uint32_t>(v);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out.push_back(static_cast<uint8_t>((acc >> bits) & 0xFF));
+        }
+    }
+    return out;
+}
+
+std::vector<float> prefill_logits(const Model& m, const std::vector<int32_t>& tokens,
+                                  int64_t ubatch, ThreadPool& pool) {
+    const auto n = static_cast<int64_t>(tokens.size());
+    const int64_t V = m.info().n_vocab;
+    ModelMemory mem = m.new_memory(n, std::min(ubatch, n));
+    std::vector<float> out(static_cast<size_t>(n * V));
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+        pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    for (int64_t b = 0; b < n; b += ubatch) {
+        const int64_t e = std::min(n, b + ubatch);
+        std::vector<int64_t> rows;
+        for (int64_t i = 0; i < e - b; ++i)
+            rows.push_back(i);
+        m.forward(tokens.data() + b, pos.data() + b, e - b, mem, rows, out.data() + b * V, pool);
+    }
+    return out;
+}
+
 } // namespace spanscope::test

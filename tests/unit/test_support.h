@@ -1,6 +1,8 @@
 // Helpers shared by the unit and integration tests.
 #pragma once
 
+#include "engine/kernels/thread_pool.h"
+#include "engine/model/model.h"
 #include "storage/document_loader.h"
 #include <optional>
 
@@ -33,6 +35,13 @@ std::string read_file(const std::string& path);
 std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed);
 /// max_i |a[i] - b[i]|; infinity when the sizes differ or both are empty.
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
+/// The bytes of a base64 text (RFC 4648 alphabet; '=' padding and other characters skipped), as
+/// the reference fixtures store float32 logits.
+std::vector<uint8_t> base64_decode(const std::string& s);
+/// Next-token logits of every position of `tokens` (positions 0..n-1) prefilled from a fresh
+/// memory of `m` (its new_memory) in ubatches of `ubatch` tokens: [n][n_vocab].
+std::vector<float> prefill_logits(const Model& m, const std::vector<int32_t>& tokens,
+                                  int64_t ubatch, ThreadPool& pool);
 /// A fresh temporary directory (removed by the OS's /tmp policy; tests remove what they write).
 std::string temp_dir();
 
