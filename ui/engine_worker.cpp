@@ -381,6 +381,19 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
     hooks.on_ingest_progress = [&](const IngestProgress& p) {
         emit ingest_progress(ingest_status(p, 0, 1));
     };
+    // An answer computes and stores the states its documents lack for this model (a model
+    // switched since they were read): their rows then say so.
+    std::vector<std::pair<qint64, DocumentRow>> before;
+    for (const auto id :
+         pq.document_ids.empty() ? project_document_list(*project_).order : pq.document_ids)
+        before.emplace_back(id, row_for(id));
+    auto refresh_rows = [&] {
+        for (const auto& [id, row] : before) {
+            const DocumentRow now = row_for(id);
+            if (now.status != row.status || now.chunks_stored != row.chunks_stored)
+                emit document_updated(now);
+        }
+    };
     AnswerStats st;
     try {
         // A joining selector recomputes rows of the full policy: with one chosen in Settings
@@ -397,13 +410,16 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         st.message_id = a.message_id;
         for (const auto& n : a.notes)
             st.notes << q(n);
+        refresh_rows();
         emit answer_finished(serial, st);
     } catch (const Cancelled&) {
         st.chat_id = saved_chat;
         st.stop_reason = QStringLiteral("stopped");
         st.peak_rss_bytes = peak_rss_bytes();
+        refresh_rows();
         emit answer_finished(serial, st);
     } catch (const std::exception& e) {
+        refresh_rows();
         emit answer_failed(serial, describe_error(QStringLiteral("Answering"), e), saved_chat);
     }
 }

@@ -303,6 +303,8 @@ void GuiModelList::switchingModelsSaysSoAndRecomputes() {
     const AnswerStats first = answered[0][0].value<AnswerStats>();
     QCOMPARE(first.tokens_reused, 0);
     QVERIFY(first.tokens_computed > 0);
+    // The states that answer stored for the new model show in the document's row.
+    QCOMPARE(w.document_model()->row(0).status, DocumentRow::Status::Ready);
     answered.clear();
     w.ask(QStringLiteral("Who kept a log?"));
     QVERIFY2(answered.wait(60000),
