@@ -5,6 +5,7 @@
 #include "engine/memory/kv_rows.h"
 
 #include <chrono>
+#include <filesystem>
 #include <stdexcept>
 
 namespace spanscope {
@@ -353,6 +354,10 @@ IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
         res.chunks_reused += static_cast<int64_t>(first);
         if (first == u.chunks.size())
             continue;
+        project_.name_model(fingerprint_hex_,
+                            model_.info().name.empty()
+                                ? std::filesystem::path(model_.path()).filename().string()
+                                : model_.info().name);
         scratch.reset();
         if (first > 0) {
             restore_unit(loaded, scratch, 0);

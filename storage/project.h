@@ -71,12 +71,16 @@ struct ProjectInfo {
     int schema_version = 0;
     int64_t file_bytes = 0; ///< database file (without the WAL)
     int64_t documents = 0, chats = 0, messages = 0;
+    /// chunks: rows of every chunking (one per tokenizer: a document read by two models
+    /// counts twice; PerModel::chunks splits them)
     int64_t chunks = 0, states = 0;
     int64_t state_bytes = 0; ///< all chunk state blobs
     int64_t cache_limit_bytes = 0;
     struct PerModel {
         std::string fingerprint;
+        std::string name; ///< the model's name (name_model), "" when not recorded
         int64_t states = 0, bytes = 0, tokens = 0; ///< tokens: rows of attention-row states
+        int64_t chunks = 0;                        ///< chunks with a state for this model
     };
     std::vector<PerModel> models;
 };
@@ -192,6 +196,9 @@ public:
     bool delete_chat(int64_t chat_id);
 
     // Settings, events, maintenance ------------------------------------------------------------
+    /// Record the name of the model whose states carry `fingerprint` (its general.name, else
+    /// the file's name), so that project summaries can name it; written once per name.
+    void name_model(const std::string& fingerprint, const std::string& name);
     int64_t cache_limit_bytes();
     void set_cache_limit_bytes(int64_t bytes);
     void log_event(const std::string& kind, const std::string& message);

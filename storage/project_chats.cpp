@@ -114,11 +114,34 @@ ProjectInfo Project::info() {
     i.states = count("SELECT count(*) FROM chunk_states");
     i.state_bytes = count("SELECT coalesce(sum(bytes), 0) FROM chunk_states");
     i.cache_limit_bytes = cache_limit_bytes();
-    auto q = db_->prepare("SELECT fingerprint, count(*), sum(bytes), sum(CASE WHEN kind = 1 THEN "
-                          "rows ELSE 0 END) FROM chunk_states GROUP BY fingerprint");
-    while (q.step())
-        i.models.push_back({q.text(0), q.int64(1), q.int64(2), q.int64(3)});
+    auto q = db_->prepare(
+        "SELECT s.fingerprint, coalesce(n.value, ''), count(*), sum(s.bytes), "
+        "sum(CASE WHEN s.kind = 1 THEN s.rows ELSE 0 END), count(DISTINCT s.chunk_id) "
+        "FROM chunk_states s LEFT JOIN settings n ON n.key = 'model_name:' || s.fingerprint "
+        "GROUP BY s.fingerprint ORDER BY min(s.chunk_id)");
+    while (q.step()) {
+        ProjectInfo::PerModel m;
+        m.fingerprint = q.text(0);
+        m.name = q.text(1);
+        m.states = q.int64(2);
+        m.bytes = q.int64(3);
+        m.tokens = q.int64(4);
+        m.chunks = q.int64(5);
+        i.models.push_back(std::move(m));
+    }
     return i;
+}
+
+void Project::name_model(const std::string& fingerprint, const std::string& name) {
+    const std::string key = "model_name:" + fingerprint;
+    auto q = db_->prepare("SELECT value FROM settings WHERE key = ?");
+    q.bind(1, key);
+    if (q.step() && q.text(0) == name)
+        return;
+    db_->prepare("INSERT OR REPLACE INTO settings(key, value) VALUES (?, ?)")
+        .bind(1, key)
+        .bind(2, name)
+        .run();
 }
 
 void Project::vacuum() {

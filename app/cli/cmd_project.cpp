@@ -128,6 +128,8 @@ int run_project(const ProjectOptions& o) {
         j["models"] = nlohmann::json::array();
         for (const auto& m : i.models)
             j["models"].push_back({{"fingerprint", m.fingerprint},
+                                   {"name", m.name},
+                                   {"chunks", m.chunks},
                                    {"states", m.states},
                                    {"bytes", m.bytes},
                                    {"tokens", m.tokens},
@@ -138,14 +140,16 @@ int run_project(const ProjectOptions& o) {
     std::cout << "project:        " << i.path << "\n"
               << "schema version: " << i.schema_version << "\n"
               << "file size:      " << human_bytes(i.file_bytes) << "\n"
-              << "documents:      " << i.documents << " (" << i.chunks << " chunks)\n"
+              << "documents:      " << i.documents << " (" << i.chunks << " chunks"
+              << (i.models.size() > 1 ? ", for the models together" : "") << ")\n"
               << "chats:          " << i.chats << " (" << i.messages << " messages)\n"
               << "chunk states:   " << i.states << ", " << human_bytes(i.state_bytes)
               << " (cache limit " << human_bytes(i.cache_limit_bytes) << ")\n";
     for (const auto& m : i.models)
-        std::cout << "  model " << m.fingerprint << ": " << human_bytes(m.bytes) << " for "
-                  << m.tokens << " tokens (" << (m.tokens ? m.bytes / m.tokens : 0)
-                  << " bytes per token)\n";
+        std::cout << "  model " << (m.name.empty() ? "(name not recorded)" : m.name)
+                  << " (fingerprint " << m.fingerprint.substr(0, 12) << "): " << m.chunks
+                  << " chunks, " << human_bytes(m.bytes) << " for " << m.tokens << " tokens ("
+                  << (m.tokens ? m.bytes / m.tokens : 0) << " bytes per token)\n";
     return 0;
 }
 

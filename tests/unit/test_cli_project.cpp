@@ -359,6 +359,35 @@ TEST_F(CliProject, SelectorsRecomputeTokensOfLaterDocuments) {
         << "a refused question leaves no chat behind";
 }
 
+// project info names each model whose states the project holds and counts its chunks: a
+// document read by two models (here one tokenizer, so the same chunks) is listed under both.
+TEST_F(CliProject, InfoNamesEachModelAndItsChunks) {
+    const auto a = write_file("alpha.txt", sample_prose(1, 300));
+    auto args = ingest(project_, {a});
+    args.insert(args.end(), {"--chunk-tokens", "64", "--json"});
+    const json j = run_json(args);
+    ASSERT_EQ(j.size(), 1u) << j;
+    const int64_t chunks = j[0]["chunks"].get<int64_t>();
+    const std::string slow = slow_model();
+    auto again = ingest(project_, {a}, slow);
+    again.insert(again.end(), {"--chunk-tokens", "64"});
+    ASSERT_EQ(run(again).status, 0);
+    const json i = info(project_);
+    ASSERT_EQ(i["models"].size(), 2u) << i;
+    const std::string expected_name = spanscope::Model::load(model_)->info().name;
+    ASSERT_FALSE(expected_name.empty());
+    for (const auto& m : i["models"]) {
+        EXPECT_EQ(m["name"], expected_name) << m; // both tiny files carry the writer's name
+        EXPECT_EQ(m["chunks"], chunks) << m;
+        EXPECT_EQ(m["tokens"], j[0]["tokens"]) << m;
+    }
+    EXPECT_NE(i["models"][0]["fingerprint"], i["models"][1]["fingerprint"]) << i;
+    const auto text = run({"project", "info", "--project", project_});
+    ASSERT_EQ(text.status, 0) << text.err;
+    EXPECT_NE(text.out.find("model " + expected_name + " (fingerprint "), std::string::npos)
+        << text.out;
+}
+
 TEST_F(CliProject, UnknownDocIdIsRefusedAndAddsNothing) {
     const auto doc = write_file("doc.txt", sample_prose(4, 200));
     ASSERT_EQ(run(ingest(project_, {doc})).status, 0);
