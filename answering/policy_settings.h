@@ -39,7 +39,7 @@ struct PolicySettings {
     /// --factors: sekv: how the right factors are held, "q8_0" (Q8_0 where the head dimension
     /// allows, else f16) or "f16" (span_factors.h)
     std::string factors = "q8_0";
-    std::vector<int> layers; ///< --sekv-layers: the layers served (default: the global layers)
+    std::vector<int> layers; ///< --sekv-layers: the layers served (default: sekv_layers(), model.h)
     /// --router: kRouterTrained, kRouterTrainingFree, kRouterOracle (evaluations' upper bound,
     /// with tau_per_query), or "" (trained when a parameter file for the model is found, else
     /// training-free).

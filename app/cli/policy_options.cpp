@@ -69,7 +69,8 @@ void add_policy_options(CLI::App& cmd, PolicySettings& o) {
         ->capture_default_str();
     cmd.add_option(
            "--sekv-layers", o.layers,
-           "sekv and the baselines: the layers they serve (default: every global-attention layer)")
+           "sekv and the baselines: the layers they serve (default: every global-attention layer; "
+           "the later half of the layers where all are global, as in the Llama family)")
         ->delimiter(',');
     cmd.add_option("--router", o.router,
                    "sekv: the router, trained (W, thresholds and rank gates learned for the "

@@ -177,9 +177,11 @@ ModelMemory make_memory(const ModelInfo& info, int64_t n_ctx, int64_t max_ubatch
                         const SekvOptions* sekv = nullptr,
                         const EvictionOptions* eviction = nullptr);
 
-/// The layers SEKV serves under `options` (its layers, else every global-attention layer with
-/// full-head RoPE), ascending. Throws std::invalid_argument as make_memory, and for a named
-/// layer that rotates part of each head or none (SEKV's summary keys assume full-head RoPE).
+/// The layers SEKV serves under `options`, ascending: its layers, else every global-attention
+/// layer with full-head RoPE — in the later half of the stack (il >= n_layer / 2) when every
+/// layer is global (no sliding-window or recurrent layer: the Llama family). Throws
+/// std::invalid_argument as make_memory, and for a named layer that rotates part of each head or
+/// none (SEKV's summary keys assume full-head RoPE).
 std::vector<int> sekv_layers(const ModelInfo& info, const SekvOptions& options);
 
 } // namespace spanscope

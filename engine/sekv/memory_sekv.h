@@ -34,7 +34,7 @@ struct SekvOptions {
     double budget = 0.35;
     /// Rows the budget keeps free for the tail (question and answer) held at full resolution.
     int64_t reserve_rows = 128;
-    std::vector<int> layers; ///< layers served by SEKV; empty: every global-attention layer
+    std::vector<int> layers; ///< layers served by SEKV; empty: sekv_layers()'s default (model.h)
     /// The static semantic baseline `chunk_summary` (issue 6; ChunkKV / SentenceKV-like): the
     /// same spans, each held by its summary row only, never expanded; no host tier (the
     /// factors are not kept).

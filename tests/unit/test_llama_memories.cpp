@@ -149,6 +149,34 @@ TEST_P(LlamaMemories, EveryPolicyRunsThroughTheSameInterface) {
     }
 }
 
+// A stack of global layers only keeps its first half full by default: SEKV and the baselines
+// serve layers n_layer/2 … n_layer−1 (model.h, sekv_layers), and a session's SEKV memory holds
+// spans in those layers only; named layers are kept as named.
+TEST_P(LlamaMemories, SekvServesTheLaterHalfOfTheLayersByDefault) {
+    const auto model = Model::load(fixture(GetParam()));
+    const int n = model->info().n_layer;
+    ASSERT_GE(n, 2);
+    std::vector<int> later;
+    for (int il = n / 2; il < n; ++il)
+        later.push_back(il);
+    EXPECT_EQ(sekv_layers(model->info(), SekvOptions{}), later);
+    SekvOptions named;
+    named.layers = {0};
+    EXPECT_EQ(sekv_layers(model->info(), named), std::vector<int>{0});
+
+    SessionOptions so;
+    so.threads = 2;
+    so.n_ctx = 256;
+    so.global_policy = "sekv";
+    Session s(*model, so);
+    const auto toks = some_tokens(120, model->info().n_vocab);
+    std::vector<float> surprisal(toks.size());
+    s.prefill(toks, nullptr, {}, surprisal.data(), 9);
+    s.seal_context(surprisal.data(), 0, static_cast<int64_t>(toks.size()));
+    for (int il = 0; il < n; ++il)
+        EXPECT_EQ(s.memory().layer(il).policy(), il >= n / 2 ? "sekv" : "full") << "layer " << il;
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyFiles, LlamaMemories,
                          ::testing::Values("tiny_llama3.gguf", "tiny_mistral.gguf",
                                            "tiny_qwen2.gguf", "tiny_qwen3.gguf"),
