@@ -110,13 +110,9 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
     if (gguf.has("tokenizer.ggml.add_bos_token"))
         tok->add_bos_ = gguf.get_bool("tokenizer.ggml.add_bos_token");
     // llama.cpp's default for SentencePiece vocabularies is a space prefix (Llama 2, Mistral 7B
-    // files omit the key or set it true); only files that turn it off (Gemma) are read here.
-    if (!gguf.has("tokenizer.ggml.add_space_prefix") ||
-        gguf.get_bool("tokenizer.ggml.add_space_prefix"))
-        throw std::runtime_error(
-            std::string("SentencePiece vocabularies with tokenizer.ggml.add_space_prefix ") +
-            (gguf.has("tokenizer.ggml.add_space_prefix") ? "= true" : "absent (true by default)") +
-            " (Llama 2, Mistral 7B) are not supported");
+    // files omit the key or set it true); Gemma's files turn it off.
+    tok->add_space_prefix_ = !gguf.has("tokenizer.ggml.add_space_prefix") ||
+                             gguf.get_bool("tokenizer.ggml.add_space_prefix");
 
     tok->types_.resize(n);
     ProtoWriter proto;
@@ -211,7 +207,8 @@ bool Tokenizer::is_control(int32_t id) const {
     return id >= 0 && id < n_vocab() && (types_[id] == kControl || types_[id] == kUnknown);
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special,
+                                       TextStart start) const {
     if (bpe_)
         return bpe_->encode(text, parse_special);
     if (!is_valid_utf8(text))
@@ -226,15 +223,40 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
             throw std::runtime_error("SentencePiece failed to encode: " + status.ToString());
         out.insert(out.end(), ids.begin(), ids.end());
     };
-    // Special pieces first (split_at_specials), then the text fragments.
+    // Special pieces first (split_at_specials), then the text fragments. With a space prefix, a
+    // text fragment that starts the sequence or follows a special piece gets a ' ' in front:
+    // llama.cpp's tokenize_impl (llama-vocab.cpp, LLAMA_VOCAB_TYPE_SPM, is_prev_special), which
+    // counts user-defined pieces ("\n\n" in Gemma's vocabulary) as special too.
+    bool prev_special = start == TextStart::Fresh;
     const auto frags = split_at_specials(text, special_, parse_special);
     for (const auto& f : frags) {
-        if (f.id >= 0)
+        if (f.id >= 0) {
             out.push_back(f.id);
-        else
+            prev_special = true;
+        } else if (add_space_prefix_ && prev_special) {
+            encode_plain(" " + std::string(text.substr(f.begin, f.len)));
+            prev_special = false;
+        } else {
             encode_plain(text.substr(f.begin, f.len));
+            prev_special = false;
+        }
     }
     return out;
+}
+
+TextStart Tokenizer::start_after(const std::vector<int32_t>& before) const {
+    if (before.empty())
+        return TextStart::Fresh;
+    const int32_t last = before.back();
+    if (bpe_)
+        return bpe_->is_control(last) ? TextStart::Fresh : TextStart::Continues;
+    // SentencePiece never yields a control, unknown (byte fallback instead) or user-defined
+    // piece from text: such a last id came from a special piece.
+    if (last < 0 || last >= n_vocab())
+        throw std::out_of_range("token id " + std::to_string(last) + " outside the vocabulary");
+    const int32_t type = types_[static_cast<size_t>(last)];
+    return type == kControl || type == kUnknown || type == kUserDefined ? TextStart::Fresh
+                                                                        : TextStart::Continues;
 }
 
 std::string Tokenizer::token_bytes(int32_t id) const {
@@ -264,8 +286,16 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_speci
     if (bpe_)
         return bpe_->decode(ids, render_special);
     std::string r;
-    for (int32_t id : ids)
-        r += render_special && is_control(id) ? pieces_[id] : token_bytes(id);
+    // llama.cpp's detokenize drops the space prefix again: at most one leading space of the
+    // first token (token_to_piece's lstrip), even when that token shows nothing.
+    bool remove_space = add_space_prefix_;
+    for (int32_t id : ids) {
+        std::string piece = render_special && is_control(id) ? pieces_[id] : token_bytes(id);
+        if (remove_space && !piece.empty() && piece[0] == ' ')
+            piece.erase(0, 1);
+        remove_space = false;
+        r += piece;
+    }
     return r;
 }
 

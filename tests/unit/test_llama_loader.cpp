@@ -220,13 +220,21 @@ TEST(LlamaLoader, ReadsRopeScalingAsLlamaCppDoes) {
 }
 
 // A SentencePiece vocabulary that adds a space prefix (Llama 2, Mistral 7B: the key true, or
-// absent, llama.cpp's default) is refused in one line naming the key, not tokenised without it.
-TEST(LlamaLoader, RefusesASentencePieceSpacePrefixNamingIt) {
+// absent, llama.cpp's default) loads and tokenises with it (tests/unit/test_spm_space_prefix.cpp
+// holds it to llama.cpp); false keeps Gemma's way.
+TEST(LlamaLoader, ReadsASentencePieceSpacePrefixAsLlamaCppDoes) {
+    auto prefix_of = [](const Rewrite& r) {
+        return Model::load(rewrite("tiny_mistral.gguf", r))->tokenizer().add_space_prefix();
+    };
     Rewrite absent;
     absent.drop = {"tokenizer.ggml.add_space_prefix"};
-    expect_one_line_naming(load_error(rewrite("tiny_mistral.gguf", absent)), "add_space_prefix");
+    EXPECT_TRUE(prefix_of(absent));
     Rewrite on;
     on.drop = {"tokenizer.ggml.add_space_prefix"};
     on.edit = [](GgufWriter& w) { w.set_bool("tokenizer.ggml.add_space_prefix", true); };
-    expect_one_line_naming(load_error(rewrite("tiny_mistral.gguf", on)), "add_space_prefix");
+    EXPECT_TRUE(prefix_of(on));
+    EXPECT_FALSE(prefix_of({}));
+    const auto m = Model::load(rewrite("tiny_mistral.gguf", on));
+    EXPECT_EQ(m->tokenizer().decode(m->tokenizer().encode("the cat")), "the cat");
+    EXPECT_EQ(m->tokenizer().token_bytes(m->tokenizer().encode("the cat").at(0)), " the");
 }
