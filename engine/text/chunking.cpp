@@ -85,8 +85,10 @@ std::vector<int64_t> word_ends(const std::string& t, int64_t b, int64_t e, int64
     return ends;
 }
 
+// Tokens of text[b, e) inside the document (sizes only: a space prefix's token is left out).
 int64_t count_tokens(const Tokenizer& tok, const std::string& t, int64_t b, int64_t e) {
-    return static_cast<int64_t>(tok.encode(std::string_view(t).substr(b, e - b)).size());
+    return static_cast<int64_t>(
+        tok.encode(std::string_view(t).substr(b, e - b), false, TextStart::Continues).size());
 }
 
 // Pieces of [b, e) no longer than target tokens where possible: paragraphs, else sentences,
@@ -112,15 +114,20 @@ void cut(const Tokenizer& tok, const std::string& t, int64_t b, int64_t e, int64
 }
 
 // Token start offsets of `ids`, which encode text[b, e): the token texts concatenate to the
-// text (the vocabulary has no normaliser that changes bytes); if they do not, offsets are
-// spread proportionally so that they stay increasing and inside the chunk.
-std::vector<int64_t> token_offsets(const Tokenizer& tok, const std::vector<int32_t>& ids, int64_t b,
-                                   int64_t e) {
+// text (the vocabulary has no normaliser that changes bytes), but for the spaces a space prefix
+// put in front of a fragment (a token that starts with a space where the text has none); if
+// they do not, offsets are spread proportionally so that they stay increasing and inside the
+// chunk.
+std::vector<int64_t> token_offsets(const Tokenizer& tok, const std::string& t,
+                                   const std::vector<int32_t>& ids, int64_t b, int64_t e) {
     std::vector<int64_t> offs(ids.size());
     int64_t at = b;
     for (size_t i = 0; i < ids.size(); ++i) {
         offs[i] = at;
-        at += static_cast<int64_t>(tok.token_bytes(ids[i]).size());
+        const std::string bytes = tok.token_bytes(ids[i]);
+        const bool prefix = tok.add_space_prefix() && !bytes.empty() && bytes[0] == ' ' &&
+                            (at >= e || t[static_cast<size_t>(at)] != ' ');
+        at += static_cast<int64_t>(bytes.size()) - (prefix ? 1 : 0);
     }
     if (at != e)
         for (size_t i = 0; i < ids.size(); ++i)
@@ -162,15 +169,27 @@ std::vector<DocumentUnit> build_document_units(const Tokenizer& tok, const std::
     if (options.max_unit_tokens < 1)
         throw std::invalid_argument("the largest unit must hold at least one token");
 
+    // Each chunk's text is encoded where it stands: after the unit's header (its first chunk)
+    // or after the chunk before it (TextStart: with a space prefix, only a text that starts the
+    // unit's text after a special piece gets one).
+    const ChatFormat it = options.chat_format;
+    const TextStart after_header = tok.start_after(document_unit_header(tok, it, name, 1, 1));
     struct Body {
         int64_t b, e;
+        TextStart start;
         std::vector<int32_t> ids;
     };
     std::vector<Body> bodies;
-    for (const auto& [b, e] : split_into_chunks(tok, text, options.target_tokens))
-        bodies.push_back({b, e, tok.encode(std::string_view(text).substr(b, e - b))});
+    auto encode_body = [&](Body& body, TextStart start) {
+        body.start = start;
+        body.ids = tok.encode(std::string_view(text).substr(body.b, body.e - body.b), false, start);
+    };
+    for (const auto& [b, e] : split_into_chunks(tok, text, options.target_tokens)) {
+        const TextStart start = bodies.empty() ? after_header : tok.start_after(bodies.back().ids);
+        bodies.push_back({b, e, start, {}});
+        encode_body(bodies.back(), start);
+    }
 
-    const ChatFormat it = options.chat_format;
     const auto trailer_max = static_cast<int64_t>(std::max(
         document_unit_trailer(tok, true).size(), document_unit_trailer(tok, false).size()));
     // Whole document as one unit?
@@ -187,15 +206,21 @@ std::vector<DocumentUnit> build_document_units(const Tokenizer& tok, const std::
         unit_starts.clear();
         int64_t used = 0;
         for (size_t i = 0; i < bodies.size(); ++i) {
-            const auto n = static_cast<int64_t>(bodies[i].ids.size());
+            auto n = static_cast<int64_t>(bodies[i].ids.size());
+            if (i == 0 || used + n > budget) {
+                // It opens a section: it follows the header there. (The next chunk's start
+                // stays: a space prefix changes only the chunk's first text.)
+                if (bodies[i].start != after_header) {
+                    encode_body(bodies[i], after_header);
+                    n = static_cast<int64_t>(bodies[i].ids.size());
+                }
+                unit_starts.push_back(i);
+                used = 0;
+            }
             if (n > budget)
                 throw std::invalid_argument(
                     "a chunk of " + std::to_string(n) + " tokens does not fit a unit of " +
                     std::to_string(options.max_unit_tokens) + " tokens; lower the chunk size");
-            if (i == 0 || used + n > budget) {
-                unit_starts.push_back(i);
-                used = 0;
-            }
             used += n;
         }
     }
@@ -219,11 +244,12 @@ std::vector<DocumentUnit> build_document_units(const Tokenizer& tok, const std::
                 c.tokens = document_unit_header(tok, it, name, u + 1, parts);
                 c.token_chars.assign(c.tokens.size(), -1);
             }
-            const auto offs = token_offsets(tok, bodies[i].ids, c.char_begin, c.char_end);
+            const auto offs = token_offsets(tok, text, bodies[i].ids, c.char_begin, c.char_end);
             c.tokens.insert(c.tokens.end(), bodies[i].ids.begin(), bodies[i].ids.end());
             c.token_chars.insert(c.token_chars.end(), offs.begin(), offs.end());
             if (i + 1 == last) {
-                const auto tr = document_unit_trailer(tok, text[c.char_end - 1] == '\n');
+                const auto tr = document_unit_trailer(tok, text[c.char_end - 1] == '\n',
+                                                      tok.start_after(c.tokens));
                 c.tokens.insert(c.tokens.end(), tr.begin(), tr.end());
                 c.token_chars.insert(c.token_chars.end(), tr.size(), -1);
             }

@@ -9,6 +9,20 @@
 // chunk's text is tokenised on its own, and the unit's token sequence is the concatenation of
 // its chunks' tokens: the same ids whether the unit is prefilled now or restored later
 // (tests/README.md, failure mode 8).
+// Each chunk is encoded where it stands (Tokenizer::start_after the header or the chunk before
+// it), so a vocabulary with a space prefix (Llama 2, Mistral 7B) puts its space only where
+// llama.cpp puts it on the whole prompt: after a special piece, never at a chunk that continues
+// text. Where the cuts fall, and what that means for the ids against one encoding of the whole
+// text:
+// - paragraphs: right after the blank line's last newline (spaces that indent the next
+//   paragraph go with it): no SentencePiece piece spans a line end (Llama 2 and Mistral spell
+//   it as the byte <0x0A>; Gemma's newline runs are user-defined pieces), so the ids are the
+//   whole text's (tests/unit/test_spm_space_prefix.cpp, against llama.cpp);
+// - sentences and words: after the whitespace that ends them ("end. " | "Next"), so the next
+//   chunk's first word lacks the "▁" it has in the whole text ("▁" "Next" for "▁Next"), in
+//   every vocabulary: a piece boundary the model rarely saw, once per such cut;
+// - a word longer than max(16, 2 × target_tokens) bytes is cut inside, at a UTF-8 character
+//   boundary: its pieces on either side are the ones of each half.
 #pragma once
 
 #include "engine/text/chat_format.h"

@@ -35,10 +35,13 @@ int32_t special(const Tokenizer& tok, std::string_view piece) {
 // those tokens, and the text between two of them (markup and content alike) is encoded in one
 // piece, as plain text (never parse_special: a document's "<|im_start|>" stays text). flush()
 // ends a piece early where the prompt is cut (the documents' prefix; Gemma's follow-up turns).
+// Each piece is encoded as the text it continues asks (Tokenizer::start_after): `start` says
+// what precedes `out` when it is empty (Fresh: the prompt's start).
 class TokenWriter {
 public:
-    TokenWriter(const Tokenizer& tok, ChatFormat format, std::vector<int32_t>& out)
-        : tok_(tok), markup_(chat_markup(format)), out_(out) {}
+    TokenWriter(const Tokenizer& tok, ChatFormat format, std::vector<int32_t>& out,
+                TextStart start = TextStart::Fresh)
+        : tok_(tok), markup_(chat_markup(format)), out_(out), start_(start) {}
 
     void bos() {
         if (!tok_.add_bos())
@@ -74,7 +77,8 @@ public:
     void flush() {
         if (pending_.empty())
             return;
-        append(out_, tok_.encode(pending_, /*parse_special=*/false));
+        const TextStart start = out_.empty() ? start_ : tok_.start_after(out_);
+        append(out_, tok_.encode(pending_, /*parse_special=*/false, start));
         pending_.clear();
     }
     const ChatMarkup& markup_of() const { return markup_; }
@@ -83,8 +87,15 @@ private:
     const Tokenizer& tok_;
     const ChatMarkup& markup_;
     std::vector<int32_t>& out_;
+    TextStart start_;
     std::string pending_;
 };
+
+// How the text after a document unit starts (the question, Completion's next turn): after the
+// unit's trailer, a line end.
+TextStart after_documents(const Tokenizer& tok) {
+    return tok.start_after(document_unit_trailer(tok, false));
+}
 
 // [BOS], the system turn where the format has a system role, the user turn's opener; a system
 // text of a format without a system role joins the user turn.
@@ -157,8 +168,9 @@ std::vector<int32_t> document_unit_header(const Tokenizer& tok, ChatFormat forma
     return out;
 }
 
-std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_in_newline) {
-    return tok.encode(text_ends_in_newline ? "\n" : "\n\n");
+std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_in_newline,
+                                           TextStart start) {
+    return tok.encode(text_ends_in_newline ? "\n" : "\n\n", false, start);
 }
 
 std::vector<int32_t> turn_break(const Tokenizer& tok, const std::string& next) {
@@ -171,7 +183,7 @@ std::vector<int32_t> turn_break(const Tokenizer& tok, const std::string& next) {
 
 std::vector<int32_t> next_question_turn(const Tokenizer& tok, ChatFormat format) {
     if (format == ChatFormat::Completion)
-        return tok.encode("\n");
+        return tok.encode("\n", false, TextStart::Continues); // after the answer's text
     std::vector<int32_t> out;
     TokenWriter w(tok, format, out);
     w.markup(w.markup_of().assistant_close);
@@ -188,10 +200,11 @@ question_tokens(const Tokenizer& tok, ChatFormat format, const std::string& ques
         std::string text;
         for (const auto& [q, a] : history)
             text += "Question: " + q + "\nAnswer: " + a + "\n";
-        append(out, tok.encode(text + "Question: " + question + "\nAnswer:"));
+        append(out, tok.encode(text + "Question: " + question + "\nAnswer:", false,
+                               after_documents(tok)));
         return out;
     }
-    TokenWriter w(tok, format, out);
+    TokenWriter w(tok, format, out, after_documents(tok));
     const auto& m = w.markup_of();
     std::string_view instruction = kInstruction;
     for (const auto& [q, a] : history) {

@@ -13,6 +13,12 @@
 // BOS: exactly one where the vocabulary asks for it (Tokenizer::add_bos), none otherwise,
 // whatever the texts contain (tests/README.md, failure mode 17): document and question text is
 // tokenised as plain text, so "<bos>" or "<|im_start|>" inside a document is just text.
+// Pieces: a prompt is encoded in parts (the documents' prefix, each document unit's header,
+// chunks and trailer, the question), and the parts' ids concatenated equal llama.cpp's
+// tokenisation of the rendered prompt (parse_special, BOS added), also with a space prefix
+// (Llama 2, Mistral 7B): each part says where it starts (TextStart, tokenizer.h), and the parts
+// meet where no vocabulary piece spans the cut (a line end, a control token).
+// tests/unit/test_spm_space_prefix.cpp holds them to llama.cpp's ids.
 #pragma once
 
 #include "engine/text/chat_format.h"
@@ -64,7 +70,10 @@ Prompt build_question_prompt(const Tokenizer& tok, ChatFormat format,
 std::vector<int32_t> document_unit_header(const Tokenizer& tok, ChatFormat format,
                                           const std::string& name, int part, int parts);
 /// Tokens that close a unit's text: "\n\n", or "\n" when the text already ends in a newline.
-std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_in_newline);
+/// `start`: what the unit's text ends in (Tokenizer::start_after of its tokens; ordinary text
+/// unless the vocabulary has user-defined pieces).
+std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_in_newline,
+                                           TextStart start = TextStart::Continues);
 /// Gemma's change of turn: <end_of_turn>, "\n", <start_of_turn>, then `next` encoded (the next
 /// turn's role line and whatever follows it in the same encoding, e.g. "user\n" or "model\n" +
 /// an answer). Throws std::invalid_argument when the vocabulary lacks the turn tokens.
@@ -75,7 +84,8 @@ std::vector<int32_t> turn_break(const Tokenizer& tok, const std::string& next);
 /// Mistral </s>[INST] + space. Throws std::invalid_argument when the vocabulary lacks a control
 /// token of the format.
 std::vector<int32_t> next_question_turn(const Tokenizer& tok, ChatFormat format);
-/// The prompt's part after the document units: the question and the answer cue.
+/// The prompt's part after the document units (it continues after their trailer): the question
+/// and the answer cue.
 /// Completion: "Question: Q\nAnswer:"; chat formats: "Answer the question using the documents
 /// above.\nQ", the user turn's end and the model's turn opener (Gemma:
 /// "...Q<end_of_turn>\n<start_of_turn>model\n"). Throws std::invalid_argument on invalid UTF-8

@@ -76,9 +76,10 @@ std::string result_key(const nlohmann::json& j) {
 std::vector<int32_t> document_tokens(const Tokenizer& tok, ChatFormat format,
                                      const std::string& name, const std::string& text) {
     auto out = document_unit_header(tok, format, name, 1, 1);
-    const auto body = tok.encode(text);
+    const auto body = tok.encode(text, false, tok.start_after(out));
     out.insert(out.end(), body.begin(), body.end());
-    const auto trailer = document_unit_trailer(tok, !text.empty() && text.back() == '\n');
+    const auto trailer =
+        document_unit_trailer(tok, !text.empty() && text.back() == '\n', tok.start_after(body));
     out.insert(out.end(), trailer.begin(), trailer.end());
     return out;
 }

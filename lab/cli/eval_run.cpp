@@ -133,7 +133,8 @@ std::vector<int32_t> sample_question(const Tokenizer& tok, ChatFormat format,
     if (!s.answer_prefix.empty()) {
         // A completion prompt ends in "Answer:"; RULER puts a space before its prefix there.
         const auto prefix =
-            tok.encode((format != ChatFormat::Completion ? "" : " ") + s.answer_prefix);
+            tok.encode((format != ChatFormat::Completion ? "" : " ") + s.answer_prefix, false,
+                       TextStart::Continues);
         question.insert(question.end(), prefix.begin(), prefix.end());
     }
     return question;

@@ -81,13 +81,14 @@ ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, ChatFormat format,
     std::shuffle(order.begin(), order.end(), rng);
 
     const auto header = document_unit_header(tok, format, name, 1, 1);
-    const auto body = tok.encode(text);
+    const auto body = tok.encode(text, false, tok.start_after(header));
     const std::vector<int32_t> close = zoom_probe_turn_close(tok, format);
     std::vector<std::vector<int32_t>> after_line, inline_fact, answers;
     for (const auto& f : facts) {
-        after_line.push_back(tok.encode(f.statement + "\n"));
-        inline_fact.push_back(tok.encode("\n" + f.statement + "\n"));
-        answers.push_back(tok.encode(f.answer));
+        // Inside the text and after the question's cue: text that continues text.
+        after_line.push_back(tok.encode(f.statement + "\n", false, TextStart::Continues));
+        inline_fact.push_back(tok.encode("\n" + f.statement + "\n", false, TextStart::Continues));
+        answers.push_back(tok.encode(f.answer, false, TextStart::Continues));
         if (static_cast<int64_t>(answers.back().size()) > s.probe_tokens)
             throw std::invalid_argument(
                 "a fact's answer takes " + std::to_string(answers.back().size()) +

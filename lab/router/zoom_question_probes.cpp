@@ -79,7 +79,7 @@ ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, ChatFormat format,
     if (!is_valid_utf8(name))
         throw std::invalid_argument("the document's name is not valid UTF-8");
     const auto header = document_unit_header(tok, format, name, 1, 1);
-    const auto body = tok.encode(text);
+    const auto body = tok.encode(text, false, tok.start_after(header));
     const std::vector<int32_t> close = zoom_probe_turn_close(tok, format);
     const int64_t N = s.recall_probes, L = s.probe_tokens, c = kZoomQuestionCueTokens;
 
