@@ -234,7 +234,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
             out.push_back(f.id);
             prev_special = true;
         } else if (add_space_prefix_ && prev_special) {
-            encode_plain(" " + std::string(text.substr(f.begin, f.len)));
+            std::string spaced(1, ' '); // (GCC 12 warns falsely about " " + std::string)
+            spaced.append(text.substr(f.begin, f.len));
+            encode_plain(spaced);
             prev_special = false;
         } else {
             encode_plain(text.substr(f.begin, f.len));
