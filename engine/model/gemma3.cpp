@@ -40,7 +40,6 @@ public:
                  const TokenFilter* filter = nullptr) const override;
 
 private:
-    void read_hparams();
     void load_layer(int il);
     /// Gemma 3's norm weights [n], f32 as llama.cpp writes them (the CUDA backend reads them so
     /// too). Throws ModelError for another type or shape.
@@ -51,11 +50,10 @@ private:
 
 Gemma3Model::Gemma3Model(std::unique_ptr<GgufFile> gguf, const std::string& path)
     : GgufModel(std::move(gguf), path, "gemma3") {
-    read_hparams();
+    info_ = read_gemma3_hparams(*file_);
+    tok_embd_ = token_embedding(*file_, info_);
     tokenizer_ = load_model_tokenizer(*gguf_, info_.n_vocab);
     output_norm_ = norm_weight("output_norm.weight", info_.n_embd);
-    if (file_->has_tensor("output.weight"))
-        throw ModelError("output.weight present: untied output embeddings are not supported");
     layers_.resize(static_cast<size_t>(info_.n_layer));
     for (int il = 0; il < info_.n_layer; ++il)
         load_layer(il);
@@ -87,83 +85,6 @@ void Gemma3Model::load_layer(int il) {
     L.w_gate = f.matrix(p + "ffn_gate.weight", I.n_embd, I.n_ff);
     L.w_up = f.matrix(p + "ffn_up.weight", I.n_embd, I.n_ff);
     L.w_down = f.matrix(p + "ffn_down.weight", I.n_ff, I.n_embd);
-}
-
-void Gemma3Model::read_hparams() {
-    auto& I = info_;
-    const ModelFile& f = *file_;
-    const GgufFile& g = *gguf_;
-    I.architecture = "gemma3";
-    read_model_identity(g, I);
-    I.n_layer = static_cast<int>(f.need_int("block_count"));
-    I.n_embd = static_cast<int>(f.need_int("embedding_length"));
-    I.n_ff = static_cast<int>(f.need_int("feed_forward_length"));
-    I.n_head = static_cast<int>(f.need_int("attention.head_count"));
-    I.n_head_kv = static_cast<int>(f.need_int("attention.head_count_kv"));
-    I.n_ctx_train = static_cast<int>(f.need_int("context_length"));
-    I.head_dim = static_cast<int>(f.need_int("attention.key_length"));
-    if (f.need_int("attention.value_length") != I.head_dim)
-        throw ModelError("attention.value_length differs from attention.key_length");
-    if (I.n_head % I.n_head_kv != 0)
-        throw ModelError("head_count " + std::to_string(I.n_head) +
-                         " is not a multiple of head_count_kv " + std::to_string(I.n_head_kv));
-    if (I.head_dim % 2 != 0)
-        throw ModelError("key_length must be even for RoPE");
-    I.sliding_window = static_cast<int>(f.need_int("attention.sliding_window"));
-    if (I.sliding_window > I.n_ctx_train)
-        throw ModelError("attention.sliding_window " + std::to_string(I.sliding_window) +
-                         " is larger than the context length " + std::to_string(I.n_ctx_train));
-    // The float hyper-parameters as Gemma 3's loader always read them: each value checked below.
-    auto need_float = [&](const std::string& suffix) {
-        if (!f.has(suffix))
-            throw ModelError("missing hyper-parameter " + f.key(suffix));
-        return g.get_float(f.key(suffix));
-    };
-    I.rms_eps = static_cast<float>(need_float("attention.layer_norm_rms_epsilon"));
-    if (!(I.rms_eps > 0.0f && I.rms_eps < 1e-2f))
-        throw ModelError("layer_norm_rms_epsilon out of range");
-    I.rope_base_global = need_float("rope.freq_base");
-    // Gemma 3 report §2: local layers use RoPE base 10k; llama.cpp's converter does not write it
-    // for gemma3, so the architecture's value is used.
-    I.rope_base_local = 10000.0;
-    if (f.has("rope.freq_base_swa"))
-        I.rope_base_local = need_float("rope.freq_base_swa");
-    else
-        I.defaults_used.push_back("rope.freq_base_swa = 10000 (Gemma 3 local layers)");
-    if (!(I.rope_base_global > 1.0 && I.rope_base_local > 1.0))
-        throw ModelError("RoPE bases must be > 1");
-    if (f.opt_int("rope.dimension_count", I.head_dim, INT64_MIN, INT64_MAX) != I.head_dim)
-        throw ModelError("partial rotary dimensions are not supported for gemma3");
-    if (f.has("rope.scaling.type") && g.get_string(f.key("rope.scaling.type")) != "none")
-        throw ModelError("RoPE scaling '" + g.get_string(f.key("rope.scaling.type")) +
-                         "' is not supported yet");
-    if (f.has("final_logit_softcapping") || f.has("attn_logit_softcapping"))
-        throw ModelError("logit softcapping is not part of Gemma 3 and is not supported");
-    // Gemma 3 report §2: 5 local layers for every global layer.
-    I.sliding_pattern = static_cast<int>(f.opt_int("attention.sliding_window_pattern", 6));
-    if (!f.has("attention.sliding_window_pattern"))
-        I.defaults_used.push_back("attention.sliding_window_pattern = 6 (5 local : 1 global)");
-    // Besides a chat template, the name or fine-tune says an instruction-tuned Gemma ("-it").
-    std::string lname = I.name;
-    std::transform(lname.begin(), lname.end(), lname.begin(), ::tolower);
-    const std::string finetune = g.has("general.finetune") ? g.get_string("general.finetune") : "";
-    I.instruction_tuned = I.instruction_tuned || lname.find("-it") != std::string::npos ||
-                          lname.find("instruct") != std::string::npos || finetune == "it" ||
-                          finetune.find("instruct") != std::string::npos;
-    tok_embd_ = token_embedding(f, I);
-
-    I.layers.resize(static_cast<size_t>(I.n_layer));
-    for (int il = 0; il < I.n_layer; ++il) {
-        auto& L = I.layers[static_cast<size_t>(il)];
-        const bool global = (il + 1) % I.sliding_pattern == 0;
-        L.attn.n_head = I.n_head;
-        L.attn.n_kv_head = I.n_head_kv;
-        L.attn.head_dim = I.head_dim;
-        // Gemma 3 uses query_pre_attn_scalar = head_dim for the 270M..12B models.
-        L.attn.scale = 1.0f / std::sqrt(static_cast<float>(I.head_dim));
-        L.attn.window = global ? 0 : I.sliding_window;
-        L.rope = global ? I.rope_base_global : I.rope_base_local;
-    }
 }
 
 void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, ModelMemory& memory,
@@ -271,6 +192,86 @@ void Gemma3Model::forward(const int32_t* tokens, const int32_t* pos, int64_t n, 
 }
 
 } // namespace
+
+ModelInfo read_gemma3_hparams(const ModelFile& f) {
+    ModelInfo I;
+    const GgufFile& g = f.gguf();
+    I.architecture = "gemma3";
+    read_model_identity(g, I);
+    I.n_layer = static_cast<int>(f.need_int("block_count"));
+    I.n_embd = static_cast<int>(f.need_int("embedding_length"));
+    I.n_ff = static_cast<int>(f.need_int("feed_forward_length"));
+    I.n_head = static_cast<int>(f.need_int("attention.head_count"));
+    I.n_head_kv = static_cast<int>(f.need_int("attention.head_count_kv"));
+    I.n_ctx_train = static_cast<int>(f.need_int("context_length"));
+    I.head_dim = static_cast<int>(f.need_int("attention.key_length"));
+    if (f.need_int("attention.value_length") != I.head_dim)
+        throw ModelError("attention.value_length differs from attention.key_length");
+    if (I.n_head % I.n_head_kv != 0)
+        throw ModelError("head_count " + std::to_string(I.n_head) +
+                         " is not a multiple of head_count_kv " + std::to_string(I.n_head_kv));
+    if (I.head_dim % 2 != 0)
+        throw ModelError("key_length must be even for RoPE");
+    I.sliding_window = static_cast<int>(f.need_int("attention.sliding_window"));
+    if (I.sliding_window > I.n_ctx_train)
+        throw ModelError("attention.sliding_window " + std::to_string(I.sliding_window) +
+                         " is larger than the context length " + std::to_string(I.n_ctx_train));
+    // The float hyper-parameters as Gemma 3's loader always read them: each value checked below.
+    auto need_float = [&](const std::string& suffix) {
+        if (!f.has(suffix))
+            throw ModelError("missing hyper-parameter " + f.key(suffix));
+        return g.get_float(f.key(suffix));
+    };
+    I.rms_eps = static_cast<float>(need_float("attention.layer_norm_rms_epsilon"));
+    if (!(I.rms_eps > 0.0f && I.rms_eps < 1e-2f))
+        throw ModelError("layer_norm_rms_epsilon out of range");
+    I.rope_base_global = need_float("rope.freq_base");
+    // Gemma 3 report §2: local layers use RoPE base 10k; llama.cpp's converter does not write it
+    // for gemma3, so the architecture's value is used.
+    I.rope_base_local = 10000.0;
+    if (f.has("rope.freq_base_swa"))
+        I.rope_base_local = need_float("rope.freq_base_swa");
+    else
+        I.defaults_used.push_back("rope.freq_base_swa = 10000 (Gemma 3 local layers)");
+    if (!(I.rope_base_global > 1.0 && I.rope_base_local > 1.0))
+        throw ModelError("RoPE bases must be > 1");
+    if (f.opt_int("rope.dimension_count", I.head_dim, INT64_MIN, INT64_MAX) != I.head_dim)
+        throw ModelError("partial rotary dimensions are not supported for gemma3");
+    if (f.has("rope.scaling.type") && g.get_string(f.key("rope.scaling.type")) != "none")
+        throw ModelError("RoPE scaling '" + g.get_string(f.key("rope.scaling.type")) +
+                         "' is not supported yet");
+    if (f.has("final_logit_softcapping") || f.has("attn_logit_softcapping"))
+        throw ModelError("logit softcapping is not part of Gemma 3 and is not supported");
+    // Gemma 3 report §2: 5 local layers for every global layer.
+    I.sliding_pattern = static_cast<int>(f.opt_int("attention.sliding_window_pattern", 6));
+    if (!f.has("attention.sliding_window_pattern"))
+        I.defaults_used.push_back("attention.sliding_window_pattern = 6 (5 local : 1 global)");
+    // Besides a chat template, the name or fine-tune says an instruction-tuned Gemma ("-it").
+    std::string lname = I.name;
+    std::transform(lname.begin(), lname.end(), lname.begin(), ::tolower);
+    const std::string finetune = g.has("general.finetune") ? g.get_string("general.finetune") : "";
+    I.instruction_tuned = I.instruction_tuned || lname.find("-it") != std::string::npos ||
+                          lname.find("instruct") != std::string::npos || finetune == "it" ||
+                          finetune.find("instruct") != std::string::npos;
+    token_embedding(f, I); // n_vocab: its rows
+    // The output head is the token embedding (Gemma 3 report §2).
+    if (f.has_tensor("output.weight"))
+        throw ModelError("output.weight present: untied output embeddings are not supported");
+
+    I.layers.resize(static_cast<size_t>(I.n_layer));
+    for (int il = 0; il < I.n_layer; ++il) {
+        auto& L = I.layers[static_cast<size_t>(il)];
+        const bool global = (il + 1) % I.sliding_pattern == 0;
+        L.attn.n_head = I.n_head;
+        L.attn.n_kv_head = I.n_head_kv;
+        L.attn.head_dim = I.head_dim;
+        // Gemma 3 uses query_pre_attn_scalar = head_dim for the 270M..12B models.
+        L.attn.scale = 1.0f / std::sqrt(static_cast<float>(I.head_dim));
+        L.attn.window = global ? 0 : I.sliding_window;
+        L.rope = global ? I.rope_base_global : I.rope_base_local;
+    }
+    return I;
+}
 
 std::unique_ptr<Model> load_gemma3(std::unique_ptr<GgufFile> gguf, const std::string& path) {
     return std::make_unique<Gemma3Model>(std::move(gguf), path);

@@ -45,7 +45,6 @@ public:
                  const TokenFilter* filter = nullptr) const override;
 
 private:
-    void read_hparams();
     void load_layer(int il);
 
     float embedding_scale_ = 1.0f, residual_scale_ = 1.0f, logit_scale_ = 1.0f;
@@ -55,17 +54,45 @@ private:
 
 GraniteHybridModel::GraniteHybridModel(std::unique_ptr<GgufFile> gguf, const std::string& path)
     : GgufModel(std::move(gguf), path, "granitehybrid") {
-    read_hparams();
+    GraniteHybridHparams hp = read_granite_hybrid_hparams(*file_);
+    info_ = std::move(hp.info);
+    embedding_scale_ = hp.embedding_scale;
+    residual_scale_ = hp.residual_scale;
+    logit_scale_ = hp.logit_scale;
+    n_expert_ = hp.n_expert;
+    n_expert_used_ = hp.n_expert_used;
+    n_ff_shexp_ = hp.n_ff_shexp;
+    tok_embd_ = token_embedding(*file_, info_);
     load_tokenizer_and_output();
     layers_.resize(static_cast<size_t>(info_.n_layer));
     for (int il = 0; il < info_.n_layer; ++il)
         load_layer(il);
 }
 
-void GraniteHybridModel::read_hparams() {
-    auto& I = info_;
-    const ModelFile& f = *file_;
-    const GgufFile& g = *gguf_;
+/// Tensors of variants this implementation does not read: their presence refuses the file.
+void refuse_variant_tensors(const ModelFile& f, const std::vector<LayerInfo>& layers,
+                            int64_t n_expert) {
+    for (size_t il = 0; il < layers.size(); ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        if (!layers[il].recurrent()) {
+            for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"})
+                f.refuse_tensor(p + b, "attention biases are not implemented");
+            f.refuse_tensor(p + "attn_qkv.weight", "fused QKV is not implemented");
+        }
+        if (n_expert == 0) {
+            f.refuse_tensor(p + "ffn_gate_inp.weight", "router without granitehybrid.expert_count");
+            for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
+                f.refuse_tensor(p + b, "feed-forward biases are not implemented");
+        }
+    }
+}
+
+} // namespace
+
+GraniteHybridHparams read_granite_hybrid_hparams(const ModelFile& f) {
+    GraniteHybridHparams hp;
+    auto& I = hp.info;
+    const GgufFile& g = f.gguf();
     I.architecture = "granitehybrid";
     read_model_identity(g, I);
     I.n_layer = static_cast<int>(f.need_int("block_count", 1, 4096));
@@ -74,10 +101,10 @@ void GraniteHybridModel::read_hparams() {
     I.rms_eps = static_cast<float>(f.need_float("attention.layer_norm_rms_epsilon", 1e-12, 1e-2));
     // Granite 4.0-H Tiny / Small are MoE (expert_count > 0): softmax top-k with normalised
     // weights and an ungated shared expert (granite-hybrid.cpp build_layer_ffn).
-    n_expert_ = f.opt_int("expert_count", 0, 0, 4096);
-    if (n_expert_ > 0) {
-        n_expert_used_ = f.need_int("expert_used_count", 1, n_expert_);
-        n_ff_shexp_ = f.opt_int("expert_shared_feed_forward_length", 0, 0);
+    hp.n_expert = f.opt_int("expert_count", 0, 0, 4096);
+    if (hp.n_expert > 0) {
+        hp.n_expert_used = f.need_int("expert_used_count", 1, hp.n_expert);
+        hp.n_ff_shexp = f.opt_int("expert_shared_feed_forward_length", 0, 0);
     }
     const auto n_ff = f.int_per_layer("feed_forward_length", I.n_layer, 1, int64_t{1} << 30);
     for (const int64_t v : n_ff)
@@ -99,15 +126,15 @@ void GraniteHybridModel::read_hparams() {
                          "layers, as in Bamba): only NoPE Granite 4.0-H files are supported");
     I.rope_base_global = 0.0;
     const double attn_scale = f.opt_float("attention.scale", 0.0, -1e6, 1e6);
-    embedding_scale_ = static_cast<float>(f.opt_float("embedding_scale", 0.0, -1e6, 1e6));
-    residual_scale_ = static_cast<float>(f.opt_float("residual_scale", 0.0, -1e6, 1e6));
-    logit_scale_ = static_cast<float>(f.opt_float("logit_scale", 0.0, -1e6, 1e6));
+    hp.embedding_scale = static_cast<float>(f.opt_float("embedding_scale", 0.0, -1e6, 1e6));
+    hp.residual_scale = static_cast<float>(f.opt_float("residual_scale", 0.0, -1e6, 1e6));
+    hp.logit_scale = static_cast<float>(f.opt_float("logit_scale", 0.0, -1e6, 1e6));
     // A multiplier of 0 means "absent" to llama.cpp (if (hparams.f_..._scale)).
-    if (embedding_scale_ == 0.0f)
-        embedding_scale_ = 1.0f;
-    if (residual_scale_ == 0.0f)
-        residual_scale_ = 1.0f;
-    logit_scale_ = logit_scale_ == 0.0f ? 1.0f : 1.0f / logit_scale_;
+    if (hp.embedding_scale == 0.0f)
+        hp.embedding_scale = 1.0f;
+    if (hp.residual_scale == 0.0f)
+        hp.residual_scale = 1.0f;
+    hp.logit_scale = hp.logit_scale == 0.0f ? 1.0f : 1.0f / hp.logit_scale;
 
     Mamba2Shape ms;
     ms.d_model = I.n_embd;
@@ -127,7 +154,7 @@ void GraniteHybridModel::read_hparams() {
         throw ModelError(std::string("Mamba-2 shape: ") + e.what());
     }
 
-    tok_embd_ = token_embedding(f, I);
+    token_embedding(f, I); // n_vocab: its rows
 
     I.layers.resize(static_cast<size_t>(I.n_layer));
     for (int il = 0; il < I.n_layer; ++il) {
@@ -154,7 +181,11 @@ void GraniteHybridModel::read_hparams() {
             I.n_head_kv = L.attn.n_kv_head;
         }
     }
+    refuse_variant_tensors(f, I.layers, hp.n_expert);
+    return hp;
 }
+
+namespace {
 
 void GraniteHybridModel::load_layer(int il) {
     const auto& I = info_;
@@ -185,9 +216,6 @@ void GraniteHybridModel::load_layer(int il) {
     } else {
         const int64_t q_dim = int64_t{LI.attn.n_head} * LI.attn.head_dim;
         const int64_t kv_dim = int64_t{LI.attn.n_kv_head} * LI.attn.head_dim;
-        for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias"})
-            f.refuse_tensor(p + b, "attention biases are not implemented");
-        f.refuse_tensor(p + "attn_qkv.weight", "fused QKV is not implemented");
         L.wq = f.matrix(p + "attn_q.weight", E, q_dim);
         L.wk = f.matrix(p + "attn_k.weight", E, kv_dim);
         L.wv = f.matrix(p + "attn_v.weight", E, kv_dim);
@@ -215,9 +243,6 @@ void GraniteHybridModel::load_layer(int il) {
         }
         return;
     }
-    f.refuse_tensor(p + "ffn_gate_inp.weight", "router without granitehybrid.expert_count");
-    for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
-        f.refuse_tensor(p + b, "feed-forward biases are not implemented");
     L.w_gate = f.matrix(p + "ffn_gate.weight", E, I.n_ff);
     L.w_up = f.matrix(p + "ffn_up.weight", E, I.n_ff);
     L.w_down = f.matrix(p + "ffn_down.weight", I.n_ff, E);

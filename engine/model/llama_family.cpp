@@ -62,14 +62,11 @@ public:
                  const TokenFilter* filter = nullptr) const override;
 
 private:
-    void read_hparams();
-    RopeFrequencies read_rope();
     void load_layer(int il);
     const float* optional_vector(const std::string& name, int64_t n);
 
-    bool pair_rope_ = false;  ///< `llama`: adjacent-pair RoPE layout in the weights
-    bool qk_norm_ = false;    ///< `qwen3`
-    float attn_scale_ = 0.0f; ///< 1/sqrt(head_dim)
+    bool pair_rope_ = false; ///< `llama`: adjacent-pair RoPE layout in the weights
+    bool qk_norm_ = false;   ///< `qwen3`
     RopeFrequencies rope_;
     std::vector<LlamaLayer> layers_;
 };
@@ -77,9 +74,12 @@ private:
 LlamaFamilyModel::LlamaFamilyModel(std::unique_ptr<GgufFile> gguf, const std::string& path,
                                    const std::string& arch)
     : GgufModel(std::move(gguf), path, arch) {
-    pair_rope_ = arch == "llama";
-    qk_norm_ = arch == "qwen3";
-    read_hparams();
+    LlamaFamilyHparams hp = read_llama_family_hparams(*file_);
+    info_ = std::move(hp.info);
+    rope_ = std::move(hp.rope);
+    pair_rope_ = hp.pair_rope;
+    qk_norm_ = hp.qk_norm;
+    tok_embd_ = token_embedding(*file_, info_);
     load_tokenizer_and_output();
     layers_.resize(static_cast<size_t>(info_.n_layer));
     for (int il = 0; il < info_.n_layer; ++il)
@@ -95,10 +95,9 @@ int64_t uniform(const ModelFile& f, const std::string& suffix, const std::vector
     return v.front();
 }
 
-RopeFrequencies LlamaFamilyModel::read_rope() {
-    const ModelFile& f = *file_;
-    const GgufFile& g = *gguf_;
-    auto& I = info_;
+/// The layers' rotary frequencies (every layer has the same), with the defaults used noted in I.
+RopeFrequencies read_rope(ModelFile& f, ModelInfo& I) {
+    const GgufFile& g = f.gguf();
     RopeFrequencies r;
     r.base = f.opt_float("rope.freq_base", 10000.0, 1.0 + 1e-9, 1e12);
     if (!f.has("rope.freq_base"))
@@ -135,7 +134,7 @@ RopeFrequencies LlamaFamilyModel::read_rope() {
     if (f.arch() != "llama") // llama.cpp reads Llama 3's factors for `llama` files only
         f.refuse_tensor("rope_freqs.weight", "frequency factors are not part of " + f.arch());
     if (f.has_tensor("rope_freqs.weight")) {
-        const float* ff = file_->floats("rope_freqs.weight", {I.head_dim / 2});
+        const float* ff = f.floats("rope_freqs.weight", {I.head_dim / 2});
         r.factors.assign(ff, ff + I.head_dim / 2);
         for (const float v : r.factors)
             if (!(std::isfinite(v) && v > 0.0f))
@@ -147,11 +146,33 @@ RopeFrequencies LlamaFamilyModel::read_rope() {
     return r;
 }
 
-void LlamaFamilyModel::read_hparams() {
-    auto& I = info_;
-    const ModelFile& f = *file_;
+/// Tensors of variants this implementation does not read: their presence refuses the file.
+void refuse_variant_tensors(const ModelFile& f, int n_layer) {
+    for (int il = 0; il < n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        f.refuse_tensor(p + "attn_qkv.weight", "fused QKV is not supported");
+        for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
+            f.refuse_tensor(p + b, "feed-forward biases are not supported");
+        if (f.arch() != "llama") // llama.cpp: an optional output bias in `llama` files only
+            f.refuse_tensor(p + "attn_output.bias", "an output bias is not part of " + f.arch());
+        if (f.arch() != "qwen3")
+            for (const char* t : {"attn_q_norm.weight", "attn_k_norm.weight"})
+                f.refuse_tensor(p + t, "q/k normalisation belongs to qwen3, not " + f.arch());
+    }
+}
+
+} // namespace
+
+LlamaFamilyHparams read_llama_family_hparams(ModelFile& f) {
+    if (!is_llama_family(f.arch()))
+        throw ModelError("read_llama_family_hparams: '" + f.arch() +
+                         "' is not a Llama-family architecture");
+    LlamaFamilyHparams hp;
+    hp.pair_rope = f.arch() == "llama";
+    hp.qk_norm = f.arch() == "qwen3";
+    auto& I = hp.info;
     I.architecture = f.arch();
-    read_model_identity(*gguf_, I);
+    read_model_identity(f.gguf(), I);
     I.n_layer = static_cast<int>(f.need_int("block_count", 1, 4096));
     I.n_embd = static_cast<int>(f.need_int("embedding_length", 1, 1 << 20));
     I.n_ctx_train = static_cast<int>(f.need_int("context_length", 1, INT32_MAX));
@@ -184,9 +205,9 @@ void LlamaFamilyModel::read_hparams() {
         throw ModelError(f.key("expert_count") +
                          " > 0: mixture-of-experts Llama files (Mixtral) are not supported");
     // llama.cpp scales these architectures' scores by 1/sqrt(head_dim) whatever the file says.
-    attn_scale_ = 1.0f / std::sqrt(static_cast<float>(I.head_dim));
-    rope_ = read_rope();
-    I.rope_base_global = I.rope_base_local = rope_.base;
+    const float attn_scale = 1.0f / std::sqrt(static_cast<float>(I.head_dim));
+    hp.rope = read_rope(f, I);
+    I.rope_base_global = I.rope_base_local = hp.rope.base;
     // Mistral 7B v0.1 declares a window for every layer (a `llama` file); without the key,
     // attention is global. Qwen 2 configurations carry a window they do not use
     // (use_sliding_window false): qwen2 and qwen3 files are read without one, as llama.cpp does.
@@ -196,18 +217,22 @@ void LlamaFamilyModel::read_hparams() {
             : 0;
     if (I.sliding_window >= I.n_ctx_train)
         I.sliding_window = 0; // a window as long as the context hides nothing
-    tok_embd_ = token_embedding(f, I);
+    token_embedding(f, I);    // n_vocab: its rows
+    refuse_variant_tensors(f, I.n_layer);
 
     I.layers.resize(static_cast<size_t>(I.n_layer));
     for (auto& L : I.layers) {
         L.attn.n_head = I.n_head;
         L.attn.n_kv_head = I.n_head_kv;
         L.attn.head_dim = I.head_dim;
-        L.attn.scale = attn_scale_;
+        L.attn.scale = attn_scale;
         L.attn.window = I.sliding_window;
-        L.rope = rope_;
+        L.rope = hp.rope;
     }
+    return hp;
 }
+
+namespace {
 
 const float* LlamaFamilyModel::optional_vector(const std::string& name, int64_t n) {
     return file_->has_tensor(name) ? file_->floats(name, {n}) : nullptr;
@@ -221,9 +246,6 @@ void LlamaFamilyModel::load_layer(int il) {
     const int64_t kv_dim = int64_t{I.n_head_kv} * I.head_dim;
     const std::string p = "blk." + std::to_string(il) + ".";
     auto& L = layers_[static_cast<size_t>(il)];
-    f.refuse_tensor(p + "attn_qkv.weight", "fused QKV is not supported");
-    for (const char* b : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
-        f.refuse_tensor(p + b, "feed-forward biases are not supported");
     L.attn_norm = f.floats(p + "attn_norm.weight", {E});
     L.ffn_norm = f.floats(p + "ffn_norm.weight", {E});
     L.wq = f.matrix(p + "attn_q.weight", E, q_dim);
@@ -233,10 +255,8 @@ void LlamaFamilyModel::load_layer(int il) {
     L.bq = optional_vector(p + "attn_q.bias", q_dim);
     L.bk = optional_vector(p + "attn_k.bias", kv_dim);
     L.bv = optional_vector(p + "attn_v.bias", kv_dim);
-    if (f.arch() == "llama") // llama.cpp: an optional output bias in `llama` files only
+    if (f.arch() == "llama") // the others are refused by read_llama_family_hparams
         L.bo = optional_vector(p + "attn_output.bias", E);
-    else
-        f.refuse_tensor(p + "attn_output.bias", "an output bias is not part of " + f.arch());
     if (f.arch() == "qwen2")
         for (const auto& [b, name] :
              {std::pair{L.bq, "attn_q.bias"}, std::pair{L.bk, "attn_k.bias"},
@@ -246,9 +266,6 @@ void LlamaFamilyModel::load_layer(int il) {
     if (qk_norm_) {
         L.q_norm = f.floats(p + "attn_q_norm.weight", {I.head_dim});
         L.k_norm = f.floats(p + "attn_k_norm.weight", {I.head_dim});
-    } else {
-        for (const char* t : {"attn_q_norm.weight", "attn_k_norm.weight"})
-            f.refuse_tensor(p + t, "q/k normalisation belongs to qwen3, not " + f.arch());
     }
     L.w_gate = f.matrix(p + "ffn_gate.weight", E, I.n_ff);
     L.w_up = f.matrix(p + "ffn_up.weight", E, I.n_ff);

@@ -15,6 +15,26 @@ namespace spanscope {
 /// Whether `architecture` (general.architecture) is one load_llama_family reads.
 bool is_llama_family(const std::string& architecture);
 
+class ModelFile;
+
+/// A Llama-family file's hyper-parameters, read from its metadata and tensor table.
+struct LlamaFamilyHparams {
+    /// Sizes, identity, n_vocab (token_embd.weight's rows) and one LayerInfo per layer (the same
+    /// heads, window, RoPE frequencies and 1/sqrt(head_dim) scale in every layer).
+    ModelInfo info;
+    RopeFrequencies rope;   ///< every layer's: base, linear scale, Llama 3 frequency factors
+    bool pair_rope = false; ///< `llama`: the weights' adjacent-pair RoPE layout
+    bool qk_norm = false;   ///< `qwen3`: per-head q/k RMSNorm
+};
+
+/// Read and check a Llama-family file's hyper-parameters (f.arch() one of is_llama_family's)
+/// without reading any weight: every key, the RoPE scaling, the tensors that decide the variant
+/// (Llama 3 frequency factors, read here: head_dim / 2 values; LongRoPE factors, fused QKV,
+/// feed-forward and output biases, q/k norms outside qwen3 are refused by their presence).
+/// Model::load and describe_model_file (model_summary.h) both read these files through it.
+/// Throws ModelError as load_llama_family does for these; GgufError for a key of the wrong type.
+LlamaFamilyHparams read_llama_family_hparams(ModelFile& f);
+
 /// Build a Llama-family model from an opened GGUF. Every hyper-parameter is read from the file
 /// and checked; RoPE takes the file's base, linear scaling (rope.scaling.type "linear" with
 /// rope.scaling.factor) and Llama 3 frequency factors (the rope_freqs.weight tensor, `llama`

@@ -8,6 +8,7 @@
 #include "engine/model/gemma3.h"
 #include "engine/model/granite_hybrid.h"
 #include "engine/model/llama_family.h"
+#include "engine/model/model_file.h"
 #include "engine/model/qwen3next.h"
 #include "engine/sekv/memory_sekv.h"
 
@@ -16,29 +17,76 @@
 
 namespace spanscope {
 
+namespace {
+
+/// One architecture Model::load reads: its hyper-parameter reader (the file's metadata alone,
+/// shared with describe_model_file) and its loader, whose constructor calls the same reader.
+struct Architecture {
+    const char* name;
+    ModelInfo (*read_info)(ModelFile& f);
+    std::unique_ptr<Model> (*load)(std::unique_ptr<GgufFile> gguf, const std::string& path);
+};
+
+ModelInfo gemma3_info(ModelFile& f) {
+    return read_gemma3_hparams(f);
+}
+ModelInfo llama_family_info(ModelFile& f) {
+    return read_llama_family_hparams(f).info;
+}
+ModelInfo granite_hybrid_info(ModelFile& f) {
+    return read_granite_hybrid_hparams(f).info;
+}
+ModelInfo qwen3next_info(ModelFile& f) {
+    return read_qwen3next_hparams(f).info;
+}
+
+// In the order Model::load's message lists them.
+constexpr Architecture kArchitectures[] = {
+    {"gemma3", gemma3_info, load_gemma3},
+    {"llama", llama_family_info, load_llama_family},
+    {"qwen2", llama_family_info, load_llama_family},
+    {"qwen3", llama_family_info, load_llama_family},
+    {"granitehybrid", granite_hybrid_info, load_granite_hybrid},
+    {"qwen3next", qwen3next_info, load_qwen3next},
+};
+
+/// general.architecture of `g` and its entry. Throws ModelError as Model::load does: "not a
+/// model file: …" without the key, unsupported_architecture_message for another architecture.
+const Architecture& architecture_of(const GgufFile& g) {
+    if (!g.has("general.architecture"))
+        throw ModelError("not a model file: general.architecture is missing");
+    const std::string arch = g.get_string("general.architecture");
+    for (const auto& a : kArchitectures)
+        if (arch == a.name)
+            return a;
+    throw ModelError(unsupported_architecture_message(arch));
+}
+
+} // namespace
+
 std::unique_ptr<Model> Model::load(const std::string& path) {
     // The engine parallelises around OpenBLAS with its own pool; OpenBLAS's own threads would
     // oversubscribe the cores whoever calls forward().
     static std::once_flag blas_once;
     std::call_once(blas_once, [] { set_blas_threads(1); });
     auto gguf = GgufFile::open(path);
-    if (!gguf->has("general.architecture"))
-        throw ModelError("not a model file: general.architecture is missing");
-    const std::string arch = gguf->get_string("general.architecture");
-    if (arch == "gemma3")
-        return load_gemma3(std::move(gguf), path);
-    if (arch == "granitehybrid")
-        return load_granite_hybrid(std::move(gguf), path);
-    if (arch == "qwen3next")
-        return load_qwen3next(std::move(gguf), path);
-    if (is_llama_family(arch))
-        return load_llama_family(std::move(gguf), path);
-    throw ModelError(unsupported_architecture_message(arch));
+    const Architecture& a = architecture_of(*gguf);
+    return a.load(std::move(gguf), path);
+}
+
+ModelInfo read_model_info(const GgufFile& g) {
+    const Architecture& a = architecture_of(g);
+    ModelFile f(g, a.name);
+    return a.read_info(f);
 }
 
 const std::vector<std::string>& supported_architectures() {
-    static const std::vector<std::string> names{"gemma3", "llama",         "qwen2",
-                                                "qwen3",  "granitehybrid", "qwen3next"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const auto& a : kArchitectures)
+            out.emplace_back(a.name);
+        return out;
+    }();
     return names;
 }
 

@@ -100,6 +100,17 @@ bool is_supported_architecture(const std::string& architecture);
 /// 'phi3' (supported: gemma3, llama, …)".
 std::string unsupported_architecture_message(const std::string& architecture);
 
+/// The hyper-parameters of the model in `g`, read and checked as Model::load reads them, from
+/// the file's metadata and tensor table alone (no weight is read; milliseconds): the
+/// architecture named by general.architecture chooses its reader (read_gemma3_hparams,
+/// read_llama_family_hparams, read_granite_hybrid_hparams, read_qwen3next_hparams), the one its
+/// loader's constructor calls. The result is the ModelInfo the loaded model would have,
+/// layers (LayerInfo) and n_vocab included. Throws what Model::load throws for these checks,
+/// with the same message: ModelError ("not a model file: …", unsupported_architecture_message,
+/// a key missing or out of range, an unsupported variant), GgufError for a key of the wrong type.
+/// The weights' shapes and the tokenizer are not checked here.
+ModelInfo read_model_info(const GgufFile& g);
+
 struct SekvOptions;
 struct EvictionOptions;
 

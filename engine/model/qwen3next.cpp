@@ -16,8 +16,8 @@
 
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
-#include "engine/kernels/rope.h"
 #include "engine/kernels/quant.h"
+#include "engine/kernels/rope.h"
 #include "engine/model/model_file.h"
 #include "engine/model/moe_ffn.h"
 #include "engine/model/recurrent_gated_deltanet.h"
@@ -49,7 +49,6 @@ public:
                  const TokenFilter* filter = nullptr) const override;
 
 private:
-    void read_hparams();
     void load_layer(int il);
 
     int rope_dims_ = 0;
@@ -59,17 +58,40 @@ private:
 
 Qwen3NextModel::Qwen3NextModel(std::unique_ptr<GgufFile> gguf, const std::string& path)
     : GgufModel(std::move(gguf), path, "qwen3next") {
-    read_hparams();
+    Qwen3NextHparams hp = read_qwen3next_hparams(*file_);
+    info_ = std::move(hp.info);
+    rope_dims_ = hp.rope_dims;
+    n_expert_ = hp.n_expert;
+    n_expert_used_ = hp.n_expert_used;
+    n_ff_exp_ = hp.n_ff_exp;
+    n_ff_shexp_ = hp.n_ff_shexp;
+    tok_embd_ = token_embedding(*file_, info_);
     load_tokenizer_and_output();
     layers_.resize(static_cast<size_t>(info_.n_layer));
     for (int il = 0; il < info_.n_layer; ++il)
         load_layer(il);
 }
 
-void Qwen3NextModel::read_hparams() {
-    auto& I = info_;
-    const ModelFile& f = *file_;
-    const GgufFile& g = *gguf_;
+/// Tensors of variants this implementation does not read: their presence refuses the file.
+void refuse_variant_tensors(const ModelFile& f, const std::vector<LayerInfo>& layers) {
+    for (size_t il = 0; il < layers.size(); ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        if (!layers[il].recurrent()) {
+            for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
+                f.refuse_tensor(p + b, "attention biases are not implemented");
+            f.refuse_tensor(p + "attn_qkv.weight",
+                            "fused QKV in attention layers is not implemented");
+        }
+        f.refuse_tensor(p + "ffn_gate_up_exps.weight", "fused gate/up experts are not implemented");
+    }
+}
+
+} // namespace
+
+Qwen3NextHparams read_qwen3next_hparams(const ModelFile& f) {
+    Qwen3NextHparams hp;
+    auto& I = hp.info;
+    const GgufFile& g = f.gguf();
     I.architecture = "qwen3next";
     read_model_identity(g, I);
     I.n_layer = static_cast<int>(f.need_int("block_count", 1, 4096));
@@ -87,8 +109,8 @@ void Qwen3NextModel::read_hparams() {
     I.head_dim = static_cast<int>(f.opt_int("attention.key_length", I.n_embd / I.n_head));
     if (f.opt_int("attention.value_length", I.head_dim) != I.head_dim)
         throw ModelError("qwen3next.attention.value_length differs from key_length");
-    rope_dims_ = static_cast<int>(f.opt_int("rope.dimension_count", I.head_dim, 2, I.head_dim));
-    if (rope_dims_ % 2 != 0)
+    hp.rope_dims = static_cast<int>(f.opt_int("rope.dimension_count", I.head_dim, 2, I.head_dim));
+    if (hp.rope_dims % 2 != 0)
         throw ModelError("qwen3next.rope.dimension_count must be even");
     I.rope_base_global = f.opt_float("rope.freq_base", 10000.0, 1.0 + 1e-9, 1e12);
     if (!f.has("rope.freq_base"))
@@ -103,16 +125,16 @@ void Qwen3NextModel::read_hparams() {
     const double attn_scale = f.opt_float("attention.scale", 0.0, -1e6, 1e6);
     I.n_ff = static_cast<int>(f.opt_int("feed_forward_length", 0, 0));
 
-    n_expert_ = f.opt_int("expert_count", 0, 0, 4096);
-    if (n_expert_ == 0) // llama.cpp: "model cannot have zero experts"
+    hp.n_expert = f.opt_int("expert_count", 0, 0, 4096);
+    if (hp.n_expert == 0) // llama.cpp: "model cannot have zero experts"
         throw ModelError("qwen3next.expert_count is missing or 0: qwen3next files are MoE");
-    n_expert_used_ = f.need_int("expert_used_count", 1, n_expert_);
-    n_ff_exp_ = f.has("expert_feed_forward_length") ? f.need_int("expert_feed_forward_length")
-                                                    : I.n_ff / n_expert_used_;
-    if (n_ff_exp_ <= 0)
+    hp.n_expert_used = f.need_int("expert_used_count", 1, hp.n_expert);
+    hp.n_ff_exp = f.has("expert_feed_forward_length") ? f.need_int("expert_feed_forward_length")
+                                                      : I.n_ff / hp.n_expert_used;
+    if (hp.n_ff_exp <= 0)
         throw ModelError("qwen3next.expert_feed_forward_length is missing");
-    n_ff_shexp_ = f.opt_int("expert_shared_feed_forward_length", I.n_ff, 0);
-    if (n_ff_shexp_ <= 0)
+    hp.n_ff_shexp = f.opt_int("expert_shared_feed_forward_length", I.n_ff, 0);
+    if (hp.n_ff_shexp <= 0)
         throw ModelError("qwen3next.expert_shared_feed_forward_length is missing");
 
     GatedDeltaNetShape gs;
@@ -147,7 +169,7 @@ void Qwen3NextModel::read_hparams() {
             recurrent.push_back((il + 1) % interval != 0);
     }
 
-    tok_embd_ = token_embedding(f, I);
+    token_embedding(f, I); // n_vocab: its rows
 
     I.layers.resize(static_cast<size_t>(I.n_layer));
     for (int il = 0; il < I.n_layer; ++il) {
@@ -164,9 +186,13 @@ void Qwen3NextModel::read_hparams() {
                                          : 1.0f / std::sqrt(static_cast<float>(I.head_dim));
         L.attn.window = 0;
         L.rope = I.rope_base_global;
-        L.rope_dims = rope_dims_;
+        L.rope_dims = hp.rope_dims;
     }
+    refuse_variant_tensors(f, I.layers);
+    return hp;
 }
+
+namespace {
 
 void Qwen3NextModel::load_layer(int il) {
     const auto& I = info_;
@@ -204,9 +230,6 @@ void Qwen3NextModel::load_layer(int il) {
         const int64_t D = LI.attn.head_dim;
         const int64_t q_dim = int64_t{LI.attn.n_head} * D;
         const int64_t kv_dim = int64_t{LI.attn.n_kv_head} * D;
-        for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
-            f.refuse_tensor(p + b, "attention biases are not implemented");
-        f.refuse_tensor(p + "attn_qkv.weight", "fused QKV in attention layers is not implemented");
         L.wq = f.matrix(p + "attn_q.weight", E, 2 * q_dim);
         L.wk = f.matrix(p + "attn_k.weight", E, kv_dim);
         L.wv = f.matrix(p + "attn_v.weight", E, kv_dim);
@@ -214,7 +237,6 @@ void Qwen3NextModel::load_layer(int il) {
         L.q_norm = f.floats(p + "attn_q_norm.weight", {D});
         L.k_norm = f.floats(p + "attn_k_norm.weight", {D});
     }
-    f.refuse_tensor(p + "ffn_gate_up_exps.weight", "fused gate/up experts are not implemented");
     auto& m = L.moe;
     m.n_embd = E;
     m.n_ff_expert = n_ff_exp_;
