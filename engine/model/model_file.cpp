@@ -192,10 +192,11 @@ WeightMatrix token_embedding(const ModelFile& f, ModelInfo& info) {
     return WeightMatrix::from(*embd);
 }
 
-std::unique_ptr<Tokenizer> load_model_tokenizer(const GgufFile& g, int64_t n_vocab) {
+std::unique_ptr<Tokenizer> load_model_tokenizer(const GgufFile& g, int64_t n_vocab,
+                                                TokenizerBuild build) {
     std::unique_ptr<Tokenizer> tok;
     try {
-        tok = Tokenizer::from_gguf(g);
+        tok = Tokenizer::from_gguf(g, build);
     } catch (const std::runtime_error& e) { // GgufError and the tokenizer's own errors
         throw ModelError(std::string("tokenizer: ") + e.what());
     }

@@ -84,9 +84,10 @@ void read_model_identity(const GgufFile& g, ModelInfo& info);
 /// outside [1, INT32_MAX].
 WeightMatrix token_embedding(const ModelFile& f, ModelInfo& info);
 
-/// The GGUF tokenizer; its errors become ModelError("tokenizer: ..."). Throws ModelError when
-/// its size differs from n_vocab (rows of token_embd.weight).
-std::unique_ptr<Tokenizer> load_model_tokenizer(const GgufFile& g, int64_t n_vocab);
+/// The GGUF tokenizer, built as `build` says; its errors become ModelError("tokenizer: ...").
+/// Throws ModelError when its size differs from n_vocab (rows of token_embd.weight).
+std::unique_ptr<Tokenizer> load_model_tokenizer(const GgufFile& g, int64_t n_vocab,
+                                                TokenizerBuild build = TokenizerBuild::Full);
 
 /// The model's output head: `output.weight` {n_embd, n_vocab} when present, else the tied
 /// token embedding (llama.cpp falls back the same way).

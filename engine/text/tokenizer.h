@@ -21,6 +21,18 @@ namespace spanscope {
 class BpeTokenizer;
 class GgufFile;
 
+/// How much of a tokenizer Tokenizer::from_gguf builds.
+enum class TokenizerBuild {
+    Full,
+    /// Every check of the vocabulary's metadata, the vocabulary itself (piece, find, the
+    /// special ids, add_bos, decode), but no SentencePiece model: encode throws
+    /// std::logic_error. A byte-level BPE vocabulary is built in full either way (its merges
+    /// are checked against the vocabulary: most of its time). What a model file's description
+    /// needs (engine/model/model_summary.h): Gemma 3's 262 144 pieces take a quarter of the
+    /// time (about 30 ms of 125 on 2 busy cores).
+    VocabularyOnly
+};
+
 /// Where a text begins in the token sequence it is encoded into. A SentencePiece vocabulary
 /// with a space prefix (tokenizer.ggml.add_space_prefix true or absent: Llama 2, Mistral 7B)
 /// puts ' ' before every text fragment that begins the sequence or follows a special piece
@@ -38,8 +50,11 @@ public:
     /// tokenizer.ggml.model "llama": SentencePiece; "gpt2": byte-level BPE (see
     /// BpeTokenizer::from_gguf for the keys it reads and what it refuses). Throws
     /// std::runtime_error naming the model if it is neither, or if the vocabulary is
-    /// inconsistent (counts differ, ids out of range, no unknown piece for SentencePiece).
-    static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf);
+    /// inconsistent (counts differ, ids out of range, no unknown piece for SentencePiece);
+    /// with TokenizerBuild::VocabularyOnly the same, except SentencePiece's own refusal of a
+    /// vocabulary (repeated pieces), which only building its model finds.
+    static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf,
+                                                TokenizerBuild build = TokenizerBuild::Full);
     ~Tokenizer();
 
     /// Token ids of `text` (UTF-8), without BOS. User-defined pieces ("\n\n", runs of spaces)
@@ -50,7 +65,8 @@ public:
     /// space prefix, the parts of a text encoded apart give the ids of the whole text encoded
     /// at once only when each part after the first continues at a point that no vocabulary
     /// piece spans (after a newline, before a space, at a special piece). Throws
-    /// std::invalid_argument on invalid UTF-8.
+    /// std::invalid_argument on invalid UTF-8, std::logic_error for a tokenizer built
+    /// VocabularyOnly.
     std::vector<int32_t> encode(std::string_view text, bool parse_special = false,
                                 TextStart start = TextStart::Fresh) const;
     /// How a text appended after `before` starts: Fresh after nothing or a special piece (the
