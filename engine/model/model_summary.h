@@ -1,7 +1,13 @@
-// What a model file is, read from its GGUF metadata alone (no weight is read, no tokenizer
+// What a model file is, read from its GGUF header alone (no weight is read, no tokenizer model
 // built): its architecture, name, size, context length, layers and the key/value bytes each
-// token of context costs; and whether Model::load supports it, or the one line why not. The
-// desktop application's model list shows these before a model is chosen.
+// token of context costs; and whether the program can use it, or the one line why not: the
+// line loading it would give. The desktop application's model list and `spanscope-cli info`
+// show these before (or instead of) loading a model.
+//
+// The figures and the verdict come from the loader's own readers, not from a copy of their
+// rules: read_model_info (model.h: the architecture's hyper-parameter reader, which the model's
+// constructor calls too), load_model_tokenizer (model_file.h) over the vocabulary alone, and
+// chat_format_of (engine/text/chat_format.h), which the programs call as a model loads.
 #pragma once
 
 #include <cstdint>
@@ -29,25 +35,40 @@ struct ModelSummary {
     /// while the context is no longer than the window. Recurrent layers count 0 (their state
     /// has a fixed size). The CPU engine keeps its rows in f32 and a position each, about twice
     /// this (engine/memory/row_store.h); this is the model's figure, as llama.cpp's f16 cache
-    /// holds it. 0 when unknown (unsupported or unreadable file).
+    /// holds it. Computed from the layers Model::load would build (ModelInfo::layers); 0 when
+    /// the hyper-parameters could not be read. A file refused later (its vocabulary, its chat
+    /// template) keeps its figures.
     int64_t kv_bytes_per_token = 0;
     /// The same over the global attention layers only: what each token past the sliding
     /// window adds (a sliding-window layer keeps at most sliding_window rows). Equal to
     /// kv_bytes_per_token for a model without sliding-window layers.
     int64_t kv_bytes_per_token_global = 0;
-    /// True when Model::load accepts the architecture and the hyper-parameters above could be
-    /// read. Loading still checks every tensor and may refuse the file then.
+    /// ModelInfo::instruction_tuned (a chat template, or a name that says so); false when
+    /// unknown.
+    bool instruction_tuned = false;
+    /// chat_format_name of the format its prompts take ("completion", "chatml", …); empty when
+    /// not decided (the file is refused before or by that check).
+    std::string chat_format;
+    /// True when every check that needs only the file's header passes: the architecture's
+    /// hyper-parameters and variant (read_model_info), the tokenizer's vocabulary
+    /// (load_model_tokenizer), the chat format (chat_format_of). Loading still reads every
+    /// tensor and may refuse the file then (a tensor missing or mis-shaped, SentencePiece's own
+    /// refusal of a vocabulary).
     bool supported = false;
     /// Why the file cannot be used, in one line (empty when supported): "cannot open …",
-    /// "not a valid GGUF file: …", "unsupported model architecture 'phi3' (supported: …)"
-    /// (the message Model::load gives), or the hyper-parameter that is missing or out of range.
+    /// "not a valid GGUF file: …", else exactly the message loading it gives (ModelError's or
+    /// GgufError's what()): "unsupported model architecture 'phi3' (supported: …)", a key
+    /// missing or out of range, a variant not supported, "tokenizer: …", a chat template none
+    /// of the formats.
     std::string problem;
 };
 
-/// Describe the model file at `path` from its header and metadata (the file is mapped, its
-/// tensors are not read: milliseconds, most of it the vocabulary's strings). Never throws for a
-/// bad file (except std::bad_alloc): problems are reported in `problem` with supported false,
-/// and what could be read before them stays filled in.
+/// Describe the model file at `path` from its header (the file is mapped, its tensors are not
+/// read; a SentencePiece vocabulary's model is not built): milliseconds to tens of them, most of
+/// it the vocabulary's strings (and a byte-level BPE vocabulary's merges, which are checked).
+/// Never throws for a bad file (except std::bad_alloc): problems are reported in `problem` with
+/// supported false, and what could be read before them stays filled in. Thread-safe (call it
+/// from a worker thread: a file on a slow disk takes what its header takes to read).
 ModelSummary describe_model_file(const std::string& path);
 
 } // namespace spanscope

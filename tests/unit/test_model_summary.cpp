@@ -1,12 +1,14 @@
 // describe_model_file: a model file described from its metadata alone. The tiny files are
 // written here (tiny_model.h); the expected figures are computed from the configurations they
 // were written with, and cross-checked against the layers Model::load builds. The real models
-// are checked when installed, against their published shapes and their own keys.
+// are checked when installed, against their published shapes and their own keys. Every refusal
+// against loading's own message: test_model_summary_vs_load.cpp.
 #include "engine/gguf/gguf_reader.h"
 #include "engine/gguf/gguf_writer.h"
 #include "engine/model/model.h"
 #include "engine/model/model_locator.h"
 #include "engine/model/model_summary.h"
+#include "engine/text/tokenizer.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
@@ -14,6 +16,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 using namespace spanscope;
 using namespace spanscope::test;
@@ -186,6 +189,93 @@ TEST_F(ModelSummaryTest, BadFilesSayWhyInOneLine) {
     EXPECT_EQ(s.problem.find('\n'), std::string::npos);
 }
 
+// A file refused after its hyper-parameters were read (here its chat template, none of the
+// formats) keeps the figures read before: the model list and `spanscope-cli info` show them.
+TEST_F(ModelSummaryTest, AFileRefusedLaterKeepsItsFigures) {
+    TinyGemma3Config c;
+    c.architecture = "llama";
+    c.sliding_window = c.n_ctx;
+    write_tiny_gemma3(file("plain.gguf"), c);
+    const auto in = GgufFile::open(file("plain.gguf"));
+    GgufWriter w;
+    for (const auto& [key, value] : in->metadata())
+        w.set_value(key, value);
+    w.set_string("tokenizer.chat_template", "{% for m in messages %}<|user|>{% endfor %}");
+    for (const auto& t : in->tensors())
+        w.add_tensor(t.name, t.type, t.ne, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+    w.write(file("template.gguf"));
+    const ModelSummary s = describe_model_file(file("template.gguf"));
+    EXPECT_FALSE(s.supported);
+    EXPECT_EQ(s.problem.rfind("the model's chat template (llama, markers <|user|>)", 0), 0u)
+        << s.problem;
+    EXPECT_TRUE(s.instruction_tuned);
+    EXPECT_EQ(s.chat_format, "");
+    EXPECT_EQ(s.kv_bytes_per_token, c.n_layer * f16_kv_bytes(c.n_head_kv, c.head_dim));
+    EXPECT_EQ(s.n_attention_layers, c.n_layer);
+    EXPECT_EQ(s.context_length, c.n_ctx);
+    // The same file without the template: a base model, supported.
+    const ModelSummary plain = describe_model_file(file("plain.gguf"));
+    ASSERT_TRUE(plain.supported) << plain.problem;
+    EXPECT_EQ(plain.chat_format, "completion");
+    EXPECT_EQ(plain.kv_bytes_per_token, s.kv_bytes_per_token);
+}
+
+// The summary reads the vocabulary without building SentencePiece's model: what it asks of the
+// tokenizer (size, special ids, pieces) is what the full tokenizer says; encoding is refused.
+TEST_F(ModelSummaryTest, AVocabularyOnlyTokenizerAnswersAsTheFullOne) {
+    write_tiny_gemma3(file("g.gguf"), TinyGemma3Config{});
+    const auto g = GgufFile::open(file("g.gguf"));
+    const auto full = Tokenizer::from_gguf(*g);
+    const auto vocab = Tokenizer::from_gguf(*g, TokenizerBuild::VocabularyOnly);
+    EXPECT_EQ(vocab->n_vocab(), full->n_vocab());
+    EXPECT_EQ(vocab->bos(), full->bos());
+    EXPECT_EQ(vocab->eos(), full->eos());
+    EXPECT_EQ(vocab->unk(), full->unk());
+    EXPECT_EQ(vocab->add_bos(), full->add_bos());
+    for (const char* piece : {"<start_of_turn>", "<end_of_turn>", "\n", "absent"})
+        EXPECT_EQ(vocab->find(piece), full->find(piece)) << piece;
+    const int32_t eot = full->find("<end_of_turn>");
+    ASSERT_GE(eot, 0);
+    EXPECT_EQ(vocab->is_end_of_generation(eot), full->is_end_of_generation(eot));
+    const std::vector<int32_t> ids = full->encode("the cat");
+    EXPECT_EQ(vocab->decode(ids), full->decode(ids));
+    EXPECT_THROW(vocab->encode("the cat"), std::logic_error);
+}
+
+// The model list describes files on worker threads, several at once.
+TEST_F(ModelSummaryTest, DescriptionsOnSeveralThreadsAgree) {
+    write_tiny_gemma3(file("g.gguf"), TinyGemma3Config{});
+    write_tiny_granite_hybrid(file("h.gguf"), TinyGraniteHybridConfig{});
+    write_tiny_qwen3next(file("q.gguf"), TinyQwen3NextConfig{});
+    const std::vector<std::string> paths{file("g.gguf"), file("h.gguf"), file("q.gguf"),
+                                         file("absent.gguf")};
+    std::vector<ModelSummary> expected;
+    for (const auto& p : paths)
+        expected.push_back(describe_model_file(p));
+    std::vector<std::vector<ModelSummary>> got(4);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < got.size(); ++t)
+        threads.emplace_back([&, t] {
+            for (int round = 0; round < 3; ++round)
+                for (const auto& p : paths)
+                    got[t].push_back(describe_model_file(p));
+        });
+    for (auto& th : threads)
+        th.join();
+    for (const auto& g : got) {
+        ASSERT_EQ(g.size(), 3 * paths.size());
+        for (size_t i = 0; i < g.size(); ++i) {
+            const ModelSummary& a = g[i];
+            const ModelSummary& b = expected[i % paths.size()];
+            EXPECT_EQ(a.supported, b.supported) << a.path;
+            EXPECT_EQ(a.problem, b.problem) << a.path;
+            EXPECT_EQ(a.kv_bytes_per_token, b.kv_bytes_per_token) << a.path;
+            EXPECT_EQ(a.chat_format, b.chat_format) << a.path;
+        }
+    }
+    EXPECT_TRUE(expected[0].supported && expected[1].supported && expected[2].supported);
+}
+
 TEST(ModelSummaryReal, SmolLM2FromItsOwnHyperParameters) {
     const auto path = smollm2_model_path();
     if (!path)
@@ -208,6 +298,9 @@ TEST(ModelSummaryReal, SmolLM2FromItsOwnHyperParameters) {
     EXPECT_EQ(s.kv_bytes_per_token_global, s.kv_bytes_per_token);
     EXPECT_EQ(s.context_length, static_cast<int64_t>(g->get_uint("llama.context_length")));
     EXPECT_EQ(s.file_bytes, std::filesystem::file_size(*path));
+    // An instruction-tuned model with a ChatML template (its vocabulary has <|im_start|>).
+    EXPECT_TRUE(s.instruction_tuned);
+    EXPECT_EQ(s.chat_format, "chatml");
 }
 
 TEST(ModelSummaryReal, Gemma3DefaultModel) {
@@ -225,4 +318,6 @@ TEST(ModelSummaryReal, Gemma3DefaultModel) {
     EXPECT_EQ(s.context_length, 32768);
     EXPECT_EQ(s.kv_bytes_per_token, 18 * 1 * 256 * 2 * 2);
     EXPECT_EQ(s.kv_bytes_per_token_global, 3 * 1 * 256 * 2 * 2);
+    // The base model: plain completion prompts (README, "What to expect").
+    EXPECT_EQ(s.chat_format, "completion");
 }

@@ -111,8 +111,11 @@ void write_tiny_gemma3(const std::string& path, const TinyGemma3Config& c) {
             w.add_tensor_f32(p + name, TensorType::F32, {n}, random(n, 0.1f, 1.0f));
         };
         norm("attn_norm.weight", E);
-        norm("attn_q_norm.weight", c.head_dim);
-        norm("attn_k_norm.weight", c.head_dim);
+        if (c.architecture == "gemma3" || c.architecture == "qwen3") {
+            // Per-head q/k norms belong to these; a `llama` file with them is refused.
+            norm("attn_q_norm.weight", c.head_dim);
+            norm("attn_k_norm.weight", c.head_dim);
+        }
         norm("post_attention_norm.weight", E);
         norm("ffn_norm.weight", E);
         norm("post_ffw_norm.weight", E);
