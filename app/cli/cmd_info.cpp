@@ -4,6 +4,7 @@
 
 #include "engine/model/model.h"
 #include "engine/model/model_locator.h"
+#include "engine/model/model_summary.h"
 #include "engine/sekv/memory_sekv.h"
 #include "engine/text/chat_format.h"
 
@@ -12,11 +13,92 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <system_error>
 
 namespace spanscope::cli {
 
+namespace {
+
+/// What describe_model_file read, as JSON fields.
+void summary_json(const ModelSummary& s, nlohmann::json& j) {
+    j["path"] = s.path;
+    j["architecture"] = s.architecture;
+    j["name"] = s.name;
+    j["file_bytes"] = s.file_bytes;
+    j["context_length"] = s.context_length;
+    j["n_layer"] = s.n_layer;
+    j["attention_layers"] = s.n_attention_layers;
+    j["sliding_layers"] = s.n_sliding_layers;
+    j["recurrent_layers"] = s.n_recurrent_layers;
+    j["sliding_window"] = s.sliding_window;
+    j["kv_bytes_per_token"] = s.kv_bytes_per_token;
+    j["kv_bytes_per_token_global"] = s.kv_bytes_per_token_global;
+}
+
+/// "N (f16, every attention layer; M past the W-token window)", or "" when unknown.
+std::string kv_line(const ModelSummary& s) {
+    if (s.kv_bytes_per_token <= 0)
+        return "";
+    std::string l = std::to_string(s.kv_bytes_per_token) + " (f16, every attention layer";
+    if (s.n_sliding_layers > 0)
+        l += "; " + std::to_string(s.kv_bytes_per_token_global) + " past the " +
+             std::to_string(s.sliding_window) + "-token window";
+    return l + ")";
+}
+
+/// A model file that cannot be used: what its header says (stdout), the reason (one line on
+/// stderr, as open_model words it), exit status 1.
+int report_unusable(const ModelSummary& s, const std::string& line, const std::string& why,
+                    bool json) {
+    if (json) {
+        nlohmann::json j;
+        summary_json(s, j);
+        j["supported"] = false;
+        j["problem"] = why;
+        std::cout << j.dump(2) << "\n";
+    } else {
+        std::cout << "model:          " << s.path << "\n"
+                  << "name:           " << s.name << " (" << s.architecture << ")\n"
+                  << "file size:      " << s.file_bytes << " bytes\n";
+        if (s.context_length > 0)
+            std::cout << "context:        " << s.context_length << " tokens\n";
+        if (s.n_layer > 0) {
+            std::cout << "layers:         " << s.n_layer;
+            if (s.n_attention_layers + s.n_recurrent_layers > 0)
+                std::cout << " (" << s.n_sliding_layers << " sliding-window, "
+                          << s.n_attention_layers - s.n_sliding_layers << " global, "
+                          << s.n_recurrent_layers << " recurrent)";
+            std::cout << "\n";
+        }
+        if (const std::string kv = kv_line(s); !kv.empty())
+            std::cout << "KV bytes/token: " << kv << "\n";
+        std::cout << "usable:         no: " << why << "\n";
+    }
+    std::cerr << "spanscope-cli: " << line << "\n";
+    return 1;
+}
+
+} // namespace
+
 int run_info(const InfoOptions& o) {
-    auto model = open_model(o.model);
+    // The file described from its header first: a file that cannot be used still shows what it
+    // declares, with the one line loading it would give. Nothing is shown for a file whose
+    // header could not be read (missing, not GGUF): then the error alone, as for every command.
+    const auto where = locate_model(o.model);
+    std::error_code ec;
+    const bool described = !where.path.empty() && !std::filesystem::is_directory(where.path, ec);
+    const ModelSummary s = described ? describe_model_file(where.path) : ModelSummary{};
+    if (!s.architecture.empty() && !s.supported)
+        return report_unusable(s, unusable_model_message(where, s.problem), s.problem, o.json);
+    std::unique_ptr<Model> model;
+    try {
+        model = open_model(o.model);
+    } catch (const std::runtime_error& e) {
+        if (s.architecture.empty())
+            throw;
+        // Refused by a check the header does not show (a tensor missing or mis-shaped).
+        return report_unusable(s, e.what(), e.what(), o.json);
+    }
     const auto& I = model->info();
     struct TypeCount {
         int tensors = 0;
@@ -39,13 +121,8 @@ int run_info(const InfoOptions& o) {
     j["architecture"] = I.architecture;
     j["name"] = I.name;
     j["kind"] = I.instruction_tuned ? "instruction-tuned" : "base";
-    // The prompt format, or why the model's template is refused (info still describes the file).
-    std::string chat_format;
-    try {
-        chat_format = chat_format_name(chat_format_of(I, model->tokenizer()));
-    } catch (const ModelError& e) {
-        chat_format = std::string("refused: ") + e.what();
-    }
+    // The prompt format (a template none of ours was refused above, with the file's summary).
+    const std::string chat_format = chat_format_name(chat_format_of(I, model->tokenizer()));
     j["chat_format"] = chat_format;
     j["n_layer"] = I.n_layer;
     j["n_embd"] = I.n_embd;
@@ -80,6 +157,10 @@ int run_info(const InfoOptions& o) {
     j["rope_frequency_factors"] = global_rope ? !global_rope->factors.empty() : false;
     j["rms_eps"] = I.rms_eps;
     j["defaults_used"] = I.defaults_used;
+    j["file_bytes"] = s.file_bytes;
+    j["kv_bytes_per_token"] = s.kv_bytes_per_token;
+    j["kv_bytes_per_token_global"] = s.kv_bytes_per_token_global;
+    j["supported"] = true;
     j["tensors"] = model->gguf().tensors().size();
     j["tensor_bytes"] = total_bytes;
     for (const auto& [name, c] : by_type)
@@ -115,6 +196,8 @@ int run_info(const InfoOptions& o) {
     if (global_rope && !global_rope->factors.empty())
         std::cout << "; Llama 3 frequency factors";
     std::cout << "\n";
+    if (const std::string kv = kv_line(s); !kv.empty())
+        std::cout << "KV bytes/token: " << kv << "\n";
     for (const auto& d : I.defaults_used)
         std::cout << "default used:   " << d << "\n";
     std::cout << "tensors:        " << model->gguf().tensors().size() << " ("

@@ -13,7 +13,8 @@
 
 namespace spanscope {
 class Model;
-}
+struct ModelLocation;
+} // namespace spanscope
 
 namespace spanscope::cli {
 
@@ -99,5 +100,9 @@ std::optional<int> parse_command_line(
 /// model when none is found, and why a backend cannot run here).
 std::unique_ptr<Model> open_model(const std::string& explicit_path,
                                   const std::string& backend = "cpu");
+
+/// open_model's line for a model file that is refused: "unusable model PATH (from SOURCE):
+/// WHY" (the source named unless it is --model).
+std::string unusable_model_message(const ModelLocation& where, const std::string& why);
 
 } // namespace spanscope::cli

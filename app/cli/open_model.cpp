@@ -32,8 +32,13 @@ std::unique_ptr<Model> open_model(const std::string& explicit_path, const std::s
         // GgufError from open() already ends in "(file PATH)".
         throw std::runtime_error("invalid model file" + from + ": " + e.what());
     } catch (const ModelError& e) {
-        throw std::runtime_error("unusable model " + where.path + from + ": " + e.what());
+        throw std::runtime_error(unusable_model_message(where, e.what()));
     }
+}
+
+std::string unusable_model_message(const ModelLocation& where, const std::string& why) {
+    const std::string from = where.source == "--model" ? "" : " (from " + where.source + ")";
+    return "unusable model " + where.path + from + ": " + why;
 }
 
 } // namespace spanscope::cli

@@ -2,6 +2,7 @@
 // nothing on stdout; good input answers. Uses tiny models written by the test.
 #include "cli_runner.h"
 #include "engine/gguf/gguf_reader.h"
+#include "engine/gguf/gguf_writer.h"
 #include "engine/kernels/quant.h"
 #include "engine/model/model.h"
 #include "engine/sekv/router_params.h"
@@ -388,7 +389,75 @@ TEST_F(Cli, WrongArchitecture) {
     write_tiny_gemma3(p, c);
     expect_clean_error(run({"ask", "--model", p, "--doc", doc_, "Q?"}),
                        "unsupported model architecture 'phi3'");
-    expect_clean_error(run({"info", "--model", p}), "unsupported model architecture");
+    // info describes what the header says, then the one line.
+    const auto r = run({"info", "--model", p});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.out.find("phi3"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("context:        256 tokens"), std::string::npos) << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("unsupported model architecture 'phi3'"), std::string::npos) << r.err;
+}
+
+// A file the header already refuses (here its chat template) and one refused only as its
+// tensors are read: info prints what describe_model_file read, with the KV bytes per token,
+// the one line on stderr, and exits 1; --json gives the same as one object.
+TEST_F(Cli, InfoDescribesAModelItCannotUse) {
+    TinyGemma3Config c; // 4 layers, 2 KV heads of 32, every 2nd layer global
+    c.architecture = "llama";
+    c.sliding_window = c.n_ctx;
+    const int64_t kv = int64_t{c.n_layer} * 2 * c.n_head_kv * c.head_dim * 2;
+    const std::string p = dir_ + "/template.gguf";
+    write_tiny_gemma3(p, c);
+    {
+        const auto in = spanscope::GgufFile::open(p);
+        spanscope::GgufWriter w;
+        for (const auto& [key, value] : in->metadata())
+            w.set_value(key, value);
+        w.set_string("tokenizer.chat_template", "{% for m in messages %}<|user|>{% endfor %}");
+        for (const auto& t : in->tensors())
+            w.add_tensor(t.name, t.type, t.ne, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+        w.write(p + ".tmp");
+    }
+    std::filesystem::rename(p + ".tmp", p);
+    auto r = run({"info", "--model", p});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.out.find("name:           tiny gemma3 test model (llama)"), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("KV bytes/token: " + std::to_string(kv)), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("usable:         no: the model's chat template"), std::string::npos)
+        << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("unusable model " + p + ": the model's chat template"), std::string::npos)
+        << r.err;
+    r = run({"info", "--json", "--model", p});
+    EXPECT_EQ(r.status, 1);
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["supported"], false);
+    EXPECT_EQ(j["kv_bytes_per_token"].get<int64_t>(), kv);
+    EXPECT_EQ(j["architecture"], "llama");
+    EXPECT_EQ(j["problem"].get<std::string>().rfind("the model's chat template", 0), 0u)
+        << j["problem"];
+
+    // A tensor missing: the header is fine, loading says what is wrong.
+    const std::string cut = dir_ + "/cut.gguf";
+    {
+        const auto in = spanscope::GgufFile::open(model_);
+        spanscope::GgufWriter w;
+        for (const auto& [key, value] : in->metadata())
+            w.set_value(key, value);
+        for (const auto& t : in->tensors())
+            if (t.name != "blk.1.ffn_down.weight")
+                w.add_tensor(t.name, t.type, t.ne, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+        w.write(cut);
+    }
+    r = run({"info", "--model", cut});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.out.find("(gemma3)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("missing tensor blk.1.ffn_down.weight"), std::string::npos) << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("unusable model " + cut + ": missing tensor blk.1.ffn_down.weight"),
+              std::string::npos)
+        << r.err;
 }
 
 TEST_F(Cli, TruncatedModel) {
@@ -475,6 +544,9 @@ TEST_F(Cli, InfoReportsTypesAndKind) {
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["architecture"], "gemma3");
     EXPECT_EQ(j["kind"], "base");
+    EXPECT_EQ(j["supported"], true);
+    // 4 layers of 2 KV heads of 32: a key and a value row of f16 each.
+    EXPECT_EQ(j["kv_bytes_per_token"].get<int64_t>(), 4 * 2 * 2 * 32 * 2);
     EXPECT_EQ(j["tensor_types"]["f32"]["tensors"].get<int>(), 1 + 1 + 4 * 13);
 }
 
