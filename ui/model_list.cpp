@@ -4,6 +4,7 @@
 
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
@@ -12,6 +13,7 @@
 #include <QPushButton>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 
 namespace spanscope::gui {
 
@@ -19,26 +21,6 @@ namespace {
 
 QString q(const std::string& s) {
     return QString::fromStdString(s);
-}
-
-ModelRow describe(const QString& path) {
-    ModelRow row;
-    row.path = path;
-    row.summary = describe_model_file(path.toStdString());
-    return row;
-}
-
-ModelRow default_row() {
-    const ModelLocation where = locate_model("");
-    ModelRow row;
-    if (where.path.empty()) {
-        row.summary.name = kDefaultModelName;
-        row.summary.problem = "not installed (bash scripts/setup.sh model installs it)";
-    } else {
-        row = describe(q(where.path));
-    }
-    row.is_default = true;
-    return row;
 }
 
 } // namespace
@@ -58,6 +40,7 @@ QVariant ModelListModel::data(const QModelIndex& index, int role) const {
     const ModelSummary& s = r.summary;
     const QLocale loc;
     const bool known = r.usable();
+    const bool kv_known = r.described && s.kv_bytes_per_token > 0;
     if (role == kValueRole) {
         switch (index.column()) {
         case Size:
@@ -86,9 +69,13 @@ QVariant ModelListModel::data(const QModelIndex& index, int role) const {
             return s.context_length > 0 ? loc.toString(static_cast<qint64>(s.context_length))
                                         : tr("—");
         case KvBytes:
-            return known ? tr("%1 B").arg(loc.toString(static_cast<qint64>(s.kv_bytes_per_token)))
-                         : tr("—");
+            // Shown for a file refused after its hyper-parameters were read, too.
+            return kv_known
+                       ? tr("%1 B").arg(loc.toString(static_cast<qint64>(s.kv_bytes_per_token)))
+                       : tr("—");
         case Notes:
+            if (!r.described)
+                return tr("reading…");
             if (!known)
                 return q(s.problem);
             if (s.n_sliding_layers > 0)
@@ -109,6 +96,8 @@ QVariant ModelListModel::data(const QModelIndex& index, int role) const {
     if (role == Qt::ToolTipRole) {
         const QString where = (r.path.isEmpty() ? tr("(no file)") : r.path) +
                               (s.name.empty() ? QString() : QStringLiteral(" — ") + q(s.name));
+        if (!r.described)
+            return tr("%1\nReading the file's header…").arg(where);
         if (!known)
             return tr("%1\nCannot be used: %2").arg(where, q(s.problem));
         return tr("%1\n%2 layers (%3 with keys and values), context %4 tokens.\nKV bytes per "
@@ -119,7 +108,7 @@ QVariant ModelListModel::data(const QModelIndex& index, int role) const {
             .arg(s.n_attention_layers)
             .arg(loc.toString(static_cast<qint64>(s.context_length)));
     }
-    if (role == Qt::ForegroundRole && !known && index.column() == Notes)
+    if (role == Qt::ForegroundRole && r.described && !known && index.column() == Notes)
         return QPalette().brush(QPalette::Disabled, QPalette::Text);
     if (role == Qt::TextAlignmentRole &&
         (index.column() == Size || index.column() == Context || index.column() == KvBytes))
@@ -178,6 +167,23 @@ void ModelListModel::remove(int r) {
     endRemoveRows();
 }
 
+int ModelListModel::set_summary(quint64 id, const ModelSummary& summary) {
+    const int r = row_of_id(id);
+    if (r < 0)
+        return -1;
+    rows_[r].summary = summary;
+    rows_[r].described = true;
+    emit dataChanged(index(r, 0), index(r, ColumnCount - 1));
+    return r;
+}
+
+int ModelListModel::row_of_id(quint64 id) const {
+    for (int r = 0; r < rows_.size(); ++r)
+        if (rows_[r].id == id)
+            return r;
+    return -1;
+}
+
 int ModelListModel::row_of_path(const QString& path) const {
     if (path.isEmpty())
         return -1;
@@ -189,17 +195,30 @@ int ModelListModel::row_of_path(const QString& path) const {
     return -1;
 }
 
-ModelList::ModelList(const QString& chosen, const QStringList& files, QWidget* parent)
-    : QWidget(parent), initial_(chosen) {
+ModelList::ModelList(const QString& chosen, const QStringList& files, QWidget* parent,
+                     Describer describe)
+    : QWidget(parent), describe_(describe ? std::move(describe) : Describer(describe_model_file)),
+      initial_(chosen) {
     model_ = new ModelListModel(this);
-    QList<ModelRow> rows{default_row()};
+    QList<ModelRow> rows;
+    if (const ModelLocation where = locate_model(""); where.path.empty()) {
+        ModelRow none; // nothing to read: described at once
+        none.is_default = true;
+        none.described = true;
+        none.id = next_id_++;
+        none.summary.name = kDefaultModelName;
+        none.summary.problem = "not installed (bash scripts/setup.sh model installs it)";
+        rows << none;
+    } else {
+        rows << new_row(q(where.path), true);
+    }
     QStringList listed = files;
     if (!chosen.isEmpty() && !listed.contains(chosen))
         listed << chosen;
     for (const QString& f : listed)
         if (!f.isEmpty() &&
             (rows.front().path.isEmpty() || QFileInfo(f) != QFileInfo(rows.front().path)))
-            rows << describe(f);
+            rows << new_row(f, false);
     model_->set_rows(rows);
 
     view_ = new QTableView;
@@ -248,11 +267,74 @@ ModelList::ModelList(const QString& chosen, const QStringList& files, QWidget* p
     layout->addWidget(view_, 1);
     layout->addLayout(buttons);
 
-    select_row(chosen.isEmpty() ? 0 : model_->row_of_path(chosen));
-    if (chosen_row_ >= 0)
-        view_->selectionModel()->setCurrentIndex(model_->index(chosen_row_, 0),
+    if (const int r = chosen.isEmpty() ? 0 : model_->row_of_path(chosen); r >= 0) {
+        choose(r);
+        view_->selectionModel()->setCurrentIndex(model_->index(r, 0),
                                                  QItemSelectionModel::NoUpdate);
+    }
     update_buttons();
+    for (const ModelRow& row : rows)
+        if (!row.described)
+            describe_in_background(row);
+}
+
+ModelRow ModelList::new_row(const QString& path, bool is_default) {
+    ModelRow row;
+    row.path = path;
+    row.is_default = is_default;
+    row.id = next_id_++;
+    row.summary.path = path.toStdString();
+    row.summary.name = QFileInfo(path).fileName().toStdString();
+    return row;
+}
+
+void ModelList::describe_in_background(const ModelRow& row) {
+    // The watcher belongs to this widget: closed before the file is read, the dialog drops the
+    // result (the worker holds its own copies and finishes on its own).
+    auto* watcher = new QFutureWatcher<ModelSummary>(this);
+    const quint64 id = row.id;
+    connect(watcher, &QFutureWatcher<ModelSummary>::finished, this, [this, watcher, id] {
+        watcher->deleteLater();
+        on_described(id, watcher->result());
+    });
+    watcher->setFuture(QtConcurrent::run([describe = describe_, path = row.path.toStdString()] {
+        try {
+            return describe(path);
+        } catch (const std::exception& e) { // describe_model_file throws only bad_alloc
+            ModelSummary s;
+            s.path = path;
+            s.problem = e.what();
+            return s;
+        }
+    }));
+}
+
+void ModelList::on_described(quint64 id, const ModelSummary& summary) {
+    const int r = model_->set_summary(id, summary);
+    if (r < 0)
+        return; // the row was removed meanwhile
+    if (id == pending_choice_) {
+        pending_choice_ = 0;
+        select_row(r);
+    }
+    update_buttons();
+    emit described(r);
+}
+
+int ModelList::reading() const {
+    int n = 0;
+    for (int r = 0; r < model_->rowCount(); ++r)
+        n += model_->row(r).described ? 0 : 1;
+    return n;
+}
+
+void ModelList::choose(int r) {
+    if (r < 0 || r >= model_->rowCount())
+        return;
+    if (!model_->row(r).described)
+        pending_choice_ = model_->row(r).id; // chosen once described, if it can be used
+    else
+        select_row(r);
 }
 
 QString ModelList::chosen_path() const {
@@ -275,9 +357,12 @@ QStringList ModelList::files() const {
 
 int ModelList::add_file(const QString& path) {
     int r = model_->row_of_path(path);
-    if (r < 0)
-        r = model_->append(describe(path));
-    select_row(r);
+    const bool added = r < 0;
+    if (added)
+        r = model_->append(new_row(path, false));
+    choose(r);
+    if (added)
+        describe_in_background(model_->row(r));
     // Remove applies to the current row, usable or not; the choice is select_row's.
     view_->selectionModel()->setCurrentIndex(model_->index(r, 0), QItemSelectionModel::NoUpdate);
     view_->scrollTo(model_->index(r, 0));
@@ -293,9 +378,11 @@ void ModelList::remove_current() {
         --chosen_row_;
     else if (was_chosen)
         chosen_row_ = -1;
-    model_->remove(r);
+    if (model_->row(r).id == pending_choice_)
+        pending_choice_ = 0;
+    model_->remove(r); // a description on its way for it finds no row and is dropped
     if (was_chosen)
-        select_row(0);
+        choose(0);
     if (chosen_row_ >= 0)
         view_->selectionModel()->setCurrentIndex(model_->index(chosen_row_, 0),
                                                  QItemSelectionModel::NoUpdate);
@@ -312,9 +399,10 @@ void ModelList::select_row(int r) {
 
 void ModelList::on_selection_changed() {
     const QModelIndexList sel = view_->selectionModel()->selectedRows();
-    if (!sel.isEmpty() && model_->row(sel.front().row()).usable())
+    if (!sel.isEmpty() && model_->row(sel.front().row()).usable()) {
         chosen_row_ = sel.front().row();
-    else if (chosen_row_ >= 0) // a click on a row that cannot be chosen: the choice stays
+        pending_choice_ = 0;     // the user's choice wins over a row still being read
+    } else if (chosen_row_ >= 0) // a click on a row that cannot be chosen: the choice stays
         select_row(chosen_row_);
 }
 

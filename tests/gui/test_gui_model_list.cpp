@@ -1,6 +1,8 @@
 // Settings' model list and switching models, on tiny model files the test writes itself
 // (tests/unit/tiny_model.h): no real model needed. The default model is the one
-// $SPANSCOPE_MODEL names (model_locator.h), here a tiny Gemma 3 file.
+// $SPANSCOPE_MODEL names (model_locator.h), here a tiny Gemma 3 file. Files are described in
+// the background: the tests wait for the rows to be read, and hold a file's description back
+// (ModelList's describer) to see a row that is still being read.
 #include "engine/gguf/gguf_writer.h"
 #include "test_support.h"
 #include "tiny_model.h"
@@ -9,17 +11,22 @@
 #include "ui/model_list.h"
 #include "ui/settings_dialog.h"
 
+#include <QElapsedTimer>
 #include <QFile>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLocale>
 #include <QPushButton>
+#include <QSemaphore>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <atomic>
+#include <memory>
 
 using namespace spanscope;
 using namespace spanscope::gui;
@@ -41,6 +48,11 @@ test::TinyGemma3Config tiny(const std::string& arch, uint64_t seed) {
     return c;
 }
 
+/// Wait (processing events) until every row of `list` has its description; false after 10 s.
+bool wait_described(const ModelList* list) {
+    return QTest::qWaitFor([list] { return list->reading() == 0; }, 10000);
+}
+
 } // namespace
 
 class GuiModelList : public QObject {
@@ -49,6 +61,8 @@ private slots:
     void initTestCase();
     void addSelectAndSave();
     void unusableFilesCannotBeChosen();
+    void rowsAreReadInTheBackground();
+    void aLateDescriptionOfARemovedRowIsDropped();
     void settingsBeforeTheListKeepTheirModel();
     void realSmolLM2Row();
     void switchingModelsSaysSoAndRecomputes();
@@ -60,7 +74,7 @@ private:
         return view ? qobject_cast<ModelListModel*>(view->model()) : nullptr;
     }
     QTemporaryDir dir_;
-    QString gemma_, gemma_other_, llama_, phi3_, junk_;
+    QString gemma_, gemma_other_, llama_, phi3_, junk_, template_;
 };
 
 void GuiModelList::initTestCase() {
@@ -71,6 +85,7 @@ void GuiModelList::initTestCase() {
     llama_ = path(QStringLiteral("tiny-llama.gguf"));
     phi3_ = path(QStringLiteral("phi3.gguf"));
     junk_ = path(QStringLiteral("notes.gguf"));
+    template_ = path(QStringLiteral("unknown-template.gguf"));
     test::write_tiny_gemma3(gemma_.toStdString(), tiny("gemma3", 1));
     test::write_tiny_gemma3(gemma_other_.toStdString(), tiny("gemma3", 2)); // other weights
     test::write_tiny_gemma3(llama_.toStdString(), tiny("llama", 3));
@@ -79,6 +94,16 @@ void GuiModelList::initTestCase() {
     w.set_uint32("phi3.context_length", 4096);
     w.set_uint32("phi3.block_count", 32);
     w.write(phi3_.toStdString());
+    { // the tiny Llama file with a chat template none of the formats: refused by its header
+        const auto in = GgufFile::open(llama_.toStdString());
+        GgufWriter t;
+        for (const auto& [key, value] : in->metadata())
+            t.set_value(key, value);
+        t.set_string("tokenizer.chat_template", "{% for m in messages %}<|user|>{% endfor %}");
+        for (const auto& x : in->tensors())
+            t.add_tensor(x.name, x.type, x.ne, std::vector<uint8_t>(x.data, x.data + x.nbytes));
+        t.write(template_.toStdString());
+    }
     QFile junk(junk_);
     QVERIFY(junk.open(QIODevice::WriteOnly));
     junk.write("not a model\n");
@@ -97,6 +122,7 @@ void GuiModelList::addSelectAndSave() {
     QVERIFY(m);
     QCOMPARE(m->rowCount(), 1);
     QVERIFY(m->row(0).is_default);
+    QVERIFY(wait_described(list));
     QCOMPARE(m->data(m->index(0, ModelListModel::Architecture), Qt::DisplayRole).toString(),
              QStringLiteral("gemma3"));
     QCOMPARE(list->chosen_path(), QString()); // the default
@@ -107,6 +133,7 @@ void GuiModelList::addSelectAndSave() {
     // Add… once its file dialog has returned the tiny Llama file.
     const int r = list->add_file(llama_);
     QCOMPARE(r, 1);
+    QVERIFY(wait_described(list));
     QCOMPARE(m->data(m->index(r, ModelListModel::Architecture), Qt::DisplayRole).toString(),
              QStringLiteral("llama"));
     // Every layer global: a key and a value row of kKvHeads × kHeadDim f16 values per layer.
@@ -147,6 +174,8 @@ void GuiModelList::addSelectAndSave() {
     auto* list2 = again.findChild<ModelList*>();
     ModelListModel* m2 = list_model(again);
     QCOMPARE(m2->rowCount(), 2);
+    QCOMPARE(list2->chosen_path(), llama_); // while its row is read, too
+    QVERIFY(wait_described(list2));
     QCOMPARE(list2->chosen_path(), llama_);
     auto* view = again.findChild<QTableView*>(QStringLiteral("modelList"));
     view->selectRow(0);
@@ -165,8 +194,10 @@ void GuiModelList::unusableFilesCannotBeChosen() {
     auto* view = dialog.findChild<QTableView*>(QStringLiteral("modelList"));
     auto* remove = dialog.findChild<QPushButton*>(QStringLiteral("modelRemove"));
     QVERIFY(list && m && view && remove);
+    QVERIFY(wait_described(list));
 
     const int r = list->add_file(phi3_);
+    QVERIFY(wait_described(list));
     const QString reason = m->data(m->index(r, ModelListModel::Notes), Qt::DisplayRole).toString();
     QVERIFY2(reason.startsWith(QStringLiteral("unsupported model architecture 'phi3' (supported: "
                                               "gemma3, llama")),
@@ -183,7 +214,22 @@ void GuiModelList::unusableFilesCannotBeChosen() {
     QCOMPARE(view->selectionModel()->selectedRows().size(), 1);
     QCOMPARE(view->selectionModel()->selectedRows().front().row(), 1);
 
+    // Refused by its chat template, after its hyper-parameters were read: the line loading it
+    // would give, and its figures.
+    const int t = list->add_file(template_);
+    QVERIFY(wait_described(list));
+    const QString line = m->data(m->index(t, ModelListModel::Notes), Qt::DisplayRole).toString();
+    QVERIFY2(line.startsWith(QStringLiteral("the model's chat template (llama, markers <|user|>)")),
+             qPrintable(line));
+    QVERIFY(!(m->flags(m->index(t, 0)) & Qt::ItemIsSelectable));
+    QCOMPARE(m->data(m->index(t, ModelListModel::KvBytes), ModelListModel::kValueRole).toLongLong(),
+             qint64{kLayers} * 2 * kKvHeads * kHeadDim * 2);
+    QCOMPARE(list->chosen_path(), llama_);
+    remove->click(); // the current row: the file just added
+    QCOMPARE(m->row_of_path(template_), -1);
+
     const int j = list->add_file(junk_);
+    QVERIFY(wait_described(list));
     const QString why = m->data(m->index(j, ModelListModel::Notes), Qt::DisplayRole).toString();
     QVERIFY2(why.startsWith(QStringLiteral("not a valid GGUF file")), qPrintable(why));
     QCOMPARE(list->chosen_path(), llama_);
@@ -203,12 +249,100 @@ void GuiModelList::unusableFilesCannotBeChosen() {
     gone.model_path = path(QStringLiteral("moved-away.gguf"));
     SettingsDialog d2(gone);
     ModelListModel* m3 = list_model(d2);
+    QVERIFY(wait_described(d2.findChild<ModelList*>()));
     const int g = m3->row_of_path(gone.model_path);
     QVERIFY(g > 0);
     QVERIFY(m3->data(m3->index(g, ModelListModel::Notes), Qt::DisplayRole)
                 .toString()
                 .startsWith(QStringLiteral("cannot open")));
     QCOMPARE(d2.result_settings().model_path, gone.model_path);
+}
+
+void GuiModelList::rowsAreReadInTheBackground() {
+    // A slow file: its description waits for the gate (5 s at most), the others pass.
+    auto gate = std::make_shared<QSemaphore>(0);
+    const std::string slow = gemma_other_.toStdString();
+    const auto describe = [gate, slow](const std::string& p) {
+        if (p == slow)
+            gate->tryAcquire(1, 5000);
+        return describe_model_file(p);
+    };
+    QElapsedTimer opening;
+    opening.start();
+    ModelList list(QString(), {llama_, gemma_other_}, nullptr, describe);
+    // Described on the GUI thread, the list would have taken the gate's 5 s to open.
+    QVERIFY2(opening.elapsed() < 2000, qPrintable(QString::number(opening.elapsed())));
+    ModelListModel* m = list.model();
+    QSignalSpy described(&list, &ModelList::described);
+    QCOMPARE(m->rowCount(), 3);
+    const int slow_row = m->row_of_path(gemma_other_);
+    QCOMPARE(slow_row, 2);
+    // Every row starts reading: its notes say so, it cannot be chosen yet.
+    QCOMPARE(list.reading(), 3);
+    for (int r = 0; r < 3; ++r) {
+        QCOMPARE(m->data(m->index(r, ModelListModel::Notes), Qt::DisplayRole).toString(),
+                 QStringLiteral("reading…"));
+        QVERIFY(!(m->flags(m->index(r, 0)) & Qt::ItemIsSelectable));
+    }
+    QCOMPARE(list.chosen_path(), QString()); // the default, chosen once read
+    // The fast rows are read while the slow one is held; the default row is then chosen.
+    QVERIFY(QTest::qWaitFor([&] { return list.reading() == 1; }, 10000));
+    QCOMPARE(described.size(), 2);
+    QCOMPARE(m->data(m->index(1, ModelListModel::Architecture), Qt::DisplayRole).toString(),
+             QStringLiteral("llama"));
+    QCOMPARE(list.view()->selectionModel()->selectedRows().size(), 1);
+    QCOMPARE(list.view()->selectionModel()->selectedRows().front().row(), 0);
+    QCOMPARE(m->data(m->index(slow_row, ModelListModel::Notes), Qt::DisplayRole).toString(),
+             QStringLiteral("reading…"));
+    QCOMPARE(m->data(m->index(slow_row, ModelListModel::Architecture), Qt::DisplayRole).toString(),
+             QStringLiteral("—"));
+    QVERIFY(!m->row(slow_row).described);
+    // Released: the row turns from reading… to its description, and can be chosen.
+    gate->release();
+    QVERIFY(wait_described(&list));
+    QCOMPARE(described.size(), 3);
+    QCOMPARE(described.last().at(0).toInt(), slow_row);
+    QCOMPARE(m->data(m->index(slow_row, ModelListModel::Architecture), Qt::DisplayRole).toString(),
+             QStringLiteral("gemma3"));
+    QVERIFY(m->flags(m->index(slow_row, 0)) & Qt::ItemIsSelectable);
+    list.view()->selectRow(slow_row);
+    QCOMPARE(list.chosen_path(), gemma_other_);
+}
+
+void GuiModelList::aLateDescriptionOfARemovedRowIsDropped() {
+    // The llama file's description is held until the test lets it go; it then arrives after its
+    // row was removed and another file took that position.
+    auto gate = std::make_shared<QSemaphore>(0);
+    auto held_done = std::make_shared<std::atomic<bool>>(false);
+    const std::string held = llama_.toStdString();
+    const auto describe = [gate, held_done, held](const std::string& p) {
+        if (p != held)
+            return describe_model_file(p);
+        gate->tryAcquire(1, 5000);
+        ModelSummary s = describe_model_file(p);
+        held_done->store(true);
+        return s;
+    };
+    ModelList list(QString(), {}, nullptr, describe);
+    ModelListModel* m = list.model();
+    QVERIFY(wait_described(&list));
+    const int r = list.add_file(llama_);
+    QCOMPARE(r, 1);
+    QCOMPARE(list.view()->currentIndex().row(), r);
+    list.remove_current();
+    QCOMPARE(m->rowCount(), 1);
+    QCOMPARE(list.add_file(gemma_other_), r); // the same position, another file
+    QVERIFY(wait_described(&list));
+    QCOMPARE(list.chosen_path(), gemma_other_); // added, read, chosen
+    gate->release();
+    QVERIFY(QTest::qWaitFor([&] { return held_done->load(); }, 10000));
+    QTest::qWait(200); // the worker's result crosses to the GUI thread
+    QCOMPARE(m->rowCount(), 2);
+    QCOMPARE(m->row(r).path, gemma_other_);
+    QCOMPARE(m->row(r).summary.path, gemma_other_.toStdString());
+    QCOMPARE(m->data(m->index(r, ModelListModel::Architecture), Qt::DisplayRole).toString(),
+             QStringLiteral("gemma3"));
+    QCOMPARE(list.chosen_path(), gemma_other_);
 }
 
 void GuiModelList::settingsBeforeTheListKeepTheirModel() {
@@ -238,6 +372,7 @@ void GuiModelList::realSmolLM2Row() {
     auto* list = dialog.findChild<ModelList*>();
     ModelListModel* m = list_model(dialog);
     const int r = list->add_file(QString::fromStdString(*smol));
+    QVERIFY(wait_described(list));
     QCOMPARE(m->data(m->index(r, ModelListModel::Architecture), Qt::DisplayRole).toString(),
              QStringLiteral("llama"));
     // SmolLM2-135M's published shape: 30 layers, 3 key/value heads of 64, no window.
