@@ -499,6 +499,11 @@ std::vector<Case> accepted_cases() {
                  u32("llama.attention.sliding_window", 256)),
         accepted("MistralRopeScalingNone", "tiny_mistral.gguf",
                  str("llama.rope.scaling.type", "none")),
+        // A SentencePiece space prefix (Llama 2, Mistral 7B), the key absent or true.
+        accepted("MistralSpacePrefixByDefault", "tiny_mistral.gguf", {},
+                 {"tokenizer.ggml.add_space_prefix"}),
+        accepted("MistralSpacePrefix", "tiny_mistral.gguf",
+                 [](GgufWriter& w) { w.set_bool("tokenizer.ggml.add_space_prefix", true); }),
         accepted("MistralUniformPerLayerHeadCounts", "tiny_mistral.gguf",
                  i32s("llama.attention.head_count", {8, 8, 8})),
         accepted("Qwen2", "tiny_qwen2.gguf"),
