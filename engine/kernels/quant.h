@@ -61,10 +61,11 @@ float vec_dot(TensorType t, int64_t n, const void* w, const void* xq);
 
 /// out[r] = the dot product of row r (at w + r * row_stride) with xq, for r < n_rows, with one
 /// dispatch and one argument check for all rows (the decode hot loop: a whole weight matrix times
-/// one vector). Some levels have a kernel of their own for it: AVX2 and AVX-512 for Q8_0, Q5_0 and
-/// Q4_0 sum in another order than vec_dot (the same exact block sums; within vec_dot's tolerance),
-/// and for Q4_1 and Q5_1 in vec_dot's order, four rows per activation load; a row's result never
-/// depends on n_rows or on the row's place among the rows.
+/// one vector). Some levels have a kernel of their own for it: AVX2 and AVX-512 for Q8_0 and Q5_0
+/// sum in another order than vec_dot (the same exact block sums; within vec_dot's tolerance), and
+/// for Q4_0, Q4_1 and Q5_1 in vec_dot's order and lanes (the same bits as vec_dot at that level),
+/// four rows per activation load; a row's result never depends on n_rows or on the row's place
+/// among the rows.
 void vec_dot_rows(TensorType t, int64_t n, int64_t n_rows, const void* w, size_t row_stride,
                   const void* xq, float* out);
 

@@ -262,6 +262,31 @@ TEST_P(quant_Level, VecDotRowsMatchesScalarAndDoesNotDependOnTheSplit) {
     }
 }
 
+// Q4_0, Q4_1 and Q5_1 rows sum in vec_dot's order and lanes (quant.h): the same bits as vec_dot
+// at every level, so a decode step's logits do not depend on which of the two ran (a prefill's
+// last tokens use vec_dot_rows, a single-row product vec_dot).
+TEST_P(quant_Level, VecDotRowsOfQ4AndQ5_1GiveVecDotsBits) {
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_1}) {
+        const int64_t n = 7 * 32, rows = 6; // an odd block count: vec_dot's pairs leave a tail
+        const size_t rb = row_bytes(t, n);
+        std::vector<uint8_t> w;
+        for (int64_t r = 0; r < rows; ++r) {
+            const auto row = quantized(t, random_floats(n, 900 + static_cast<uint32_t>(r)));
+            w.insert(w.end(), row.begin(), row.end());
+        }
+        const auto xq = quantized(traits(t).vec_dot_type, random_floats(n, 901));
+        LevelGuard g(GetParam());
+        std::vector<float> all(static_cast<size_t>(rows));
+        vec_dot_rows(t, n, rows, w.data(), rb, xq.data(), all.data());
+        for (int64_t r = 0; r < rows; ++r) {
+            const float one = vec_dot(t, n, w.data() + r * rb, xq.data());
+            EXPECT_EQ(std::memcmp(&one, &all[static_cast<size_t>(r)], sizeof(float)), 0)
+                << traits(t).name << " row " << r << ": " << one << " vs "
+                << all[static_cast<size_t>(r)];
+        }
+    }
+}
+
 // The extremes of Q8_0's bytes: a weight of -128 (the format allows it, though ggml's quantiser
 // writes [-127, 127]) against activations of both signs, at every level, against the exact sum
 // of the dequantised products (both factors are exact in double).
