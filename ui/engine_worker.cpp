@@ -382,16 +382,28 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         emit ingest_progress(ingest_status(p, 0, 1));
     };
     // An answer computes and stores the states its documents lack for this model (a model
-    // switched since they were read): their rows then say so.
+    // switched since they were read): their rows then say so. Cosmetic: a failure to read the
+    // rows never fails or hides the answer.
     std::vector<std::pair<qint64, DocumentRow>> before;
-    for (const auto id :
-         pq.document_ids.empty() ? project_document_list(*project_).order : pq.document_ids)
-        before.emplace_back(id, row_for(id));
+    try {
+        for (const auto id :
+             pq.document_ids.empty() ? project_document_list(*project_).order : pq.document_ids) {
+            DocumentRow row = row_for(id);
+            if (row.status != DocumentRow::Status::Ready)
+                before.emplace_back(id, std::move(row));
+        }
+    } catch (const std::exception&) {
+        before.clear();
+    }
     auto refresh_rows = [&] {
-        for (const auto& [id, row] : before) {
-            const DocumentRow now = row_for(id);
-            if (now.status != row.status || now.chunks_stored != row.chunks_stored)
-                emit document_updated(now);
+        try {
+            for (const auto& [id, row] : before) {
+                const DocumentRow now = row_for(id);
+                if (now.status != row.status || now.chunks_stored != row.chunks_stored)
+                    emit document_updated(now);
+            }
+        } catch (const std::exception&) {
+            // the rows keep what they showed; the next list refresh reads them again
         }
     };
     AnswerStats st;
