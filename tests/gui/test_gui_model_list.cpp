@@ -11,7 +11,6 @@
 #include "ui/model_list.h"
 #include "ui/settings_dialog.h"
 
-#include <QElapsedTimer>
 #include <QFile>
 #include <QItemSelectionModel>
 #include <QLabel>
@@ -23,6 +22,7 @@
 #include <QStandardPaths>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QThreadPool>
 #include <QtTest>
 
 #include <atomic>
@@ -267,11 +267,9 @@ void GuiModelList::rowsAreReadInTheBackground() {
             gate->tryAcquire(1, 5000);
         return describe_model_file(p);
     };
-    QElapsedTimer opening;
-    opening.start();
+    // Described on the GUI thread, the list would open with every row read (after the gate's
+    // 5 s); it opens with every row reading (below).
     ModelList list(QString(), {llama_, gemma_other_}, nullptr, describe);
-    // Described on the GUI thread, the list would have taken the gate's 5 s to open.
-    QVERIFY2(opening.elapsed() < 2000, qPrintable(QString::number(opening.elapsed())));
     ModelListModel* m = list.model();
     QSignalSpy described(&list, &ModelList::described);
     QCOMPARE(m->rowCount(), 3);
@@ -336,7 +334,11 @@ void GuiModelList::aLateDescriptionOfARemovedRowIsDropped() {
     QCOMPARE(list.chosen_path(), gemma_other_); // added, read, chosen
     gate->release();
     QVERIFY(QTest::qWaitFor([&] { return held_done->load(); }, 10000));
-    QTest::qWait(200); // the worker's result crosses to the GUI thread
+    // The worker's result crosses to the GUI thread: every description has finished, and the
+    // events that carry results are delivered.
+    QVERIFY(QThreadPool::globalInstance()->waitForDone(10000));
+    for (int i = 0; i < 3; ++i)
+        QCoreApplication::processEvents();
     QCOMPARE(m->rowCount(), 2);
     QCOMPARE(m->row(r).path, gemma_other_);
     QCOMPARE(m->row(r).summary.path, gemma_other_.toStdString());
