@@ -82,7 +82,7 @@ struct ProjectInfo {
         int64_t states = 0, bytes = 0, tokens = 0; ///< tokens: rows of attention-row states
         int64_t chunks = 0;                        ///< chunks with a state for this model
     };
-    std::vector<PerModel> models;
+    std::vector<PerModel> models; ///< in the order their first stored state was written
 };
 
 class Project {

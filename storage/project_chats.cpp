@@ -118,7 +118,7 @@ ProjectInfo Project::info() {
         "SELECT s.fingerprint, coalesce(n.value, ''), count(*), sum(s.bytes), "
         "sum(CASE WHEN s.kind = 1 THEN s.rows ELSE 0 END), count(DISTINCT s.chunk_id) "
         "FROM chunk_states s LEFT JOIN settings n ON n.key = 'model_name:' || s.fingerprint "
-        "GROUP BY s.fingerprint ORDER BY min(s.chunk_id)");
+        "GROUP BY s.fingerprint ORDER BY min(s.rowid)");
     while (q.step()) {
         ProjectInfo::PerModel m;
         m.fingerprint = q.text(0);

@@ -360,7 +360,8 @@ TEST_F(CliProject, SelectorsRecomputeTokensOfLaterDocuments) {
 }
 
 // project info names each model whose states the project holds and counts its chunks: a
-// document read by two models (here one tokenizer, so the same chunks) is listed under both.
+// document read by two models (here one tokenizer, so the same chunks) is listed under both,
+// each fingerprint with its own model's name.
 TEST_F(CliProject, InfoNamesEachModelAndItsChunks) {
     const auto a = write_file("alpha.txt", sample_prose(1, 300));
     auto args = ingest(project_, {a});
@@ -368,24 +369,33 @@ TEST_F(CliProject, InfoNamesEachModelAndItsChunks) {
     const json j = run_json(args);
     ASSERT_EQ(j.size(), 1u) << j;
     const int64_t chunks = j[0]["chunks"].get<int64_t>();
-    const std::string slow = slow_model();
-    auto again = ingest(project_, {a}, slow);
+    const std::string second = dir_ + "/second.gguf";
+    TinyGemma3Config c;
+    c.n_ctx = 2048;
+    c.sliding_window = 16;
+    c.seed = 2;
+    c.name = "second tiny test model";
+    write_tiny_gemma3(second, c);
+    auto again = ingest(project_, {a}, second);
     again.insert(again.end(), {"--chunk-tokens", "64"});
     ASSERT_EQ(run(again).status, 0);
     const json i = info(project_);
     ASSERT_EQ(i["models"].size(), 2u) << i;
-    const std::string expected_name = spanscope::Model::load(model_)->info().name;
-    ASSERT_FALSE(expected_name.empty());
-    for (const auto& m : i["models"]) {
-        EXPECT_EQ(m["name"], expected_name) << m; // both tiny files carry the writer's name
+    // Listed in the order their states were stored: the first model's, then the second's.
+    const std::string names[2] = {spanscope::Model::load(model_)->info().name,
+                                  spanscope::Model::load(second)->info().name};
+    ASSERT_NE(names[0], names[1]);
+    for (size_t k = 0; k < 2; ++k) {
+        const auto& m = i["models"][k];
+        EXPECT_EQ(m["name"], names[k]) << m;
         EXPECT_EQ(m["chunks"], chunks) << m;
         EXPECT_EQ(m["tokens"], j[0]["tokens"]) << m;
     }
     EXPECT_NE(i["models"][0]["fingerprint"], i["models"][1]["fingerprint"]) << i;
     const auto text = run({"project", "info", "--project", project_});
     ASSERT_EQ(text.status, 0) << text.err;
-    EXPECT_NE(text.out.find("model " + expected_name + " (fingerprint "), std::string::npos)
-        << text.out;
+    for (const auto& name : names)
+        EXPECT_NE(text.out.find("model " + name + " (fingerprint "), std::string::npos) << text.out;
 }
 
 TEST_F(CliProject, UnknownDocIdIsRefusedAndAddsNothing) {

@@ -68,7 +68,7 @@ void write_tiny_gemma3(const std::string& path, const TinyGemma3Config& c) {
     GgufWriter w;
     const std::string a = c.architecture + ".";
     w.set_string("general.architecture", c.architecture);
-    w.set_string("general.name", "tiny gemma3 test model");
+    w.set_string("general.name", c.name);
     w.set_uint32(a + "context_length", static_cast<uint32_t>(c.n_ctx));
     w.set_uint32(a + "embedding_length", static_cast<uint32_t>(c.n_embd));
     w.set_uint32(a + "block_count", static_cast<uint32_t>(c.n_layer));

@@ -27,6 +27,7 @@ struct TinyGemma3Config {
     TensorType matrix_type = TensorType::F32; ///< type of the projection matrices
     TensorType embd_type = TensorType::F32;
     uint64_t seed = 1;
+    std::string name = "tiny gemma3 test model"; ///< general.name
     /// general.architecture and the keys' prefix. Another one than gemma3 gets the same keys
     /// and tensors (a `llama` file loads: its loader ignores Gemma's extra norms), except the
     /// per-head q/k norms, which only gemma3 and qwen3 files have.
