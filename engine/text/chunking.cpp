@@ -190,8 +190,14 @@ std::vector<DocumentUnit> build_document_units(const Tokenizer& tok, const std::
         encode_body(bodies.back(), start);
     }
 
-    const auto trailer_max = static_cast<int64_t>(std::max(
-        document_unit_trailer(tok, true).size(), document_unit_trailer(tok, false).size()));
+    // The trailer follows the text (Continues) or a special piece it ends in (Fresh: with a
+    // space prefix one token more); the longest of the four bounds the unit.
+    size_t trailer_longest = 0;
+    for (const bool newline : {true, false})
+        for (const TextStart start : {TextStart::Continues, TextStart::Fresh})
+            trailer_longest =
+                std::max(trailer_longest, document_unit_trailer(tok, newline, start).size());
+    const auto trailer_max = static_cast<int64_t>(trailer_longest);
     // Whole document as one unit?
     int64_t total = 0;
     for (const auto& c : bodies)
