@@ -96,8 +96,12 @@ int run_info(const InfoOptions& o) {
     } catch (const std::runtime_error& e) {
         if (s.architecture.empty())
             throw;
-        // Refused by a check the header does not show (a tensor missing or mis-shaped).
-        return report_unusable(s, e.what(), e.what(), o.json);
+        // Refused by a check the header does not show (a tensor missing or mis-shaped): the
+        // reason alone where open_model's line names the file before it.
+        const std::string line = e.what();
+        const std::string named = unusable_model_message(where, "");
+        const std::string why = line.rfind(named, 0) == 0 ? line.substr(named.size()) : line;
+        return report_unusable(s, line, why, o.json);
     }
     const auto& I = model->info();
     struct TypeCount {
