@@ -176,7 +176,7 @@ const std::vector<std::string>& global_policies();
 /// Memory for every layer of a model: `global_policy` (one of global_policies()) for global
 /// layers, the exact `sliding` ring buffer for sliding-window layers, a zero RecurrentMemory
 /// (memory_recurrent.h) for recurrent layers. A compressing policy
-/// serves the layers in sekv->layers (every global layer when empty; the same layers for every
+/// serves the layers in sekv->layers (sekv_layers()' default when empty; the same layers for every
 /// policy, so that they are compared on the same bytes) and the other global layers are `full`:
 /// "sekv" and "chunk_summary" (SekvMemory, the latter with summaries_only) take `sekv`,
 /// "snapkv", "h2o" and "streaming" (EvictionMemory) take `eviction` (defaults when null).
