@@ -31,13 +31,18 @@ std::vector<int32_t> bench_tokens(const Tokenizer& tok, int n) {
     if (text.empty())
         text = "The quick brown fox jumps over the lazy dog. Pack my box with five dozen liquor "
                "jugs. How vexingly quick daft zebras jump!\n";
-    const auto piece = tok.encode(text);
+    // The text repeated: the first copy starts the prompt, the others continue it (a space
+    // prefix only before the first, tokenizer.h TextStart).
+    const auto first = tok.encode(text);
+    const auto again = tok.encode(text, false, TextStart::Continues);
     std::vector<int32_t> ids;
     if (tok.add_bos()) // as every prompt starts (prompt.h)
         ids.push_back(tok.bos());
-    while (static_cast<int>(ids.size()) < n)
+    for (bool start = true; static_cast<int>(ids.size()) < n; start = false) {
+        const auto& piece = start ? first : again;
         ids.insert(ids.end(), piece.begin(),
                    piece.begin() + std::min<size_t>(piece.size(), n - ids.size()));
+    }
     return ids;
 }
 } // namespace

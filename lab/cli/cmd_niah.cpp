@@ -83,7 +83,8 @@ Sample make_sample(const Tokenizer& tok, const std::vector<std::string>& paras,
     int64_t total = 0;
     while (total < tokens) {
         if (para_tokens[p] < 0)
-            para_tokens[p] = static_cast<int64_t>(tok.encode(paras[p] + "\n\n").size());
+            para_tokens[p] = static_cast<int64_t>(
+                tok.encode(paras[p] + "\n\n", false, TextStart::Continues).size());
         chosen.push_back(p);
         total += para_tokens[p];
         p = (p + 1) % paras.size();

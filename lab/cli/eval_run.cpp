@@ -134,7 +134,7 @@ std::vector<int32_t> sample_question(const Tokenizer& tok, ChatFormat format,
         // A completion prompt ends in "Answer:"; RULER puts a space before its prefix there.
         const auto prefix =
             tok.encode((format != ChatFormat::Completion ? "" : " ") + s.answer_prefix, false,
-                       TextStart::Continues);
+                       tok.start_after(question));
         question.insert(question.end(), prefix.begin(), prefix.end());
     }
     return question;

@@ -165,7 +165,7 @@ int64_t TokenCounter::cached(const std::string& block) const {
 }
 
 int64_t TokenCounter::count(const std::string& text) const {
-    return static_cast<int64_t>(tok_->encode(text).size());
+    return static_cast<int64_t>(tok_->encode(text, false, TextStart::Continues).size());
 }
 
 } // namespace spanscope::eval

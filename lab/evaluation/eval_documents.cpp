@@ -22,7 +22,8 @@ std::vector<std::string> split_into_documents(const Tokenizer& tok, const std::s
         e = e == std::string::npos ? context.size() : e + 2;
         while (e < context.size() && context[e] == '\n')
             ++e;
-        total += static_cast<int64_t>(tok.encode(context.substr(b, e - b)).size());
+        total += static_cast<int64_t>(
+            tok.encode(context.substr(b, e - b), false, TextStart::Continues).size());
         ends.push_back(e);
         cumulative.push_back(total);
         b = e;
