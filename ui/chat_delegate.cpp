@@ -39,6 +39,9 @@ Layout layout(const QStyleOptionViewItem& option, const QModelIndex& index) {
     QString text = index.data(Qt::DisplayRole).toString();
     if (text.isEmpty())
         text = QStringLiteral(" ");
+    // QTextLayout breaks lines only at U+2028: a '\n' would join the words around it. One
+    // character for one, so the token offsets into the text stay valid.
+    text.replace(QLatin1Char('\n'), QChar::LineSeparator);
     // One layout for painting, sizing and finding tokens, so that they agree.
     l.lines = std::make_unique<QTextLayout>(text, option.font);
     QTextOption wrap;

@@ -32,6 +32,7 @@ private slots:
     void documentViewTintsSpansAndDrawsTheZoom();
     void inspectorGridShowsEveryLayerHeadAndStep();
     void answerTokensAreClickable();
+    void lineBreaksInAnAnswerBreakItsLines();
 };
 
 namespace {
@@ -522,6 +523,24 @@ void GuiModels::answerTokensAreClickable() {
     m.select_token(2, 2);
     QCOMPARE(changed.count(), 1); // unchanged: no signal
     QVERIFY(!view.grab().isNull());
+}
+
+// An answer's line ends start new lines in the chat (QTextLayout ignores '\n' itself: the
+// words around it were drawn joined, "can⏎distribute" as "candistribute").
+void GuiModels::lineBreaksInAnAnswerBreakItsLines() {
+    ChatModel m;
+    m.set_messages(7, {MessageRow{1, false, QStringLiteral("can\ndistribute"), "", false},
+                       MessageRow{2, false, QStringLiteral("can distribute"), "", false}});
+    QListView view;
+    ChatDelegate delegate;
+    view.setItemDelegate(&delegate);
+    view.setModel(&m);
+    view.resize(400, 300);
+    const auto broken = ChatDelegate::option_for(&view, m.index(0));
+    const auto spaced = ChatDelegate::option_for(&view, m.index(1));
+    const int line = QFontMetrics(broken.font).lineSpacing();
+    QCOMPARE(delegate.sizeHint(broken, m.index(0)).height(),
+             delegate.sizeHint(spaced, m.index(1)).height() + line);
 }
 
 QTEST_MAIN(GuiModels)
