@@ -23,29 +23,12 @@ using namespace spanscope::test;
 
 namespace {
 
-std::string from_hex(const std::string& h) {
-    std::string s;
-    for (size_t i = 0; i + 1 < h.size(); i += 2)
-        s.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-    return s;
-}
-
 const nlohmann::json& fixture() {
     static const nlohmann::json f = [] {
         std::ifstream in(data_dir() + "/reference/fixtures/bpe_tokenizer_smollm2.json");
         return nlohmann::json::parse(in);
     }();
     return f;
-}
-
-std::string ids_text(const std::vector<int32_t>& ids) {
-    std::string s = "[";
-    for (size_t i = 0; i < ids.size(); ++i) {
-        if (i)
-            s += ' ';
-        s += std::to_string(ids[i]);
-    }
-    return s + "]";
 }
 
 class SmolLM2Tokenizer : public ::testing::Test {
@@ -90,7 +73,7 @@ TEST_F(SmolLM2Tokenizer, IdenticalToLlamaCppOnEveryFixtureString) {
     int matched = 0, matched_plain = 0;
     for (const auto& c : f["cases"]) {
         const std::string name = c["name"];
-        const std::string text = from_hex(c["utf8_hex"].get<std::string>());
+        const std::string text = text_from_hex(c["utf8_hex"].get<std::string>());
         const auto expected = c["ids"].get<std::vector<int32_t>>();
         const auto got = tok_->encode(text, /*parse_special=*/true);
         EXPECT_EQ(got, expected) << name << ": ours " << ids_text(got) << ", llama.cpp "
@@ -111,10 +94,10 @@ TEST_F(SmolLM2Tokenizer, DecodesBackLikeLlamaCpp) {
     int exact = 0;
     for (const auto& c : fixture()["cases"]) {
         const auto ids = c["ids"].get<std::vector<int32_t>>();
-        const std::string text = from_hex(c["utf8_hex"].get<std::string>());
+        const std::string text = text_from_hex(c["utf8_hex"].get<std::string>());
         const std::string want = c["detok_roundtrip_exact"].get<bool>()
                                      ? text
-                                     : from_hex(c["detok"]["hex"].get<std::string>());
+                                     : text_from_hex(c["detok"]["hex"].get<std::string>());
         EXPECT_EQ(tok_->decode(ids, /*render_special=*/true), want) << c["name"];
         exact += c["detok_roundtrip_exact"].get<bool>();
     }
@@ -140,11 +123,11 @@ TEST_F(SmolLM2Tokenizer, PiecesLikeLlamaCpp) {
     int n = 0;
     for (const auto& p : fixture()["pieces"]) {
         const int id = p["id"].get<int>();
-        EXPECT_EQ(tok_->piece(id), from_hex(p["vocab_text"]["hex"].get<std::string>())) << id;
+        EXPECT_EQ(tok_->piece(id), text_from_hex(p["vocab_text"]["hex"].get<std::string>())) << id;
         EXPECT_EQ(tok_->find(tok_->piece(id)), id) << id;
-        EXPECT_EQ(tok_->token_bytes(id), from_hex(p["piece"]["hex"].get<std::string>())) << id;
+        EXPECT_EQ(tok_->token_bytes(id), text_from_hex(p["piece"]["hex"].get<std::string>())) << id;
         EXPECT_EQ(tok_->decode({id}, /*render_special=*/true),
-                  from_hex(p["piece_special"]["hex"].get<std::string>()))
+                  text_from_hex(p["piece_special"]["hex"].get<std::string>()))
             << id;
         EXPECT_EQ(tok_->is_control(id), p["is_control"].get<bool>()) << id;
         EXPECT_EQ(tok_->is_end_of_generation(id), p["is_eog"].get<bool>()) << id;
@@ -161,9 +144,9 @@ TEST_F(SmolLM2Tokenizer, DetokenizesSequencesLikeLlamaCpp) {
     for (const auto& c : d) {
         const auto ids = c["ids"].get<std::vector<int32_t>>();
         EXPECT_EQ(tok_->decode(ids, true),
-                  from_hex(c["remove_special_false_unparse_true"]["hex"].get<std::string>()));
+                  text_from_hex(c["remove_special_false_unparse_true"]["hex"].get<std::string>()));
         EXPECT_EQ(tok_->decode(ids, false),
-                  from_hex(c["remove_special_false_unparse_false"]["hex"].get<std::string>()));
+                  text_from_hex(c["remove_special_false_unparse_false"]["hex"].get<std::string>()));
     }
 }
 
@@ -224,7 +207,7 @@ TEST_F(SmolLM2Tokenizer, OtherPreTokenizersLikeLlamaCpp) {
         smollm[c["name"]] = c["ids"].get<std::vector<int32_t>>();
     std::map<std::string, std::string> texts;
     for (const auto& c : fixture()["cases"])
-        texts[c["name"]] = from_hex(c["utf8_hex"].get<std::string>());
+        texts[c["name"]] = text_from_hex(c["utf8_hex"].get<std::string>());
     for (const auto& [pre, cases] : other.items()) {
         GgufWriter w;
         w.set_string("tokenizer.ggml.model", "gpt2");

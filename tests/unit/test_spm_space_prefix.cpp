@@ -41,23 +41,6 @@ const nlohmann::json& fixture() {
     return f;
 }
 
-std::string from_hex(const std::string& h) {
-    std::string s;
-    for (size_t i = 0; i + 1 < h.size(); i += 2)
-        s.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-    return s;
-}
-
-std::string ids_text(const std::vector<int32_t>& ids) {
-    std::string s = "[";
-    for (size_t i = 0; i < ids.size(); ++i) {
-        if (i)
-            s += ' ';
-        s += std::to_string(ids[i]);
-    }
-    return s + "]";
-}
-
 // Gemma 3's vocabulary changed as the script changes it (its docstring): "<s>" and "</s>"
 // CONTROL, the space prefix set (or left out), for prefix_text_newlines the user-defined pieces
 // NORMAL, and for prefix_markup <unused0..6> renamed.
@@ -137,7 +120,7 @@ Tally check_vocabulary(const Tokenizer& tok, const std::string& variant) {
     EXPECT_EQ(tok.n_vocab(), v["n_vocab"].get<int>()) << variant;
     EXPECT_EQ(tok.bos(), v["bos"].get<int>()) << variant;
     for (const auto& c : v["cases"]) {
-        const std::string name = c["name"], text = from_hex(c["utf8_hex"]);
+        const std::string name = c["name"], text = text_from_hex(c["utf8_hex"]);
         const auto want = c["ids"].get<std::vector<int32_t>>();
         const auto got = tok.encode(text, /*parse_special=*/true);
         EXPECT_EQ(got, want) << variant << " " << name << ": ours " << ids_text(got)
@@ -152,13 +135,13 @@ Tally check_vocabulary(const Tokenizer& tok, const std::string& variant) {
     }
     for (const auto& c : v["with_bos"]) {
         std::vector<int32_t> got{tok.bos()};
-        const auto body = tok.encode(from_hex(c["utf8_hex"]), true);
+        const auto body = tok.encode(text_from_hex(c["utf8_hex"]), true);
         got.insert(got.end(), body.begin(), body.end());
         EXPECT_EQ(got, c["ids"].get<std::vector<int32_t>>()) << variant << " with BOS";
     }
     for (const auto& d : v["detok"]) {
         const auto ids = d["ids"].get<std::vector<int32_t>>();
-        EXPECT_EQ(tok.decode(ids, d["unparse_special"].get<bool>()), from_hex(d["hex"]))
+        EXPECT_EQ(tok.decode(ids, d["unparse_special"].get<bool>()), text_from_hex(d["hex"]))
             << variant << " decode " << ids_text(ids);
     }
     const auto target = fixture()["meta"]["chunk_target_tokens"].get<int64_t>();

@@ -107,6 +107,23 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     return m;
 }
 
+std::string text_from_hex(const std::string& h) {
+    std::string s;
+    for (size_t i = 0; i + 1 < h.size(); i += 2)
+        s.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
+    return s;
+}
+
+std::string ids_text(const std::vector<int32_t>& ids) {
+    std::string s = "[";
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (i)
+            s += ' ';
+        s += std::to_string(ids[i]);
+    }
+    return s + "]";
+}
+
 std::vector<uint8_t> base64_decode(const std::string& s) {
     auto val = [](char c) -> int {
         if (c >= 'A' && c <= 'Z')

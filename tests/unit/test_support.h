@@ -38,6 +38,10 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 /// The bytes of a base64 text (RFC 4648 alphabet; '=' padding and other characters skipped), as
 /// the reference fixtures store float32 logits.
 std::vector<uint8_t> base64_decode(const std::string& s);
+/// The bytes written as hex digits ("48690a" -> "Hi\n"), as the tokenizer fixtures store text.
+std::string text_from_hex(const std::string& h);
+/// Token ids as "[1 2 3]", for failure messages.
+std::string ids_text(const std::vector<int32_t>& ids);
 /// Next-token logits of every position of `tokens` (positions 0..n-1) prefilled from a fresh
 /// memory of `m` (its new_memory) in ubatches of `ubatch` tokens: [n][n_vocab].
 std::vector<float> prefill_logits(const Model& m, const std::vector<int32_t>& tokens,

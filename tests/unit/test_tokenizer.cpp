@@ -18,13 +18,6 @@ using namespace spanscope::test;
 
 namespace {
 
-std::string from_hex(const std::string& h) {
-    std::string s;
-    for (size_t i = 0; i + 1 < h.size(); i += 2)
-        s.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-    return s;
-}
-
 nlohmann::json fixture() {
     std::ifstream in(data_dir() + "/reference/fixtures/tokenizer.json");
     return nlohmann::json::parse(in);
@@ -60,7 +53,7 @@ TEST_F(RealTokenizer, IdenticalToLlamaCppOnEveryFixtureString) {
     ASSERT_GE(f["cases"].size(), 25u);
     int compared = 0;
     for (const auto& c : f["cases"]) {
-        const std::string text = from_hex(c["utf8_hex"].get<std::string>());
+        const std::string text = text_from_hex(c["utf8_hex"].get<std::string>());
         const auto expected = c["ids"].get<std::vector<int32_t>>();
         // The fixture's ids parse special-token text (llama.cpp parse_special=true).
         EXPECT_EQ(tok_->encode(text, /*parse_special=*/true), expected) << c["name"];
@@ -95,7 +88,7 @@ TEST_F(RealTokenizer, PiecesDecodeLikeLlamaCpp) {
     const auto f = fixture(); // keep the document alive while iterating over a member
     for (const auto& p : f["pieces"]) {
         const int id = p["id"].get<int>();
-        EXPECT_EQ(tok_->token_bytes(id), from_hex(p["piece"]["hex"].get<std::string>())) << id;
+        EXPECT_EQ(tok_->token_bytes(id), text_from_hex(p["piece"]["hex"].get<std::string>())) << id;
     }
 }
 
@@ -107,9 +100,9 @@ TEST_F(RealTokenizer, DetokenizesLikeLlamaCpp) {
     for (const auto& d : f["detokenize"]) {
         const auto ids = d["ids"].get<std::vector<int32_t>>();
         EXPECT_EQ(tok_->decode(ids),
-                  from_hex(d["remove_special_true_unparse_false"]["hex"].get<std::string>()));
+                  text_from_hex(d["remove_special_true_unparse_false"]["hex"].get<std::string>()));
         EXPECT_EQ(tok_->decode(ids, /*render_special=*/true),
-                  from_hex(d["remove_special_false_unparse_true"]["hex"].get<std::string>()));
+                  text_from_hex(d["remove_special_false_unparse_true"]["hex"].get<std::string>()));
     }
 }
 
