@@ -68,7 +68,14 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
                 candidates[ci].sekv = sekv_relevance(*queries, *st, model.info());
                 with_sekv += candidates[ci].sekv.has_value();
             }
-        a.ranking = with_sekv > 0 && matched > 0 ? "bm25+sekv (reciprocal rank fusion, k = 60)"
+        const std::string partial =
+            with_sekv > 0 && with_sekv < static_cast<int>(candidates.size())
+                ? "; " + std::to_string(candidates.size() - static_cast<size_t>(with_sekv)) +
+                      " of " + std::to_string(candidates.size()) +
+                      " sections without SEKV summaries count their bm25 rank twice"
+                : "";
+        a.ranking = with_sekv > 0 && matched > 0
+                        ? "bm25+sekv (reciprocal rank fusion, k = 60" + partial + ")"
                     : with_sekv > 0 ? "sekv (no section contains a word of the question)"
                     : matched > 0   ? "bm25"
                                     : "none: no section contains a word of the question";

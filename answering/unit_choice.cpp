@@ -41,13 +41,22 @@ UnitChoice choose_units(const std::vector<UnitCandidate>& candidates, int64_t bu
         return out;
     }
     out.ranked = true;
-    std::vector<double> fused(candidates.size(), 0.0);
+    std::vector<double> by_text(candidates.size(), 0.0);
     add_ranking(
-        candidates, fused, [](const UnitCandidate& c) { return c.bm25; },
+        candidates, by_text, [](const UnitCandidate& c) { return c.bm25; },
         [](double a, double b) { return a < b; });
+    std::vector<double> fused = by_text;
     add_ranking(
         candidates, fused, [](const UnitCandidate& c) { return c.sekv; },
         [](double a, double b) { return a > b; });
+    // A section whose SEKV summaries are not stored yet (never prefilled under this model) has no
+    // SEKV rank; scoring it 0 there would put it below every section that has one, however well
+    // its text matches. Its bm25 term stands in for the missing one.
+    out.by_sekv = std::any_of(candidates.begin(), candidates.end(),
+                              [](const UnitCandidate& c) { return c.sekv.has_value(); });
+    for (size_t i = 0; out.by_sekv && i < candidates.size(); ++i)
+        if (!candidates[i].sekv)
+            fused[i] += by_text[i];
     std::vector<size_t> order(candidates.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::stable_sort(order.begin(), order.end(),

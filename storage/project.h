@@ -49,7 +49,7 @@ struct ChunkingSummary {
 struct UnitMatch {
     int64_t document_id = 0;
     int unit = 0;    ///< 0-based, as stored in chunks.unit
-    double bm25 = 0; ///< SQLite FTS5 bm25(): lower (more negative) is more relevant
+    double bm25 = 0; ///< Okapi BM25, negated (search_units): lower is more relevant
 };
 
 struct MessageRecord {
@@ -132,11 +132,14 @@ public:
 
     // Full-text search -----------------------------------------------------------------------
     /// The units of `document_ids` chunked under `key` whose text contains any word of
-    /// `question` (fts_match_expression), most relevant first: ascending FTS5 bm25() (Okapi
-    /// BM25, Robertson & Zaragoza 2009, with FTS5's k1 = 1.2, b = 0.75; term statistics over
-    /// every unit indexed in the project, all chunkings), ties by document id and unit. The
-    /// index holds each unit's text under the porter stemmer and unicode61 folding (case,
-    /// diacritics). A question without words returns nothing; no question raises an SQL error.
+    /// `question` (fts_match_expression), most relevant first: ascending Okapi BM25 (Robertson &
+    /// Zaragoza 2009) as FTS5's bm25() computes it (k1 = 1.2, b = 0.75, negated), but with the
+    /// collection statistics (units, mean length, units holding each word) of this chunking's
+    /// units alone — a document chunked for two models is one document, not two — ties by
+    /// document id and unit. The index holds each unit's text under the porter stemmer and
+    /// unicode61 folding (case, diacritics). A question without words returns nothing; no
+    /// question raises an SQL error. Throws DbError when SQLite's FTS5 cannot take the ranking
+    /// function.
     std::vector<UnitMatch> search_units(const std::vector<int64_t>& document_ids,
                                         const std::string& key, const std::string& question);
 
@@ -209,6 +212,7 @@ public:
 private:
     explicit Project(std::unique_ptr<Db> db);
     std::unique_ptr<Db> db_;
+    bool ranking_registered_ = false; ///< search_units' FTS5 functions are on db_
 };
 
 /// The FTS5 query for the words of `question` (UTF-8): each word (a run of ASCII letters and

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 using namespace spanscope;
 using namespace spanscope::test;
@@ -392,6 +393,64 @@ TEST_F(ProjectTest, UnitSearchFindsTheSectionsThatHoldTheQuestionsWords) {
 
 // A unit outside the document's text is refused before anything is written: no chunk and no
 // index row (the chunks and their index rows are one transaction).
+// The section ranking is Okapi BM25 over one chunking's units. Reference: SQLite's own FTS5
+// bm25() on the same rows while they are the whole index. A second chunking of the same
+// documents (another model read them) leaves the first chunking's scores as they were, where
+// bm25()'s table-wide statistics see every word twice and lose the rare one's weight.
+TEST_F(ProjectTest, UnitRankingCountsOneChunkingsUnitsOnly) {
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    const std::string ta = "The licence grants rights to copy and modify the program.\n\n"
+                           "Conveying modified versions needs prominent notices.";
+    const std::string tb = "Trademarks: this licence does not grant permission to use the "
+                           "trade names or trademarks of the licensor. Trademarks stay theirs.";
+    const std::string tc = "Warranty: the work is provided as is, without warranty of any kind.";
+    const auto a = p->add_document("/a.txt", text_document(ta));
+    const auto b = p->add_document("/b.txt", text_document(tb));
+    const auto c = p->add_document("/c.txt", text_document(tc));
+    const auto pa = static_cast<int64_t>(ta.find("Conveying"));
+    ASSERT_TRUE(
+        p->insert_chunks(a, "one", {text_unit(0, 0, pa), text_unit(1, pa, std::ssize(ta))}));
+    ASSERT_TRUE(p->insert_chunks(b, "one", {text_unit(0, 0, std::ssize(tb))}));
+    ASSERT_TRUE(p->insert_chunks(c, "one", {text_unit(0, 0, std::ssize(tc))}));
+    const std::string question = "What does the licence say about trademarks?";
+    auto fts5_bm25 = [&] {
+        std::map<std::pair<int64_t, int>, double> out;
+        auto q = p->db().prepare(
+            "SELECT c.document_id, c.unit, bm25(unit_text) FROM unit_text JOIN chunks AS c ON "
+            "c.id = unit_text.rowid WHERE unit_text MATCH ? AND c.chunking = 'one'");
+        q.bind(1, fts_match_expression(question));
+        while (q.step())
+            out[{q.int64(0), static_cast<int>(q.int64(1))}] = q.real(2);
+        return out;
+    };
+    const auto reference = fts5_bm25();
+    const auto before = p->search_units({a, b, c}, "one", question);
+    ASSERT_EQ(before.size(), reference.size());
+    for (const auto& m : before)
+        EXPECT_NEAR(m.bm25, reference.at({m.document_id, m.unit}), 1e-12)
+            << m.document_id << ":" << m.unit;
+    ASSERT_FALSE(before.empty());
+    EXPECT_EQ(before[0].document_id, b) << "the section about trademarks first";
+
+    // Another model's chunking of the same documents: the index holds each text twice.
+    ASSERT_TRUE(p->insert_chunks(a, "two", {text_unit(0, 0, std::ssize(ta))}));
+    ASSERT_TRUE(p->insert_chunks(b, "two", {text_unit(0, 0, std::ssize(tb))}));
+    ASSERT_TRUE(p->insert_chunks(c, "two", {text_unit(0, 0, std::ssize(tc))}));
+    EXPECT_EQ(index_rows(*p), 7);
+    const auto after = p->search_units({a, b, c}, "one", question);
+    ASSERT_EQ(after.size(), before.size());
+    for (size_t i = 0; i < after.size(); ++i) {
+        EXPECT_EQ(after[i].document_id, before[i].document_id) << i;
+        EXPECT_EQ(after[i].unit, before[i].unit) << i;
+        EXPECT_EQ(after[i].bm25, before[i].bm25) << i;
+    }
+    // bm25() itself now counts both chunkings' rows (the fault the ranking avoids).
+    EXPECT_NE(fts5_bm25().at({b, 0}), reference.at({b, 0}));
+    const auto two = p->search_units({a, b, c}, "two", question);
+    ASSERT_FALSE(two.empty());
+    EXPECT_EQ(two[0].document_id, b);
+}
+
 TEST_F(ProjectTest, ChunksAndTheirIndexRowsAreWrittenTogetherOrNotAtAll) {
     auto p = Project::open(dir_ + "/p.spanscope", true);
     const auto a = p->add_document("/a.txt", text_document("twelve bytes"));

@@ -100,6 +100,29 @@ TEST(ChooseUnits, Bm25AndSekvRankingsAreFusedByReciprocalRank) {
     EXPECT_EQ(ids(choose_units(s, 10)), (Ids{{1, 1}}));
 }
 
+// A section whose SEKV summaries are not stored yet (never prefilled under this model) is not
+// outranked for it by every section that has them: its bm25 term stands in for the missing one.
+TEST(ChooseUnits, ASectionWithoutSekvSummariesCountsItsBm25RankTwice) {
+    // A matches the text less well than B but has summaries; B has none.
+    // bm25 ranks: B 1, A 2; sekv: A 1. A = 1/62 + 1/61; B = 1/61 + 1/61 (a 0 would lose).
+    std::vector<UnitCandidate> c{cand(1, 0, 10, -1.0, 0.9), cand(2, 0, 10, -3.0)};
+    auto r = choose_units(c, 10);
+    EXPECT_TRUE(r.by_sekv);
+    ASSERT_EQ(ids(r), (Ids{{2, 0}})) << "B, the better match by text";
+    EXPECT_DOUBLE_EQ(r.chosen[0].fused, 2.0 / 61);
+    // Once B's summaries are stored they count: sekv A 1 (0.9), B 2 (0.2).
+    c[1].sekv = 0.2;
+    r = choose_units(c, 10);
+    ASSERT_EQ(ids(r), (Ids{{1, 0}})) << "a tie (1/61 + 1/62 each) goes to candidate order";
+    EXPECT_NEAR(r.chosen[0].fused, 1.0 / 61 + 1.0 / 62, 1e-15);
+    // Without any SEKV score the ranking is bm25's alone, one term each.
+    c[0].sekv.reset();
+    c[1].sekv.reset();
+    r = choose_units(c, 10);
+    EXPECT_FALSE(r.by_sekv);
+    EXPECT_DOUBLE_EQ(r.chosen[0].fused, 1.0 / 61);
+}
+
 // s = log Σ_S |S| exp(scale q·k̄_S) − log Σ_S |S|, mean over heads and tokens, written out here
 // from the formula in sekv_relevance.h.
 TEST(SekvRelevance, MatchesTheFormulaComputedByHand) {
@@ -329,7 +352,10 @@ TEST_F(RankedAnswer, TheSectionWithTheRareWordIsUsedInTheUsersDocumentOrder) {
     for (const auto& u : s1.units_used)
         stored.insert({u.document_id, u.unit});
     const auto s2 = ask(*p, order, sekv_);
-    EXPECT_EQ(s2.ranking, "bm25+sekv (reciprocal rank fusion, k = 60)");
+    EXPECT_EQ(s2.ranking.rfind("bm25+sekv (reciprocal rank fusion, k = 60; ", 0), 0u) << s2.ranking;
+    EXPECT_NE(s2.ranking.find(" sections without SEKV summaries count their bm25 rank twice)"),
+              std::string::npos)
+        << s2.ranking;
     const int64_t question_tokens = static_cast<int64_t>(
         spanscope::question_tokens(model_->tokenizer(),
                                    spanscope::chat_format_of(model_->info(), model_->tokenizer()),
@@ -344,4 +370,37 @@ TEST_F(RankedAnswer, TheSectionWithTheRareWordIsUsedInTheUsersDocumentOrder) {
                 << "a SEKV score without stored summaries: " << u.document_id << "/" << u.unit;
         }
     EXPECT_GT(with_sekv, 0) << s2.stats.dump();
+}
+
+// A second chunking of the same documents (another model, or another chunk size, read them)
+// leaves the first one's ranking as it was: the same sections, the same BM25 scores. With
+// FTS5's table-wide statistics every word would be counted in both chunkings' rows.
+TEST_F(RankedAnswer, AnotherChunkingOfTheDocumentsLeavesTheRankingAsItWas) {
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    const std::string rare = "Zeppelin, zeppelin: a silver zeppelin drifts.\n\n";
+    const auto d1 = p->add_document("/one.txt", text_document(sample_prose(11, 2500)));
+    const auto d2 = p->add_document(
+        "/two.txt", text_document(sample_prose(21, 1500) + rare + sample_prose(22, 1500)));
+    const std::vector<int64_t> order{d1, d2};
+    const auto before = ask(*p, order, full_);
+    ASSERT_EQ(before.ranking, "bm25");
+    ASSERT_GT(before.units_left_out, 0);
+
+    ChunkingOptions other = chunking_;
+    other.target_tokens = 96;
+    other.max_unit_tokens = 512;
+    StateCache cache(*p, *model_, other);
+    ASSERT_NE(cache.chunking_key(), StateCache(*p, *model_, chunking_).chunking_key());
+    for (const auto id : order)
+        ASSERT_FALSE(cache.units(id).empty());
+
+    const auto after = ask(*p, order, full_);
+    ASSERT_EQ(after.units_used.size(), before.units_used.size());
+    for (size_t i = 0; i < after.units_used.size(); ++i) {
+        const auto &x = before.units_used[i], &y = after.units_used[i];
+        EXPECT_EQ(y.document_id, x.document_id) << i;
+        EXPECT_EQ(y.unit, x.unit) << i;
+        EXPECT_EQ(y.rank, x.rank) << i;
+        EXPECT_EQ(y.bm25, x.bm25) << i;
+    }
 }
