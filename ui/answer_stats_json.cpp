@@ -29,6 +29,12 @@ AnswerStats answer_stats_from_json(const nlohmann::json& stats) {
     s.router = text(stats, "router");
     s.rerank = static_cast<int>(number(stats, "rerank"));
     s.fast_tier_fraction = number(stats, "fast_tier_fraction");
+    s.cache_fraction = number(stats, "cache_fraction");
+    if (stats.is_object() && stats.contains("memory_per_layer") &&
+        stats["memory_per_layer"].is_array())
+        for (const auto& m : stats["memory_per_layer"])
+            if (m.is_object() && m.contains("layer") && m["layer"].is_number_integer())
+                s.sekv_layers << m["layer"].get<int>();
     s.expansions = number(stats, "expansions");
     s.spans = static_cast<qint64>(number(stats, "spans"));
     s.full_kv_bytes = static_cast<qint64>(number(member(stats, "memory"), "full_kv_bytes"));

@@ -41,9 +41,22 @@ QString stats_text(const AnswerStats& s) {
             .arg(l.toString(s.tokens_reused))
             .arg(l.toString(s.tokens_computed));
     if (s.policy == QLatin1String("sekv")) {
-        text += QStringLiteral(" · sekv: fast tier %1 % of full, %2 spans expanded per token")
-                    .arg(l.toString(100 * s.fast_tier_fraction, 'f', 0))
-                    .arg(l.toString(s.expansions, 'f', 1));
+        // Which layers SEKV served, their fast tier against full, and the whole cache's (on a
+        // stack of only global layers SEKV serves the later half; the rest hold every row).
+        const int n = static_cast<int>(s.sekv_layers.size());
+        if (n > 0)
+            text +=
+                QStringLiteral(" · sekv on %1 %2: fast tier %3 % of full there")
+                    .arg(l.toString(n), n == 1 ? QStringLiteral("layer") : QStringLiteral("layers"),
+                         l.toString(100 * s.fast_tier_fraction, 'f', 0));
+        else
+            text += QStringLiteral(" · sekv: fast tier %1 % of full")
+                        .arg(l.toString(100 * s.fast_tier_fraction, 'f', 0));
+        if (s.cache_fraction > 0)
+            text += QStringLiteral(", whole cache %1 %")
+                        .arg(l.toString(100 * s.cache_fraction, 'f', 0));
+        text +=
+            QStringLiteral(", %1 spans expanded per token").arg(l.toString(s.expansions, 'f', 1));
         if (!s.router.isEmpty())
             text += QStringLiteral(", %1 router").arg(s.router);
         if (s.rerank > 0)

@@ -79,6 +79,8 @@ struct AnswerStats {
     QString router;                ///< "trained" or "training-free" ("": unknown, or not sekv)
     int rerank = 0;                ///< two-stage routing's candidates per expanded span; 0: off
     double fast_tier_fraction = 0; ///< fast-tier bytes / what full would hold for the layers
+    double cache_fraction = 0;     ///< every layer's fast tier / the same with full on them
+    QList<int> sekv_layers;        ///< the layers SEKV served (0-based), ascending
     double expansions = 0;         ///< spans expanded per generated token, per layer and head
     qint64 spans = 0;              ///< spans in the answer's context
     qint64 full_kv_bytes = 0;      ///< what full would hold for the SEKV layers

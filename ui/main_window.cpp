@@ -446,9 +446,12 @@ void MainWindow::update_policy_label() {
                                                 : tr("policy sekv, %1 router").arg(m.router));
     policy_label_->setToolTip(
         m.sekv()
-            ? tr("Memory policy of the global-attention layers (Settings): sekv, the fast "
-                 "tier at most %1 % of full, queries zooming into %2 % of the spans (threshold "
-                 "set %3; router: %4%5)")
+            ? tr("Memory policy (Settings): sekv on the layers it serves — the global-attention "
+                 "layers of a model that has sliding-window ones (Gemma 3), the later half of a "
+                 "model whose layers are all global (the Llama family; its first half holds "
+                 "every row) —, their fast tier at most %1 % of full, queries zooming into %2 % "
+                 "of the spans (threshold set %3; router: %4%5). Each answer's statistics give "
+                 "the whole cache against full.")
                   .arg(
                       trimmed_number(100 * m.budget, 1), trimmed_number(100 * m.expand_rate, 3),
                       m.tau_per_query ? tr("on each query") : tr("on the question"),
@@ -456,7 +459,7 @@ void MainWindow::update_policy_label() {
                       m.rerank_in_effect(settings_.backend) > 0
                           ? tr("; two-stage routing, %1 candidates per expanded span").arg(m.rerank)
                           : QString())
-            : tr("Memory policy of the global-attention layers (Settings): full"));
+            : tr("Memory policy (Settings): full, every token's keys and values"));
 }
 
 QString MainWindow::cache_text() const {

@@ -96,8 +96,11 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     policy_->addItem(tr("sekv — spans at two resolutions, zoomed into per query"),
                      QStringLiteral("sekv"));
     policy_->setCurrentIndex(current.memory.sekv() ? 1 : 0);
-    policy_->setToolTip(tr("How the global-attention layers hold the documents. sekv shows its "
-                           "spans in the document view and each answer's zoom in the inspector."));
+    policy_->setToolTip(tr("How the model's memory holds the documents. sekv serves the "
+                           "global-attention layers of a model with sliding-window ones (Gemma "
+                           "3) and the later half of a model whose layers are all global (the "
+                           "Llama family); it shows its spans in the document view and each "
+                           "answer's zoom in the inspector."));
     form->addRow(tr("Memory policy"), policy_);
 
     budget_ = new QDoubleSpinBox;
@@ -107,7 +110,8 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
     budget_->setSuffix(tr(" % of full"));
     budget_->setValue(100 * current.memory.budget);
     budget_->setToolTip(tr("sekv: the fast tier's bytes as a fraction of what full holds for the "
-                           "same layers; spans are made longer until it fits"));
+                           "layers sekv serves (the others hold what full holds); spans are "
+                           "made longer until it fits"));
     form->addRow(tr("SEKV fast-tier budget"), budget_);
 
     expand_rate_ = new PercentSpinBox;

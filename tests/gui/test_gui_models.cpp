@@ -176,10 +176,20 @@ void GuiModels::answerStatisticsAreReadFromTheStoredJson() {
     QVERIFY2(stats_text(two_stage).contains(QStringLiteral(
                  "training-free router, two-stage routing (4 candidates per expanded span)")),
              qPrintable(stats_text(two_stage)));
+    // Which layers SEKV served and the whole cache against full (an all-global stack: SEKV on
+    // its later half).
+    const AnswerStats served = answer_stats_from_json(nlohmann::json::parse(
+        R"({"policy": "sekv", "fast_tier_fraction": 0.577, "cache_fraction": 0.789,
+            "expansions": 1.5, "memory_per_layer": [{"layer": 15}, {"layer": 16}, {"layer": 17}]})"));
+    QCOMPARE(served.sekv_layers, (QList<int>{15, 16, 17}));
+    QVERIFY2(stats_text(served).contains(QStringLiteral(
+                 "sekv on 3 layers: fast tier 58 % of full there, whole cache 79 %")),
+             qPrintable(stats_text(served)));
     const AnswerStats older = answer_stats_from_json(
         nlohmann::json::parse(R"({"policy": "sekv", "fast_tier_fraction": 0.31})"));
     QVERIFY(older.router.isEmpty());
     QVERIFY(!stats_text(older).contains(QStringLiteral("router")));
+    QVERIFY(!stats_text(older).contains(QStringLiteral("whole cache")));
 }
 
 void GuiModels::documentRowsAreUpdatedInPlace() {
