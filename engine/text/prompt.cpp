@@ -192,6 +192,20 @@ std::vector<int32_t> next_question_turn(const Tokenizer& tok, ChatFormat format)
     return out;
 }
 
+std::vector<int32_t> follow_up_question_tokens(const Tokenizer& tok, ChatFormat format,
+                                               const std::string& question) {
+    if (format == ChatFormat::Completion)
+        return tok.encode("\nQuestion: " + question + "\nAnswer:", false, TextStart::Continues);
+    std::vector<int32_t> out;
+    TokenWriter w(tok, format, out);
+    w.markup(w.markup_of().assistant_close);
+    w.markup(w.markup_of().user_open);
+    if (format == ChatFormat::Gemma)
+        w.flush(); // as question_tokens' history: the tokens Gemma's prompts have always had
+    close_with_question(w, kInstruction, question);
+    return out;
+}
+
 std::vector<int32_t>
 question_tokens(const Tokenizer& tok, ChatFormat format, const std::string& question,
                 const std::vector<std::pair<std::string, std::string>>& history) {

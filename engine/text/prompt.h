@@ -84,6 +84,14 @@ std::vector<int32_t> turn_break(const Tokenizer& tok, const std::string& next);
 /// Mistral </s>[INST] + space. Throws std::invalid_argument when the vocabulary lacks a control
 /// token of the format.
 std::vector<int32_t> next_question_turn(const Tokenizer& tok, ChatFormat format);
+/// After an answer, the next question as the rendered prompt has it: next_question_turn's
+/// markup and question_tokens' text (instruction, question, the model's turn opener) encoded
+/// as one piece, as llama.cpp tokenises the whole prompt — Mistral's "[INST] " space joins the
+/// question's text; Completion "\nQuestion: Q\nAnswer:" continuing the answer; Gemma as
+/// next_question_turn followed by question_tokens. Throws std::invalid_argument on invalid
+/// UTF-8 or a missing control token.
+std::vector<int32_t> follow_up_question_tokens(const Tokenizer& tok, ChatFormat format,
+                                               const std::string& question);
 /// The prompt's part after the document units (it continues after their trailer): the question
 /// and the answer cue.
 /// Completion: "Question: Q\nAnswer:"; chat formats: "Answer the question using the documents

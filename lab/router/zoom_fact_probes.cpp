@@ -82,13 +82,14 @@ ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, ChatFormat format,
 
     const auto header = document_unit_header(tok, format, name, 1, 1);
     const auto body = tok.encode(text, false, tok.start_after(header));
-    const std::vector<int32_t> close = zoom_probe_turn_close(tok, format);
     std::vector<std::vector<int32_t>> after_line, inline_fact, answers;
     for (const auto& f : facts) {
         // Inside the text and after the question's cue: text that continues text.
         after_line.push_back(tok.encode(f.statement + "\n", false, TextStart::Continues));
         inline_fact.push_back(tok.encode("\n" + f.statement + "\n", false, TextStart::Continues));
-        answers.push_back(tok.encode(f.answer, false, TextStart::Continues));
+        // The answer as the text after the model's turn opener (Mistral: after "[/INST]").
+        answers.push_back(
+            tok.encode(f.answer, false, tok.start_after(question_tokens(tok, format, f.question))));
         if (static_cast<int64_t>(answers.back().size()) > s.probe_tokens)
             throw std::invalid_argument(
                 "a fact's answer takes " + std::to_string(answers.back().size()) +
@@ -128,9 +129,9 @@ ZoomQuestionProbes zoom_fact_probes(const Tokenizer& tok, ChatFormat format,
         p.document_end = static_cast<int64_t>(p.tokens.size());
         for (size_t k = 0; k < order.size(); ++k) {
             const size_t i = order[k];
-            if (k > 0)
-                p.tokens.insert(p.tokens.end(), close.begin(), close.end());
-            const auto q = question_tokens(tok, format, facts[i].question);
+            // After an answer, the next turn as the rendered prompt is tokenised.
+            const auto q = k == 0 ? question_tokens(tok, format, facts[i].question)
+                                  : follow_up_question_tokens(tok, format, facts[i].question);
             p.tokens.insert(p.tokens.end(), q.begin(), q.end());
             p.run_starts.push_back(fact_start[i]);
             p.answer_starts.push_back(static_cast<int32_t>(p.tokens.size()));

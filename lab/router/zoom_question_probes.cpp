@@ -47,10 +47,6 @@ std::string zoom_probe_question(const std::string& cue) {
     return "Which words follow \"" + flat + "\" in the document?";
 }
 
-std::vector<int32_t> zoom_probe_turn_close(const Tokenizer& tok, ChatFormat format) {
-    return next_question_turn(tok, format);
-}
-
 ZoomQuestionProbes fit_zoom_probes(int64_t n0, int64_t min_n, int64_t max_tokens,
                                    const std::function<ZoomQuestionProbes(int64_t)>& build,
                                    const std::function<std::string(int64_t)>& too_short,
@@ -80,7 +76,6 @@ ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, ChatFormat format,
         throw std::invalid_argument("the document's name is not valid UTF-8");
     const auto header = document_unit_header(tok, format, name, 1, 1);
     const auto body = tok.encode(text, false, tok.start_after(header));
-    const std::vector<int32_t> close = zoom_probe_turn_close(tok, format);
     const int64_t N = s.recall_probes, L = s.probe_tokens, c = kZoomQuestionCueTokens;
 
     auto build = [&](int64_t n) {
@@ -96,11 +91,12 @@ ZoomQuestionProbes zoom_question_probes(const Tokenizer& tok, ChatFormat format,
         const double step = static_cast<double>(n - c - L) / static_cast<double>(N);
         for (int64_t i = 0; i < N; ++i) {
             const auto j = c + static_cast<int64_t>((static_cast<double>(i) + 0.5) * step);
-            if (i > 0)
-                p.tokens.insert(p.tokens.end(), close.begin(), close.end());
             const std::string cue = whole_characters(
                 tok.decode(std::vector<int32_t>(body.begin() + j - c, body.begin() + j)));
-            const auto q = question_tokens(tok, format, zoom_probe_question(cue));
+            // After an answer, the next turn as the rendered prompt is tokenised.
+            const auto q = i == 0
+                               ? question_tokens(tok, format, zoom_probe_question(cue))
+                               : follow_up_question_tokens(tok, format, zoom_probe_question(cue));
             p.tokens.insert(p.tokens.end(), q.begin(), q.end());
             p.run_starts.push_back(static_cast<int32_t>(static_cast<int64_t>(header.size()) + j));
             p.answer_starts.push_back(static_cast<int32_t>(p.tokens.size()));

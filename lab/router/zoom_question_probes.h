@@ -26,12 +26,6 @@ constexpr int32_t kZoomQuestionCueTokens = 12;
 /// left as they are; a cue of white space only gives two quotes with nothing between).
 std::string zoom_probe_question(const std::string& cue);
 
-/// What ends an answer's turn before the next question: the model's turn closes and a user turn
-/// opens in a chat format (Gemma "<end_of_turn>\n<start_of_turn>user\n"; next_question_turn in
-/// prompt.h), "\n" in Completion. Throws std::invalid_argument for a vocabulary without the
-/// format's turn tokens.
-std::vector<int32_t> zoom_probe_turn_close(const Tokenizer& tok, ChatFormat format);
-
 /// A document with its question probes, as recorded.
 struct ZoomQuestionProbes {
     std::vector<int32_t> tokens;        ///< [≤ max_tokens]: the unit, then the question turns

@@ -91,7 +91,6 @@ TEST_P(ZoomFactProbesTest, FactsAtLineEndsThenQuestionsAnsweredWithThem) {
     // run_starts in the document as "Note: ... <value>.\n", after a line end.
     std::vector<std::pair<int64_t, int64_t>> inserted; // [begin, end) of each fact's tokens
     int64_t at = p.document_end;
-    const auto close = zoom_probe_turn_close(tok(), it);
     for (size_t i = 0; i < 4; ++i) {
         const int64_t a = p.answer_starts[i];
         const int64_t answer_end =
@@ -106,12 +105,11 @@ TEST_P(ZoomFactProbesTest, FactsAtLineEndsThenQuestionsAnsweredWithThem) {
         const auto answer_tokens = tok().encode("The " + what + " is " + value + ".");
         ASSERT_EQ(slice(p.tokens, a, a + static_cast<int64_t>(answer_tokens.size())),
                   answer_tokens);
-        // The question turn before it.
-        if (i > 0) {
-            ASSERT_EQ(slice(p.tokens, at, at + static_cast<int64_t>(close.size())), close);
-            at += static_cast<int64_t>(close.size());
-        }
-        const auto q = question_tokens(tok(), it, "What is the " + what + "?");
+        // The question turn before it (after an answer: the turn's close and the question as
+        // one piece of the rendered prompt).
+        const std::string question = "What is the " + what + "?";
+        const auto q = i == 0 ? question_tokens(tok(), it, question)
+                              : follow_up_question_tokens(tok(), it, question);
         ASSERT_EQ(slice(p.tokens, at, at + static_cast<int64_t>(q.size())), q) << "question " << i;
         ASSERT_EQ(at + static_cast<int64_t>(q.size()), a);
         at = a + static_cast<int64_t>(answer_tokens.size());

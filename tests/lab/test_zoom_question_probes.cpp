@@ -69,29 +69,37 @@ TEST_P(ZoomQuestionProbesTest, TheDocumentsUnitThenQuestionsAnsweredWithItsRuns)
     // the document's own tokens; between two, the end of the answer's turn.
     ASSERT_EQ(p.run_starts.size(), 3u);
     ASSERT_EQ(p.answer_starts.size(), 3u);
+    // Gemma's follow-up turn as its prompts have always had it: <end_of_turn>\n<start_of_turn>
+    // user\n, then the question encoded apart.
     std::vector<int32_t> close;
-    if (it != ChatFormat::Completion) {
+    if (it == ChatFormat::Gemma) {
         close = {tok().find("<end_of_turn>")};
         for (const int32_t id : tok().encode("\n"))
             close.push_back(id);
         close.push_back(tok().find("<start_of_turn>"));
         for (const int32_t id : tok().encode("user\n"))
             close.push_back(id);
-    } else {
-        close = tok().encode("\n");
     }
     int64_t at = p.document_end;
     for (size_t i = 0; i < 3; ++i) {
         const int64_t run = p.run_starts[i];
         ASSERT_GE(run - h, kZoomQuestionCueTokens);
         ASSERT_LE(run + s.probe_tokens, h + n);
+        const std::string cue = tok().decode(slice(p.tokens, run - kZoomQuestionCueTokens, run));
+        auto q = question_tokens(tok(), it, zoom_probe_question(cue));
         if (i > 0) {
             EXPECT_GT(run, p.run_starts[i - 1]);
-            ASSERT_EQ(slice(p.tokens, at, at + static_cast<int64_t>(close.size())), close);
-            at += static_cast<int64_t>(close.size());
+            const auto follow = follow_up_question_tokens(tok(), it, zoom_probe_question(cue));
+            if (it == ChatFormat::Gemma) {
+                std::vector<int32_t> as_before = close;
+                as_before.insert(as_before.end(), q.begin(), q.end());
+                EXPECT_EQ(follow, as_before) << "Gemma's probes keep their tokens";
+            } else {
+                EXPECT_EQ(tok().decode(follow),
+                          "\nQuestion: " + zoom_probe_question(cue) + "\nAnswer:");
+            }
+            q = follow;
         }
-        const std::string cue = tok().decode(slice(p.tokens, run - kZoomQuestionCueTokens, run));
-        const auto q = question_tokens(tok(), it, zoom_probe_question(cue));
         ASSERT_EQ(slice(p.tokens, at, at + static_cast<int64_t>(q.size())), q) << "question " << i;
         at += static_cast<int64_t>(q.size());
         ASSERT_EQ(p.answer_starts[i], at);

@@ -349,6 +349,20 @@ TEST(MistralShapedFile, RunsEndToEndLikeLlamaCpp) {
     const auto q = question_tokens(tok, f, question);
     parts.insert(parts.end(), q.begin(), q.end());
     EXPECT_EQ(parts, want) << "unit + question_tokens";
+    // A follow-up question after an answer (the zoom probes' turns): the rendered turn, its
+    // control pieces parsed, as llama.cpp tokenises the whole prompt (the encode path the
+    // fixture's cases hold to llama.cpp's ids): "[INST] " and the question in one piece.
+    const auto& mk = chat_markup(f);
+    const std::string turn = std::string(mk.assistant_close) + std::string(mk.user_open) +
+                             "Answer the question using the documents above.\n" + question +
+                             std::string(mk.user_close) + std::string(mk.assistant_open);
+    const auto follow = follow_up_question_tokens(tok, f, question);
+    EXPECT_EQ(follow, tok.encode(turn, /*parse_special=*/true, TextStart::Continues))
+        << ids_text(follow);
+    std::vector<int32_t> apart = next_question_turn(tok, f);
+    const auto q2 = question_tokens(tok, f, question);
+    apart.insert(apart.end(), q2.begin(), q2.end());
+    EXPECT_NE(follow, apart) << "next_question_turn + question_tokens tokenise the space apart";
 
     // llama.cpp's logits at the stored positions, [positions][n_vocab].
     const auto positions = t["positions"].get<std::vector<int64_t>>();
