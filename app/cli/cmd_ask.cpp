@@ -13,7 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 namespace spanscope::cli {
@@ -100,6 +103,20 @@ int run_ask(const AskOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     Answer ans;
     bool printed_any = false;
+    // On a terminal, the documents' prefill says how far it is (a long document takes a while
+    // before the first answer token); redirected, stderr stays for notes and errors.
+    const bool show_progress = isatty(STDERR_FILENO) == 1;
+    const int64_t doc_tokens = total - static_cast<int64_t>(question.size());
+    int64_t done_before = 0;
+    const auto progress = [&](int64_t done, int64_t) {
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const int64_t n = done_before + done;
+        std::cerr << "\rreading the documents: " << n << " of " << doc_tokens << " tokens";
+        if (s > 0)
+            std::cerr << ", " << static_cast<int64_t>(static_cast<double>(n) / s) << " tokens/s";
+        std::cerr << "   " << std::flush;
+    };
     try {
         for (const auto& u : units) {
             // SEKV holds each document at two resolutions once it is prefilled; its
@@ -110,11 +127,15 @@ int run_ask(const AskOptions& o) {
                                        const std::vector<float>&) {
                 surprisal.insert(surprisal.end(), s.begin(), s.end());
             };
-            prefill_unit(session, u, 0, offset, sekv ? keep : ChunkDone{}, &g_interrupted, {},
+            prefill_unit(session, u, 0, offset, sekv ? keep : ChunkDone{}, &g_interrupted,
+                         show_progress ? progress : std::function<void(int64_t, int64_t)>{},
                          /*surprisal=*/sekv);
+            done_before += u.n_tokens();
             if (sekv)
                 session.seal_context(surprisal.data(), static_cast<int32_t>(offset), u.n_tokens());
         }
+        if (show_progress && !units.empty())
+            std::cerr << "\r\033[K" << std::flush; // the line cleared before the answer
         const int64_t processed_before_question = session.tokens_processed();
         const double prefill_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)

@@ -186,15 +186,23 @@ int run_info(const InfoOptions& o) {
             for (const int il : sekv)
                 l += (l.empty() ? "" : ", ") + std::to_string(il);
             return l;
-        }() << " (global; sliding-window layers keep their exact ring buffer)\n"
-              << "hidden:         " << I.n_embd << ", feed-forward " << I.n_ff << "\n"
-              << "heads:          " << I.n_head << " query, " << I.n_head_kv << " key/value, dim "
-              << I.head_dim << "\n"
-              << "vocabulary:     " << I.n_vocab << " tokens\n"
-              << "context:        " << I.n_ctx_train << " tokens, sliding window "
-              << I.sliding_window << "\n"
-              << "RoPE base:      " << I.rope_base_global << " global, " << I.rope_base_local
-              << " local";
+        }()
+              << [&]() -> std::string {
+        if (n_sliding > 0)
+            return " (global; sliding-window layers keep their exact ring buffer)";
+        if (static_cast<int>(sekv.size()) < n_global)
+            return " (the later half; the others hold every row, as full)";
+        return "";
+    }() << "\n"
+        << "hidden:         " << I.n_embd << ", feed-forward " << I.n_ff << "\n"
+        << "heads:          " << I.n_head << " query, " << I.n_head_kv << " key/value, dim "
+        << I.head_dim << "\n"
+        << "vocabulary:     " << I.n_vocab << " tokens\n"
+        << "context:        " << I.n_ctx_train << " tokens"
+        << (n_sliding > 0 ? ", sliding window " + std::to_string(I.sliding_window) : "") << "\n"
+        << "RoPE base:      " << I.rope_base_global;
+    if (n_sliding > 0)
+        std::cout << " global, " << I.rope_base_local << " local";
     if (global_rope && global_rope->scale != 1.0)
         std::cout << "; linear scaling, positions × " << global_rope->scale;
     if (global_rope && !global_rope->factors.empty())

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 namespace spanscope::cli {
@@ -62,6 +63,13 @@ int run_project(const ProjectOptions& o) {
         }
         if (docs.empty())
             std::cerr << "no documents (add some with spanscope-cli ingest)\n";
+        const bool unread = std::any_of(docs.begin(), docs.end(), [](const nlohmann::json& d) {
+            return d["chunks"].is_null();
+        });
+        if (model && unread)
+            std::cerr << "note: '-': not read by " << model->info().name << " (" << model->path()
+                      << ") yet; --model names another model, `project info` lists those that "
+                         "read them\n";
         for (const auto& d : docs) {
             std::string state = "-";
             if (!d["chunks"].is_null())
@@ -144,12 +152,15 @@ int run_project(const ProjectOptions& o) {
               << (i.models.size() > 1 ? ", for the models together" : "") << ")\n"
               << "chats:          " << i.chats << " (" << i.messages << " messages)\n"
               << "chunk states:   " << i.states << ", " << human_bytes(i.state_bytes)
-              << " (cache limit " << human_bytes(i.cache_limit_bytes) << ")\n";
+              << " (cache limit " << human_bytes(i.cache_limit_bytes)
+              << "; each chunk's attention rows, and per section its sliding-window tail, empty "
+                 "without such layers, or recurrent state)\n";
     for (const auto& m : i.models)
         std::cout << "  model " << (m.name.empty() ? "(name not recorded)" : m.name)
                   << " (fingerprint " << m.fingerprint.substr(0, 12) << "): " << m.chunks
-                  << " chunks, " << human_bytes(m.bytes) << " for " << m.tokens << " tokens ("
-                  << (m.tokens ? m.bytes / m.tokens : 0) << " bytes per token)\n";
+                  << " chunks, " << m.states << " states, " << human_bytes(m.bytes) << " for "
+                  << m.tokens << " tokens (" << (m.tokens ? m.bytes / m.tokens : 0)
+                  << " bytes per token)\n";
     return 0;
 }
 

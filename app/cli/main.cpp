@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
     InfoOptions info;
     auto* info_cmd = app.add_subcommand("info", "Print the model's metadata and tensor types");
     info_cmd->add_option("--model", info.model, "GGUF model file");
+    info_cmd->add_option("model", info.model, "GGUF model file, as --model (give one or the other)")
+        ->excludes(info_cmd->get_option("--model"));
     info_cmd->add_flag("--json", info.json, "Print one JSON object");
 
     AskOptions ask;

@@ -15,6 +15,7 @@
 
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -70,6 +71,32 @@ TEST_F(Cli, AnswersWithATinyModel) {
     EXPECT_EQ(r.err, "");
     EXPECT_GT(r.out.size(), 1u); // more than the closing newline
     EXPECT_EQ(r.out.back(), '\n');
+}
+
+// On a terminal, `ask --doc` says how far the documents' prefill is before the first answer
+// token (redirected, stderr stays empty: AnswersWithATinyModel). The terminal is a pseudo-
+// terminal from util-linux's `script`.
+TEST_F(Cli, AskOnATerminalShowsTheDocumentsProgress) {
+    if (std::system("command -v script >/dev/null 2>&1") != 0)
+        GTEST_SKIP() << "util-linux's script (a pseudo-terminal) is not installed";
+    const auto doc = write_file("long.txt", sample_prose(3, 150));
+    const std::string cmd = "env -u SPANSCOPE_MODEL HOME=" + shell_quote(dir_) + " " +
+                            shell_quote(SPANSCOPE_CLI) + " ask --model " + shell_quote(model_) +
+                            " --doc " + shell_quote(doc) + " --max-tokens 2 'Where?'";
+    const std::string out = dir_ + "/tty.txt";
+    const int st = std::system(
+        ("script -qec " + shell_quote(cmd) + " /dev/null > " + shell_quote(out) + " 2>&1").c_str());
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << read_file(out);
+    const std::string tty = read_file(out);
+    // The last report is the whole document: N of N tokens.
+    const auto at = tty.rfind("reading the documents: ");
+    ASSERT_NE(at, std::string::npos) << tty;
+    int64_t done = 0, all = 0;
+    ASSERT_EQ(
+        std::sscanf(tty.c_str() + at, "reading the documents: %ld of %ld tokens", &done, &all), 2)
+        << tty;
+    EXPECT_GT(all, 100);
+    EXPECT_EQ(done, all) << tty;
 }
 
 TEST_F(Cli, ModelFromTheEnvironment) {
@@ -550,6 +577,28 @@ TEST_F(Cli, InfoReportsTypesAndKind) {
     // 4 layers of 2 KV heads of 32: a key and a value row of f16 each.
     EXPECT_EQ(j["kv_bytes_per_token"].get<int64_t>(), 4 * 2 * 2 * 32 * 2);
     EXPECT_EQ(j["tensor_types"]["f32"]["tensors"].get<int>(), 1 + 1 + 4 * 13);
+}
+
+// The model file as info's argument, and the text for a stack of only global layers (the
+// committed tiny Llama 3 file: 2 layers): no sliding window or local RoPE base where there is
+// none, and the SEKV layers said to be the later half.
+TEST_F(Cli, InfoTakesTheFileAsItsArgument) {
+    const std::string llama = data_dir() + "/reference/fixtures/tiny_llama3.gguf";
+    const auto r = run({"info", llama});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("model:          " + llama), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("sliding window"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(" local"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("(the later half; the others hold every row, as full)"), std::string::npos)
+        << r.out;
+    expect_clean_error(run({"info", llama, "--model", llama}), "excludes");
+    // Gemma 3 keeps both.
+    const auto g = run({"info", model_});
+    ASSERT_EQ(g.status, 0) << g.err;
+    EXPECT_NE(g.out.find(", sliding window "), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("(global; sliding-window layers keep their exact ring buffer)"),
+              std::string::npos)
+        << g.out;
 }
 
 TEST_F(Cli, InfoAndAskServeAHybridModel) {

@@ -396,6 +396,20 @@ TEST_F(CliProject, InfoNamesEachModelAndItsChunks) {
     ASSERT_EQ(text.status, 0) << text.err;
     for (const auto& name : names)
         EXPECT_NE(text.out.find("model " + name + " (fingerprint "), std::string::npos) << text.out;
+    for (const auto& m : i["models"])
+        EXPECT_NE(text.out.find(m["chunks"].dump() + " chunks, " + m["states"].dump() + " states"),
+                  std::string::npos)
+            << text.out;
+    // A model of another vocabulary has read nothing: '-', and a note that says so.
+    const std::string llama = data_dir() + "/reference/fixtures/tiny_llama3.gguf";
+    const auto l = run({"project", "list-docs", "--project", project_, "--model", llama});
+    ASSERT_EQ(l.status, 0) << l.err;
+    EXPECT_NE(l.out.find("\t- tokens\t- chunks\t-\t"), std::string::npos) << l.out;
+    EXPECT_NE(l.err.find("note: '-': not read by " + spanscope::Model::load(llama)->info().name),
+              std::string::npos)
+        << l.err;
+    const auto read = run({"project", "list-docs", "--project", project_, "--model", second});
+    EXPECT_EQ(read.err.find("not read by"), std::string::npos) << read.err;
 }
 
 TEST_F(CliProject, UnknownDocIdIsRefusedAndAddsNothing) {
