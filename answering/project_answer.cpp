@@ -63,14 +63,7 @@ nlohmann::json answer_stats_json(const Answer& ans) {
                                   ? static_cast<double>(s.sekv.fast_tier_bytes) /
                                         static_cast<double>(s.sekv.full_kv_bytes)
                                   : 0.0;
-    // The whole cache, every layer, against what it would be with `full` on the served layers
-    // (the others as they are): on a stack where SEKV serves half the layers, the figure a user
-    // weighs.
-    const int64_t as_full =
-        s.memory.fast_tier_bytes - s.sekv.fast_tier_bytes + s.sekv.full_kv_bytes;
-    j["cache_fraction"] =
-        as_full > 0 ? static_cast<double>(s.memory.fast_tier_bytes) / static_cast<double>(as_full)
-                    : 0.0;
+    j["cache_fraction"] = whole_cache_fraction(s); // every layer, both tiers
     // The budget is checked on what the memory actually held after the answer (the question
     // and answer at full resolution included), never assumed from the segmentation.
     j["budget"] = s.sekv_budget;

@@ -53,7 +53,7 @@ QString stats_text(const AnswerStats& s) {
             text += QStringLiteral(" · sekv: fast tier %1 % of full")
                         .arg(l.toString(100 * s.fast_tier_fraction, 'f', 0));
         if (s.cache_fraction > 0)
-            text += QStringLiteral(", whole cache %1 %")
+            text += QStringLiteral(", whole cache (both tiers) %1 % of full")
                         .arg(l.toString(100 * s.cache_fraction, 'f', 0));
         text +=
             QStringLiteral(", %1 spans expanded per token").arg(l.toString(s.expansions, 'f', 1));

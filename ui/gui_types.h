@@ -79,7 +79,7 @@ struct AnswerStats {
     QString router;                ///< "trained" or "training-free" ("": unknown, or not sekv)
     int rerank = 0;                ///< two-stage routing's candidates per expanded span; 0: off
     double fast_tier_fraction = 0; ///< fast-tier bytes / what full would hold for the layers
-    double cache_fraction = 0;     ///< every layer's fast tier / the same with full on them
+    double cache_fraction = 0;     ///< whole cache, both tiers / full (whole_cache_fraction)
     QList<int> sekv_layers;        ///< the layers SEKV served (0-based), ascending
     double expansions = 0;         ///< spans expanded per generated token, per layer and head
     qint64 spans = 0;              ///< spans in the answer's context

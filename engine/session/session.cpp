@@ -23,6 +23,14 @@ int64_t peak_rss_bytes() {
     return static_cast<int64_t>(ru.ru_maxrss) * 1024; // Linux reports KiB
 }
 
+double whole_cache_fraction(const GenerationStats& s) {
+    const int64_t as_full =
+        s.memory.fast_tier_bytes - s.sekv.fast_tier_bytes + s.sekv.full_kv_bytes;
+    return as_full > 0 ? static_cast<double>(s.memory.fast_tier_bytes + s.memory.host_tier_bytes) /
+                             static_cast<double>(as_full)
+                       : 0.0;
+}
+
 Session::Session(const Model& model, const SessionOptions& options)
     : model_(model), options_(options),
       n_ctx_(options.n_ctx > 0 ? options.n_ctx : model.info().n_ctx_train), pool_(options.threads) {

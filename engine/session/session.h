@@ -78,6 +78,13 @@ struct GenerationStats {
                             ///< query heads (ZoomTrace::mean_expansions)
 };
 
+/// The whole cache after an answer — every layer, both tiers — as a fraction of what it would
+/// hold with `full` on the layers the compressing policy serves (the other layers as they are):
+/// (memory.fast + memory.host) / (memory.fast − sekv.fast + sekv.full), bytes over bytes. 1
+/// for `full`; 0 when nothing is held. On a stack where SEKV serves half the layers this, not
+/// the served layers' fraction, is what the cache costs.
+double whole_cache_fraction(const GenerationStats& s);
+
 struct Answer {
     std::string text;            ///< cleaned answer text
     std::vector<int32_t> tokens; ///< generated ids (without the stop token)

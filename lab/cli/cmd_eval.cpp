@@ -135,6 +135,7 @@ nlohmann::json answer_line(const eval::EvalSample& s, const EvalConfig& c, const
     const double fraction =
         static_cast<double>(m.fast_tier_bytes) / static_cast<double>(m.full_kv_bytes);
     j["fast_tier_fraction"] = fraction;
+    j["cache_fraction"] = whole_cache_fraction(ans.stats); // every layer, both tiers
     // The budget is checked on what the memory held after the answer, for every sample: a
     // compressor that silently ran with a full cache fails here (tests/README.md, failure mode 13).
     j["within_budget"] = fraction <= c.budget + 1e-9;

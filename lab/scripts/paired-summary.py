@@ -63,6 +63,9 @@ def summary(label, keys, full, sekv):
     if top3:
         text += f"  top3 {sum(top3)}/{len(top3)}"
     text += f"  memory {100 * statistics.mean(mem):.1f} % (max {100 * max(mem):.1f} %)"
+    whole = [sekv[k]["cache_fraction"] for k in keys if "cache_fraction" in sekv[k]]
+    if whole:
+        text += f"  whole cache {100 * statistics.mean(whole):.1f} %"
     print(text)
 
 

@@ -182,9 +182,10 @@ void GuiModels::answerStatisticsAreReadFromTheStoredJson() {
         R"({"policy": "sekv", "fast_tier_fraction": 0.577, "cache_fraction": 0.789,
             "expansions": 1.5, "memory_per_layer": [{"layer": 15}, {"layer": 16}, {"layer": 17}]})"));
     QCOMPARE(served.sekv_layers, (QList<int>{15, 16, 17}));
-    QVERIFY2(stats_text(served).contains(QStringLiteral(
-                 "sekv on 3 layers: fast tier 58 % of full there, whole cache 79 %")),
-             qPrintable(stats_text(served)));
+    QVERIFY2(
+        stats_text(served).contains(QStringLiteral("sekv on 3 layers: fast tier 58 % of full "
+                                                   "there, whole cache (both tiers) 79 % of full")),
+        qPrintable(stats_text(served)));
     const AnswerStats older = answer_stats_from_json(
         nlohmann::json::parse(R"({"policy": "sekv", "fast_tier_fraction": 0.31})"));
     QVERIFY(older.router.isEmpty());

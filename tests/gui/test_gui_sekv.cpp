@@ -284,14 +284,14 @@ void GuiSekv::clickingATokenShowsItsZoom() {
     QVERIFY(a.message_id > 0);
     QVERIFY(a.expansions > 0);
     QVERIFY(a.fast_tier_fraction > 0 && a.fast_tier_fraction < 1);
-    // SEKV serves Gemma 3's global layers; the whole cache (sliding rings as full holds them)
-    // is a larger fraction of full than those layers' fast tier.
+    // SEKV serves Gemma 3's global layers; the whole cache (both tiers, the sliding rings as
+    // full holds them) is reported beside those layers' fast tier.
     QList<int> global;
     for (int il = 0; il < model_->info().n_layer; ++il)
         if (model_->info().layers[static_cast<size_t>(il)].global())
             global << il;
     QCOMPARE(a.sekv_layers, global);
-    QVERIFY(a.cache_fraction > a.fast_tier_fraction && a.cache_fraction < 1);
+    QVERIFY(a.cache_fraction > a.fast_tier_fraction);
     const QString stats = w_->findChild<QLabel*>(QStringLiteral("statsLabel"))->text();
     QVERIFY2(stats.contains(QStringLiteral("sekv on %1 layers: fast tier ").arg(global.size())) &&
                  stats.contains(QStringLiteral("whole cache ")),

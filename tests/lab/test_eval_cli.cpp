@@ -58,6 +58,7 @@ void expect_contract(const nlohmann::json& results) {
             EXPECT_GT(j["memory"]["full_kv_bytes"].get<int64_t>(), 0) << j.dump();
             EXPECT_EQ(j["memory"]["fast_tier_bytes"], j["memory"]["full_kv_bytes"]) << j.dump();
             EXPECT_EQ(j["fast_tier_fraction"].get<double>(), 1.0) << j.dump();
+            EXPECT_EQ(j["cache_fraction"].get<double>(), 1.0) << "full is its own measure";
             EXPECT_TRUE(j["within_budget"].get<bool>()) << j.dump();
         }
     int compressed = 0, noop = 0, same_length = 0;
