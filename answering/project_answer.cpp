@@ -7,6 +7,7 @@
 #include "engine/text/text_input.h"
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -25,6 +26,14 @@ std::string utf8_prefix(const std::string& s, size_t max_bytes) {
     while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
         --n;
     return s.substr(0, n);
+}
+
+// Record in an answer's statistics the model that gave it (chat_history.h, answer_model).
+void record_model(nlohmann::json& stats, const Model& model, const StateCache& cache) {
+    const std::string file = std::filesystem::path(model.path()).filename().string();
+    stats["model_id"] = cache.model_id();
+    stats["model_file"] = file;
+    stats["model_name"] = model.info().name.empty() ? file : model.info().name;
 }
 
 std::string dump(const nlohmann::json& j) {
@@ -101,27 +110,6 @@ std::string units_used_text(const ProjectAnswer& a) {
         i = j;
     }
     return s;
-}
-
-ChatContext chat_context(Project& project, int64_t chat_id) {
-    ChatContext c;
-    std::string pending;
-    for (const auto& m : project.messages(chat_id)) {
-        if (m.role == "user") {
-            pending = m.text;
-            continue;
-        }
-        if (!m.text.empty())
-            c.history.emplace_back(pending, m.text);
-        const auto stats = nlohmann::json::parse(m.stats_json, nullptr, /*allow_exceptions=*/false);
-        if (stats.is_object() && stats.contains("documents") && stats["documents"].is_array()) {
-            c.documents.clear();
-            for (const auto& d : stats["documents"])
-                if (d.is_number_integer())
-                    c.documents.push_back(d.get<int64_t>());
-        }
-    }
-    return c;
 }
 
 namespace {
@@ -265,6 +253,7 @@ nlohmann::json answer_record(const ProjectAnswer& out, const ContextAssembly& a,
     stats["units_recomputed"] = out.units_recomputed;
     stats["tokens_recomputed"] = out.tokens_recomputed;
     stats["history_turns"] = out.history_turns;
+    stats["history_left_out"] = out.history_left_out;
     stats["assembly_ms"] = out.assembly_ms;
     if (q.recompute.selector != "none") {
         auto kind = [](const LayerKindCount& k) {
@@ -412,7 +401,8 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     const auto& info = model.info();
     const auto t0 = Clock::now();
     const int64_t computed_before = scratch.tokens_processed();
-    const ChatContext chat = q.chat_id > 0 ? chat_context(project, q.chat_id) : ChatContext{};
+    const ChatContext chat =
+        q.chat_id > 0 ? chat_context(project, q.chat_id, cache.model_id()) : ChatContext{};
     const auto ids = documents_to_answer_from(project, q, chat);
     const ChatFormat format = chat_format_of(info, model.tokenizer());
     const auto question = question_tokens(model.tokenizer(), format, q.question, chat.history);
@@ -423,8 +413,9 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     out.chat_id = q.chat_id > 0 ? q.chat_id : project.create_chat(utf8_prefix(q.question, 80));
     project.add_message(out.chat_id, "user", q.question);
     if (hooks.on_question_saved)
-        hooks.on_question_saved(out.chat_id);
+        hooks.on_question_saved(out.chat_id, chat);
     out.history_turns = chat.history.size();
+    out.history_left_out = chat.turns_left_out;
     ContextAssembly a;
     try {
         Session session(model, session_options);
@@ -440,6 +431,7 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         nlohmann::json j{{"stop_reason", cancelled ? "stopped" : "error"}};
         if (!cancelled)
             j["error"] = e.what();
+        record_model(j, model, cache);
         project.add_message(out.chat_id, "assistant", "", dump(j));
         project.evict_to_limit();
         throw;
@@ -474,6 +466,7 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     nlohmann::json msg = out.stats;
     msg["documents"] = out.documents;
     msg["stop_reason"] = ans.stop_reason;
+    record_model(msg, model, cache);
     if (masses_cleared > 0) {
         msg["zoom_masses_cleared"] = masses_cleared;
         if (hooks.on_note)

@@ -4,6 +4,7 @@
 // Shared by spanscope-cli (ask --project) and the desktop application.
 #pragma once
 
+#include "answering/chat_history.h"
 #include "answering/state_cache.h"
 #include "answering/unit_choice.h"
 #include "engine/linearkv/pic_assembly.h"
@@ -23,14 +24,6 @@
 #include <vector>
 
 namespace spanscope {
-
-/// A chat's earlier exchanges (question, answer) and the documents its last answer used.
-struct ChatContext {
-    std::vector<std::pair<std::string, std::string>> history;
-    std::vector<int64_t> documents;
-};
-/// Unanswered questions and stopped answers without text are left out of the history.
-ChatContext chat_context(Project& project, int64_t chat_id);
 
 struct ProjectQuestion {
     std::string question;               ///< UTF-8, not blank
@@ -67,7 +60,9 @@ struct ProjectAnswer {
     /// SEKV summaries stored: the first that fit); empty when all fit.
     std::string ranking;
     int64_t tokens_recomputed = 0; ///< tokens of units whose state was computed for this answer
-    size_t history_turns = 0;
+    /// Earlier exchanges of the chat sent with the question, and those not sent: answered by
+    /// another model (chat_history.h).
+    size_t history_turns = 0, history_left_out = 0;
     double assembly_ms = 0;  ///< choosing, restoring (and recomputing) the units, ms
     std::string assembly;    ///< how the units were put together, in words
     AssemblyStats recompute; ///< the selector's recompute pass (zero for none)
@@ -84,7 +79,10 @@ struct ProjectAskHooks {
     std::function<void(const std::string&)> on_text;               ///< each answer piece
     std::function<void(const IngestProgress&)> on_ingest_progress; ///< recomputing a unit
     std::function<void(const std::string&)> on_note;               ///< as notes are found
-    std::function<void(int64_t)> on_question_saved; ///< the chat id, once the question is saved
+    /// Once the question is saved: the chat id, and the chat's history as the question sends
+    /// it (ChatContext::restarted: the chat's last answer came from another model, so the
+    /// history starts afresh here).
+    std::function<void(int64_t chat_id, const ChatContext& chat)> on_question_saved;
     /// Each generated token's zoom while the answer streams (called under a policy whose memory
     /// seals spans: sekv, with its SEKV layers' routing, or chunk_summary, whose steps have no
     /// layers; never under full and the other policies; unset, nothing is read or copied for
@@ -115,9 +113,11 @@ std::string project_selector_problem(const std::string& selector);
 /// sections do not all fit the model's context (n_ctx_train less the question's tokens and
 /// max_tokens), they are ranked against the question (full-text bm25 over the project's index;
 /// choose_units) and the best that fit are assembled, in the order of the documents.
-/// The question is saved first; the answer (also a stopped one, with what was generated) is
-/// saved with its statistics. Cancel set before the answer starts throws Cancelled, and a
-/// failure throws as below; either way an empty answer is saved that records it.
+/// A continued chat sends its earlier exchanges as history, those since the last answer another
+/// model gave (chat_context). The question is saved first; the answer (also a stopped one, with
+/// what was generated) is saved with its statistics and the model that gave it (answer_model's
+/// fields). Cancel set before the answer starts throws Cancelled, and a failure throws as below;
+/// either way an empty answer is saved that records it (and the model).
 /// Throws std::invalid_argument (blank or non-UTF-8 question, unknown chat or document, a
 /// global policy other than full and sekv: the baselines select rows during a prefill, a
 /// selector not in project_selectors()),

@@ -16,7 +16,7 @@ using Clock = std::chrono::steady_clock;
 
 StateCache::StateCache(Project& project, const Model& model, const ChunkingOptions& chunking)
     : project_(project), model_(model), chunking_(chunking), fingerprint_(model_fingerprint(model)),
-      fingerprint_hex_(fingerprint_hex(fingerprint_)),
+      fingerprint_hex_(fingerprint_hex(fingerprint_)), model_id_(model_identity_hex(model)),
       key_(spanscope::chunking_key(model, chunking)), global_(global_layers(model.info())),
       sliding_(sliding_layers(model.info())), recurrent_(recurrent_layer_shapes(model.info())) {
     if (global_.empty())

@@ -74,6 +74,9 @@ public:
     StateCache(Project& project, const Model& model, const ChunkingOptions& chunking);
 
     const std::string& fingerprint() const { return fingerprint_hex_; }
+    /// The model file's identity (model_identity_hex, computed here): what a chat's answers
+    /// record as the model that gave them.
+    const std::string& model_id() const { return model_id_; }
     const std::string& chunking_key() const { return key_; }
 
     /// The document's units under this model's tokenizer, chunked (and stored) now if needed.
@@ -142,7 +145,7 @@ private:
     const Model& model_;
     ChunkingOptions chunking_;
     Fingerprint fingerprint_{};
-    std::string fingerprint_hex_, key_;
+    std::string fingerprint_hex_, model_id_, key_;
     std::vector<int> global_, sliding_;
     std::vector<RecurrentLayerShape> recurrent_;
     std::vector<int64_t> protected_;

@@ -81,12 +81,13 @@ std::string hex(const uint8_t* p, size_t n) {
     return s;
 }
 
-} // namespace
-
-Fingerprint model_fingerprint(const Model& model) {
+// The 128-bit hash of the model file's contents (model_fingerprint's, less what `prefix` adds
+// first).
+Fingerprint file_hash(const Model& model, const std::string& prefix) {
     XXH3_state_t* st = XXH3_createState();
     XXH3_128bits_reset(st);
-    update_str(st, kNumerics);
+    if (!prefix.empty())
+        update_str(st, prefix);
     const auto& g = model.gguf();
     update_pod(st, static_cast<uint64_t>(g.file_size()));
     for (const auto& [key, value] : g.metadata()) {
@@ -112,6 +113,17 @@ Fingerprint model_fingerprint(const Model& model) {
     Fingerprint f;
     std::copy(std::begin(c.digest), std::end(c.digest), f.begin());
     return f;
+}
+
+} // namespace
+
+Fingerprint model_fingerprint(const Model& model) {
+    return file_hash(model, kNumerics);
+}
+
+std::string model_identity_hex(const Model& model) {
+    const Fingerprint f = file_hash(model, "");
+    return hex(f.data(), f.size());
 }
 
 std::string fingerprint_hex(const Fingerprint& f) {

@@ -20,6 +20,12 @@ namespace spanscope {
 using Fingerprint = std::array<uint8_t, 16>;
 Fingerprint model_fingerprint(const Model& model);
 
+/// Which model file this is, as lower-case hex (32 characters): the same hash as
+/// model_fingerprint's without the engine's numerics version, so it changes with the file's
+/// weights and metadata, never with the engine. Chats record it with each answer
+/// (answering/chat_history.h): a chat continued under another model starts its history afresh.
+std::string model_identity_hex(const Model& model);
+
 /// Lower-case hex of a fingerprint (32 characters).
 std::string fingerprint_hex(const Fingerprint& f);
 

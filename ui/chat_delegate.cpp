@@ -28,14 +28,24 @@ QFont small_font(const QFont& f) {
     return s;
 }
 
+// A note line's font: small and italic.
+QFont note_font(const QFont& f) {
+    QFont n = small_font(f);
+    n.setItalic(true);
+    return n;
+}
+
 Layout layout(const QStyleOptionViewItem& option, const QModelIndex& index) {
     const int width = qMax(120, option.rect.width() > 0 ? option.rect.width() : 400);
     const QFontMetrics sm(small_font(option.font));
     const int inner = width - 2 * kPad;
+    const bool note = index.data(ChatModel::NoteRole).toBool();
     Layout l;
     int y = option.rect.top() + kPad;
-    l.who = QRect(option.rect.left() + kPad, y, inner, sm.height());
-    y += sm.height() + 2;
+    if (!note) { // a note has no "You" / "Spanscope" line
+        l.who = QRect(option.rect.left() + kPad, y, inner, sm.height());
+        y += sm.height() + 2;
+    }
     QString text = index.data(Qt::DisplayRole).toString();
     if (text.isEmpty())
         text = QStringLiteral(" ");
@@ -43,9 +53,11 @@ Layout layout(const QStyleOptionViewItem& option, const QModelIndex& index) {
     // character for one, so the token offsets into the text stay valid.
     text.replace(QLatin1Char('\n'), QChar::LineSeparator);
     // One layout for painting, sizing and finding tokens, so that they agree.
-    l.lines = std::make_unique<QTextLayout>(text, option.font);
+    l.lines = std::make_unique<QTextLayout>(text, note ? note_font(option.font) : option.font);
     QTextOption wrap;
     wrap.setWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
+    if (note)
+        wrap.setAlignment(Qt::AlignHCenter);
     l.lines->setTextOption(wrap);
     l.lines->beginLayout();
     qreal h = 0;
@@ -83,6 +95,13 @@ void ChatDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option,
     const Layout l = layout(option, index);
     painter->save();
     const QPalette& pal = option.palette;
+    if (index.data(ChatModel::NoteRole).toBool()) {
+        // A note between exchanges: grey italic text, centred, on the view's background.
+        painter->setPen(pal.color(QPalette::PlaceholderText));
+        l.lines->draw(painter, l.text.topLeft());
+        painter->restore();
+        return;
+    }
     QColor bg = user ? pal.color(QPalette::AlternateBase) : pal.color(QPalette::Base);
     if (option.state & QStyle::State_Selected)
         bg = pal.color(QPalette::Highlight).lighter(170);

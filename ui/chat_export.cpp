@@ -17,6 +17,10 @@ QString escape_headings(const QString& text) {
 QString chat_markdown(const QString& title, const QList<MessageRow>& messages) {
     QString md = "# " + QString(title).replace('\n', ' ') + "\n";
     for (const auto& m : messages) {
+        if (m.note) {
+            md += "\n_" + m.text + "_\n";
+            continue;
+        }
         md += "\n**" + QString(m.from_user ? "You" : "Spanscope") + ":** " +
               escape_headings(m.text) + "\n";
         if (!m.from_user && !m.details.isEmpty())

@@ -9,8 +9,9 @@
 namespace spanscope::gui {
 
 /// "# TITLE", then each question as "**You:** …" and each answer as "**Spanscope:** …" with
-/// its statistics in italics; Markdown characters in the texts are kept as typed, except that
-/// a line starting with '#' is escaped so it cannot become a heading.
+/// its statistics in italics, a note line (MessageRow::note) in italics; Markdown characters in the
+/// texts are kept as typed, except that a line starting with '#' is escaped so it cannot become a
+/// heading.
 QString chat_markdown(const QString& title, const QList<MessageRow>& messages);
 
 } // namespace spanscope::gui

@@ -31,6 +31,8 @@ QVariant ChatModel::data(const QModelIndex& index, int role) const {
         return QVariant::fromValue(m.token_starts);
     case SelectedTokenRole:
         return m.selected_token;
+    case NoteRole:
+        return m.note;
     }
     return {};
 }
@@ -44,6 +46,7 @@ QHash<int, QByteArray> ChatModel::roleNames() const {
     names[SekvRole] = "sekv";
     names[TokenStartsRole] = "tokenStarts";
     names[SelectedTokenRole] = "selectedToken";
+    names[NoteRole] = "note";
     return names;
 }
 
@@ -105,6 +108,18 @@ void ChatModel::begin_exchange(const QString& question, const QString& details) 
     a.streaming = true;
     a.details = details;
     rows_ << q << a;
+    endInsertRows();
+}
+
+void ChatModel::note_before_question(const QString& note) {
+    if (!streaming() || rows_.size() < 2 || !rows_[rows_.size() - 2].from_user)
+        return;
+    const int at = static_cast<int>(rows_.size()) - 2;
+    beginInsertRows({}, at, at);
+    MessageRow n;
+    n.note = true;
+    n.text = note;
+    rows_.insert(at, n);
     endInsertRows();
 }
 

@@ -19,6 +19,7 @@ public:
         SekvRole,          ///< an answer with a zoom trace (sekv policy)
         TokenStartsRole,   ///< QList<int>: MessageRow::token_starts
         SelectedTokenRole, ///< int: the token whose zoom is shown, -1: none
+        NoteRole,          ///< bool: a note line, no message (MessageRow::note)
     };
 
     using QAbstractListModel::QAbstractListModel;
@@ -33,6 +34,9 @@ public:
     void set_messages(qint64 chat_id, const QList<MessageRow>& rows);
     /// Append a question and an empty answer that streams; `details` says what happens first.
     void begin_exchange(const QString& question, const QString& details);
+    /// Put a note line (MessageRow::note) before the question of the exchange that streams;
+    /// nothing when none streams.
+    void note_before_question(const QString& note);
     /// Add a piece to the streaming answer (the last row).
     void append_piece(const QString& piece);
     /// End the streaming answer: its final text (empty: keep what streamed) and details.

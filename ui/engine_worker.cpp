@@ -362,9 +362,15 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
     pq.recompute.state_init = parse_state_initialiser(r.state_init.toStdString());
     ProjectAskHooks hooks;
     qint64 saved_chat = chat_id;
-    hooks.on_question_saved = [&](int64_t id) {
+    hooks.on_question_saved = [&](int64_t id, const ChatContext& chat) {
         saved_chat = id;
-        emit answer_started(serial, id);
+        QString note;
+        if (chat.restarted) {
+            const auto& before = chat.left_out_model;
+            note = history_note_text(q(before.file.empty() ? before.name : before.file),
+                                     QFileInfo(q(model_->path())).fileName());
+        }
+        emit answer_started(serial, id, note);
     };
     hooks.on_text = [&](const std::string& piece) { emit answer_piece(serial, q(piece)); };
     ZoomSourcesPtr zoom_sources; // one copy for the answer's tokens

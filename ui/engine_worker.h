@@ -75,7 +75,10 @@ signals:
     void ingest_started(quint64 serial, int files);
     void ingest_progress(const spanscope::gui::IngestStatus& status);
     void ingest_finished(quint64 serial, int added, int failed, bool cancelled);
-    void answer_started(quint64 serial, qint64 chat_id);
+    /// The question is saved in chat_id; history_note: the note line for the chat view when
+    /// the chat's history starts afresh with it (its last answer came from another model:
+    /// history_note_text), else "".
+    void answer_started(quint64 serial, qint64 chat_id, const QString& history_note);
     void answer_piece(quint64 serial, const QString& piece);
     /// Under sekv, once per generated token as the answer streams (ProjectAskHooks::on_zoom):
     /// its index among the answer's tokens (0, 1, … in order, each once) and its zoom step with

@@ -32,6 +32,12 @@ QString status_text(const DocumentRow& row) {
     return {};
 }
 
+QString history_note_text(const QString& before, const QString& after) {
+    return QStringLiteral("Continued with %1: the turns above, answered by %2, are not sent to it "
+                          "as history.")
+        .arg(after, before);
+}
+
 QString stats_text(const AnswerStats& s) {
     const QLocale l;
     QString text =

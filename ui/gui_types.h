@@ -59,7 +59,15 @@ struct MessageRow {
     /// (a trimmed newline) has an empty range.
     QList<int> token_starts = {};
     int selected_token = -1; ///< the token whose zoom is shown, -1: none
+    /// A note line of the chat view, no message of the project: where the chat's history
+    /// started afresh under another model (history_note_text). `text` holds it.
+    bool note = false;
 };
+
+/// The chat view's note where a chat continued under another model starts its history afresh
+/// (answering/chat_history.h): "Continued with AFTER: the turns above, answered by BEFORE, are
+/// not sent to it as history." (model file names).
+QString history_note_text(const QString& before, const QString& after);
 
 /// The statistics of one answer, for the status bar and the chat.
 struct AnswerStats {

@@ -126,13 +126,16 @@ void MainWindow::connect_workers() {
                 update_actions();
                 emit ingest_done(added, failed, cancelled);
             });
-    connect(e, &EngineWorker::answer_started, this, [this](quint64 serial, qint64 chat_id) {
-        if (serial != ask_serial_)
-            return;
-        answer_started_ = true;
-        chat_.set_chat_id(chat_id);
-        QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
-    });
+    connect(e, &EngineWorker::answer_started, this,
+            [this](quint64 serial, qint64 chat_id, const QString& history_note) {
+                if (serial != ask_serial_)
+                    return;
+                answer_started_ = true;
+                chat_.set_chat_id(chat_id);
+                if (!history_note.isEmpty()) // said once, where the history starts afresh
+                    chat_.note_before_question(history_note);
+                QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
+            });
     connect(e, &EngineWorker::answer_piece, this, [this](quint64 serial, const QString& piece) {
         if (serial == ask_serial_)
             chat_.append_piece(piece);

@@ -1,5 +1,6 @@
 #include "ui/store_worker.h"
 
+#include "answering/chat_history.h"
 #include "answering/document_list.h"
 #include "storage/project.h"
 #include "ui/answer_stats_json.h"
@@ -120,9 +121,27 @@ QString message_policy(const std::string& stats_json, qint64* full_kv_bytes) {
 }
 
 namespace {
+// The name a note gives a recorded model: its file's, as the status bar names models.
+QString model_shown(const AnswerModel& m) {
+    return q(m.file.empty() ? m.name : m.file);
+}
+
+// The chat's messages, with a note line before each question where its history started afresh
+// under another model (history_restarts).
 QList<MessageRow> message_rows(Project& project, qint64 chat_id) {
     QList<MessageRow> rows;
-    for (const auto& m : project.messages(chat_id)) {
+    const auto messages = project.messages(chat_id);
+    const auto restarts = history_restarts(messages);
+    size_t next = 0;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const auto& m = messages[i];
+        for (; next < restarts.size() && restarts[next].message == i; ++next) {
+            MessageRow n;
+            n.note = true;
+            n.text = history_note_text(model_shown(restarts[next].before),
+                                       model_shown(restarts[next].after));
+            rows << n;
+        }
         MessageRow r;
         r.id = m.id;
         r.from_user = m.role == "user";

@@ -70,6 +70,17 @@ int ask_project(const AskOptions& o) {
         end_progress_line();
         std::cerr << "note: " << note << "\n";
     };
+    // A chat continued under another model sends none of that model's turns (chat_history.h).
+    hooks.on_question_saved = [&](int64_t chat_id, const ChatContext& chat) {
+        if (!chat.restarted)
+            return;
+        end_progress_line();
+        const auto& before = chat.left_out_model;
+        std::cerr << "note: chat " << chat_id << " was answered by "
+                  << (before.file.empty() ? before.name : before.file) << "; with "
+                  << std::filesystem::path(model->path()).filename().string()
+                  << " its history starts afresh (the earlier turns are not sent)\n";
+    };
     if (project->documents().empty())
         throw std::runtime_error(project->path() +
                                  " has no documents; add some with spanscope-cli ingest");

@@ -1,0 +1,88 @@
+#include "answering/chat_history.h"
+
+#include <nlohmann/json.hpp>
+
+namespace spanscope {
+
+namespace {
+
+std::string string_field(const nlohmann::json& j, const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>()
+                                                                  : std::string();
+}
+
+AnswerModel answer_model(const nlohmann::json& stats) {
+    AnswerModel m;
+    m.id = string_field(stats, "model_id");
+    m.file = string_field(stats, "model_file");
+    m.name = string_field(stats, "model_name");
+    return m;
+}
+
+nlohmann::json parse(const std::string& stats_json) {
+    return nlohmann::json::parse(stats_json, nullptr, /*allow_exceptions=*/false);
+}
+
+} // namespace
+
+AnswerModel answer_model(const std::string& stats_json) {
+    return answer_model(parse(stats_json));
+}
+
+ChatContext chat_context(Project& project, int64_t chat_id, const std::string& model_id) {
+    ChatContext c;
+    std::string pending, last_recorded;
+    size_t answered = 0;
+    for (const auto& m : project.messages(chat_id)) {
+        if (m.role == "user") {
+            pending = m.text;
+            continue;
+        }
+        const auto stats = parse(m.stats_json);
+        const AnswerModel by = answer_model(stats);
+        if (!model_id.empty() && !by.id.empty() && by.id != model_id) {
+            // Another model's answer: the history starts again after it.
+            c.history.clear();
+            c.left_out_model = by;
+        } else if (!m.text.empty()) {
+            c.history.emplace_back(pending, m.text);
+        }
+        answered += m.text.empty() ? 0 : 1;
+        if (!by.id.empty())
+            last_recorded = by.id;
+        if (stats.is_object() && stats.contains("documents") && stats["documents"].is_array()) {
+            c.documents.clear();
+            for (const auto& d : stats["documents"])
+                if (d.is_number_integer())
+                    c.documents.push_back(d.get<int64_t>());
+        }
+    }
+    c.turns_left_out = answered - c.history.size();
+    c.restarted = !model_id.empty() && !last_recorded.empty() && last_recorded != model_id;
+    return c;
+}
+
+std::vector<HistoryRestart> history_restarts(const std::vector<MessageRecord>& messages) {
+    std::vector<HistoryRestart> out;
+    AnswerModel last;
+    size_t question = 0;
+    bool has_question = false;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        if (messages[i].role == "user") {
+            question = i;
+            has_question = true;
+            continue;
+        }
+        const bool asked = has_question;
+        has_question = false;
+        const AnswerModel by = answer_model(messages[i].stats_json);
+        if (by.id.empty())
+            continue;
+        if (!last.id.empty() && by.id != last.id)
+            out.push_back({asked ? question : i, last, by});
+        last = by;
+    }
+    return out;
+}
+
+} // namespace spanscope

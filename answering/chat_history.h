@@ -1,0 +1,64 @@
+// A chat's history as a question sends it: its earlier exchanges (question, answer), and where
+// a chat continued under another model starts afresh. Each answer's message records the model
+// that gave it (its statistics: "model_id", "model_file", "model_name"; ask_project writes
+// them); the history a question sends is the run of exchanges since the last answer another
+// model gave, so a model never sees another model's answers as its own turns. Answers saved
+// before messages named their model count as the current model's. Shared by ask_project (the
+// prompt) and the desktop application (the note line where a chat's history started afresh).
+#pragma once
+
+#include "storage/project.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spanscope {
+
+/// The model an answer's message records. `id` is empty when none is recorded (an answer
+/// saved before messages named their model, or a statistics text that is not JSON).
+struct AnswerModel {
+    std::string id;   ///< model_identity_hex (storage/model_fingerprint.h) of the model
+    std::string file; ///< the model file's name, without its directory
+    std::string name; ///< its general.name, else the file's name
+};
+
+/// The model recorded in an answer's statistics (MessageRecord::stats_json).
+AnswerModel answer_model(const std::string& stats_json);
+
+/// A chat's earlier exchanges (question, answer) as a question asked with one model sends
+/// them, and the documents its last answer used.
+struct ChatContext {
+    /// The exchanges sent as history: those since the last answer another model gave, less
+    /// unanswered questions and answers without text.
+    std::vector<std::pair<std::string, std::string>> history;
+    std::vector<int64_t> documents;
+    /// Answered exchanges of the chat not sent: those up to the last answer another model gave.
+    size_t turns_left_out = 0;
+    /// The chat's last answer that records a model records another one: the history starts
+    /// afresh with this question (then `history` is empty). Where it did for earlier questions
+    /// the chat already said so (history_restarts).
+    bool restarted = false;
+    /// The model of the last answer left out (empty id when none was).
+    AnswerModel left_out_model;
+};
+
+/// The context of chat `chat_id` for a question asked with the model `model_id`
+/// (model_identity_hex; empty: every answer counts as this model's).
+ChatContext chat_context(Project& project, int64_t chat_id, const std::string& model_id);
+
+/// A place where a chat's history started afresh: the question (an index into the chat's
+/// messages) whose answer records another model than the answer before it that records one.
+struct HistoryRestart {
+    size_t message = 0; ///< the question's index (the answer's, when no question precedes it)
+    AnswerModel before; ///< the model of the answers before it
+    AnswerModel after;  ///< the model that answered it
+};
+
+/// Every place where the chat's history started afresh, in order: the questions at which
+/// chat_context gave `restarted` when they were asked (answers without a recorded model
+/// neither start nor end a run).
+std::vector<HistoryRestart> history_restarts(const std::vector<MessageRecord>& messages);
+
+} // namespace spanscope
