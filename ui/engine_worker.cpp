@@ -9,6 +9,7 @@
 #include "engine/model/backend.h"
 #include "engine/model/model.h"
 #include "engine/model/model_locator.h"
+#include "engine/model/model_summary.h"
 #include "engine/session/session.h"
 #include "storage/document_loader.h"
 #include "storage/model_fingerprint.h"
@@ -22,7 +23,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 namespace spanscope::gui {
 
@@ -107,11 +110,13 @@ void EngineWorker::load_model(const QString& path, int threads, const QString& b
             format == ChatFormat::Completion
                 ? QStringLiteral("base model")
                 : QStringLiteral("instruction-tuned, %1").arg(chat_format_name(format));
+        const ModelSummary kv = summarise_layers(info);
         emit model_loaded(QStringLiteral("%1 (%2%3)")
                               .arg(QFileInfo(q(where.path)).fileName(), kind,
                                    model_->backend() == std::string_view("cpu")
                                        ? QString()
-                                       : QStringLiteral(", ") + model_->backend()));
+                                       : QStringLiteral(", ") + model_->backend()),
+                          kv.kv_bytes_per_token, kv.kv_bytes_per_token_global, kv.sliding_window);
         if (project_)
             open_cache();
     } catch (const std::exception& e) {
@@ -384,12 +389,34 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         emit answer_zoom(serial, token, z);
     };
     hooks.on_note = [&](const std::string& text) { emit note(q(text)); };
+    // An answer computes and stores the states its documents lack for this model (a model
+    // switched since they were read): their rows say "prefilling n/N chunks" meanwhile, as
+    // during an ingest, and then what is stored. Cosmetic: a failure to read the rows never
+    // fails or hides the answer.
+    std::map<qint64, DocumentRow> prefilling; // rows shown prefilling by this answer
     hooks.on_ingest_progress = [&](const IngestProgress& p) {
         emit ingest_progress(ingest_status(p, 0, 1));
+        auto it = prefilling.find(p.document_id);
+        if (it == prefilling.end()) {
+            DocumentRow row;
+            try {
+                row = row_for(p.document_id);
+            } catch (const std::exception&) {
+                return; // the row keeps what it showed
+            }
+            row.status = DocumentRow::Status::Prefilling;
+            row.chunks_stored = -1; // emitted below
+            it = prefilling.emplace(p.document_id, std::move(row)).first;
+        }
+        DocumentRow& row = it->second;
+        if (p.chunk != row.chunks_stored || p.chunks != row.chunks) {
+            row.chunks = p.chunks;
+            row.chunks_stored = p.chunk;
+            row.tokens_per_s = p.tokens_per_s;
+            row.seconds_left = p.seconds_left;
+            emit document_updated(row);
+        }
     };
-    // An answer computes and stores the states its documents lack for this model (a model
-    // switched since they were read): their rows then say so. Cosmetic: a failure to read the
-    // rows never fails or hides the answer.
     std::vector<std::pair<qint64, DocumentRow>> before;
     try {
         for (const auto id :
@@ -405,9 +432,14 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         try {
             for (const auto& [id, row] : before) {
                 const DocumentRow now = row_for(id);
-                if (now.status != row.status || now.chunks_stored != row.chunks_stored)
+                if (now.status != row.status || now.chunks_stored != row.chunks_stored ||
+                    prefilling.count(id) > 0)
                     emit document_updated(now);
             }
+            for (const auto& [id, row] : prefilling) // a ready row whose states were unusable
+                if (std::none_of(before.begin(), before.end(),
+                                 [id = id](const auto& b) { return b.first == id; }))
+                    emit document_updated(row_for(id));
         } catch (const std::exception&) {
             // the rows keep what they showed; the next list refresh reads them again
         }

@@ -63,7 +63,11 @@ public slots:
     void set_cache_limit(qint64 bytes);
 
 signals:
-    void model_loaded(const QString& description);
+    /// The model loaded: "FILE (base model)" or "FILE (instruction-tuned, FORMAT)", and the key/
+    /// value bytes a token of context costs it (f16, every attention layer; past a sliding
+    /// window of `window` tokens, kv_bytes_per_token_global: ModelSummary's figures).
+    void model_loaded(const QString& description, qint64 kv_bytes_per_token,
+                      qint64 kv_bytes_per_token_global, qint64 window);
     void model_failed(const QString& message);
     /// chunks_restored: chunks of the documents with a stored state for this model.
     void project_opened(const QString& path, const QList<spanscope::gui::DocumentRow>& documents,

@@ -165,6 +165,22 @@ private:
     void hide_progress_unless_ingesting();
     /// "memory in use 560 MiB · KV cache 78 MiB": resident memory now, the last answer's KV.
     void update_memory_label();
+    // The model (main_window_model.cpp).
+    /// The engine loaded a model (EngineWorker::model_loaded): the label with what a token
+    /// costs it; after a switch, the status says so and forgets the other model's figures.
+    void on_model_loaded(const QString& description, qint64 kv_bytes_per_token,
+                         qint64 kv_bytes_per_token_global, qint64 window);
+    /// "3 of 8 chunks stored for this model", "8 chunks stored for this model", from the
+    /// document rows.
+    QString stored_chunks_text() const;
+    /// The status bar's cache line, from the document rows now (stored_chunks_text).
+    void update_cache_label();
+    /// After a switch: the banner of how many documents have no states for the model
+    /// (switch_banner_model_), or none when all have.
+    void show_switch_banner();
+    /// A document's row changed: the switch banner, while shown, counts again (and goes once
+    /// every document has states for the model).
+    void update_switch_banner();
     void on_answer_finished(quint64 serial, const AnswerStats& s);
     void on_answer_failed(quint64 serial, const QString& message, qint64 chat_id);
     void update_policy_label();
@@ -221,7 +237,9 @@ private:
     /// Settings chose another model: said in the status bar once it loads, and when the open
     /// project is read again for it, how many of its documents it has no states for.
     bool model_switch_pending_ = false;
-    QString switched_model_; ///< the model_loaded description, until the project reopens
+    QString switched_model_;      ///< the model_loaded description, until the project reopens
+    QString switch_banner_model_; ///< the model the switch banner names
+    QString switch_banner_;       ///< the switch banner's text while it may be shown, else ""
     quint64 status_serial_ = 0;
     qint64 last_kv_bytes_ = 0;
 

@@ -188,33 +188,29 @@ void MainWindow::on_project_opened(const QString& path, const QList<DocumentRow>
     rebuild_recent_menu();
     if (cache_limit != settings_.cache_limit_bytes && !same)
         settings_.cache_limit_bytes = cache_limit;
-    qint64 chunks = 0;
-    for (const auto& r : rows)
-        chunks += r.chunks;
-    cache_label_->setText(
-        rows.isEmpty() ? tr("no documents yet")
-                       : tr("%1 %2 restored from the cache%3")
-                             .arg(restored)
-                             .arg(restored == 1 ? tr("chunk") : tr("chunks"))
-                             .arg(restored < chunks ? tr(" (%1 to compute)").arg(chunks - restored)
-                                                    : QString()));
+    const bool switched = same && !switched_model_.isEmpty();
+    if (switched) {
+        // Read again for the model Settings switched to: nothing was restored, the line says
+        // what is stored for this model.
+        update_cache_label();
+    } else {
+        qint64 chunks = 0;
+        for (const auto& r : rows)
+            chunks += r.chunks;
+        cache_label_->setText(rows.isEmpty()
+                                  ? tr("no documents yet")
+                                  : tr("%1 %2 restored from the cache%3")
+                                        .arg(restored)
+                                        .arg(restored == 1 ? tr("chunk") : tr("chunks"))
+                                        .arg(restored < chunks
+                                                 ? tr(" (%1 to compute)").arg(chunks - restored)
+                                                 : QString()));
+    }
     if (!rows.isEmpty() && shown_document_ == 0)
         document_list_->setCurrentIndex(documents_.index(0));
-    if (same && !switched_model_.isEmpty()) {
-        // Read again for the model Settings switched to: the states of another model's
-        // fingerprint are never used, so the documents without states for this one are
-        // computed when a question needs them (each row says so too).
-        int without = 0;
-        for (const auto& r : rows)
-            without += r.status != DocumentRow::Status::Ready ? 1 : 0;
-        if (without > 0)
-            show_banner(tr("Switched to %1: %n of the project's %2 document(s) without stored "
-                           "states for this model (read with another model, or not finished): "
-                           "read again with it when a question needs them.",
-                           nullptr, without)
-                            .arg(switched_model_)
-                            .arg(rows.size()),
-                        false);
+    if (switched) {
+        switch_banner_model_ = switched_model_;
+        show_switch_banner();
     }
     switched_model_.clear();
     update_title();
@@ -280,6 +276,7 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
     }
     last_kv_bytes_ = s.kv_bytes;
     update_memory_label();
+    update_cache_label(); // the answer may have stored states its documents lacked
     for (const auto& n : s.notes)
         show_banner(n, false);
     QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
@@ -296,6 +293,7 @@ void MainWindow::on_answer_failed(quint64 serial, const QString& message, qint64
     if (chat_id > 0)
         chat_.set_chat_id(chat_id);
     chat_.finish_answer(QString(), tr("no answer: %1").arg(message));
+    update_cache_label(); // states computed before it failed are kept
     show_banner(message, true);
     QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
     update_actions();

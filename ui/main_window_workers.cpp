@@ -37,21 +37,12 @@ namespace spanscope::gui {
 
 void MainWindow::connect_workers() {
     auto* e = engine_;
-    connect(e, &EngineWorker::model_loaded, this, [this](const QString& desc) {
-        model_label_->setText(tr("Model: %1").arg(desc));
-        if (model_switch_pending_) {
-            model_switch_pending_ = false;
-            switched_model_ = desc;
-            // A banner about the model switched from (or a failed load) no longer holds.
-            banner_box_->hide();
-            show_status(tr("Switched to the model %1").arg(desc), 10000);
-        }
-        emit model_ready(true);
-    });
+    connect(e, &EngineWorker::model_loaded, this, &MainWindow::on_model_loaded);
     connect(e, &EngineWorker::model_failed, this, [this](const QString& msg) {
         model_switch_pending_ = false;
         switched_model_.clear();
         model_label_->setText(tr("No model"));
+        model_label_->setToolTip(QString());
         show_banner(msg, true);
         emit model_ready(false);
     });
@@ -79,6 +70,7 @@ void MainWindow::connect_workers() {
     });
     connect(e, &EngineWorker::document_updated, this, [this](const DocumentRow& row) {
         documents_.upsert(row);
+        update_switch_banner();
         if (row.status == DocumentRow::Status::Failed)
             show_banner(row.error, true);
         if (row.id > 0 && row.id == shown_document_ && row.status == DocumentRow::Status::Ready &&
@@ -118,11 +110,7 @@ void MainWindow::connect_workers() {
                         tr("Adding documents was cancelled; the chunks already prefilled are "
                            "kept."),
                         8000);
-                qint64 stored = 0;
-                for (int r = 0; r < documents_.rowCount(); ++r)
-                    stored += documents_.row(r).chunks_stored;
-                cache_label_->setText(
-                    tr("%1 %2 cached").arg(stored).arg(stored == 1 ? tr("chunk") : tr("chunks")));
+                update_cache_label();
                 update_actions();
                 emit ingest_done(added, failed, cancelled);
             });

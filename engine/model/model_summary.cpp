@@ -98,4 +98,10 @@ ModelSummary describe_model_file(const std::string& path) {
     return s;
 }
 
+ModelSummary summarise_layers(const ModelInfo& info) {
+    ModelSummary s;
+    count_layers(info, s);
+    return s;
+}
+
 } // namespace spanscope

@@ -15,6 +15,8 @@
 
 namespace spanscope {
 
+struct ModelInfo;
+
 struct ModelSummary {
     std::string path;
     /// general.architecture ("gemma3", "llama", …); empty when the file could not be read or
@@ -70,5 +72,11 @@ struct ModelSummary {
 /// supported false, and what could be read before them stays filled in. Thread-safe (call it
 /// from a worker thread: a file on a slow disk takes what its header takes to read).
 ModelSummary describe_model_file(const std::string& path);
+
+/// The layer figures of a model already loaded, counted as describe_model_file counts them
+/// from a file's header: context_length, n_layer, the attention, sliding and recurrent layer
+/// counts, sliding_window and the key/value bytes per token (kv_bytes_per_token and
+/// kv_bytes_per_token_global); the other fields stay empty. Reads no file.
+ModelSummary summarise_layers(const ModelInfo& info);
 
 } // namespace spanscope

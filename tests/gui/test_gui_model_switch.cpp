@@ -1,6 +1,7 @@
 // What the window does with a project when Settings switches the model, on two tiny model files
 // the test writes (tests/unit/tiny_model.h; no real model needed): a chat continued under the
-// other model starts its history afresh and says so once.
+// other model starts its history afresh and says so once, and the status bar, the banner and
+// the document rows describe the new model, its recompute included.
 #include "storage/project.h"
 #include "test_support.h"
 #include "tiny_model.h"
@@ -9,7 +10,9 @@
 #include "ui/main_window.h"
 
 #include <QFile>
+#include <QLabel>
 #include <QListView>
+#include <QLocale>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -37,6 +40,11 @@ test::TinyGemma3Config tiny(int heads_kv, uint64_t seed, const std::string& name
     return c;
 }
 
+/// A key and a value row of heads_kv × kHeadDim f16 values per layer.
+qint64 kv_bytes_per_token(int heads_kv) {
+    return qint64{kLayers} * 2 * heads_kv * kHeadDim * 2;
+}
+
 /// A saved message's statistics.
 nlohmann::json stats_of(const MessageRecord& m) {
     return nlohmann::json::parse(m.stats_json);
@@ -59,6 +67,7 @@ private slots:
     void initTestCase();
     void aContinuedChatStartsItsHistoryAfresh();
     void answersSavedWithoutAModelCountAsTheCurrentOnes();
+    void theStatusDescribesTheNewModel();
 
 private:
     QString path(const QString& name) const { return dir_.filePath(name); }
@@ -285,6 +294,77 @@ void GuiModelSwitch::answersSavedWithoutAModelCountAsTheCurrentOnes() {
     const auto s = stats_of(p->messages(chat)[3]);
     QCOMPARE(s.value("history_turns", -1), 1);
     QCOMPARE(s.value("history_left_out", -1), 0);
+}
+
+void GuiModelSwitch::theStatusDescribesTheNewModel() {
+    QTemporaryDir work;
+    const QString project = work.filePath(QStringLiteral("s.spanscope"));
+    std::unique_ptr<MainWindow> w;
+    QString why;
+    QVERIFY2(open_window(w, project, &why), qPrintable(why));
+    auto* model = w->findChild<QLabel*>(QStringLiteral("modelLabel"));
+    auto* memory = w->findChild<QLabel*>(QStringLiteral("memoryLabel"));
+    auto* stats = w->findChild<QLabel*>(QStringLiteral("statsLabel"));
+    QVERIFY(model && memory && stats);
+    const QLocale l;
+    const QString kv_a = l.toString(kv_bytes_per_token(kHeadsKvA)) + QStringLiteral(" B/token");
+    const QString kv_b = l.toString(kv_bytes_per_token(kHeadsKvB)) + QStringLiteral(" B/token");
+    QVERIFY2(model->text().contains(kv_a), qPrintable(model->text()));
+    AnswerStats a1;
+    QVERIFY2(ask(*w, QStringLiteral("When was the lighthouse built?"), &a1, &why), qPrintable(why));
+    QVERIFY2(memory->text().contains(QStringLiteral("KV cache")), qPrintable(memory->text()));
+    QVERIFY(!stats->text().isEmpty());
+    int64_t chunks = 0; // the note's chunks, stored for model A
+    {
+        auto p = Project::open(project.toStdString(), false);
+        const auto info = p->info();
+        QCOMPARE(info.models.size(), size_t{1});
+        chunks = info.models[0].chunks;
+    }
+    QVERIFY(chunks > 0);
+
+    QVERIFY2(switch_to(*w, model_b_, &why), qPrintable(why));
+    qInfo("after the switch: %s | %s | %s", qPrintable(model->text()), qPrintable(w->cache_text()),
+          qPrintable(w->banner_text()));
+    // The model, at its cost per token; nothing of model A's last answer.
+    QVERIFY2(model->text().contains(QStringLiteral("tiny-b.gguf")) &&
+                 model->text().contains(kv_b) && !model->text().contains(kv_a),
+             qPrintable(model->text()));
+    QVERIFY2(!memory->text().contains(QStringLiteral("KV cache")), qPrintable(memory->text()));
+    QCOMPARE(stats->text(), QString());
+    // What is stored for it: nothing yet (both models cut the note alike: one tokenizer).
+    QCOMPARE(w->cache_text(), QStringLiteral("0 of %1 chunks stored for this model").arg(chunks));
+    QVERIFY2(w->banner_text().contains(QStringLiteral("1 of the project's 1 document(s)")),
+             qPrintable(w->banner_text()));
+    QCOMPARE(w->document_model()->row(0).status, DocumentRow::Status::Unprefilled);
+
+    // The answer computes the note's states for model B: its row says so meanwhile.
+    QStringList shown;
+    connect(w->document_model(), &QAbstractItemModel::dataChanged, this, [&] {
+        shown << w->document_model()->index(0).data(DocumentListModel::StatusTextRole).toString();
+    });
+    AnswerStats a2;
+    QVERIFY2(ask(*w, QStringLiteral("Who kept a log?"), &a2, &why), qPrintable(why));
+    qInfo("the row during the answer: %s", qPrintable(shown.join(QStringLiteral(" | "))));
+    QVERIFY2(!shown.isEmpty() && shown.first().startsWith(QStringLiteral("prefilling 0/")),
+             qPrintable(shown.join(QStringLiteral(" | "))));
+    QCOMPARE(w->document_model()->row(0).status, DocumentRow::Status::Ready);
+    int64_t stored_b = 0;
+    {
+        auto p = Project::open(project.toStdString(), false);
+        for (const auto& m : p->info().models)
+            if (m.name == "tiny model B")
+                stored_b = m.chunks;
+    }
+    QCOMPARE(stored_b, chunks);
+    QCOMPARE(w->cache_text(),
+             QStringLiteral("%1 %2 stored for this model")
+                 .arg(stored_b)
+                 .arg(stored_b == 1 ? QStringLiteral("chunk") : QStringLiteral("chunks")));
+    // Every document has its states now: the banner that said otherwise is gone.
+    QVERIFY2(!w->banner_text().contains(QStringLiteral("without stored states")),
+             qPrintable(w->banner_text()));
+    QVERIFY2(memory->text().contains(QStringLiteral("KV cache")), qPrintable(memory->text()));
 }
 
 QTEST_MAIN(GuiModelSwitch)
