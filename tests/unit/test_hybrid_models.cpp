@@ -58,30 +58,6 @@ std::string load_error(const std::string& path) {
     return "";
 }
 
-// Logits of every position of `tokens` (positions 0..n-1) run in ubatches of `ubatch` tokens
-// from a fresh memory: [n][n_vocab].
-std::vector<float> run_logits(const Model& m, const std::vector<int32_t>& tokens, int64_t ubatch,
-                              ThreadPool& pool, ModelMemory* keep = nullptr) {
-    const auto n = static_cast<int64_t>(tokens.size());
-    const int64_t V = m.info().n_vocab;
-    ModelMemory mem = make_memory(m.info(), 256, 64);
-    std::vector<float> out(static_cast<size_t>(n * V));
-    std::vector<int32_t> pos(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-        pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    for (int64_t b = 0; b < n; b += ubatch) {
-        const int64_t e = std::min(n, b + ubatch);
-        std::vector<int64_t> rows;
-        for (int64_t i = 0; i < e - b; ++i)
-            rows.push_back(i);
-        m.forward(tokens.data() + b, pos.data() + b, e - b, mem, rows, out.data() + b * V, pool);
-    }
-    EXPECT_EQ(mem.n_tokens(), n);
-    if (keep)
-        *keep = std::move(mem);
-    return out;
-}
-
 float max_abs(const std::vector<float>& v) {
     float m = 0.0f;
     for (const float x : v)
@@ -224,11 +200,13 @@ TEST_P(HybridModel, OneUbatchEqualsSeveralEqualsTokenByToken) {
     auto m = Model::load(write_model(GetParam()));
     ThreadPool pool(2);
     const auto tokens = random_tokens(70, m->info().n_vocab, 5);
-    const auto one = run_logits(*m, tokens, 70, pool);
+    const auto one = prefill_logits(*m, tokens, 70, pool);
     const float scale = std::max(1.0f, max_abs(one));
     EXPECT_GT(max_abs(one), 0.5f); // the logits are not degenerate
     for (const int64_t ub : {int64_t{1}, int64_t{3}, int64_t{16}, int64_t{64}}) {
-        const auto other = run_logits(*m, tokens, ub, pool);
+        ModelMemory memory;
+        const auto other = prefill_logits(*m, tokens, ub, pool, &memory);
+        EXPECT_EQ(memory.n_tokens(), 70) << "ubatch " << ub;
         const float err = max_abs_diff(one, other) / scale;
         // Chunked prefill and the one-token recurrence differ by fp32 rounding only.
         EXPECT_LT(err, 2e-5f) << "ubatch " << ub;
@@ -256,7 +234,7 @@ TEST_P(HybridModel, ClonedMemoryIsIndependent) {
     EXPECT_EQ(mem.n_tokens(), 30);
     EXPECT_EQ(copy.n_tokens(), 30);
     // The copy continued as if the other branch never ran: equal to a fresh run of the tokens.
-    const auto fresh = run_logits(*m, tokens, 30, pool);
+    const auto fresh = prefill_logits(*m, tokens, 30, pool);
     std::vector<float> last(fresh.end() - V, fresh.end());
     EXPECT_LT(max_abs_diff(b, last), 2e-5f * std::max(1.0f, max_abs(last)));
     EXPECT_GT(max_abs_diff(a, b), 1e-3f); // and the branches do differ
@@ -383,17 +361,11 @@ void compare_with_llama_cpp(const std::string& arch) {
     std::memcpy(ref.data(), bytes.data(), bytes.size()); // x86: little-endian
     ThreadPool pool(2);
     for (const int64_t ub : {n, int64_t{1}, int64_t{7}}) {
-        const auto ours = run_logits(*m, tokens, ub, pool);
-        const float err = max_abs_diff(ours, ref) / max_abs(ref);
-        int argmax_same = 0;
-        for (int64_t t = 0; t < n; ++t) {
-            const auto* a = ours.data() + t * V;
-            const auto* b = ref.data() + t * V;
-            argmax_same += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
-        }
-        std::printf("%s ubatch %lld: max |dlogit| / max |logit| = %.3g, argmax %d/%lld\n",
-                    arch.c_str(), static_cast<long long>(ub), err, argmax_same,
-                    static_cast<long long>(n));
+        const auto [err, argmax_same] =
+            compare_logits(prefill_logits(*m, tokens, ub, pool), ref, n, V);
+        std::printf("%s ubatch %lld: max |dlogit| / max |logit| = %.3g, argmax %lld/%lld\n",
+                    arch.c_str(), static_cast<long long>(ub), err,
+                    static_cast<long long>(argmax_same), static_cast<long long>(n));
         // Tolerance (tests/reference/README.md): llama.cpp rounds the query and the attention
         // probabilities to f16 in its non-flash attention (K/V are f16 in both engines) and sums
         // in another order; measured 3.1e-5 (granitehybrid), 2.5e-5 (granitehybrid_moe) and

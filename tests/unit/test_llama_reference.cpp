@@ -432,18 +432,12 @@ TEST_P(LlamaTiny, LogitsMatchLlamaCppAtEveryPosition) {
     ASSERT_EQ(m->info().n_vocab, V);
     ThreadPool pool(2);
     for (const int64_t ub : {n, int64_t{1}, int64_t{7}}) {
-        const auto ours = prefill_logits(*m, tokens, ub, pool);
-        const float err = max_abs_diff(ours, ref) / max_abs(ref);
-        int argmax_same = 0;
-        for (int64_t t = 0; t < n; ++t) {
-            const auto* a = ours.data() + t * V;
-            const auto* b = ref.data() + t * V;
-            argmax_same += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
-        }
+        const auto [err, argmax_same] =
+            compare_logits(prefill_logits(*m, tokens, ub, pool), ref, n, V);
         std::printf("%s ubatch %lld: max |dlogit| / max |logit| = %.3g (tolerance %.0e), argmax "
-                    "%d/%lld\n",
+                    "%lld/%lld\n",
                     GetParam().name, static_cast<long long>(ub), err, GetParam().tolerance,
-                    argmax_same, static_cast<long long>(n));
+                    static_cast<long long>(argmax_same), static_cast<long long>(n));
         EXPECT_LT(err, GetParam().tolerance) << GetParam().name << " ubatch " << ub;
         // Every mistake measured flips the argmax somewhere (the smallest: 2 of 48 positions).
         EXPECT_GE(argmax_same, n - 1) << GetParam().name << " ubatch " << ub;

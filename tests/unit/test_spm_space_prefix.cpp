@@ -375,22 +375,13 @@ TEST(MistralShapedFile, RunsEndToEndLikeLlamaCpp) {
     ASSERT_EQ(static_cast<int64_t>(bytes.size()), n * V * 4);
     std::vector<float> ref(static_cast<size_t>(n * V));
     std::memcpy(ref.data(), bytes.data(), bytes.size()); // x86: little-endian
-    float ref_max = 0.0f;
-    for (const float x : ref)
-        ref_max = std::max(ref_max, std::abs(x));
     ThreadPool pool(2);
     for (const int64_t ub : {static_cast<int64_t>(want.size()), int64_t{1}}) {
         const auto all = prefill_logits(*m, want, ub, pool);
         std::vector<float> ours;
         for (const int64_t p : positions)
             ours.insert(ours.end(), all.begin() + p * V, all.begin() + (p + 1) * V);
-        const float err = max_abs_diff(ours, ref) / ref_max;
-        int64_t argmax_same = 0;
-        for (int64_t i = 0; i < n; ++i) {
-            const auto* a = ours.data() + i * V;
-            const auto* b = ref.data() + i * V;
-            argmax_same += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
-        }
+        const auto [err, argmax_same] = compare_logits(ours, ref, n, V);
         std::printf("[ tiny     ] Mistral-shaped, %zu tokens, ubatch %lld: max |dlogit| / max "
                     "|logit| = %.3g at %lld positions (tolerance 5e-2), argmax %lld/%lld\n",
                     want.size(), static_cast<long long>(ub), err, static_cast<long long>(n),

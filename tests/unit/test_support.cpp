@@ -156,7 +156,7 @@ std::vector<uint8_t> base64_decode(const std::string& s) {
 }
 
 std::vector<float> prefill_logits(const Model& m, const std::vector<int32_t>& tokens,
-                                  int64_t ubatch, ThreadPool& pool) {
+                                  int64_t ubatch, ThreadPool& pool, ModelMemory* memory) {
     const auto n = static_cast<int64_t>(tokens.size());
     const int64_t V = m.info().n_vocab;
     ModelMemory mem = m.new_memory(n, std::min(ubatch, n));
@@ -171,7 +171,31 @@ std::vector<float> prefill_logits(const Model& m, const std::vector<int32_t>& to
             rows.push_back(i);
         m.forward(tokens.data() + b, pos.data() + b, e - b, mem, rows, out.data() + b * V, pool);
     }
+    if (memory)
+        *memory = std::move(mem);
     return out;
+}
+
+LogitsAgreement compare_logits(const std::vector<float>& ours, const std::vector<float>& ref,
+                               int64_t n_positions, int64_t n_vocab) {
+    if (n_positions < 0 || n_vocab < 1 || static_cast<int64_t>(ref.size()) != n_positions * n_vocab)
+        throw std::invalid_argument("compare_logits: the reference holds " +
+                                    std::to_string(ref.size()) + " logits, not " +
+                                    std::to_string(n_positions) + " × " + std::to_string(n_vocab));
+    LogitsAgreement a;
+    float ref_max = 0.0f;
+    for (const float x : ref)
+        ref_max = std::max(ref_max, std::abs(x));
+    a.max_rel_gap = max_abs_diff(ours, ref) / ref_max;
+    if (ours.size() != ref.size())
+        return a; // the gap is infinite; no position compares
+    for (int64_t t = 0; t < n_positions; ++t) {
+        const float* o = ours.data() + t * n_vocab;
+        const float* r = ref.data() + t * n_vocab;
+        a.argmax_same +=
+            std::max_element(o, o + n_vocab) - o == std::max_element(r, r + n_vocab) - r;
+    }
+    return a;
 }
 
 } // namespace spanscope::test

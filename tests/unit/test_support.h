@@ -43,9 +43,18 @@ std::string text_from_hex(const std::string& h);
 /// Token ids as "[1 2 3]", for failure messages.
 std::string ids_text(const std::vector<int32_t>& ids);
 /// Next-token logits of every position of `tokens` (positions 0..n-1) prefilled from a fresh
-/// memory of `m` (its new_memory) in ubatches of `ubatch` tokens: [n][n_vocab].
+/// memory of `m` (its new_memory) in ubatches of `ubatch` tokens: [n][n_vocab]. `memory`, when
+/// given, receives the memory after the prefill.
 std::vector<float> prefill_logits(const Model& m, const std::vector<int32_t>& tokens,
-                                  int64_t ubatch, ThreadPool& pool);
+                                  int64_t ubatch, ThreadPool& pool, ModelMemory* memory = nullptr);
+/// How far our logits are from a reference's (llama.cpp's), both [n_positions][n_vocab].
+struct LogitsAgreement {
+    float max_rel_gap = 0;   ///< max |ours - ref| / max |ref| (infinity when the sizes differ)
+    int64_t argmax_same = 0; ///< positions whose largest logit is at the same id in both
+};
+/// Throws std::invalid_argument when `ref` does not hold n_positions × n_vocab logits.
+LogitsAgreement compare_logits(const std::vector<float>& ours, const std::vector<float>& ref,
+                               int64_t n_positions, int64_t n_vocab);
 /// A fresh temporary directory (removed by the OS's /tmp policy; tests remove what they write).
 std::string temp_dir();
 
