@@ -23,6 +23,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace spanscope {
 namespace {
@@ -47,21 +48,16 @@ public:
 private:
     void load_layer(int il);
 
-    float embedding_scale_ = 1.0f, residual_scale_ = 1.0f, logit_scale_ = 1.0f;
-    int64_t n_expert_ = 0, n_expert_used_ = 0, n_ff_shexp_ = 0;
+    /// The file's hyper-parameters, read once by read_granite_hybrid_hparams (their info is info_:
+    /// moved there, left empty here).
+    GraniteHybridHparams hp_;
     std::vector<GraniteLayer> layers_;
 };
 
 GraniteHybridModel::GraniteHybridModel(std::unique_ptr<GgufFile> gguf, const std::string& path)
     : GgufModel(std::move(gguf), path, "granitehybrid") {
-    GraniteHybridHparams hp = read_granite_hybrid_hparams(*file_);
-    info_ = std::move(hp.info);
-    embedding_scale_ = hp.embedding_scale;
-    residual_scale_ = hp.residual_scale;
-    logit_scale_ = hp.logit_scale;
-    n_expert_ = hp.n_expert;
-    n_expert_used_ = hp.n_expert_used;
-    n_ff_shexp_ = hp.n_ff_shexp;
+    hp_ = read_granite_hybrid_hparams(*file_);
+    info_ = std::exchange(hp_.info, ModelInfo{});
     tok_embd_ = token_embedding(*file_, info_);
     load_tokenizer_and_output();
     layers_.resize(static_cast<size_t>(info_.n_layer));
@@ -221,25 +217,25 @@ void GraniteHybridModel::load_layer(int il) {
         L.wv = f.matrix(p + "attn_v.weight", E, kv_dim);
         L.wo = f.matrix(p + "attn_output.weight", q_dim, E);
     }
-    if (n_expert_ > 0) {
+    if (hp_.n_expert > 0) {
         // Experts are n_ff wide (feed_forward_length), as llama.cpp's loader reads them.
         auto& m = L.moe.emplace();
         m.n_embd = E;
         m.n_ff_expert = I.n_ff;
-        m.n_expert = n_expert_;
-        m.n_used = n_expert_used_;
-        m.router = f.matrix(p + "ffn_gate_inp.weight", E, n_expert_);
+        m.n_expert = hp_.n_expert;
+        m.n_used = hp_.n_expert_used;
+        m.router = f.matrix(p + "ffn_gate_inp.weight", E, hp_.n_expert);
         if (!f.has_tensor(p + "ffn_gate_exps.weight"))
             throw ModelError("missing tensor " + p +
                              "ffn_gate_exps.weight (experts without a gate are not supported)");
-        m.gate = f.experts(p + "ffn_gate_exps.weight", E, I.n_ff, n_expert_);
-        m.up = f.experts(p + "ffn_up_exps.weight", E, I.n_ff, n_expert_);
-        m.down = f.experts(p + "ffn_down_exps.weight", I.n_ff, E, n_expert_);
-        if (n_ff_shexp_ > 0) { // Granite MoE Shared: added without a gate
-            m.n_ff_shared = n_ff_shexp_;
-            m.shared_gate = f.matrix(p + "ffn_gate_shexp.weight", E, n_ff_shexp_);
-            m.shared_up = f.matrix(p + "ffn_up_shexp.weight", E, n_ff_shexp_);
-            m.shared_down = f.matrix(p + "ffn_down_shexp.weight", n_ff_shexp_, E);
+        m.gate = f.experts(p + "ffn_gate_exps.weight", E, I.n_ff, hp_.n_expert);
+        m.up = f.experts(p + "ffn_up_exps.weight", E, I.n_ff, hp_.n_expert);
+        m.down = f.experts(p + "ffn_down_exps.weight", I.n_ff, E, hp_.n_expert);
+        if (hp_.n_ff_shexp > 0) { // Granite MoE Shared: added without a gate
+            m.n_ff_shared = hp_.n_ff_shexp;
+            m.shared_gate = f.matrix(p + "ffn_gate_shexp.weight", E, hp_.n_ff_shexp);
+            m.shared_up = f.matrix(p + "ffn_up_shexp.weight", E, hp_.n_ff_shexp);
+            m.shared_down = f.matrix(p + "ffn_down_shexp.weight", hp_.n_ff_shexp, E);
         }
         return;
     }
@@ -264,7 +260,7 @@ void GraniteHybridModel::forward(const int32_t* tokens, const int32_t* pos, int6
     for (int64_t t = 0; t < n; ++t) {
         dequantize_row(tok_embd_.type, tok_embd_.row(tokens[t]), x.data() + t * E, E);
         for (int64_t i = 0; i < E; ++i)
-            x[t * E + i] *= embedding_scale_;
+            x[t * E + i] *= hp_.embedding_scale;
     }
     for (int il = 0; il < I.n_layer; ++il) {
         if (cancel && cancel->load())
@@ -297,7 +293,7 @@ void GraniteHybridModel::forward(const int32_t* tokens, const int32_t* pos, int6
             matmul(L.wo, att.data(), n, o.data(), pool);
         }
         for (int64_t i = 0; i < n * E; ++i)
-            x[i] += residual_scale_ * o[i];
+            x[i] += hp_.residual_scale * o[i];
 
         if (cancel && cancel->load())
             throw Cancelled();
@@ -312,9 +308,9 @@ void GraniteHybridModel::forward(const int32_t* tokens, const int32_t* pos, int6
             matmul(L.w_down, gate.data(), n, o.data(), pool);
         }
         for (int64_t i = 0; i < n * E; ++i)
-            x[i] += residual_scale_ * o[i];
+            x[i] += hp_.residual_scale * o[i];
     }
-    lm_head(x.data(), n, E, output_norm_, I.rms_eps, logit_scale_, output_, logit_rows, logits,
+    lm_head(x.data(), n, E, output_norm_, I.rms_eps, hp_.logit_scale, output_, logit_rows, logits,
             pool, surprisal, cancel);
 }
 

@@ -65,20 +65,17 @@ private:
     void load_layer(int il);
     const float* optional_vector(const std::string& name, int64_t n);
 
-    bool pair_rope_ = false; ///< `llama`: adjacent-pair RoPE layout in the weights
-    bool qk_norm_ = false;   ///< `qwen3`
-    RopeFrequencies rope_;
+    /// The file's hyper-parameters, read once by read_llama_family_hparams (their info is info_:
+    /// moved there, left empty here).
+    LlamaFamilyHparams hp_;
     std::vector<LlamaLayer> layers_;
 };
 
 LlamaFamilyModel::LlamaFamilyModel(std::unique_ptr<GgufFile> gguf, const std::string& path,
                                    const std::string& arch)
     : GgufModel(std::move(gguf), path, arch) {
-    LlamaFamilyHparams hp = read_llama_family_hparams(*file_);
-    info_ = std::move(hp.info);
-    rope_ = std::move(hp.rope);
-    pair_rope_ = hp.pair_rope;
-    qk_norm_ = hp.qk_norm;
+    hp_ = read_llama_family_hparams(*file_);
+    info_ = std::exchange(hp_.info, ModelInfo{});
     tok_embd_ = token_embedding(*file_, info_);
     load_tokenizer_and_output();
     layers_.resize(static_cast<size_t>(info_.n_layer));
@@ -263,7 +260,7 @@ void LlamaFamilyModel::load_layer(int il) {
               std::pair{L.bv, "attn_v.bias"}})
             if (!b)
                 throw ModelError("missing tensor " + p + name + " (qwen2 attention has biases)");
-    if (qk_norm_) {
+    if (hp_.qk_norm) {
         L.q_norm = f.floats(p + "attn_q_norm.weight", {I.head_dim});
         L.k_norm = f.floats(p + "attn_k_norm.weight", {I.head_dim});
     }
@@ -293,7 +290,7 @@ void LlamaFamilyModel::forward(const int32_t* tokens, const int32_t* pos, int64_
     std::vector<float> gate(static_cast<size_t>(n * F)), up(gate.size());
     for (int64_t t = 0; t < n; ++t)
         dequantize_row(tok_embd_.type, tok_embd_.row(tokens[t]), x.data() + t * E, E);
-    RopeTable rope(pos, n, I.head_dim, rope_);
+    RopeTable rope(pos, n, I.head_dim, hp_.rope);
 
     for (int il = 0; il < I.n_layer; ++il) {
         if (cancel && cancel->load())
@@ -306,11 +303,11 @@ void LlamaFamilyModel::forward(const int32_t* tokens, const int32_t* pos, int64_
         add_bias(q.data(), L.bq, n, q_dim);
         add_bias(k.data(), L.bk, n, kv_dim);
         add_bias(v.data(), L.bv, n, kv_dim);
-        if (qk_norm_) {
+        if (hp_.qk_norm) {
             rms_norm(q.data(), L.q_norm, n * I.n_head, I.head_dim, I.rms_eps, pool);
             rms_norm(k.data(), L.k_norm, n * I.n_head_kv, I.head_dim, I.rms_eps, pool);
         }
-        if (pair_rope_) {
+        if (hp_.pair_rope) {
             rope_pairs_to_halves(q.data(), n * I.n_head, I.head_dim);
             rope_pairs_to_halves(k.data(), n * I.n_head_kv, I.head_dim);
         }
@@ -337,7 +334,7 @@ void LlamaFamilyModel::forward(const int32_t* tokens, const int32_t* pos, int64_
             n = apply_token_filter(*filter, x.data(), n, E, kept_pos);
             if (n == 0)
                 return;
-            rope = RopeTable(kept_pos.data(), n, I.head_dim, rope_);
+            rope = RopeTable(kept_pos.data(), n, I.head_dim, hp_.rope);
         }
     }
     lm_head(x.data(), n, E, output_norm_, I.rms_eps, 1.0f, output_, logit_rows, logits, pool,

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace spanscope {
 namespace {
@@ -51,20 +52,16 @@ public:
 private:
     void load_layer(int il);
 
-    int rope_dims_ = 0;
-    int64_t n_expert_ = 0, n_expert_used_ = 0, n_ff_exp_ = 0, n_ff_shexp_ = 0;
+    /// The file's hyper-parameters, read once by read_qwen3next_hparams (their info is info_: moved
+    /// there, left empty here).
+    Qwen3NextHparams hp_;
     std::vector<Qwen3NextLayer> layers_;
 };
 
 Qwen3NextModel::Qwen3NextModel(std::unique_ptr<GgufFile> gguf, const std::string& path)
     : GgufModel(std::move(gguf), path, "qwen3next") {
-    Qwen3NextHparams hp = read_qwen3next_hparams(*file_);
-    info_ = std::move(hp.info);
-    rope_dims_ = hp.rope_dims;
-    n_expert_ = hp.n_expert;
-    n_expert_used_ = hp.n_expert_used;
-    n_ff_exp_ = hp.n_ff_exp;
-    n_ff_shexp_ = hp.n_ff_shexp;
+    hp_ = read_qwen3next_hparams(*file_);
+    info_ = std::exchange(hp_.info, ModelInfo{});
     tok_embd_ = token_embedding(*file_, info_);
     load_tokenizer_and_output();
     layers_.resize(static_cast<size_t>(info_.n_layer));
@@ -239,18 +236,18 @@ void Qwen3NextModel::load_layer(int il) {
     }
     auto& m = L.moe;
     m.n_embd = E;
-    m.n_ff_expert = n_ff_exp_;
-    m.n_expert = n_expert_;
-    m.n_used = n_expert_used_;
-    m.router = f.matrix(p + "ffn_gate_inp.weight", E, n_expert_);
-    m.gate = f.experts(p + "ffn_gate_exps.weight", E, n_ff_exp_, n_expert_);
-    m.up = f.experts(p + "ffn_up_exps.weight", E, n_ff_exp_, n_expert_);
-    m.down = f.experts(p + "ffn_down_exps.weight", n_ff_exp_, E, n_expert_);
-    m.n_ff_shared = n_ff_shexp_;
+    m.n_ff_expert = hp_.n_ff_exp;
+    m.n_expert = hp_.n_expert;
+    m.n_used = hp_.n_expert_used;
+    m.router = f.matrix(p + "ffn_gate_inp.weight", E, hp_.n_expert);
+    m.gate = f.experts(p + "ffn_gate_exps.weight", E, hp_.n_ff_exp, hp_.n_expert);
+    m.up = f.experts(p + "ffn_up_exps.weight", E, hp_.n_ff_exp, hp_.n_expert);
+    m.down = f.experts(p + "ffn_down_exps.weight", hp_.n_ff_exp, E, hp_.n_expert);
+    m.n_ff_shared = hp_.n_ff_shexp;
     m.shared_router = f.floats(p + "ffn_gate_inp_shexp.weight", {E});
-    m.shared_gate = f.matrix(p + "ffn_gate_shexp.weight", E, n_ff_shexp_);
-    m.shared_up = f.matrix(p + "ffn_up_shexp.weight", E, n_ff_shexp_);
-    m.shared_down = f.matrix(p + "ffn_down_shexp.weight", n_ff_shexp_, E);
+    m.shared_gate = f.matrix(p + "ffn_gate_shexp.weight", E, hp_.n_ff_shexp);
+    m.shared_up = f.matrix(p + "ffn_up_shexp.weight", E, hp_.n_ff_shexp);
+    m.shared_down = f.matrix(p + "ffn_down_shexp.weight", hp_.n_ff_shexp, E);
 }
 
 void Qwen3NextModel::forward(const int32_t* tokens, const int32_t* pos, int64_t n,
@@ -268,7 +265,7 @@ void Qwen3NextModel::forward(const int32_t* tokens, const int32_t* pos, int64_t 
     std::vector<float> qg, q, gate, att, k, v;
     for (int64_t t = 0; t < n; ++t)
         dequantize_row(tok_embd_.type, tok_embd_.row(tokens[t]), x.data() + t * E, E);
-    const RopeTable rope(pos, n, rope_dims_, I.rope_base_global);
+    const RopeTable rope(pos, n, hp_.rope_dims, I.rope_base_global);
 
     for (int il = 0; il < I.n_layer; ++il) {
         if (cancel && cancel->load())
