@@ -344,7 +344,8 @@ void LlamaFamilyModel::forward(const int32_t* tokens, const int32_t* pos, int64_
 } // namespace
 
 bool is_llama_family(const std::string& architecture) {
-    return architecture == "llama" || architecture == "qwen2" || architecture == "qwen3";
+    return std::find(kLlamaFamilyArchitectures.begin(), kLlamaFamilyArchitectures.end(),
+                     architecture) != kLlamaFamilyArchitectures.end();
 }
 
 std::unique_ptr<Model> load_llama_family(std::unique_ptr<GgufFile> gguf, const std::string& path) {

@@ -7,12 +7,17 @@
 
 #include "engine/model/model.h"
 
+#include <array>
 #include <memory>
 #include <string>
 
 namespace spanscope {
 
-/// Whether `architecture` (general.architecture) is one load_llama_family reads.
+/// The GGUF architectures (general.architecture) load_llama_family reads, in the order
+/// Model::load lists them (its table of architectures takes them from here).
+inline constexpr std::array<const char*, 3> kLlamaFamilyArchitectures{"llama", "qwen2", "qwen3"};
+
+/// Whether `architecture` is one of kLlamaFamilyArchitectures.
 bool is_llama_family(const std::string& architecture);
 
 class ModelFile;

@@ -40,15 +40,20 @@ ModelInfo qwen3next_info(ModelFile& f) {
     return read_qwen3next_hparams(f).info;
 }
 
-// In the order Model::load's message lists them.
-constexpr Architecture kArchitectures[] = {
-    {"gemma3", gemma3_info, load_gemma3},
-    {"llama", llama_family_info, load_llama_family},
-    {"qwen2", llama_family_info, load_llama_family},
-    {"qwen3", llama_family_info, load_llama_family},
-    {"granitehybrid", granite_hybrid_info, load_granite_hybrid},
-    {"qwen3next", qwen3next_info, load_qwen3next},
-};
+// Every architecture Model::load reads, in the order its message lists them: the one list,
+// which architecture_of and supported_architectures() read. The Llama family's names come from
+// kLlamaFamilyArchitectures (llama_family.h), which load_llama_family checks too.
+const std::vector<Architecture>& architectures() {
+    static const std::vector<Architecture> all = [] {
+        std::vector<Architecture> a{{"gemma3", gemma3_info, load_gemma3}};
+        for (const char* name : kLlamaFamilyArchitectures)
+            a.push_back({name, llama_family_info, load_llama_family});
+        a.push_back({"granitehybrid", granite_hybrid_info, load_granite_hybrid});
+        a.push_back({"qwen3next", qwen3next_info, load_qwen3next});
+        return a;
+    }();
+    return all;
+}
 
 /// general.architecture of `g` and its entry. Throws ModelError as Model::load does: "not a
 /// model file: …" without the key, unsupported_architecture_message for another architecture.
@@ -56,7 +61,7 @@ const Architecture& architecture_of(const GgufFile& g) {
     if (!g.has("general.architecture"))
         throw ModelError("not a model file: general.architecture is missing");
     const std::string arch = g.get_string("general.architecture");
-    for (const auto& a : kArchitectures)
+    for (const auto& a : architectures())
         if (arch == a.name)
             return a;
     throw ModelError(unsupported_architecture_message(arch));
@@ -83,7 +88,7 @@ ModelInfo read_model_info(const GgufFile& g) {
 const std::vector<std::string>& supported_architectures() {
     static const std::vector<std::string> names = [] {
         std::vector<std::string> out;
-        for (const auto& a : kArchitectures)
+        for (const auto& a : architectures())
             out.emplace_back(a.name);
         return out;
     }();
