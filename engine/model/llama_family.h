@@ -32,10 +32,12 @@ struct LlamaFamilyHparams {
     bool qk_norm = false;   ///< `qwen3`: per-head q/k RMSNorm
 };
 
-/// Read and check a Llama-family file's hyper-parameters (f.arch() one of is_llama_family's)
-/// without reading any weight: every key, the RoPE scaling, the tensors that decide the variant
-/// (Llama 3 frequency factors, read here: head_dim / 2 values; LongRoPE factors, fused QKV,
-/// feed-forward and output biases, q/k norms outside qwen3 are refused by their presence).
+/// Read and check a Llama-family file's hyper-parameters (f.arch() one of is_llama_family's):
+/// every key, the RoPE scaling, the tensors that decide the variant (LongRoPE factors, fused
+/// QKV, feed-forward and output biases, q/k norms outside qwen3 are refused by their presence).
+/// Of the weights it reads one tensor only: a `llama` file's rope_freqs.weight when present
+/// (Llama 3's frequency factors, head_dim / 2 values, checked positive and finite, kept in
+/// LlamaFamilyHparams::rope).
 /// Model::load and describe_model_file (model_summary.h) both read these files through it.
 /// Throws ModelError as load_llama_family does for these; GgufError for a key of the wrong type.
 LlamaFamilyHparams read_llama_family_hparams(ModelFile& f);

@@ -1,5 +1,6 @@
-// What a model file is, read from its GGUF header alone (no weight is read, no tokenizer model
-// built): its architecture, name, size, context length, layers and the key/value bytes each
+// What a model file is, read from its GGUF header (no weight is read, except a `llama` file's
+// rope_freqs.weight: Llama 3's head_dim / 2 frequency factors, which are checked; no tokenizer
+// model built): its architecture, name, size, context length, layers and the key/value bytes each
 // token of context costs; and whether the program can use it, or the one line why not: the
 // line loading it would give. The desktop application's model list and `spanscope-cli info`
 // show these before (or instead of) loading a model.
@@ -65,8 +66,9 @@ struct ModelSummary {
     std::string problem;
 };
 
-/// Describe the model file at `path` from its header (the file is mapped, its tensors are not
-/// read; a SentencePiece vocabulary's model is not built): milliseconds to tens of them, most of
+/// Describe the model file at `path` from its header (the file is mapped; of its tensors only a
+/// `llama` file's rope_freqs.weight is read, head_dim / 2 floats; a SentencePiece
+/// vocabulary's model is not built): milliseconds to tens of them, most of
 /// it the vocabulary's strings (and a byte-level BPE vocabulary's merges, which are checked).
 /// Never throws for a bad file (except std::bad_alloc): problems are reported in `problem` with
 /// supported false, and what could be read before them stays filled in. Thread-safe (call it
