@@ -146,6 +146,9 @@ public:
     // Chunk states ---------------------------------------------------------------------------
     /// Delete the document's chunks under this key (their states go with them).
     void delete_chunks(int64_t document_id, const std::string& key);
+    /// Record the name of the model whose states carry `fingerprint` (its general.name, else
+    /// the file's name), so that project summaries can name it; written once per name.
+    void name_model(const std::string& fingerprint, const std::string& name);
     bool has_state(int64_t chunk_id, const std::string& fingerprint, StateKind kind);
     /// Whether the chunk has a state of this kind under a fingerprint other than `fingerprint`
     /// (another model file, or states computed before the engine's numerics changed).
@@ -199,9 +202,6 @@ public:
     bool delete_chat(int64_t chat_id);
 
     // Settings, events, maintenance ------------------------------------------------------------
-    /// Record the name of the model whose states carry `fingerprint` (its general.name, else
-    /// the file's name), so that project summaries can name it; written once per name.
-    void name_model(const std::string& fingerprint, const std::string& name);
     int64_t cache_limit_bytes();
     void set_cache_limit_bytes(int64_t bytes);
     void log_event(const std::string& kind, const std::string& message);

@@ -132,18 +132,6 @@ ProjectInfo Project::info() {
     return i;
 }
 
-void Project::name_model(const std::string& fingerprint, const std::string& name) {
-    const std::string key = "model_name:" + fingerprint;
-    auto q = db_->prepare("SELECT value FROM settings WHERE key = ?");
-    q.bind(1, key);
-    if (q.step() && q.text(0) == name)
-        return;
-    db_->prepare("INSERT OR REPLACE INTO settings(key, value) VALUES (?, ?)")
-        .bind(1, key)
-        .bind(2, name)
-        .run();
-}
-
 void Project::vacuum() {
     db_->exec("PRAGMA wal_checkpoint(TRUNCATE); VACUUM");
 }

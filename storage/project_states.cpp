@@ -1,4 +1,5 @@
-// Project: chunk states — storing, checking presence, least-recently-used eviction.
+// Project: chunk states — the names of the models they belong to, storing, checking presence,
+// least-recently-used eviction.
 #include "storage/project.h"
 #include "storage/project_clock.h"
 
@@ -6,6 +7,18 @@
 #include <set>
 
 namespace spanscope {
+
+void Project::name_model(const std::string& fingerprint, const std::string& name) {
+    const std::string key = "model_name:" + fingerprint;
+    auto q = db_->prepare("SELECT value FROM settings WHERE key = ?");
+    q.bind(1, key);
+    if (q.step() && q.text(0) == name)
+        return;
+    db_->prepare("INSERT OR REPLACE INTO settings(key, value) VALUES (?, ?)")
+        .bind(1, key)
+        .bind(2, name)
+        .run();
+}
 
 bool Project::has_state(int64_t chunk_id, const std::string& fingerprint, StateKind kind) {
     auto q = db_->prepare(
