@@ -54,9 +54,10 @@ struct ModelSummary {
     std::string chat_format;
     /// True when every check that needs only the file's header passes: the architecture's
     /// hyper-parameters and variant (read_model_info), the tokenizer's vocabulary
-    /// (load_model_tokenizer), the chat format (chat_format_of). Loading still reads every
-    /// tensor and may refuse the file then (a tensor missing or mis-shaped, SentencePiece's own
-    /// refusal of a vocabulary).
+    /// (load_model_tokenizer; a repeated piece included), the chat format (chat_format_of).
+    /// Loading still reads every tensor and may refuse the file then (a tensor missing or
+    /// mis-shaped, SentencePiece's refusals that only building its model makes: an empty
+    /// piece, byte pieces that are not the 256 <0x00>..<0xFF>).
     bool supported = false;
     /// Why the file cannot be used, in one line (empty when supported): "cannot open …",
     /// "not a valid GGUF file: …", else exactly the message loading it gives (ModelError's or

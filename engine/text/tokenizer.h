@@ -50,9 +50,12 @@ public:
     /// tokenizer.ggml.model "llama": SentencePiece; "gpt2": byte-level BPE (see
     /// BpeTokenizer::from_gguf for the keys it reads and what it refuses). Throws
     /// std::runtime_error naming the model if it is neither, or if the vocabulary is
-    /// inconsistent (counts differ, ids out of range, no unknown piece for SentencePiece);
-    /// with TokenizerBuild::VocabularyOnly the same, except SentencePiece's own refusal of a
-    /// vocabulary (repeated pieces), which only building its model finds.
+    /// inconsistent (counts differ, ids out of range, no unknown piece for SentencePiece, a
+    /// piece repeated as SentencePiece refuses it: "tokenizer.ggml.tokens repeats the piece
+    /// 'x' (ids 5 and 9)", whichever the build); with TokenizerBuild::VocabularyOnly the same,
+    /// except SentencePiece's other refusals of a vocabulary (with libsentencepiece 0.1.97: an
+    /// empty piece, byte pieces that are not the 256 <0x00>..<0xFF>), which only building its
+    /// model finds.
     static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& gguf,
                                                 TokenizerBuild build = TokenizerBuild::Full);
     ~Tokenizer();

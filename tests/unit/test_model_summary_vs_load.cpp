@@ -366,6 +366,14 @@ std::vector<Case> tokenizer_cases() {
                 w.set_int32_array("tokenizer.ggml.token_type", longer_types);
             },
             "token_embd.weight has 277 rows"),
+        refused(
+            "TokenizerRepeatedPiece", sp,
+            [](GgufWriter& w) {
+                std::vector<std::string> tokens = tiny_vocab();
+                tokens.back() = "the"; // a normal piece already in the vocabulary
+                w.set_string_array("tokenizer.ggml.tokens", tokens);
+            },
+            "tokenizer: tokenizer.ggml.tokens repeats the piece 'the'"),
         refused("BpeUnknownPreTokenizer", bpe, str("tokenizer.ggml.pre", "nonsense"),
                 "unsupported BPE pre-tokenizer"),
         dropped("BpeNoMerges", bpe, {"tokenizer.ggml.merges"}, "tokenizer.ggml.merges"),

@@ -1,15 +1,18 @@
 // Tokenizer built from the GGUF vocabulary, against llama.cpp's tokenizer on the same file
 // (tests/reference/fixtures/tokenizer.json, made by tests/reference/make_fixtures.py).
 #include "engine/gguf/gguf_reader.h"
+#include "engine/gguf/gguf_writer.h"
 #include "engine/model/model.h"
 #include "engine/text/prompt.h"
 #include "engine/text/tokenizer.h"
+#include "gguf_test_util.h"
 #include "test_support.h"
 #include "tiny_model.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -144,6 +147,68 @@ TEST(Tokenizer, RejectsInvalidUtf8) {
     ASSERT_EQ(ids.size(), 2u);
     EXPECT_EQ(tok->decode(ids), "\xc3\xa9");
     std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/// The tiny models' SentencePiece vocabulary (tiny_model.cpp) with `tokens` for its pieces, as
+/// tokenizer.ggml.* keys, and what each build of it says: "" when it builds, else the message.
+std::pair<std::string, std::string> build_messages(const std::vector<std::string>& tokens) {
+    std::vector<int32_t> types;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        const std::string& t = tokens[i];
+        const bool byte = t.size() == 6 && t.rfind("<0x", 0) == 0;
+        types.push_back(i < 6 ? 3 : t == "\n" && i == 6 ? 4 : byte ? 6 : 1);
+    }
+    GgufWriter w;
+    w.set_string("tokenizer.ggml.model", "llama");
+    w.set_string_array("tokenizer.ggml.tokens", tokens);
+    w.set_float32_array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
+    w.set_int32_array("tokenizer.ggml.token_type", types);
+    w.set_uint32("tokenizer.ggml.unknown_token_id", 3);
+    const auto g = parse(w.to_bytes());
+    auto message = [&](TokenizerBuild build) -> std::string {
+        try {
+            Tokenizer::from_gguf(*g, build);
+        } catch (const std::runtime_error& e) {
+            return e.what();
+        }
+        return "";
+    };
+    return {message(TokenizerBuild::Full), message(TokenizerBuild::VocabularyOnly)};
+}
+
+} // namespace
+
+// SentencePiece refuses a vocabulary with a repeated piece; the vocabulary-only build (what a
+// model file's description uses) refuses it too, with the full build's message.
+TEST(Tokenizer, BothBuildsRefuseARepeatedPieceAlike) {
+    const std::vector<std::string> vocab = tiny_vocab();
+    const auto index = [&](const std::string& piece) {
+        return std::find(vocab.begin(), vocab.end(), piece) - vocab.begin();
+    };
+    ASSERT_EQ(build_messages(vocab), std::make_pair(std::string(), std::string()));
+    // A normal piece written twice: its last one made "the".
+    auto repeated = vocab;
+    ASSERT_NE(repeated.back(), "the");
+    repeated.back() = "the";
+    const auto [full, vocabulary_only] = build_messages(repeated);
+    EXPECT_EQ(full, "tokenizer.ggml.tokens repeats the piece 'the' (ids " +
+                        std::to_string(index("the")) + " and " + std::to_string(vocab.size() - 1) +
+                        ")");
+    EXPECT_EQ(vocabulary_only, full);
+    // A control piece written twice ("<end_of_turn>" as "<start_of_turn>").
+    auto control = vocab;
+    control[5] = control[4];
+    const auto [full_control, vocabulary_only_control] = build_messages(control);
+    EXPECT_EQ(full_control,
+              "tokenizer.ggml.tokens repeats the piece '<start_of_turn>' (ids 4 and 5)");
+    EXPECT_EQ(vocabulary_only_control, full_control);
+    // A control piece with the text of a normal one is no repeat to SentencePiece (it keeps the
+    // two kinds apart): both builds take it.
+    auto apart = vocab;
+    apart[4] = "the";
+    EXPECT_EQ(build_messages(apart), std::make_pair(std::string(), std::string()));
 }
 
 TEST(Utf8Streamer, HoldsBackIncompleteCharacters) {
