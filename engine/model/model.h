@@ -102,7 +102,7 @@ std::string unsupported_architecture_message(const std::string& architecture);
 
 /// The hyper-parameters of the model in `g`, read and checked as Model::load reads them, from
 /// the file's metadata and tensor table (no weight is read, except a `llama` file's
-/// rope_freqs.weight: Llama 3's head_dim / 2 frequency factors, checked; milliseconds): the
+/// rope_freqs.weight: Llama 3's head_dim / 2 frequency factors, checked): the
 /// architecture named by general.architecture chooses its reader (read_gemma3_hparams,
 /// read_llama_family_hparams, read_granite_hybrid_hparams, read_qwen3next_hparams), the one its
 /// loader's constructor calls. The result is the ModelInfo the loaded model would have,

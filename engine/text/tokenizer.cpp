@@ -261,7 +261,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf, TokenizerB
 
     tok->end_of_turn_ = tok->find("<end_of_turn>");
     if (build == TokenizerBuild::VocabularyOnly)
-        return tok; // SentencePiece's model takes most of the time (Gemma 3: 3/4 of it)
+        return tok; // SentencePiece's model takes most of the time (tokenizer.h)
     tok->sp_ = std::make_unique<sentencepiece::SentencePieceProcessor>();
     const auto status = tok->sp_->LoadFromSerializedProto(proto.out);
     if (!status.ok())
