@@ -1,8 +1,9 @@
 // The Llama family (GGUF architectures `llama`, `qwen2`, `qwen3`): Llama 3.x and SmolLM2 (written
 // as `llama`, byte-level BPE vocabularies), Qwen 2 / 2.5 (`qwen2`, q/k/v biases) and Qwen 3
-// (`qwen3`, per-head q/k RMSNorm). The architecture of Llama 2 and Mistral 7B is read too, but
-// their SentencePiece vocabularies (a space prefix) are refused by the tokenizer. llama.cpp is the
-// reference for tensor names, metadata keys and the forward pass (tests/reference/README.md).
+// (`qwen3`, per-head q/k RMSNorm). Llama 2 and Mistral 7B are read too, their SentencePiece
+// vocabularies tokenised with the space prefix they declare (engine/text/tokenizer.h, TextStart).
+// llama.cpp is the reference for tensor names, metadata keys and the forward pass
+// (tests/reference/README.md).
 #pragma once
 
 #include "engine/model/model.h"
