@@ -67,8 +67,6 @@ double pearson(const std::vector<double>& a, const std::vector<double>& b) {
     return sab / std::sqrt(saa * sbb);
 }
 
-// The ModelError message of loading `path` ("" if it loads; another exception is reported as
-// such, so that a test expecting a ModelError fails).
 } // namespace
 
 // ------------------------------------------------------------------------------------------
