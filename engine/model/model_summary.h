@@ -69,10 +69,7 @@ struct ModelSummary {
 
 /// Describe the model file at `path` from its header (the file is mapped; of its tensors only a
 /// `llama` file's rope_freqs.weight is read, head_dim / 2 floats; a SentencePiece
-/// vocabulary's model is not built). Timed once, not by a committed command (a shared 2-core
-/// Xeon VM, 2026-12-07, medians of 7): about 33 ms for Gemma 3 270M, 25 of them its 262 144 pieces
-/// (Tokenizer's VocabularyOnly build), and 32 ms for SmolLM2-135M, 30 of them its byte-level BPE
-/// vocabulary built in full.
+/// vocabulary's model is not built; a byte-level BPE vocabulary is, its merges checked).
 /// Never throws for a bad file (except std::bad_alloc): problems are reported in `problem` with
 /// supported false, and what could be read before them stays filled in. Thread-safe (call it
 /// from a worker thread: a file on a slow disk takes what its header takes to read).

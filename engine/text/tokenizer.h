@@ -28,9 +28,7 @@ enum class TokenizerBuild {
     /// special ids, add_bos, decode), but no SentencePiece model: encode throws
     /// std::logic_error. A byte-level BPE vocabulary is built in full either way (its merges
     /// are checked against the vocabulary). What a model file's description needs
-    /// (engine/model/model_summary.h). Timed once, not by a committed command (a shared 2-core
-    /// Xeon VM, 2026-12-07, medians of 7): Gemma 3's 262 144 pieces about 25 ms, against 130
-    /// for the full build; SmolLM2's byte-level BPE vocabulary about 30 ms either way.
+    /// (engine/model/model_summary.h), without the cost of building SentencePiece's model.
     VocabularyOnly
 };
 
