@@ -447,9 +447,11 @@ void MainWindow::update_policy_label() {
     policy_label_->setToolTip(
         m.sekv()
             ? tr("Memory policy (Settings): sekv on the layers it serves — the global-attention "
-                 "layers of a model that has sliding-window ones (Gemma 3), the later half of a "
-                 "model whose layers are all global (the Llama family; its first half holds "
-                 "every row) —, their fast tier at most %1 % of full, queries zooming into %2 % "
+                 "layers with full-head RoPE of a model that also has sliding-window or "
+                 "recurrent ones (Gemma 3, the hybrids; none where no layer rotates its whole "
+                 "head), the later half of a model whose layers are all global (the Llama "
+                 "family; its first half holds every row) —, their fast tier at most %1 % of full, "
+                 "queries zooming into %2 % "
                  "of the spans (threshold set %3; router: %4%5). Each answer's statistics give "
                  "the whole cache against full.")
                   .arg(

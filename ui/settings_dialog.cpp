@@ -97,9 +97,10 @@ SettingsDialog::SettingsDialog(const AppSettings& current, QWidget* parent)
                      QStringLiteral("sekv"));
     policy_->setCurrentIndex(current.memory.sekv() ? 1 : 0);
     policy_->setToolTip(tr("How the model's memory holds the documents. sekv serves the "
-                           "global-attention layers of a model with sliding-window ones (Gemma "
-                           "3) and the later half of a model whose layers are all global (the "
-                           "Llama family); it shows its spans in the document view and each "
+                           "global-attention layers with full-head RoPE of a model that also has "
+                           "sliding-window or recurrent ones (Gemma 3, the hybrids) and the "
+                           "later half of a model whose layers are all global (the Llama "
+                           "family); it shows its spans in the document view and each "
                            "answer's zoom in the inspector."));
     form->addRow(tr("Memory policy"), policy_);
 

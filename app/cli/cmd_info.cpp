@@ -188,11 +188,14 @@ int run_info(const InfoOptions& o) {
             return l;
         }()
               << [&]() -> std::string {
-        if (n_sliding > 0)
-            return " (global; sliding-window layers keep their exact ring buffer)";
-        if (static_cast<int>(sekv.size()) < n_global)
-            return " (the later half; the others hold every row, as full)";
-        return "";
+        // The rule of sekv_layers (model.h): every global layer with full-head RoPE, in the
+        // later half where every layer is global.
+        if (sekv.empty())
+            return "none (no global layer rotates its whole head: SEKV's summary keys need it)";
+        if (n_global == I.n_layer)
+            return " (the later half: every layer is global; the others hold every row, as full)";
+        return n_sliding > 0 ? " (global; sliding-window layers keep their exact ring buffer)"
+                             : " (global, with full-head RoPE)";
     }() << "\n"
         << "hidden:         " << I.n_embd << ", feed-forward " << I.n_ff << "\n"
         << "heads:          " << I.n_head << " query, " << I.n_head_kv << " key/value, dim "

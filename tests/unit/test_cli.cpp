@@ -589,7 +589,9 @@ TEST_F(Cli, InfoTakesTheFileAsItsArgument) {
     EXPECT_NE(r.out.find("model:          " + llama), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("sliding window"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find(" local"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("(the later half; the others hold every row, as full)"), std::string::npos)
+    EXPECT_NE(r.out.find("(the later half: every layer is global; the others hold every row, "
+                         "as full)"),
+              std::string::npos)
         << r.out;
     expect_clean_error(run({"info", llama, "--model", llama}), "excludes");
     // Gemma 3 keeps both.
@@ -613,6 +615,10 @@ TEST_F(Cli, InfoAndAskServeAHybridModel) {
     EXPECT_EQ(j["layer_kinds"], nlohmann::json::array({"mamba2", "mamba2", "attention", "mamba2"}));
     // Its attention layer has no RoPE: SEKV (full-head RoPE summary keys) serves none.
     EXPECT_EQ(j["sekv_layers"], nlohmann::json::array());
+    const auto text = run({"info", hybrid});
+    EXPECT_NE(text.out.find("SEKV layers:    none (no global layer rotates its whole head"),
+              std::string::npos)
+        << text.out;
     // The default policy gives way to full, with a note naming the SEKV setting it leaves out;
     // sekv asked for is refused.
     const auto a = run({"ask", "--json", "--model", hybrid, "--doc", doc_, "--max-tokens", "4",
