@@ -39,7 +39,9 @@ ChatContext chat_context(Project& project, int64_t chat_id, const std::string& m
             continue;
         }
         const auto stats = parse(m.stats_json);
-        const AnswerModel by = answer_model(stats);
+        // An answer without text (stopped or failed before its first token) gave the model
+        // nothing to see: it neither ends a run nor starts one.
+        const AnswerModel by = m.text.empty() ? AnswerModel{} : answer_model(stats);
         if (!model_id.empty() && !by.id.empty() && by.id != model_id) {
             // Another model's answer: the history starts again after it.
             c.history.clear();
@@ -75,6 +77,8 @@ std::vector<HistoryRestart> history_restarts(const std::vector<MessageRecord>& m
         }
         const bool asked = has_question;
         has_question = false;
+        if (messages[i].text.empty())
+            continue; // as chat_context: an answer without text neither ends a run nor starts one
         const AnswerModel by = answer_model(messages[i].stats_json);
         if (by.id.empty())
             continue;

@@ -3,7 +3,8 @@
 // that gave it (its statistics: "model_id", "model_file", "model_name"; ask_project writes
 // them); the history a question sends is the run of exchanges since the last answer another
 // model gave, so a model never sees another model's answers as its own turns. Answers saved
-// before messages named their model count as the current model's. Shared by ask_project (the
+// before messages named their model count as the current model's; an answer without text
+// (stopped or failed before its first token) counts as no model's. Shared by ask_project (the
 // prompt) and the desktop application (the note line where a chat's history started afresh).
 #pragma once
 

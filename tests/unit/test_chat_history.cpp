@@ -1,0 +1,87 @@
+// A chat's history across a model switch (answering/chat_history.h), on chats written by hand:
+// which exchanges a question sends, how many are left out, where the history started afresh.
+#include "answering/chat_history.h"
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+using namespace spanscope;
+using namespace spanscope::test;
+
+namespace {
+
+class ChatHistory : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = temp_dir();
+        p_ = Project::open(dir_ + "/p.spanscope", true);
+        chat_ = p_->create_chat("c");
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+
+    // One exchange; `model` "" records none (an answer saved before answers named their model).
+    void exchange(const std::string& q, const std::string& a, const std::string& model) {
+        p_->add_message(chat_, "user", q);
+        p_->add_message(chat_, "assistant", a,
+                        model.empty() ? std::string(R"({"documents": [1]})")
+                                      : R"({"model_id": ")" + model + R"(", "model_file": ")" +
+                                            model + R"(.gguf", "documents": [1]})");
+    }
+    using History = std::vector<std::pair<std::string, std::string>>;
+
+    std::string dir_;
+    std::unique_ptr<Project> p_;
+    int64_t chat_ = 0;
+};
+
+} // namespace
+
+TEST_F(ChatHistory, AQuestionSendsTheRunOfItsOwnModelsAnswers) {
+    exchange("q1", "a1", "A");
+    exchange("q2", "a2", "A");
+    exchange("q3", "b3", "B");
+    // Asked of A after B: nothing of the first run, nothing of B's.
+    auto c = chat_context(*p_, chat_, "A");
+    EXPECT_TRUE(c.history.empty());
+    EXPECT_TRUE(c.restarted);
+    EXPECT_EQ(c.turns_left_out, 3u);
+    EXPECT_EQ(c.left_out_model.id, "B");
+    // Asked of B: B's own answer.
+    c = chat_context(*p_, chat_, "B");
+    EXPECT_EQ(c.history, (History{{"q3", "b3"}}));
+    EXPECT_FALSE(c.restarted);
+    EXPECT_EQ(c.turns_left_out, 2u);
+    EXPECT_EQ(c.documents, (std::vector<int64_t>{1}));
+    // Without a model to compare with, everything.
+    EXPECT_EQ(chat_context(*p_, chat_, "").history.size(), 3u);
+    // A back after B: the history restarted twice, at q3 (A to B) and at q4 (B to A).
+    exchange("q4", "a4", "A");
+    c = chat_context(*p_, chat_, "A");
+    EXPECT_EQ(c.history, (History{{"q4", "a4"}}));
+    const auto r = history_restarts(p_->messages(chat_));
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(r[0].message, 4u); // q3's index: q1 a1 q2 a2 q3
+    EXPECT_EQ(r[0].before.id, "A");
+    EXPECT_EQ(r[0].after.id, "B");
+    EXPECT_EQ(r[1].message, 6u);
+    EXPECT_EQ(r[1].after.file, "A.gguf");
+}
+
+TEST_F(ChatHistory, AnswersWithoutARecordedModelOrWithoutTextEndNoRun) {
+    exchange("q1", "old", ""); // saved before answers named their model
+    exchange("q2", "a2", "A");
+    exchange("q3", "", "B"); // B stopped before its first token
+    exchange("q4", "a4", "A");
+    const auto c = chat_context(*p_, chat_, "A");
+    EXPECT_EQ(c.history, (History{{"q1", "old"}, {"q2", "a2"}, {"q4", "a4"}}));
+    EXPECT_FALSE(c.restarted);
+    EXPECT_EQ(c.turns_left_out, 0u);
+    EXPECT_TRUE(history_restarts(p_->messages(chat_)).empty());
+    // Asked of B now: A's answers are another model's.
+    const auto b = chat_context(*p_, chat_, "B");
+    EXPECT_TRUE(b.history.empty());
+    EXPECT_TRUE(b.restarted);
+    EXPECT_EQ(b.turns_left_out, 3u);
+}
