@@ -9,9 +9,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 namespace spanscope {
@@ -68,52 +69,6 @@ std::string quoted(const std::string& s) {
         }
     }
     return r + "'";
-}
-
-/// SentencePiece's refusal of a repeated piece (ModelInterface::InitializePieces: "... is
-/// already defined"), found without building its model: two pieces of the same text, as
-/// written in the proto, among the normal and unused pieces or among the control, unknown and
-/// byte ones. Returns the first id that repeats an earlier piece, as SentencePiece meets it,
-/// and that earlier id; {0, 0} when none does. keys: one per non-empty piece, a hash of its
-/// text and its kind in the bits from id_bits up, its id below; same(a, b): whether pieces a
-/// and b, of one hash and kind, have the same text. The keys are sorted by a counting sort on
-/// their top 16 bits, then bucket by bucket, which puts the pieces of one text side by side
-/// (cheaper than one std::sort of the keys or a map of the strings on a 262 144-piece
-/// vocabulary; not benchmarked by a committed command).
-std::pair<size_t, size_t> first_repeat(const std::vector<uint64_t>& keys, int id_bits,
-                                       const std::function<bool(size_t, size_t)>& same) {
-    std::vector<uint32_t> end(65537, 0);
-    for (const uint64_t k : keys)
-        ++end[(k >> 48) + 1];
-    for (size_t b = 1; b < end.size(); ++b)
-        end[b] += end[b - 1];
-    std::vector<uint64_t> sorted(keys.size());
-    for (const uint64_t k : keys)
-        sorted[end[k >> 48]++] = k;
-    for (size_t b = 0, begin = 0; b < 65536; begin = end[b++])
-        std::sort(sorted.begin() + static_cast<std::ptrdiff_t>(begin),
-                  sorted.begin() + static_cast<std::ptrdiff_t>(end[b]));
-    const uint64_t id_mask = (uint64_t{1} << id_bits) - 1;
-    std::pair<size_t, size_t> found{0, 0};
-    for (size_t r = 0; r < sorted.size();) {
-        size_t e = r + 1; // [r, e): one hash and kind, ids ascending
-        while (e < sorted.size() && (sorted[e] & ~id_mask) == (sorted[r] & ~id_mask))
-            ++e;
-        for (size_t k = r + 1; k < e; ++k) {
-            const auto id = static_cast<size_t>(sorted[k] & id_mask);
-            if (found.second > 0 && id >= found.second)
-                break;
-            for (size_t m = r; m < k; ++m) {
-                const auto earlier = static_cast<size_t>(sorted[m] & id_mask);
-                if (same(earlier, id)) {
-                    found = {earlier, id};
-                    break;
-                }
-            }
-        }
-        r = e;
-    }
-    return found;
 }
 
 std::string respell_spaces(const std::string& s) {
@@ -182,17 +137,13 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf, TokenizerB
 
     tok->types_.resize(n);
     ProtoWriter proto;
-    // first_repeat's keys: each non-empty piece's text in the proto, hashed, and its kind
-    // (SentencePiece's normal or reserved pieces) above bit id_bits, its id below.
-    int id_bits = 1;
-    while ((size_t{1} << id_bits) <= n)
-        ++id_bits;
-    const uint64_t id_mask = (uint64_t{1} << id_bits) - 1;
-    std::vector<uint64_t> keys;
-    keys.reserve(n);
-    auto spelled_of = [&](size_t j) {
-        return tok->types_[j] == kUserDefined ? respell_spaces(tok->pieces_[j]) : tok->pieces_[j];
-    };
+    // SentencePiece's refusal of a repeated piece (ModelInterface::InitializePieces: "... is
+    // already defined"), made here for both builds: two pieces of the same text as written in
+    // the proto, among the normal and unused pieces or among the control, unknown and byte ones,
+    // met in id order.
+    std::unordered_map<std::string, size_t> seen_normal, seen_reserved;
+    seen_normal.reserve(n);
+    size_t first = 0, repeat = 0;
     for (size_t i = 0; i < n; ++i) {
         int32_t type = static_cast<int32_t>(types[i]);
         if (type < 1 || type > 6)
@@ -211,10 +162,15 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf, TokenizerB
         const int32_t proto_type = type == kUserDefined ? kControl : type;
         const std::string spelled =
             type == kUserDefined ? respell_spaces(tok->pieces_[i]) : tok->pieces_[i];
-        const uint64_t reserved = proto_type != kNormal && proto_type != kUnused;
-        if (!spelled.empty()) // (an empty piece is SentencePiece's own refusal)
-            keys.push_back((std::hash<std::string_view>{}(spelled) & ~(id_mask << 1 | 1)) |
-                           reserved << id_bits | i);
+        const bool reserved = proto_type != kNormal && proto_type != kUnused;
+        if (!spelled.empty() && repeat == 0) { // (an empty piece is SentencePiece's own refusal)
+            const auto [at, fresh] =
+                (reserved ? seen_reserved : seen_normal).try_emplace(spelled, i);
+            if (!fresh) {
+                first = at->second;
+                repeat = i;
+            }
+        }
         ProtoWriter piece;
         piece.bytes_field(1, spelled);
         piece.float_field(2, static_cast<float>(scores[i]));
@@ -251,13 +207,12 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf, TokenizerB
     normalizer.bool_field(5, true);  // escape_whitespaces
     proto.bytes_field(3, normalizer.out);
 
-    // SentencePiece's refusal of a repeated piece, made here for both builds (first_repeat).
-    const auto [first, repeat] = first_repeat(
-        keys, id_bits, [&](size_t a, size_t b) { return spelled_of(a) == spelled_of(b); });
     if (repeat > 0)
-        throw std::runtime_error("tokenizer.ggml.tokens repeats the piece " +
-                                 quoted(spelled_of(repeat)) + " (ids " + std::to_string(first) +
-                                 " and " + std::to_string(repeat) + ")");
+        throw std::runtime_error(
+            "tokenizer.ggml.tokens repeats the piece " +
+            quoted(tok->types_[repeat] == kUserDefined ? respell_spaces(tok->pieces_[repeat])
+                                                       : tok->pieces_[repeat]) +
+            " (ids " + std::to_string(first) + " and " + std::to_string(repeat) + ")");
 
     tok->end_of_turn_ = tok->find("<end_of_turn>");
     if (build == TokenizerBuild::VocabularyOnly)
