@@ -68,10 +68,13 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
                 candidates[ci].sekv = sekv_relevance(*queries, *st, model.info());
                 with_sekv += candidates[ci].sekv.has_value();
             }
+        // Sections whose bm25 term counts twice (choose_units): a word matched, no summaries.
+        const auto doubled =
+            std::count_if(candidates.begin(), candidates.end(),
+                          [](const UnitCandidate& c) { return c.bm25 && !c.sekv; });
         const std::string partial =
-            with_sekv > 0 && with_sekv < static_cast<int>(candidates.size())
-                ? "; " + std::to_string(candidates.size() - static_cast<size_t>(with_sekv)) +
-                      " of " + std::to_string(candidates.size()) +
+            with_sekv > 0 && doubled > 0
+                ? "; " + std::to_string(doubled) + " of " + std::to_string(candidates.size()) +
                       " sections without SEKV summaries count their bm25 rank twice"
                 : "";
         a.ranking = with_sekv > 0 && matched > 0

@@ -139,7 +139,7 @@ public:
     /// document id and unit. The index holds each unit's text under the porter stemmer and
     /// unicode61 folding (case, diacritics). A question without words returns nothing; no
     /// question raises an SQL error. Throws DbError when SQLite's FTS5 cannot take the ranking
-    /// function.
+    /// function, ProjectError when the index's row sizes are damaged.
     std::vector<UnitMatch> search_units(const std::vector<int64_t>& document_ids,
                                         const std::string& key, const std::string& question);
 

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <unordered_set>
@@ -211,7 +212,7 @@ std::vector<UnitMatch> Project::search_units(const std::vector<int64_t>& documen
     double rows = 0, tokens = 0;
     while (lengths.step()) {
         const int64_t n = first_varint(lengths.blob(0));
-        if (n < 0)
+        if (n < 0 || n > INT32_MAX) // FTS5 keeps a column's size as a 32-bit int
             throw ProjectError(db_->path() + ": the full-text index is damaged (a row's size "
                                              "cannot be read); the file was not changed");
         rows += 1;

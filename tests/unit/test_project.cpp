@@ -391,8 +391,6 @@ TEST_F(ProjectTest, UnitSearchFindsTheSectionsThatHoldTheQuestionsWords) {
     EXPECT_TRUE(p->search_units({a, b}, "key", "lighthouse bell pears").empty());
 }
 
-// A unit outside the document's text is refused before anything is written: no chunk and no
-// index row (the chunks and their index rows are one transaction).
 // The section ranking is Okapi BM25 over one chunking's units. Reference: SQLite's own FTS5
 // bm25() on the same rows while they are the whole index. A second chunking of the same
 // documents (another model read them) leaves the first chunking's scores as they were, where
@@ -451,6 +449,8 @@ TEST_F(ProjectTest, UnitRankingCountsOneChunkingsUnitsOnly) {
     EXPECT_EQ(two[0].document_id, b);
 }
 
+// A unit outside the document's text is refused before anything is written: no chunk and no
+// index row (the chunks and their index rows are one transaction).
 TEST_F(ProjectTest, ChunksAndTheirIndexRowsAreWrittenTogetherOrNotAtAll) {
     auto p = Project::open(dir_ + "/p.spanscope", true);
     const auto a = p->add_document("/a.txt", text_document("twelve bytes"));
