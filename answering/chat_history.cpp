@@ -52,9 +52,13 @@ ChatContext chat_context(Project& project, int64_t chat_id, const std::string& m
         answered += m.text.empty() ? 0 : 1;
         if (!by.id.empty())
             last_recorded = by.id;
-        if (stats.is_object() && stats.contains("documents") && stats["documents"].is_array()) {
+        // The documents the answer was asked about; an answer saved before they were
+        // recorded gives those it used.
+        const char* key = stats.is_object() && stats.contains("documents_asked") ? "documents_asked"
+                                                                                 : "documents";
+        if (stats.is_object() && stats.contains(key) && stats[key].is_array()) {
             c.documents.clear();
-            for (const auto& d : stats["documents"])
+            for (const auto& d : stats[key])
                 if (d.is_number_integer())
                     c.documents.push_back(d.get<int64_t>());
         }

@@ -34,6 +34,8 @@ struct ChatContext {
     /// The exchanges sent as history: those since the last answer another model gave, less
     /// unanswered questions and answers without text.
     std::vector<std::pair<std::string, std::string>> history;
+    /// The documents the chat's last answer was asked about, in order (its statistics'
+    /// documents_asked; an answer saved before those were recorded: the documents it used).
     std::vector<int64_t> documents;
     /// Answered exchanges of the chat not sent: those up to the last answer another model gave.
     size_t turns_left_out = 0;

@@ -465,6 +465,9 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     auto trace = zoom_trace_of(ans, a, model, masses_cleared);
     nlohmann::json msg = out.stats;
     msg["documents"] = out.documents;
+    // What the answer was asked about, in the user's order: a continued chat answers from
+    // these, ranked again, not only from the sections this answer's ranking kept.
+    msg["documents_asked"] = ids;
     msg["stop_reason"] = ans.stop_reason;
     record_model(msg, model, cache);
     if (masses_cleared > 0) {

@@ -28,9 +28,10 @@ namespace spanscope {
 struct ProjectQuestion {
     std::string question;               ///< UTF-8, not blank
     std::vector<int64_t> document_ids;  ///< in the order the context holds them (duplicates
-                                        ///< dropped); empty: the chat's documents in the order
-                                        ///< its last answer used them, else every document in
-                                        ///< project order (ascending ids)
+                                        ///< dropped); empty: the documents the chat's last
+                                        ///< answer was asked about, in that order (all of them,
+                                        ///< ranked again), else every document in project order
+                                        ///< (ascending ids)
     int64_t chat_id = 0;                ///< 0: a new chat titled by the question
     std::vector<int64_t> computed_now;  ///< documents whose states the caller just computed:
                                         ///< their tokens count as computed, not reused

@@ -85,3 +85,15 @@ TEST_F(ChatHistory, AnswersWithoutARecordedModelOrWithoutTextEndNoRun) {
     EXPECT_TRUE(b.restarted);
     EXPECT_EQ(b.turns_left_out, 3u);
 }
+
+// A continued chat answers from the documents its last answer was asked about, not only from
+// those its ranking kept (a question whose ranking left a document out would otherwise drop
+// it from the chat for good); an answer saved before they were recorded gives those it used.
+TEST_F(ChatHistory, AContinuedChatAnswersFromTheDocumentsTheLastAnswerWasAskedAbout) {
+    exchange("q1", "a1", "A"); // documents [1] (used), nothing asked recorded
+    EXPECT_EQ(chat_context(*p_, chat_, "A").documents, (std::vector<int64_t>{1}));
+    p_->add_message(chat_, "user", "q2");
+    p_->add_message(chat_, "assistant", "a2",
+                    R"({"model_id": "A", "documents": [3], "documents_asked": [3, 1, 2]})");
+    EXPECT_EQ(chat_context(*p_, chat_, "A").documents, (std::vector<int64_t>{3, 1, 2}));
+}

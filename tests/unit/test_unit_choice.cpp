@@ -11,6 +11,7 @@
 #include "tiny_model.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -324,7 +325,12 @@ TEST_F(RankedAnswer, TheSectionWithTheRareWordIsUsedInTheUsersDocumentOrder) {
     for (const auto& u : cont.units_used)
         if (std::find(cont_docs.begin(), cont_docs.end(), u.document_id) == cont_docs.end())
             cont_docs.push_back(u.document_id);
-    EXPECT_EQ(cont_docs, used_docs) << "the chat's documents, in the order it used them";
+    EXPECT_EQ(cont_docs, used_docs) << "the same question ranks the same sections in";
+    // The chat continues from the documents it was asked about, all of them, ranked again.
+    const auto msgs = p->messages(a.chat_id);
+    const auto asked = nlohmann::json::parse(msgs[1].stats_json)["documents_asked"];
+    EXPECT_EQ(asked.get<std::vector<int64_t>>(), order) << msgs[1].stats_json;
+    EXPECT_EQ(cont.units + cont.units_left_out, units) << "every section was a candidate again";
     // The statistics name the same units.
     const auto& j = a.stats["units_used"];
     ASSERT_EQ(j.size(), a.units_used.size());
