@@ -30,6 +30,18 @@
 namespace spanscope::gui {
 
 namespace {
+
+// A document row follows an ingest's progress: true when the chunk counts moved (the row then
+// holds the new counts, rate and time left, to be emitted).
+bool advance_row(DocumentRow& row, const IngestProgress& p) {
+    if (p.chunk == row.chunks_stored && p.chunks == row.chunks)
+        return false;
+    row.chunks = p.chunks;
+    row.chunks_stored = p.chunk;
+    row.tokens_per_s = p.tokens_per_s;
+    row.seconds_left = p.seconds_left;
+    return true;
+}
 QString q(const std::string& s) {
     return QString::fromStdString(s);
 }
@@ -242,13 +254,8 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
             emit document_updated(row);
             cache_->ingest(row.id, *scratch_, &cancel_ingest_, [&](const IngestProgress& p) {
                 emit ingest_progress(ingest_status(p, i, static_cast<int>(paths.size())));
-                if (p.chunk != row.chunks_stored || p.chunks != row.chunks) {
-                    row.chunks = p.chunks;
-                    row.chunks_stored = p.chunk;
-                    row.tokens_per_s = p.tokens_per_s;
-                    row.seconds_left = p.seconds_left;
+                if (advance_row(row, p))
                     emit document_updated(row);
-                }
             });
             row = row_for(row.id);
             row.status = DocumentRow::Status::Ready;
@@ -409,13 +416,8 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
             it = prefilling.emplace(p.document_id, std::move(row)).first;
         }
         DocumentRow& row = it->second;
-        if (p.chunk != row.chunks_stored || p.chunks != row.chunks) {
-            row.chunks = p.chunks;
-            row.chunks_stored = p.chunk;
-            row.tokens_per_s = p.tokens_per_s;
-            row.seconds_left = p.seconds_left;
+        if (advance_row(row, p))
             emit document_updated(row);
-        }
     };
     std::vector<std::pair<qint64, DocumentRow>> before;
     try {
