@@ -535,7 +535,7 @@ TEST_F(Cli, BenchRunsAtTheKernelLevelAskedForAndRefusesOneTheCpuLacks) {
     }
     expect_clean_error(
         run({"bench", "--model", model_, "--kernel-level", "amx", "--lengths", "16"}),
-        "kernel level amx is not supported by this CPU");
+        "kernel level amx does not run here: the CPU lacks it");
 }
 
 // spanscope-cli is the product: its help lists info, ask, ingest, project and bench, and the
