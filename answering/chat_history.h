@@ -23,6 +23,9 @@ struct AnswerModel {
     std::string id;   ///< model_identity_hex (storage/model_fingerprint.h) of the model
     std::string file; ///< the model file's name, without its directory
     std::string name; ///< its general.name, else the file's name
+    /// How the user is told of it: the file's name, as the status bar names models, else
+    /// its name.
+    const std::string& shown() const { return file.empty() ? name : file; }
 };
 
 /// The model recorded in an answer's statistics (MessageRecord::stats_json).

@@ -11,6 +11,35 @@
 
 namespace spanscope {
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// "GPL-3 sections 2, 3; APACHE-2.0 section 1": the chosen units by document name, in the
+// order used (a document's units are contiguous there), numbered from 1.
+std::string chosen_text(Project& project, const std::vector<ChosenUnit>& chosen) {
+    std::string s;
+    for (size_t i = 0; i < chosen.size();) {
+        size_t j = i;
+        while (j < chosen.size() && chosen[j].document_id == chosen[i].document_id)
+            ++j;
+        const auto doc = project.document(chosen[i].document_id);
+        s += (i == 0 ? "" : "; ") +
+             (doc ? doc->name : "document " + std::to_string(chosen[i].document_id)) +
+             (j - i == 1 ? " section " : " sections ");
+        for (size_t k = i; k < j; ++k)
+            s += (k == i ? "" : ", ") + std::to_string(chosen[k].unit + 1);
+        i = j;
+    }
+    return s;
+}
+
+} // namespace
+
 ContextAssembly assemble_context(Project& project, const Model& model, StateCache& cache,
                                  Session& scratch, Session& session,
                                  const std::vector<int64_t>& ids,
@@ -92,7 +121,7 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
     if (a.skipped > 0) {
         notes.push_back("the documents do not fit the context window; answering from " +
                         std::to_string(a.chosen.size()) + " of " + std::to_string(a.candidates) +
-                        " sections" +
+                        " sections (" + chosen_text(project, a.chosen) + ")" +
                         (a.ranking.starts_with("none")
                              ? " (no section contains a word of the question: the first that fit)"
                              : ", those ranked most relevant to the question (" + a.ranking + ")"));
@@ -123,7 +152,10 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
             project.log_event("recomputed", "document " + std::to_string(c.document_id) +
                                                 " section " + std::to_string(c.unit + 1) + ": " +
                                                 e.what());
-            cache.ingest(c.document_id, scratch, cancel, hooks.on_ingest_progress);
+            // This section alone: those the ranking left out stay uncomputed until one is chosen.
+            const auto t = Clock::now();
+            cache.ingest_unit(c.document_id, c.unit, scratch, cancel, hooks.on_ingest_progress);
+            a.compute_ms += ms_since(t);
             states = cache.load_unit(c.document_id, c.unit);
             recomputed = true;
             ++a.recomputed_units;
@@ -175,8 +207,10 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
         ro.ubatch = session.ubatch();
         ro.epic_tokens = epic_tokens_for(ro.ratio, a.offset, std::ssize(a.starts));
         std::vector<int32_t> recomputed;
+        const auto t = Clock::now();
         a.pic = recompute_documents(model, session.memory(), a.tokens, a.starts, ro, session.pool(),
                                     &recomputed, cancel, &unit_states);
+        a.compute_ms += ms_since(t);
         a.pic.init_ms = init_ms;
         // Tokens the pass recomputed were computed, not reused (tests/README.md, failure mode 9):
         // those of sections counted as restored leave that count.

@@ -24,6 +24,8 @@ struct ContextAssembly {
     int64_t restored = 0;           ///< rows restored from the store (tokens)
     int64_t offset = 0;             ///< tokens in the context: where the question starts
     int recomputed_units = 0;       ///< units computed first (no usable stored state)
+    double compute_ms = 0;          ///< wall time spent computing prompt tokens: those units, the
+                                    ///< LinearKV recompute pass (ms)
     /// SEKV: where each section's spans sit among the context's spans, how many spans, the
     /// states built now, and what the SEKV structures take on disk per layer (bytes).
     std::vector<ZoomSource> sources;

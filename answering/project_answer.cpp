@@ -446,6 +446,12 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         out.tokens_recomputed + q.tokens_computed_before + a.pic.tokens_forwarded;
     ans.stats.tokens_reused = a.restored;
     ans.stats.ttft_ms += out.assembly_ms;
+    // The rate over every prompt token computed for this answer and the time computing them
+    // took, not the question's alone (rows restored from storage are not computed).
+    ans.stats.prefill_ms += a.compute_ms + q.compute_ms_before;
+    if (ans.stats.prefill_ms > 0)
+        ans.stats.prefill_tokens_per_s =
+            static_cast<double>(ans.stats.tokens_computed) / (ans.stats.prefill_ms / 1000.0);
     // The sections just used stay protected until now; afterwards the limit holds again.
     project.evict_to_limit();
 

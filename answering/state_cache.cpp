@@ -291,8 +291,29 @@ SekvUnitState StateCache::sekv_state(const DocumentUnit& unit,
 IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
                                 const std::atomic<bool>* cancel,
                                 const std::function<void(const IngestProgress&)>& progress) {
+    return ingest_units(document_id, {}, scratch, cancel, progress);
+}
+
+IngestResult StateCache::ingest_unit(int64_t document_id, int unit, Session& scratch,
+                                     const std::atomic<bool>* cancel,
+                                     const std::function<void(const IngestProgress&)>& progress) {
+    return ingest_units(document_id, {unit}, scratch, cancel, progress);
+}
+
+IngestResult StateCache::ingest_units(int64_t document_id, const std::vector<int>& only,
+                                      Session& scratch, const std::atomic<bool>* cancel,
+                                      const std::function<void(const IngestProgress&)>& progress) {
     std::vector<std::vector<int64_t>> ids;
     const auto us = units(document_id, &ids);
+    for (const int u : only)
+        if (u < 0 || u >= std::ssize(us))
+            throw std::out_of_range("document " + std::to_string(document_id) + " has no section " +
+                                    std::to_string(u + 1) + " (it has " +
+                                    std::to_string(us.size()) + ")");
+    auto wanted = [&](size_t ui) {
+        return only.empty() ||
+               std::find(only.begin(), only.end(), static_cast<int>(ui)) != only.end();
+    };
     const auto doc = project_.document(document_id);
     IngestResult res;
     res.units = static_cast<int>(us.size());
@@ -312,8 +333,8 @@ IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
         while (r < us[ui].chunks.size() &&
                project_.has_state(ids[ui][r], fingerprint_hex_, StateKind::AttentionRows))
             ++r;
-        resume[ui] = r;
-        if (r < us[ui].chunks.size()) {
+        resume[ui] = r; // a unit not wanted: its chunks stored, for the progress count
+        if (wanted(ui) && r < us[ui].chunks.size()) {
             to_do += us[ui].n_tokens() - us[ui].chunks[r].token_begin;
             if (project_.has_state_of_other_fingerprint(ids[ui][r], fingerprint_hex_,
                                                         StateKind::AttentionRows))
@@ -334,6 +355,8 @@ IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
     for (size_t ui = 0; ui < us.size(); ++ui)
         committed += static_cast<int64_t>(resume[ui]);
     for (size_t ui = 0; ui < us.size(); ++ui) {
+        if (!wanted(ui))
+            continue;
         const auto& u = us[ui];
         size_t first = resume[ui];
         UnitStates loaded;

@@ -98,6 +98,13 @@ public:
     IngestResult ingest(int64_t document_id, Session& scratch,
                         const std::atomic<bool>* cancel = nullptr,
                         const std::function<void(const IngestProgress&)>& progress = {});
+    /// The same for one unit (0-based, of units()) of the document: what an answer computes of
+    /// a section it chose whose states are missing, leaving the sections it did not choose as
+    /// they are. Throws std::out_of_range for a unit the document does not have, and what
+    /// ingest() throws.
+    IngestResult ingest_unit(int64_t document_id, int unit, Session& scratch,
+                             const std::atomic<bool>* cancel = nullptr,
+                             const std::function<void(const IngestProgress&)>& progress = {});
 
     /// Keep these chunks' states from eviction while this cache lives (the units an answer is
     /// being assembled from).
@@ -135,6 +142,10 @@ public:
                                                    std::string* damaged = nullptr);
 
 private:
+    /// ingest() of the units `only` names (all when it is empty).
+    IngestResult ingest_units(int64_t document_id, const std::vector<int>& only, Session& scratch,
+                              const std::atomic<bool>* cancel,
+                              const std::function<void(const IngestProgress&)>& progress);
     StateExpectation expect_rows(const TextChunk& c) const;
     StateExpectation expect_tail(const DocumentUnit& u) const;
     StateExpectation expect_recurrent(const DocumentUnit& u) const;

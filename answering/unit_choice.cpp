@@ -52,9 +52,9 @@ UnitChoice choose_units(const std::vector<UnitCandidate>& candidates, int64_t bu
     // A section whose SEKV summaries are not stored yet (never prefilled under this model) has no
     // SEKV rank; scoring it 0 there would put it below every section that has one, however well
     // its text matches. Its bm25 term stands in for the missing one.
-    out.by_sekv = std::any_of(candidates.begin(), candidates.end(),
-                              [](const UnitCandidate& c) { return c.sekv.has_value(); });
-    for (size_t i = 0; out.by_sekv && i < candidates.size(); ++i)
+    const bool by_sekv = std::any_of(candidates.begin(), candidates.end(),
+                                     [](const UnitCandidate& c) { return c.sekv.has_value(); });
+    for (size_t i = 0; by_sekv && i < candidates.size(); ++i)
         if (!candidates[i].sekv)
             fused[i] += by_text[i];
     std::vector<size_t> order(candidates.size());

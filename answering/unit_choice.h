@@ -35,7 +35,6 @@ struct UnitChoice {
     std::vector<ChosenUnit> chosen; ///< in candidate order
     int left_out = 0;               ///< candidates not chosen
     bool ranked = false;            ///< false when every candidate fit and none was ranked
-    bool by_sekv = false;           ///< the SEKV ranking took part (a candidate had a score)
 };
 
 /// k of reciprocal rank fusion, as in Cormack, Clarke & Büttcher (SIGIR 2009), who found it

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 
@@ -50,8 +51,11 @@ int ask_project(const AskOptions& o) {
     for (const auto& [path, doc] : added) {
         const int64_t id = project->add_document(path, doc);
         std::cerr << path << ": document " << id << "\n";
+        const auto t = std::chrono::steady_clock::now();
         if (cache.ingest(id, scratch, &g_interrupted, print_ingest_progress).tokens_computed > 0)
             q.computed_now.push_back(id);
+        q.compute_ms_before +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
         end_progress_line();
         q.document_ids.push_back(id);
     }
@@ -76,8 +80,7 @@ int ask_project(const AskOptions& o) {
             return;
         end_progress_line();
         const auto& before = chat.left_out_model;
-        std::cerr << "note: chat " << chat_id << " was answered by "
-                  << (before.file.empty() ? before.name : before.file) << "; with "
+        std::cerr << "note: chat " << chat_id << " was answered by " << before.shown() << "; with "
                   << std::filesystem::path(model->path()).filename().string()
                   << " its history starts afresh (the earlier turns are not sent)\n";
     };

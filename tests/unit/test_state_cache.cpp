@@ -597,3 +597,40 @@ INSTANTIATE_TEST_SUITE_P(Archs, HybridStateCache, ::testing::Values(false, true)
                          [](const auto& info) {
                              return info.param ? "Qwen3Next" : "GraniteHybrid";
                          });
+
+// One section ingested alone (what an answer computes of a section it chose): only its
+// chunks are computed and stored; the rest, ingested later, leave every blob as an
+// uninterrupted ingest of the whole document stores it.
+TEST_F(StateCacheTest, OneSectionIsIngestedAloneAndTheRestLater) {
+    chunking_.max_unit_tokens = 300;
+    const auto text = sample_prose(4, 1200);
+    auto whole = project("whole");
+    const auto wid = whole->add_document("/d.txt", text_document(text));
+    {
+        StateCache cache(*whole, *model_, chunking_);
+        Session s(*model_, options_);
+        cache.ingest(wid, s);
+    }
+    auto p = project("p");
+    const auto id = p->add_document("/d.txt", text_document(text));
+    StateCache cache(*p, *model_, chunking_);
+    Session s(*model_, options_);
+    const auto units = cache.units(id);
+    ASSERT_GE(units.size(), 3u);
+    EXPECT_THROW(cache.ingest_unit(id, static_cast<int>(units.size()), s), std::out_of_range);
+    EXPECT_THROW(cache.ingest_unit(id, -1, s), std::out_of_range);
+    std::vector<IngestProgress> seen;
+    const auto one =
+        cache.ingest_unit(id, 1, s, nullptr, [&](const IngestProgress& pr) { seen.push_back(pr); });
+    EXPECT_EQ(one.tokens_computed, units[1].n_tokens());
+    EXPECT_EQ(cache.status(id).chunks_stored, static_cast<int64_t>(units[1].chunks.size()));
+    ASSERT_FALSE(seen.empty());
+    EXPECT_EQ(seen.back().unit, 1);
+    EXPECT_EQ(seen.back().tokens_done, units[1].n_tokens());
+    EXPECT_EQ(seen.back().tokens_to_do, units[1].n_tokens());
+    EXPECT_NO_THROW(cache.load_unit(id, 1));
+    EXPECT_THROW(cache.load_unit(id, 0), StateError);
+    const auto rest = cache.ingest(id, s);
+    EXPECT_EQ(rest.tokens_computed, rest.tokens - units[1].n_tokens());
+    EXPECT_EQ(all_blobs(*p), all_blobs(*whole));
+}

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 using namespace spanscope;
@@ -108,7 +109,6 @@ TEST(ChooseUnits, ASectionWithoutSekvSummariesCountsItsBm25RankTwice) {
     // bm25 ranks: B 1, A 2; sekv: A 1. A = 1/62 + 1/61; B = 1/61 + 1/61 (a 0 would lose).
     std::vector<UnitCandidate> c{cand(1, 0, 10, -1.0, 0.9), cand(2, 0, 10, -3.0)};
     auto r = choose_units(c, 10);
-    EXPECT_TRUE(r.by_sekv);
     ASSERT_EQ(ids(r), (Ids{{2, 0}})) << "B, the better match by text";
     EXPECT_DOUBLE_EQ(r.chosen[0].fused, 2.0 / 61);
     // Once B's summaries are stored they count: sekv A 1 (0.9), B 2 (0.2).
@@ -120,7 +120,6 @@ TEST(ChooseUnits, ASectionWithoutSekvSummariesCountsItsBm25RankTwice) {
     c[0].sekv.reset();
     c[1].sekv.reset();
     r = choose_units(c, 10);
-    EXPECT_FALSE(r.by_sekv);
     EXPECT_DOUBLE_EQ(r.chosen[0].fused, 1.0 / 61);
 }
 
@@ -342,8 +341,11 @@ TEST_F(RankedAnswer, TheSectionWithTheRareWordIsUsedInTheUsersDocumentOrder) {
     EXPECT_EQ(a.stats["ranking"], "bm25");
     EXPECT_EQ(a.stats["ranking_query_tokens"], 0) << "no SEKV summaries: no forward pass";
     ASSERT_FALSE(a.notes.empty());
-    EXPECT_NE(a.notes[0].find("of " + std::to_string(units) + " sections"), std::string::npos)
+    EXPECT_NE(a.notes[0].find("of " + std::to_string(units) + " sections ("), std::string::npos)
         << a.notes[0];
+    // The note names the sections used by their documents' names: the rare word's among them.
+    const auto rare_doc = p->document(rare_units.begin()->first)->name;
+    EXPECT_NE(a.notes[0].find(rare_doc + " section"), std::string::npos) << a.notes[0];
     const auto text = units_used_text(a);
     EXPECT_EQ(text.rfind(std::to_string(a.units) + " of " + std::to_string(units) +
                              " sections used: document ",
@@ -409,4 +411,52 @@ TEST_F(RankedAnswer, AnotherChunkingOfTheDocumentsLeavesTheRankingAsItWas) {
         EXPECT_EQ(y.rank, x.rank) << i;
         EXPECT_EQ(y.bm25, x.bm25) << i;
     }
+}
+
+// The first answer under a model that has read none of the documents computes the sections
+// its ranking chose and nothing else: those left out stay uncomputed until an answer chooses
+// them. Its prefill rate is over every prompt token it computed, the sections' included.
+TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    const std::string rare = "Zeppelin, zeppelin: a silver zeppelin drifts.\n\n";
+    const auto d1 = p->add_document("/one.txt", text_document(sample_prose(11, 2500)));
+    const auto d2 = p->add_document(
+        "/two.txt", text_document(sample_prose(21, 1500) + rare + sample_prose(22, 1500)));
+    const std::vector<int64_t> order{d1, d2};
+    StateCache cache(*p, *model_, chunking_);
+    std::map<std::pair<int64_t, int>, int64_t> chunks_of; // (document, unit) → chunks
+    for (const auto id : order)
+        for (const auto& u : cache.units(id))
+            chunks_of[{id, u.index}] = static_cast<int64_t>(u.chunks.size());
+    for (const auto id : order)
+        ASSERT_EQ(cache.status(id).chunks_stored, 0);
+
+    const auto a = ask(*p, order, full_);
+    ASSERT_GT(a.units_left_out, 0) << "the test needs sections left out";
+    int64_t used_tokens = 0, used_chunks = 0;
+    for (const auto& u : a.units_used) {
+        used_tokens += u.tokens;
+        used_chunks += chunks_of.at({u.document_id, u.unit});
+    }
+    EXPECT_EQ(a.units_recomputed, a.units);
+    EXPECT_EQ(a.tokens_recomputed, used_tokens);
+    EXPECT_EQ(cache.status(d1).chunks_stored + cache.status(d2).chunks_stored, used_chunks)
+        << "only the chosen sections' chunks are stored";
+    const auto& st = a.answer.stats;
+    const auto question = spanscope::question_tokens(
+        model_->tokenizer(), spanscope::chat_format_of(model_->info(), model_->tokenizer()),
+        question_);
+    EXPECT_EQ(st.tokens_computed, used_tokens + std::ssize(question))
+        << "the sections and the question";
+    // The rate covers every computed token: the time it stands for is the sections' and the
+    // question's, at most the time to the first token.
+    ASSERT_GT(st.prefill_tokens_per_s, 0);
+    EXPECT_NEAR(st.prefill_tokens_per_s * st.prefill_ms / 1000.0,
+                static_cast<double>(st.tokens_computed), 1e-6 * st.tokens_computed);
+    EXPECT_LE(st.prefill_ms, st.ttft_ms);
+
+    // Asked again, nothing is computed but the question.
+    const auto again = ask(*p, order, full_);
+    EXPECT_EQ(again.units_recomputed, 0);
+    EXPECT_EQ(again.answer.stats.tokens_reused, used_tokens);
 }
