@@ -24,6 +24,19 @@ bool holds_version1_memory_defaults(const QSettings& s) {
 }
 } // namespace
 
+QString AppSettings::model_failure_advice() const {
+    if (!model_override.isEmpty())
+        return QStringLiteral("This run's --model chose it: give another file, or start without "
+                              "--model to use the model chosen in File ▸ Settings.");
+    if (!model_path.isEmpty())
+        return QStringLiteral("Choose another model file in File ▸ Settings.");
+    if (!qEnvironmentVariableIsEmpty("SPANSCOPE_MODEL"))
+        return QStringLiteral("$SPANSCOPE_MODEL chose it: set it to another file, or unset it "
+                              "to use the default model; or choose a file in File ▸ Settings.");
+    return QStringLiteral("Choose another model file in File ▸ Settings, or install the default "
+                          "one again with `bash scripts/setup.sh model`.");
+}
+
 AppSettings AppSettings::load() {
     QSettings s;
     AppSettings a;

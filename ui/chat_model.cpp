@@ -50,12 +50,15 @@ QHash<int, QByteArray> ChatModel::roleNames() const {
     return names;
 }
 
-void ChatModel::set_last_answer_saved(qint64 message_id, bool sekv, qint64 full_kv_bytes) {
+void ChatModel::set_last_answer_saved(qint64 message_id, bool sekv, qint64 full_kv_bytes,
+                                      const QString& model_id, const QString& model_shown) {
     if (rows_.isEmpty() || rows_.back().from_user || rows_.back().streaming)
         return;
     rows_.back().id = message_id;
     rows_.back().sekv = sekv;
     rows_.back().full_kv_bytes = full_kv_bytes;
+    rows_.back().model_id = model_id;
+    rows_.back().model_shown = model_shown;
     const auto i = index(static_cast<int>(rows_.size()) - 1);
     emit dataChanged(i, i, {MessageIdRole, SekvRole});
 }

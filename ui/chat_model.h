@@ -45,7 +45,8 @@ public:
     const QList<MessageRow>& messages() const { return rows_; }
     /// The answer just finished was saved as `message_id` (sekv: with a zoom trace; what full
     /// would hold for its SEKV layers).
-    void set_last_answer_saved(qint64 message_id, bool sekv, qint64 full_kv_bytes = 0);
+    void set_last_answer_saved(qint64 message_id, bool sekv, qint64 full_kv_bytes = 0,
+                               const QString& model_id = {}, const QString& model_shown = {});
     /// Row of a message, or -1.
     int row_of_message(qint64 message_id) const;
     /// The tokens of an answer (their text and starts, AnswerZoom), matched to its shown text;

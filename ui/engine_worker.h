@@ -41,9 +41,12 @@ public slots:
     /// inherit it) so that the GUI thread is scheduled first. Call once on the worker thread.
     void init_thread();
     /// Load the model (empty path: the default location) on `backend` ("cpu" or "cuda",
-    /// backend.h). Emits model_loaded or model_failed (with the reason a backend cannot run).
+    /// backend.h). Emits model_loaded or model_failed (with the reason a backend cannot run,
+    /// then `advice`, what the user can do: AppSettings::model_failure_advice). Until another
+    /// model loads, a question is answered with that failure.
     void load_model(const QString& path, int threads,
-                    const QString& backend = QStringLiteral("cpu"));
+                    const QString& backend = QStringLiteral("cpu"),
+                    const QString& advice = QString());
     /// Open (create: or create) a project. Emits project_opened or project_failed.
     void open_project(const QString& path, bool create);
     void close_project();
@@ -65,9 +68,11 @@ public slots:
 signals:
     /// The model loaded: "FILE (base model)" or "FILE (instruction-tuned, FORMAT)", and the key/
     /// value bytes a token of context costs it (f16, every attention layer; past a sliding
-    /// window of `window` tokens, kv_bytes_per_token_global: ModelSummary's figures).
+    /// window of `window` tokens, kv_bytes_per_token_global: ModelSummary's figures), and the
+    /// file's identity (model_identity_hex) and name, which each answer records.
     void model_loaded(const QString& description, qint64 kv_bytes_per_token,
-                      qint64 kv_bytes_per_token_global, qint64 window);
+                      qint64 kv_bytes_per_token_global, qint64 window, const QString& model_id,
+                      const QString& model_file);
     void model_failed(const QString& message);
     /// chunks_restored: chunks of the documents with a stored state for this model.
     void project_opened(const QString& path, const QList<spanscope::gui::DocumentRow>& documents,
@@ -107,6 +112,7 @@ private:
     void open_cache();
 
     std::unique_ptr<Model> model_;
+    QString model_problem_; ///< why the last load failed, with the advice; empty once loaded
     std::unique_ptr<Project> project_;
     std::unique_ptr<StateCache> cache_;
     std::unique_ptr<Session> scratch_;

@@ -19,11 +19,14 @@ QString status_text(const DocumentRow& row) {
     case S::Ready:
         return QStringLiteral("ready · %1 tokens").arg(QLocale().toString(row.tokens));
     case S::Partial:
-        return QStringLiteral("%1/%2 chunks stored (add it again to complete)")
+        return QStringLiteral("%1/%2 chunks stored (the rest when a question needs them, or add it "
+                              "again)")
             .arg(row.chunks_stored)
             .arg(row.chunks);
     case S::Unprefilled:
         return QStringLiteral("not prefilled for this model (it is when asked about)");
+    case S::NoModel:
+        return QStringLiteral("stored (no model is loaded)");
     case S::Cancelled:
         return QStringLiteral("cancelled");
     case S::Failed:

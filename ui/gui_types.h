@@ -20,7 +20,8 @@ struct DocumentRow {
         Prefilling,
         Ready,
         Partial,     ///< some chunks stored (an ingest was interrupted or cancelled)
-        Unprefilled, ///< stored, not yet prefilled for the model now loaded (or no model)
+        Unprefilled, ///< stored, not yet prefilled for the model now loaded
+        NoModel,     ///< stored; no model is loaded, so nothing can be said of its states
         Cancelled,   ///< never read: the ingest was cancelled before this file
         Failed
     };
@@ -62,6 +63,9 @@ struct MessageRow {
     /// A note line of the chat view, no message of the project: where the chat's history
     /// started afresh under another model (history_note_text). `text` holds it.
     bool note = false;
+    /// assistant: the model the answer records (its identity and file name; empty when none
+    /// is recorded: answering/chat_history.h, AnswerModel).
+    QString model_id = {}, model_shown = {};
 };
 
 /// The chat view's note where a chat continued under another model starts its history afresh

@@ -68,9 +68,10 @@ MainWindow::MainWindow(AppSettings settings, bool persist_settings, QWidget* par
     engine_thread_.start();
     store_thread_.start();
 
-    QMetaObject::invokeMethod(engine_,
-                              [e = engine_, p = settings_.effective_model(), t = settings_.threads,
-                               b = settings_.backend] { e->load_model(p, t, b); });
+    QMetaObject::invokeMethod(
+        engine_,
+        [e = engine_, p = settings_.effective_model(), t = settings_.threads, b = settings_.backend,
+         a = settings_.model_failure_advice()] { e->load_model(p, t, b, a); });
     update_title();
     update_actions();
     resize(1280, 800);

@@ -169,7 +169,8 @@ private:
     /// The engine loaded a model (EngineWorker::model_loaded): the label with what a token
     /// costs it; after a switch, the status says so and forgets the other model's figures.
     void on_model_loaded(const QString& description, qint64 kv_bytes_per_token,
-                         qint64 kv_bytes_per_token_global, qint64 window);
+                         qint64 kv_bytes_per_token_global, qint64 window, const QString& model_id,
+                         const QString& model_file);
     /// "3 of 8 chunks stored for this model", "8 chunks stored for this model", from the
     /// document rows.
     QString stored_chunks_text() const;
@@ -237,9 +238,10 @@ private:
     /// Settings chose another model: said in the status bar once it loads, and when the open
     /// project is read again for it, how many of its documents it has no states for.
     bool model_switch_pending_ = false;
-    QString switched_model_;      ///< the model_loaded description, until the project reopens
-    QString switch_banner_model_; ///< the model the switch banner names
-    QString switch_banner_;       ///< the switch banner's text while it may be shown, else ""
+    QString switched_model_;        ///< the model_loaded description, until the project reopens
+    QString model_id_, model_file_; ///< the loaded model's identity and file name
+    QString switch_banner_model_;   ///< the model the switch banner names
+    QString switch_banner_;         ///< the switch banner's text while it may be shown, else ""
     quint64 status_serial_ = 0;
     qint64 last_kv_bytes_ = 0;
 

@@ -257,7 +257,7 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
     chat_.finish_answer(s.text, details);
     if (s.message_id > 0) {
         chat_.set_last_answer_saved(s.message_id, s.policy == QLatin1String("sekv"),
-                                    s.full_kv_bytes);
+                                    s.full_kv_bytes, model_id_, model_file_);
         if (s.policy == QLatin1String("sekv")) {
             show_answer_zoom(s.message_id);
             // Answering built the SEKV states of its documents: the shown one's spans may be
@@ -450,8 +450,9 @@ void MainWindow::apply_settings(const AppSettings& settings) {
         switched_model_.clear();
         QMetaObject::invokeMethod(engine_, [e = engine_, p = settings_.effective_model(),
                                             t = settings_.threads, b = settings_.backend,
+                                            a = settings_.model_failure_advice(),
                                             path = project_path_] {
-            e->load_model(p, t, b);
+            e->load_model(p, t, b, a);
             if (!path.isEmpty())
                 e->open_project(path, false); // documents' status under the new model
         });

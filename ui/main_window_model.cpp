@@ -10,7 +10,10 @@
 namespace spanscope::gui {
 
 void MainWindow::on_model_loaded(const QString& description, qint64 kv_bytes_per_token,
-                                 qint64 kv_bytes_per_token_global, qint64 window) {
+                                 qint64 kv_bytes_per_token_global, qint64 window,
+                                 const QString& model_id, const QString& model_file) {
+    model_id_ = model_id;
+    model_file_ = model_file;
     const QLocale l;
     model_label_->setText(
         kv_bytes_per_token > 0
@@ -24,7 +27,11 @@ void MainWindow::on_model_loaded(const QString& description, qint64 kv_bytes_per
         if (window > 0 && kv_bytes_per_token_global < kv_bytes_per_token)
             tip += tr("; past its %1-token window, %2 B (its global layers)")
                        .arg(l.toString(window), l.toString(kv_bytes_per_token_global));
-        tip += tr(". The CPU engine keeps its rows in f32 with a position each, about twice this.");
+        tip += QLatin1Char('.');
+        // The CPU engine's row store (engine/memory/row_store.h); the CUDA one keeps its own.
+        if (settings_.backend == QLatin1String("cpu"))
+            tip += tr(" The CPU engine keeps its rows in f32 with a position each, about twice "
+                      "this.");
     }
     model_label_->setToolTip(tip);
     if (model_switch_pending_) {

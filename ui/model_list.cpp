@@ -2,6 +2,7 @@
 
 #include "engine/model/model_locator.h"
 
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFutureWatcher>
@@ -58,7 +59,9 @@ QVariant ModelListModel::data(const QModelIndex& index, int role) const {
         case Name: {
             // The file's name tells two copies apart; general.name is in the tooltip.
             const QString name = r.path.isEmpty() ? q(s.name) : QFileInfo(r.path).fileName();
-            return r.is_default ? tr("%1 (default)").arg(name) : name;
+            return r.is_default  ? tr("%1 (default)").arg(name)
+                   : r.installed ? tr("%1 (installed)").arg(name)
+                                 : name;
         }
         case Architecture:
             return s.architecture.empty() ? tr("—") : q(s.architecture);
@@ -88,6 +91,10 @@ QVariant ModelListModel::data(const QModelIndex& index, int role) const {
                 return tr("%1 of %2 layers recurrent (a fixed-size state)")
                     .arg(s.n_recurrent_layers)
                     .arg(s.n_layer);
+            if (s.n_attention_layers > 0)
+                return tr("every one of its %1 layers keeps every token: the cost per token "
+                          "holds at any length")
+                    .arg(s.n_attention_layers);
             return {};
         default:
             return {};
@@ -212,13 +219,32 @@ ModelList::ModelList(const QString& chosen, const QStringList& files, QWidget* p
     } else {
         rows << new_row(q(where.path), true);
     }
+    // The model files installed beside the default one (the set-up puts SmolLM2 there): listed
+    // whenever they are there.
+    for (const auto& dir : xdg_data_dirs()) {
+        const QDir models(q(dir + "/spanscope/models"));
+        for (const QFileInfo& f :
+             models.entryInfoList({QStringLiteral("*.gguf")}, QDir::Files, QDir::Name)) {
+            bool listed_already = false;
+            for (const ModelRow& r : rows)
+                listed_already = listed_already || (!r.path.isEmpty() && QFileInfo(r.path) == f);
+            if (!listed_already) {
+                rows << new_row(f.absoluteFilePath(), false);
+                rows.back().installed = true;
+            }
+        }
+    }
     QStringList listed = files;
     if (!chosen.isEmpty() && !listed.contains(chosen))
         listed << chosen;
-    for (const QString& f : listed)
-        if (!f.isEmpty() &&
-            (rows.front().path.isEmpty() || QFileInfo(f) != QFileInfo(rows.front().path)))
+    for (const QString& f : listed) {
+        bool listed_already = f.isEmpty();
+        for (const ModelRow& r : rows)
+            listed_already =
+                listed_already || (!r.path.isEmpty() && QFileInfo(r.path) == QFileInfo(f));
+        if (!listed_already)
             rows << new_row(f, false);
+    }
     model_->set_rows(rows);
 
     view_ = new QTableView;
@@ -350,7 +376,7 @@ QString ModelList::chosen_path() const {
 QStringList ModelList::files() const {
     QStringList out;
     for (int r = 0; r < model_->rowCount(); ++r)
-        if (!model_->row(r).is_default)
+        if (!model_->row(r).is_default && !model_->row(r).installed)
             out << model_->row(r).path;
     return out;
 }
@@ -371,7 +397,7 @@ int ModelList::add_file(const QString& path) {
 
 void ModelList::remove_current() {
     const int r = view_->currentIndex().row();
-    if (r < 0 || model_->row(r).is_default)
+    if (r < 0 || model_->row(r).is_default || model_->row(r).installed)
         return;
     const bool was_chosen = r == chosen_row_;
     if (chosen_row_ > r)
@@ -408,7 +434,7 @@ void ModelList::on_selection_changed() {
 
 void ModelList::update_buttons() {
     const int r = view_->currentIndex().row();
-    remove_->setEnabled(r >= 0 && !model_->row(r).is_default);
+    remove_->setEnabled(r >= 0 && !model_->row(r).is_default && !model_->row(r).installed);
 }
 
 } // namespace spanscope::gui

@@ -1,10 +1,10 @@
-// Settings' list of models: the default one (model_locator.h) and every GGUF file the user
-// added, each described from its metadata (engine/model/model_summary.h) — name, architecture,
-// size, context length, key/value bytes per token — with Add… and Remove. The selected row is
-// the model used; a file that cannot be used shows its reason in one line and cannot be
-// selected. Files are described on worker threads (QtConcurrent's pool): a row reads
-// "reading…" until its description arrives, so a slow disk or a huge file never holds up the
-// dialog.
+// Settings' list of models: the default one (model_locator.h), the other GGUF files installed
+// in the models folders beside it, and every GGUF file the user added, each described from its
+// metadata (engine/model/model_summary.h) — name, architecture, size, context length, key/value
+// bytes per token — with Add… and Remove. The selected row is the model used; a file that cannot be
+// used shows its reason in one line and cannot be selected. Files are described on worker threads
+// (QtConcurrent's pool): a row reads "reading…" until its description arrives, so a slow disk or a
+// huge file never holds up the dialog.
 #pragma once
 
 #include "engine/model/model_summary.h"
@@ -26,6 +26,10 @@ struct ModelRow {
     /// The file; for the default row the file locate_model("") found (empty when none).
     QString path;
     bool is_default = false;
+    /// Found in a models folder (spanscope/models of an XDG data directory, where the set-up
+    /// installs models) beside the default one: listed whenever it is there, never removed,
+    /// not among the added files.
+    bool installed = false;
     /// False while the file is being described: summary holds nothing yet but its name.
     bool described = false;
     /// Which description request this row waits for (ModelList numbers them, from 1): a
@@ -94,7 +98,8 @@ public:
     /// usable row is chosen (the file chosen before cannot be used now), that file as long as
     /// it stays listed, else empty (the default).
     QString chosen_path() const;
-    /// The added files, in the list's order (the default model is not among them).
+    /// The added files, in the list's order (the default model and the installed ones are not
+    /// among them).
     QStringList files() const;
     ModelListModel* model() const { return model_; }
     QTableView* view() const { return view_; }
@@ -112,8 +117,8 @@ public slots:
     /// file that cannot be used stays in the list with its reason, so that the user sees why,
     /// until removed. Returns its row.
     int add_file(const QString& path);
-    /// Remove the current row's file from the list (not from disk); the default row cannot be
-    /// removed. Removing the chosen file chooses the default model.
+    /// Remove the current row's file from the list (not from disk); the default row and the
+    /// installed ones cannot be removed. Removing the chosen file chooses the default model.
     void remove_current();
 
 private:

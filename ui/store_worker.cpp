@@ -121,11 +121,6 @@ QString message_policy(const std::string& stats_json, qint64* full_kv_bytes) {
 }
 
 namespace {
-// The name a note gives a recorded model: its file's, as the status bar names models.
-QString model_shown(const AnswerModel& m) {
-    return q(m.file.empty() ? m.name : m.file);
-}
-
 // The chat's messages, with a note line before each question where its history started afresh
 // under another model (history_restarts).
 QList<MessageRow> message_rows(Project& project, qint64 chat_id) {
@@ -138,8 +133,8 @@ QList<MessageRow> message_rows(Project& project, qint64 chat_id) {
         for (; next < restarts.size() && restarts[next].message == i; ++next) {
             MessageRow n;
             n.note = true;
-            n.text = history_note_text(model_shown(restarts[next].before),
-                                       model_shown(restarts[next].after));
+            n.text = history_note_text(q(restarts[next].before.shown()),
+                                       q(restarts[next].after.shown()));
             rows << n;
         }
         MessageRow r;
@@ -149,6 +144,9 @@ QList<MessageRow> message_rows(Project& project, qint64 chat_id) {
         if (!r.from_user) {
             r.details = message_details(m.stats_json);
             r.sekv = message_policy(m.stats_json, &r.full_kv_bytes) == QLatin1String("sekv");
+            const auto model = answer_model(m.stats_json);
+            r.model_id = q(model.id);
+            r.model_shown = q(model.shown());
         }
         rows << r;
     }

@@ -11,6 +11,7 @@
 #include "ui/model_list.h"
 #include "ui/settings_dialog.h"
 
+#include <QDir>
 #include <QFile>
 #include <QItemSelectionModel>
 #include <QLabel>
@@ -27,6 +28,8 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <string>
 
 using namespace spanscope;
 using namespace spanscope::gui;
@@ -66,6 +69,8 @@ private slots:
     void settingsBeforeTheListKeepTheirModel();
     void realSmolLM2Row();
     void switchingModelsSaysSoAndRecomputes();
+    void aModelThatFailsSaysWhyAndWhatToDo();
+    void installedFilesAreListed();
 
 private:
     QString path(const QString& name) const { return dir_.filePath(name); }
@@ -75,6 +80,8 @@ private:
     }
     QTemporaryDir dir_;
     QString gemma_, gemma_other_, llama_, phi3_, junk_, template_;
+    QString models_dir_;              ///< the models folder of the test's XDG data directory
+    std::optional<std::string> smol_; ///< the real SmolLM2 file, found before the folders move
 };
 
 void GuiModelList::initTestCase() {
@@ -110,6 +117,14 @@ void GuiModelList::initTestCase() {
     junk.close();
     // The default model (locate_model("")): the tiny Gemma 3.
     qputenv("SPANSCOPE_MODEL", gemma_.toUtf8());
+    // The models folders the list reads (xdg_data_dirs): the test's own, empty until a test
+    // installs a file there; the real models installed on this machine are not listed.
+    smol_ = test::smollm2_model_path();
+    models_dir_ = path(QStringLiteral("data/spanscope/models"));
+    QVERIFY(QDir().mkpath(models_dir_));
+    QVERIFY(QDir().mkpath(path(QStringLiteral("no-data"))));
+    qputenv("XDG_DATA_HOME", path(QStringLiteral("data")).toUtf8());
+    qputenv("XDG_DATA_DIRS", path(QStringLiteral("no-data")).toUtf8());
     QSettings().clear();
 }
 
@@ -366,7 +381,7 @@ void GuiModelList::settingsBeforeTheListKeepTheirModel() {
 }
 
 void GuiModelList::realSmolLM2Row() {
-    const auto smol = test::smollm2_model_path();
+    const auto& smol = smol_;
     if (!smol)
         QSKIP("SmolLM2-135M-Instruct.Q4_1.gguf is not installed (bash scripts/setup.sh model, or "
               "set SPANSCOPE_SMOLLM2_MODEL)");
@@ -455,6 +470,116 @@ void GuiModelList::switchingModelsSaysSoAndRecomputes() {
           static_cast<long long>(second.tokens_reused),
           static_cast<long long>(second.tokens_computed));
     QVERIFY(second.tokens_reused > 0);
+}
+
+// A --model file that cannot be loaded: the banner gives the reason and the way out of
+// *this* choice (another --model, or none), not the default model's install; a question
+// answers with the same reason; the project's rows say no model is loaded, not that they
+// await this one.
+void GuiModelList::aModelThatFailsSaysWhyAndWhatToDo() {
+    QTemporaryDir work;
+    const QString project = work.filePath(QStringLiteral("p.spanscope"));
+    const QString doc = work.filePath(QStringLiteral("note.txt"));
+    {
+        QFile f(doc);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("The lighthouse on the north cape was built in 1874.\n");
+    }
+    AppSettings s;
+    s.model_path = gemma_;
+    s.threads = 1;
+    {
+        MainWindow w(s, /*persist_settings=*/false);
+        QSignalSpy ready(&w, &MainWindow::model_ready);
+        QVERIFY(ready.wait(30000));
+        QSignalSpy opened(&w, &MainWindow::project_ready);
+        w.open_project(project, true);
+        QVERIFY(opened.wait(30000));
+        QSignalSpy ingested(&w, &MainWindow::ingest_done);
+        w.add_documents({doc});
+        QVERIFY(ingested.wait(60000));
+    }
+    for (const QString& bad : {phi3_, junk_}) {
+        AppSettings o = s;
+        o.model_override = bad;
+        MainWindow w(o, /*persist_settings=*/false);
+        QSignalSpy ready(&w, &MainWindow::model_ready);
+        QVERIFY(ready.wait(30000));
+        QVERIFY(!ready[0][0].toBool());
+        const QString banner = w.banner_text();
+        QVERIFY2(banner.contains(bad) && banner.contains(QStringLiteral("--model")) &&
+                     !banner.contains(QStringLiteral("setup.sh")),
+                 qPrintable(banner));
+        if (bad == phi3_)
+            QVERIFY2(banner.contains(QStringLiteral("unsupported model architecture 'phi3'")),
+                     qPrintable(banner));
+        QSignalSpy opened(&w, &MainWindow::project_ready);
+        w.open_project(project, false);
+        QVERIFY(opened.wait(30000));
+        QCOMPARE(w.document_model()->rowCount(), 1);
+        QCOMPARE(w.document_model()->row(0).status, DocumentRow::Status::NoModel);
+        QSignalSpy failed(&w, &MainWindow::answer_error);
+        w.ask(QStringLiteral("When was the lighthouse built?"));
+        QVERIFY(failed.wait(30000));
+        const QString why = failed[0][0].toString();
+        QVERIFY2(why.startsWith(QStringLiteral("No model is loaded. ")) && why.contains(bad) &&
+                     why.contains(QStringLiteral("--model")),
+                 qPrintable(why));
+    }
+    // Chosen in Settings, the way out is another file there.
+    AppSettings c = s;
+    c.model_path = junk_;
+    MainWindow w(c, /*persist_settings=*/false);
+    QSignalSpy ready(&w, &MainWindow::model_ready);
+    QVERIFY(ready.wait(30000));
+    QVERIFY(!ready[0][0].toBool());
+    QVERIFY2(w.banner_text().contains(QStringLiteral("Choose another model file in File ▸ "
+                                                     "Settings.")) &&
+                 !w.banner_text().contains(QStringLiteral("--model")),
+             qPrintable(w.banner_text()));
+}
+
+// A model file installed in a models folder beside the default one (as the set-up installs
+// SmolLM2) is listed without being added, can be chosen, and is neither saved among the added
+// files nor removable.
+void GuiModelList::installedFilesAreListed() {
+    const QString installed = QDir(models_dir_).filePath(QStringLiteral("extra-llama.gguf"));
+    QVERIFY(QFile::copy(llama_, installed));
+    AppSettings s;
+    SettingsDialog dialog(s);
+    auto* list = dialog.findChild<ModelList*>();
+    ModelListModel* m = list_model(dialog);
+    auto* view = dialog.findChild<QTableView*>(QStringLiteral("modelList"));
+    auto* remove = dialog.findChild<QPushButton*>(QStringLiteral("modelRemove"));
+    QVERIFY(list && m && view && remove);
+    QVERIFY(wait_described(list));
+    QCOMPARE(m->rowCount(), 2);
+    QVERIFY(m->row(0).is_default);
+    QCOMPARE(m->row(1).path, installed);
+    QVERIFY(m->row(1).installed);
+    QCOMPARE(m->data(m->index(1, ModelListModel::Name), Qt::DisplayRole).toString(),
+             QStringLiteral("extra-llama.gguf (installed)"));
+    // Every layer of the tiny Llama is global: the notes say what that means for the cost.
+    QVERIFY2(m->data(m->index(1, ModelListModel::Notes), Qt::DisplayRole)
+                 .toString()
+                 .startsWith(
+                     QStringLiteral("every one of its %1 layers keeps every token").arg(kLayers)),
+             qPrintable(m->data(m->index(1, ModelListModel::Notes), Qt::DisplayRole).toString()));
+    QCOMPARE(list->files(), QStringList());
+    view->selectionModel()->select(m->index(1, 0),
+                                   QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    view->selectionModel()->setCurrentIndex(m->index(1, 0), QItemSelectionModel::NoUpdate);
+    QCOMPARE(list->chosen_path(), installed);
+    QVERIFY(!remove->isEnabled());
+    list->remove_current();
+    QCOMPARE(m->rowCount(), 2);
+    const AppSettings out = dialog.result_settings();
+    QCOMPARE(out.model_path, installed);
+    QVERIFY(out.model_files.isEmpty());
+    // Added by hand as well, it is listed once.
+    QCOMPARE(list->add_file(installed), 1);
+    QCOMPARE(m->rowCount(), 2);
+    QVERIFY(QFile::remove(installed));
 }
 
 QTEST_MAIN(GuiModelList)

@@ -7,6 +7,7 @@
 #include "tiny_model.h"
 #include "ui/app_settings.h"
 #include "ui/chat_export.h"
+#include "ui/document_view.h"
 #include "ui/main_window.h"
 
 #include <QFile>
@@ -68,12 +69,14 @@ private slots:
     void aContinuedChatStartsItsHistoryAfresh();
     void answersSavedWithoutAModelCountAsTheCurrentOnes();
     void theStatusDescribesTheNewModel();
+    void anotherModelsZoomIsNotDrawnAndNamesTheModel();
 
 private:
     QString path(const QString& name) const { return dir_.filePath(name); }
-    /// A window on model_a_ (full policy, 4-token greedy answers) with a project holding the
-    /// note; false (and the reason in `why`) when something fails.
-    bool open_window(std::unique_ptr<MainWindow>& w, const QString& project, QString* why);
+    /// A window on model_a_ (the full policy unless another is given, 4-token greedy answers)
+    /// with a project holding the note; false (and the reason in `why`) when something fails.
+    bool open_window(std::unique_ptr<MainWindow>& w, const QString& project, QString* why,
+                     const QString& policy = QStringLiteral("full"));
     /// Ask in the window's current chat and wait for the answer.
     static bool ask(MainWindow& w, const QString& question, AnswerStats* stats, QString* why);
     /// Settings ▸ `model`, OK; waits until the model is loaded and the project read again.
@@ -97,13 +100,13 @@ void GuiModelSwitch::initTestCase() {
 }
 
 bool GuiModelSwitch::open_window(std::unique_ptr<MainWindow>& w, const QString& project,
-                                 QString* why) {
+                                 QString* why, const QString& policy) {
     AppSettings s;
     s.model_path = model_a_;
     s.model_files = {model_a_, model_b_};
     s.threads = 1;
     s.generation.max_tokens = 4;
-    s.memory.policy = QStringLiteral("full");
+    s.memory.policy = policy;
     w = std::make_unique<MainWindow>(s, /*persist_settings=*/false);
     QSignalSpy ready(w.get(), &MainWindow::model_ready);
     if (!ready.wait(30000) || !ready[0][0].toBool()) {
@@ -365,6 +368,33 @@ void GuiModelSwitch::theStatusDescribesTheNewModel() {
     QVERIFY2(!w->banner_text().contains(QStringLiteral("without stored states")),
              qPrintable(w->banner_text()));
     QVERIFY2(memory->text().contains(QStringLiteral("KV cache")), qPrintable(memory->text()));
+}
+
+// A word of model A's SEKV answer clicked after the switch to model B: its zoom numbers model
+// A's spans, not the ones shown, so it is not drawn, and the bar names model A.
+void GuiModelSwitch::anotherModelsZoomIsNotDrawnAndNamesTheModel() {
+    QTemporaryDir work;
+    const QString project = work.filePath(QStringLiteral("z.spanscope"));
+    std::unique_ptr<MainWindow> w;
+    QString why;
+    QVERIFY2(open_window(w, project, &why, QStringLiteral("sekv")), qPrintable(why));
+    AnswerStats a1;
+    QVERIFY2(ask(*w, QStringLiteral("When was the lighthouse built?"), &a1, &why), qPrintable(why));
+    QCOMPARE(a1.policy, QStringLiteral("sekv"));
+    QVERIFY(a1.message_id > 0);
+    auto* label = w->findChild<QLabel*>(QStringLiteral("zoomLabel"));
+    QVERIFY(label);
+    const QString other = QStringLiteral("made with the model tiny-a.gguf, not the one loaded");
+    // Under model A its zoom is model A's own.
+    w->select_answer_token(a1.message_id, 0);
+    QVERIFY(QTest::qWaitFor([&] { return w->selected_token() == 0; }, 10000));
+    QVERIFY2(!label->text().contains(other), qPrintable(label->text()));
+
+    QVERIFY2(switch_to(*w, model_b_, &why), qPrintable(why));
+    w->select_answer_token(a1.message_id, 0);
+    QVERIFY2(QTest::qWaitFor([&] { return label->text().contains(other); }, 10000),
+             qPrintable(label->text()));
+    QVERIFY(w->document_view()->zoom_marks().isEmpty());
 }
 
 QTEST_MAIN(GuiModelSwitch)
