@@ -112,10 +112,12 @@ int run_ask(const AskOptions& o) {
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const int64_t n = done_before + done;
-        std::cerr << "\rreading the documents: " << n << " of " << doc_tokens << " tokens";
+        std::string line = "reading the documents: " + std::to_string(n) + " of " +
+                           std::to_string(doc_tokens) + " tokens";
         if (s > 0)
-            std::cerr << ", " << static_cast<int64_t>(static_cast<double>(n) / s) << " tokens/s";
-        std::cerr << "   " << std::flush;
+            line += ", " + std::to_string(static_cast<int64_t>(static_cast<double>(n) / s)) +
+                    " tokens/s";
+        show_progress_line(line);
     };
     try {
         for (const auto& u : units) {
@@ -134,8 +136,7 @@ int run_ask(const AskOptions& o) {
             if (sekv)
                 session.seal_context(surprisal.data(), static_cast<int32_t>(offset), u.n_tokens());
         }
-        if (show_progress && !units.empty())
-            std::cerr << "\r\033[K" << std::flush; // the line cleared before the answer
+        clear_progress_line(); // the line cleared before the answer
         const int64_t processed_before_question = session.tokens_processed();
         const double prefill_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -150,7 +151,8 @@ int run_ask(const AskOptions& o) {
         ans.stats.prefill_tokens_per_s =
             ans.stats.tokens_computed / (ans.stats.prefill_ms / 1000.0);
     } catch (const Cancelled&) {
-        std::cerr << "\ninterrupted\n";
+        end_progress_line();
+        std::cerr << "interrupted\n";
         return interrupted_exit_code();
     }
     if (ans.stop_reason == "stopped") { // Ctrl-C during the answer

@@ -66,17 +66,24 @@ int run_project(const ProjectOptions& o) {
         const bool unread = std::any_of(docs.begin(), docs.end(), [](const nlohmann::json& d) {
             return d["chunks"].is_null();
         });
-        if (model && unread)
-            std::cerr << "note: '-': not read by " << model->info().name << " (" << model->path()
-                      << ") yet; --model names another model, `project info` lists those that "
-                         "read them\n";
+        if (model) {
+            // The counts are one model's: its tokenizer and its stored states.
+            const std::string name =
+                model->info().name.empty() ? model->path() : model->info().name;
+            std::cerr << "tokens and chunks as " << name << " (" << model->path()
+                      << ") reads them; --model names another model\n";
+            if (unread)
+                std::cerr << "note: '-': not read by " << name
+                          << " yet; `project info` lists the models that read them\n";
+        }
         for (const auto& d : docs) {
             std::string state = "-";
             if (!d["chunks"].is_null())
                 state = d["chunks_stored"] == d["chunks"]
                             ? "stored"
                             : d["chunks_stored"].dump() + "/" + d["chunks"].dump() +
-                                  " chunks stored (ingest again to complete)";
+                                  " chunks stored (the rest when a question needs them, or "
+                                  "ingest again)";
             std::cout << d["id"] << "\t" << (d["tokens"].is_null() ? "-" : d["tokens"].dump())
                       << " tokens\t" << (d["chunks"].is_null() ? "-" : d["chunks"].dump())
                       << " chunks\t" << state << "\t" << d["path"].get<std::string>() << "\n";

@@ -103,11 +103,22 @@ void print_ingest_progress(const IngestProgress& p) {
                   section, static_cast<long long>(p.tokens_done),
                   static_cast<long long>(p.tokens_to_do), rate);
     if (tty) {
-        std::cerr << "\r\033[K" << line << std::flush;
-        g_progress_open = true;
+        show_progress_line(line);
     } else {
         std::cerr << line << "\n";
     }
+}
+
+void show_progress_line(const std::string& line) {
+    std::cerr << "\r\033[K" << line << std::flush;
+    g_progress_open = true;
+}
+
+void clear_progress_line() {
+    if (g_progress_open)
+        std::cerr << "\r\033[K" << std::flush;
+    g_progress_open = false;
+    g_last_chunk = -1;
 }
 
 void end_progress_line() {

@@ -26,6 +26,11 @@ int interrupted_exit_code();
 void print_ingest_progress(const IngestProgress& p);
 /// End the progress line (a newline on a terminal) before other output.
 void end_progress_line();
+/// Write `line` as the progress line on a terminal (rewritten in place; end_progress_line or
+/// clear_progress_line ends it).
+void show_progress_line(const std::string& line);
+/// Erase the progress line on a terminal (nothing of it stays), before the output it stood for.
+void clear_progress_line();
 
 /// "1.5 GiB"-style size.
 std::string human_bytes(int64_t bytes);

@@ -303,6 +303,40 @@ TEST_F(CliProject, AskReusesTheStoredDocumentAndAnswersLikeAColdAsk) {
     EXPECT_EQ(sql_count(project_, "SELECT count(*) FROM chats"), 1);
 }
 
+// A chat continued with another model sends none of the first model's turns as history and
+// says so once on stderr, naming both models' files.
+TEST_F(CliProject, AChatContinuedWithAnotherModelSaysItsHistoryStartsAfresh) {
+    const auto doc = write_file("doc.txt", sample_prose(3, 300));
+    ASSERT_EQ(run(ingest(project_, {doc})).status, 0);
+    const json first = ask(project_, "Where is the stone?");
+    ASSERT_FALSE(first["answer"].get<std::string>().empty())
+        << "the premise: an answer with text, which a continued chat would send as history";
+    const int64_t chat = first["chat_id"];
+    const std::string second = dir_ + "/second.gguf";
+    TinyGemma3Config c;
+    c.n_ctx = 2048;
+    c.sliding_window = 16;
+    c.seed = 2;
+    write_tiny_gemma3(second, c);
+    const auto r =
+        run({"ask", "--project", project_, "--model", second, "--threads", "1", "--max-tokens", "4",
+             "--json", "--chat", std::to_string(chat), "And the river?"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string note = "note: chat " + std::to_string(chat) +
+                             " was answered by tiny.gguf; with second.gguf its history starts "
+                             "afresh (the earlier turns are not sent)";
+    const auto at = r.err.find(note);
+    EXPECT_NE(at, std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(note, at + 1), std::string::npos) << "said once: " << r.err;
+    // Asked again with the second model, the chat's history is its own: no note.
+    ASSERT_FALSE(json::parse(r.out)["answer"].get<std::string>().empty())
+        << "the premise: the second model's answer has text, so it starts the history";
+    const auto again = run({"ask", "--project", project_, "--model", second, "--threads", "1",
+                            "--max-tokens", "4", "--chat", std::to_string(chat), "And then?"});
+    ASSERT_EQ(again.status, 0) << again.err;
+    EXPECT_EQ(again.err.find("its history starts afresh"), std::string::npos) << again.err;
+}
+
 // LinearKV selectors over stored documents: epic recomputes the first tokens of every
 // document after the first, full all of them; the statistics count them per layer kind and
 // the answers still come (cacheblend needs rows the store does not keep: not offered).
@@ -410,6 +444,14 @@ TEST_F(CliProject, InfoNamesEachModelAndItsChunks) {
         << l.err;
     const auto read = run({"project", "list-docs", "--project", project_, "--model", second});
     EXPECT_EQ(read.err.find("not read by"), std::string::npos) << read.err;
+    // Either way the counts name the model they are of.
+    for (const auto& [r, file] : {std::pair{l, llama}, std::pair{read, second}}) {
+        const auto m = spanscope::Model::load(file);
+        const std::string name = m->info().name.empty() ? m->path() : m->info().name;
+        EXPECT_NE(r.err.find("tokens and chunks as " + name + " (" + m->path() + ") reads them"),
+                  std::string::npos)
+            << r.err;
+    }
 }
 
 TEST_F(CliProject, UnknownDocIdIsRefusedAndAddsNothing) {
