@@ -181,17 +181,6 @@ std::vector<int32_t> turn_break(const Tokenizer& tok, const std::string& next) {
     return out;
 }
 
-std::vector<int32_t> next_question_turn(const Tokenizer& tok, ChatFormat format) {
-    if (format == ChatFormat::Completion)
-        return tok.encode("\n", false, TextStart::Continues); // after the answer's text
-    std::vector<int32_t> out;
-    TokenWriter w(tok, format, out);
-    w.markup(w.markup_of().assistant_close);
-    w.markup(w.markup_of().user_open);
-    w.flush();
-    return out;
-}
-
 std::vector<int32_t> follow_up_question_tokens(const Tokenizer& tok, ChatFormat format,
                                                const std::string& question) {
     if (format == ChatFormat::Completion)

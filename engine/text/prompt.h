@@ -78,18 +78,14 @@ std::vector<int32_t> document_unit_trailer(const Tokenizer& tok, bool text_ends_
 /// turn's role line and whatever follows it in the same encoding, e.g. "user\n" or "model\n" +
 /// an answer). Throws std::invalid_argument when the vocabulary lacks the turn tokens.
 std::vector<int32_t> turn_break(const Tokenizer& tok, const std::string& next);
-/// After an answer, the tokens that close the model's turn and open the next user turn, ready
-/// for question_tokens: Completion "\n"; Gemma turn_break("user\n"); Llama 3
+/// After an answer, the next question as the rendered prompt has it: the markup that closes the
+/// model's turn and opens the next user turn (Gemma turn_break("user\n"); Llama 3
 /// <|eot_id|><|start_header_id|>user<|end_header_id|>\n\n; ChatML <|im_end|>\n<|im_start|>user\n;
-/// Mistral </s>[INST] + space. Throws std::invalid_argument when the vocabulary lacks a control
-/// token of the format.
-std::vector<int32_t> next_question_turn(const Tokenizer& tok, ChatFormat format);
-/// After an answer, the next question as the rendered prompt has it: next_question_turn's
-/// markup and question_tokens' text (instruction, question, the model's turn opener) encoded
-/// as one piece, as llama.cpp tokenises the whole prompt — Mistral's "[INST] " space joins the
-/// question's text; Completion "\nQuestion: Q\nAnswer:" continuing the answer; Gemma as
-/// next_question_turn followed by question_tokens. Throws std::invalid_argument on invalid
-/// UTF-8 or a missing control token.
+/// Mistral </s>[INST] + space) and question_tokens' text (instruction, question, the model's
+/// turn opener) encoded as one piece, as llama.cpp tokenises the whole prompt — Mistral's
+/// "[INST] " space joins the question's text; Completion "\nQuestion: Q\nAnswer:" continuing
+/// the answer; Gemma as turn_break("user\n") followed by question_tokens. Throws
+/// std::invalid_argument on invalid UTF-8 or a missing control token.
 std::vector<int32_t> follow_up_question_tokens(const Tokenizer& tok, ChatFormat format,
                                                const std::string& question);
 /// The prompt's part after the document units (it continues after their trailer): the question

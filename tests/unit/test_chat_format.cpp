@@ -366,19 +366,29 @@ TEST(ChatPrompt, SmolLM2PromptHasNoBos) {
     EXPECT_EQ(std::count(p.tokens.begin(), p.tokens.end(), tok.find("<|im_start|>")), 3);
 }
 
-TEST(ChatPrompt, NextQuestionTurnClosesTheAnswerAndOpensAUserTurn) {
+TEST(ChatPrompt, AFollowUpQuestionClosesTheAnswerAndOpensAUserTurn) {
+    const std::string question = "Who kept a log?";
     const auto g = gemma_vocab();
-    EXPECT_EQ(next_question_turn(*g->tok, ChatFormat::Gemma), turn_break(*g->tok, "user\n"));
-    EXPECT_EQ(next_question_turn(*g->tok, ChatFormat::Completion), g->tok->encode("\n"));
+    const auto gemma = follow_up_question_tokens(*g->tok, ChatFormat::Gemma, question);
+    auto want = turn_break(*g->tok, "user\n");
+    const auto asked = question_tokens(*g->tok, ChatFormat::Gemma, question);
+    want.insert(want.end(), asked.begin(), asked.end());
+    EXPECT_EQ(gemma, want);
+    EXPECT_EQ(follow_up_question_tokens(*g->tok, ChatFormat::Completion, question),
+              g->tok->encode("\nQuestion: " + question + "\nAnswer:", false, TextStart::Continues));
+    // Each chat format's turn close and user turn open, as its template writes them.
     const auto l = llama3_vocab();
-    EXPECT_EQ(l->tok->decode(next_question_turn(*l->tok, ChatFormat::Llama3), true),
-              "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n");
+    EXPECT_TRUE(
+        l->tok->decode(follow_up_question_tokens(*l->tok, ChatFormat::Llama3, question), true)
+            .starts_with("<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"));
     const auto q = qwen2_vocab();
-    EXPECT_EQ(q->tok->decode(next_question_turn(*q->tok, ChatFormat::ChatML), true),
-              "<|im_end|>\n<|im_start|>user\n");
+    EXPECT_TRUE(
+        q->tok->decode(follow_up_question_tokens(*q->tok, ChatFormat::ChatML, question), true)
+            .starts_with("<|im_end|>\n<|im_start|>user\n"));
     const auto m = mistral_vocab();
-    EXPECT_EQ(m->tok->decode(next_question_turn(*m->tok, ChatFormat::Mistral), true),
-              "</s>[INST] ");
+    EXPECT_TRUE(
+        m->tok->decode(follow_up_question_tokens(*m->tok, ChatFormat::Mistral, question), true)
+            .starts_with("</s>[INST] "));
 }
 
 TEST(ChatPrompt, EachFormatsEndOfTurnEndsGeneration) {
@@ -401,7 +411,7 @@ TEST(ChatPrompt, EachFormatsEndOfTurnEndsGeneration) {
                        : std::string(c.end) == "<|eot_id|>"  ? ChatFormat::Llama3
                        : std::string(c.end) == "<|im_end|>"  ? ChatFormat::ChatML
                                                              : ChatFormat::Mistral;
-        EXPECT_EQ(next_question_turn(*c.vocab->tok, f).front(), id) << c.end;
+        EXPECT_EQ(follow_up_question_tokens(*c.vocab->tok, f, "q").front(), id) << c.end;
     }
     if (const auto s = smollm2_vocab()) {
         EXPECT_TRUE(s->tok->is_end_of_generation(s->tok->find("<|im_end|>")));

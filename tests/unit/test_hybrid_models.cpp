@@ -58,13 +58,6 @@ std::string load_error(const std::string& path) {
     return "";
 }
 
-float max_abs(const std::vector<float>& v) {
-    float m = 0.0f;
-    for (const float x : v)
-        m = std::max(m, std::abs(x));
-    return m;
-}
-
 class HybridModel : public ::testing::TestWithParam<Arch> {};
 
 } // namespace

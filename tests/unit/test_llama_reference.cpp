@@ -44,13 +44,6 @@ nlohmann::json read_json(const std::string& file) {
     return nlohmann::json::parse(in);
 }
 
-float max_abs(const std::vector<float>& v) {
-    float m = 0.0f;
-    for (const float x : v)
-        m = std::max(m, std::abs(x));
-    return m;
-}
-
 double pearson(const std::vector<double>& a, const std::vector<double>& b) {
     const double n = static_cast<double>(a.size());
     double ma = 0, mb = 0;

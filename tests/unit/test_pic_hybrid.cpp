@@ -45,13 +45,6 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
     return std::sqrt(num / std::max(den, 1e-300));
 }
 
-float max_abs(const std::vector<float>& v) {
-    float m = 0;
-    for (const float x : v)
-        m = std::max(m, std::abs(x));
-    return m;
-}
-
 class PicHybrid : public ::testing::TestWithParam<Arch> {
 protected:
     void SetUp() override {

@@ -382,10 +382,13 @@ TEST(MistralShapedFile, RunsEndToEndLikeLlamaCpp) {
     const auto follow = follow_up_question_tokens(tok, f, question);
     EXPECT_EQ(follow, tok.encode(turn, /*parse_special=*/true, TextStart::Continues))
         << ids_text(follow);
-    std::vector<int32_t> apart = next_question_turn(tok, f);
+    // The markup and the question encoded apart would tokenise "[INST] "'s space apart.
+    std::vector<int32_t> apart =
+        tok.encode(std::string(mk.assistant_close) + std::string(mk.user_open),
+                   /*parse_special=*/true, TextStart::Continues);
     const auto q2 = question_tokens(tok, f, question);
     apart.insert(apart.end(), q2.begin(), q2.end());
-    EXPECT_NE(follow, apart) << "next_question_turn + question_tokens tokenise the space apart";
+    EXPECT_NE(follow, apart) << "the turn's markup + question_tokens tokenise the space apart";
 
     // llama.cpp's logits at the stored positions, [positions][n_vocab].
     const auto positions = t["positions"].get<std::vector<int64_t>>();

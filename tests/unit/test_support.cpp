@@ -98,6 +98,13 @@ std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed) {
     return t;
 }
 
+float max_abs(const std::vector<float>& v) {
+    float m = 0;
+    for (const float x : v)
+        m = std::max(m, std::abs(x));
+    return m;
+}
+
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     if (a.size() != b.size() || a.empty())
         return std::numeric_limits<float>::infinity(); // never "equal" by accident

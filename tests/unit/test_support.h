@@ -33,6 +33,8 @@ std::string read_file(const std::string& path);
 /// n token ids: BOS (2) then ids drawn uniformly from [6, vocab) (past the tiny models'
 /// special pieces), fixed by seed.
 std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed);
+/// max_i |v[i]|; 0 for an empty vector.
+float max_abs(const std::vector<float>& v);
 /// max_i |a[i] - b[i]|; infinity when the sizes differ or both are empty.
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
 /// The bytes of a base64 text (RFC 4648 alphabet; '=' padding and other characters skipped), as
