@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up Spanscope on Debian 12 (run as root from the source tree) and run something.
 #
-#   bash scripts/setup.sh demo   install, build, open the window on the GPL-3 and ask about it
+#   bash scripts/setup.sh demo   install (the default model and SmolLM2-135M-Instruct), build,
+#                                open the window on the GPL-3 and ask about it
 #   bash scripts/setup.sh test   install, build (the lab too), run the whole test suite (exit != 0
 #                                on failure)
 #   bash scripts/setup.sh deps | model | build    one step only (model: the default model and
@@ -106,6 +107,7 @@ build) step_deps; step_build ;;
 demo)
     step_deps
     step_model
+    step_smollm2 # a second model to choose in Settings (the Llama family)
     step_build spanscope spanscope-cli
     doc=/usr/share/common-licenses/GPL-3
     q="Which organization holds the copyright on the text of this license?"
@@ -126,7 +128,7 @@ test)
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
     ;;
 *)
-    sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
