@@ -19,25 +19,6 @@ double ms_since(Clock::time_point t) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-// "GPL-3 sections 2, 3; APACHE-2.0 section 1": the chosen units by document name, in the
-// order used (a document's units are contiguous there), numbered from 1.
-std::string chosen_text(Project& project, const std::vector<ChosenUnit>& chosen) {
-    std::string s;
-    for (size_t i = 0; i < chosen.size();) {
-        size_t j = i;
-        while (j < chosen.size() && chosen[j].document_id == chosen[i].document_id)
-            ++j;
-        const auto doc = project.document(chosen[i].document_id);
-        s += (i == 0 ? "" : "; ") +
-             (doc ? doc->name : "document " + std::to_string(chosen[i].document_id)) +
-             (j - i == 1 ? " section " : " sections ");
-        for (size_t k = i; k < j; ++k)
-            s += (k == i ? "" : ", ") + std::to_string(chosen[k].unit + 1);
-        i = j;
-    }
-    return s;
-}
-
 } // namespace
 
 ContextAssembly assemble_context(Project& project, const Model& model, StateCache& cache,
@@ -119,12 +100,18 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
         throw ContextOverflow("no document section fits the context window of " +
                               std::to_string(ctx) + " tokens with this question");
     if (a.skipped > 0) {
+        // The sections by their documents' names, as the document list shows them.
+        const auto named = sections_text(a.chosen, [&project](int64_t id) {
+            const auto doc = project.document(id);
+            return doc ? doc->name : "document " + std::to_string(id);
+        });
         notes.push_back("the documents do not fit the context window; answering from " +
                         std::to_string(a.chosen.size()) + " of " + std::to_string(a.candidates) +
-                        " sections (" + chosen_text(project, a.chosen) + ")" +
+                        " sections" +
                         (a.ranking.starts_with("none")
-                             ? " (no section contains a word of the question: the first that fit)"
-                             : ", those ranked most relevant to the question (" + a.ranking + ")"));
+                             ? ", the first that fit (no section contains a word of the question)"
+                             : ", those ranked most relevant to the question (" + a.ranking + ")") +
+                        ": " + named);
         if (hooks.on_note)
             hooks.on_note(notes.back());
     }
@@ -137,6 +124,26 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
     // The chosen sections' states stay while this answer is assembled, whatever the limit.
     for (const auto& c : a.chosen)
         cache.protect(chunk_ids[doc_index(c.document_id)][static_cast<size_t>(c.unit)]);
+
+    // Sections without stored states are computed first, each alone (ingest_unit); the
+    // progress spans them all: tokens done and to do, and the time left, are the answer's.
+    int64_t to_compute = 0, computed = 0;
+    for (const auto& c : a.chosen) {
+        const size_t d = doc_index(c.document_id);
+        const auto u = static_cast<size_t>(c.unit);
+        to_compute += cache.tokens_to_compute(docs[d].second[u], chunk_ids[d][u]);
+    }
+    std::function<void(const IngestProgress&)> progress;
+    if (hooks.on_ingest_progress)
+        progress = [&](IngestProgress p) {
+            // A stored blob found unusable adds its section's tokens to what was foreseen.
+            const int64_t left_here = p.tokens_to_do - p.tokens_done;
+            p.tokens_done += computed;
+            p.tokens_to_do = std::max(to_compute, p.tokens_done + left_here);
+            p.seconds_left =
+                p.tokens_per_s > 0 ? (p.tokens_to_do - p.tokens_done) / p.tokens_per_s : 0;
+            hooks.on_ingest_progress(p);
+        };
 
     // Assemble: each unit's stored rows at its new offset (keys re-rotated, no recompute).
     const std::set<int64_t> computed_now(q.computed_now.begin(), q.computed_now.end());
@@ -154,7 +161,8 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
                                                 e.what());
             // This section alone: those the ranking left out stay uncomputed until one is chosen.
             const auto t = Clock::now();
-            cache.ingest_unit(c.document_id, c.unit, scratch, cancel, hooks.on_ingest_progress);
+            computed +=
+                cache.ingest_unit(c.document_id, c.unit, scratch, cancel, progress).tokens_computed;
             a.compute_ms += ms_since(t);
             states = cache.load_unit(c.document_id, c.unit);
             recomputed = true;

@@ -95,20 +95,9 @@ std::string units_used_text(const ProjectAnswer& a) {
     std::string s = std::to_string(a.units_used.size()) + " of " +
                     std::to_string(a.units_used.size() + static_cast<size_t>(a.units_left_out)) +
                     " sections used";
-    // Grouped by document in the order used (a document's units are contiguous there).
-    for (size_t i = 0; i < a.units_used.size();) {
-        size_t j = i;
-        while (j < a.units_used.size() &&
-               a.units_used[j].document_id == a.units_used[i].document_id)
-            ++j;
-        s += (i == 0 ? ": " : ", ") + std::string("document ") +
-             std::to_string(a.units_used[i].document_id) +
-             (j - i == 1 ? " (section " : " (sections ");
-        for (size_t k = i; k < j; ++k)
-            s += (k == i ? "" : ", ") + std::to_string(a.units_used[k].unit + 1);
-        s += ")";
-        i = j;
-    }
+    if (!a.units_used.empty())
+        s += ": " + sections_text(a.units_used,
+                                  [](int64_t id) { return "document " + std::to_string(id); });
     return s;
 }
 
@@ -445,7 +434,7 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     ans.stats.tokens_computed +=
         out.tokens_recomputed + q.tokens_computed_before + a.pic.tokens_forwarded;
     ans.stats.tokens_reused = a.restored;
-    ans.stats.ttft_ms += out.assembly_ms;
+    ans.stats.ttft_ms += out.assembly_ms + q.compute_ms_before;
     // The rate over every prompt token computed for this answer and the time computing them
     // took, not the question's alone (rows restored from storage are not computed).
     ans.stats.prefill_ms += a.compute_ms + q.compute_ms_before;

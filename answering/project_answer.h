@@ -37,7 +37,8 @@ struct ProjectQuestion {
                                         ///< their tokens count as computed, not reused
     int64_t tokens_computed_before = 0; ///< tokens the caller computed for this answer (its
                                         ///< ingest of computed_now), added to tokens_computed
-    double compute_ms_before = 0;       ///< the wall time they took (ms), added to prefill_ms
+    double compute_ms_before = 0; ///< the wall time they took (ms), added to prefill_ms and to
+                                  ///< ttft_ms (the answer waited for them)
     int max_tokens = 128;
     SamplingParams sampling;
     /// How sections after the first are joined (LinearKV, pic_assembly.h): "none" keeps their

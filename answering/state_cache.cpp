@@ -288,6 +288,20 @@ SekvUnitState StateCache::sekv_state(const DocumentUnit& unit,
     return st;
 }
 
+size_t StateCache::stored_prefix(const std::vector<int64_t>& chunk_ids) {
+    size_t r = 0;
+    while (r < chunk_ids.size() &&
+           project_.has_state(chunk_ids[r], fingerprint_hex_, StateKind::AttentionRows))
+        ++r;
+    return r;
+}
+
+int64_t StateCache::tokens_to_compute(const DocumentUnit& unit,
+                                      const std::vector<int64_t>& chunk_ids) {
+    const size_t r = stored_prefix(chunk_ids);
+    return r < unit.chunks.size() ? unit.n_tokens() - unit.chunks[r].token_begin : 0;
+}
+
 IngestResult StateCache::ingest(int64_t document_id, Session& scratch,
                                 const std::atomic<bool>* cancel,
                                 const std::function<void(const IngestProgress&)>& progress) {
@@ -307,9 +321,9 @@ IngestResult StateCache::ingest_units(int64_t document_id, const std::vector<int
     const auto us = units(document_id, &ids);
     for (const int u : only)
         if (u < 0 || u >= std::ssize(us))
-            throw std::out_of_range("document " + std::to_string(document_id) + " has no section " +
-                                    std::to_string(u + 1) + " (it has " +
-                                    std::to_string(us.size()) + ")");
+            throw std::out_of_range("document " + std::to_string(document_id) +
+                                    " has no unit index " + std::to_string(u) +
+                                    " (0-based; it has " + std::to_string(us.size()) + " units)");
     auto wanted = [&](size_t ui) {
         return only.empty() ||
                std::find(only.begin(), only.end(), static_cast<int>(ui)) != only.end();
@@ -329,10 +343,7 @@ IngestResult StateCache::ingest_units(int64_t document_id, const std::vector<int
     std::vector<size_t> resume(us.size());
     int64_t to_do = 0;
     for (size_t ui = 0; ui < us.size(); ++ui) {
-        size_t r = 0;
-        while (r < us[ui].chunks.size() &&
-               project_.has_state(ids[ui][r], fingerprint_hex_, StateKind::AttentionRows))
-            ++r;
+        const size_t r = stored_prefix(ids[ui]);
         resume[ui] = r; // a unit not wanted: its chunks stored, for the progress count
         if (wanted(ui) && r < us[ui].chunks.size()) {
             to_do += us[ui].n_tokens() - us[ui].chunks[r].token_begin;

@@ -100,11 +100,19 @@ public:
                         const std::function<void(const IngestProgress&)>& progress = {});
     /// The same for one unit (0-based, of units()) of the document: what an answer computes of
     /// a section it chose whose states are missing, leaving the sections it did not choose as
-    /// they are. Throws std::out_of_range for a unit the document does not have, and what
+    /// they are. The result's tokens, chunks, units and bytes_stored are the whole document's;
+    /// tokens_computed, chunks_reused and recomputed_units this unit's. Progress counts the
+    /// document's stored chunks (chunk of chunks) and this unit's tokens (tokens_done of
+    /// tokens_to_do). Throws std::out_of_range for a unit the document does not have, and what
     /// ingest() throws.
     IngestResult ingest_unit(int64_t document_id, int unit, Session& scratch,
                              const std::atomic<bool>* cancel = nullptr,
                              const std::function<void(const IngestProgress&)>& progress = {});
+
+    /// Tokens of a unit (from units(): the unit and its chunks' row ids) that ingest_unit would
+    /// compute: those after its chunks with a stored state, from the database alone (no blob
+    /// is read; a stored blob found unusable then adds its chunks).
+    int64_t tokens_to_compute(const DocumentUnit& unit, const std::vector<int64_t>& chunk_ids);
 
     /// Keep these chunks' states from eviction while this cache lives (the units an answer is
     /// being assembled from).
@@ -142,6 +150,8 @@ public:
                                                    std::string* damaged = nullptr);
 
 private:
+    /// The unit's chunks, from the first, that have a stored state (chunk row ids in order).
+    size_t stored_prefix(const std::vector<int64_t>& chunk_ids);
     /// ingest() of the units `only` names (all when it is empty).
     IngestResult ingest_units(int64_t document_id, const std::vector<int>& only, Session& scratch,
                               const std::atomic<bool>* cancel,

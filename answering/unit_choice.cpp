@@ -79,4 +79,21 @@ UnitChoice choose_units(const std::vector<UnitCandidate>& candidates, int64_t bu
     return out;
 }
 
+std::string sections_text(const std::vector<ChosenUnit>& units,
+                          const std::function<std::string(int64_t)>& label) {
+    std::string s;
+    for (size_t i = 0; i < units.size();) {
+        size_t j = i;
+        while (j < units.size() && units[j].document_id == units[i].document_id)
+            ++j;
+        s += (i == 0 ? "" : ", ") + label(units[i].document_id) +
+             (j - i == 1 ? " (section " : " (sections ");
+        for (size_t k = i; k < j; ++k)
+            s += (k == i ? "" : ", ") + std::to_string(units[k].unit + 1);
+        s += ")";
+        i = j;
+    }
+    return s;
+}
+
 } // namespace spanscope

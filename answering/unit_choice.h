@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace spanscope {
@@ -30,6 +32,12 @@ struct ChosenUnit : UnitCandidate {
     int rank = 0;     ///< 1-based place in the fused ranking; 0 when everything fit (no ranking)
     double fused = 0; ///< reciprocal-rank-fusion score (0 when unranked)
 };
+
+/// Units in words, grouped by document in the order given (a document's units are contiguous
+/// there), numbered from 1 as users see them: "LABEL (sections 1, 3), LABEL2 (section 2)";
+/// `label` names a document by its id.
+std::string sections_text(const std::vector<ChosenUnit>& units,
+                          const std::function<std::string(int64_t)>& label);
 
 struct UnitChoice {
     std::vector<ChosenUnit> chosen; ///< in candidate order

@@ -26,8 +26,9 @@ bool holds_version1_memory_defaults(const QSettings& s) {
 
 QString AppSettings::model_failure_advice() const {
     if (!model_override.isEmpty())
-        return QStringLiteral("This run's --model chose it: give another file, or start without "
-                              "--model to use the model chosen in File ▸ Settings.");
+        return QStringLiteral("This run's --model chose it: choose another model file in File ▸ "
+                              "Settings (it replaces --model at once), or start without --model "
+                              "to use the one chosen there.");
     if (!model_path.isEmpty())
         return QStringLiteral("Choose another model file in File ▸ Settings.");
     if (!qEnvironmentVariableIsEmpty("SPANSCOPE_MODEL"))

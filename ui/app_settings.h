@@ -22,8 +22,9 @@ struct AppSettings {
         return model_override.isEmpty() ? model_path : model_override;
     }
     /// What the user can do when effective_model() cannot be loaded, in one sentence: another
-    /// --model or none (an override), another file in Settings (a chosen file), or another
-    /// file or the default model installed (the default location).
+    /// file in Settings or no --model (an override), another file in Settings (a chosen
+    /// file), another $SPANSCOPE_MODEL or none (the variable chose it), or another file or the
+    /// default model installed again (the default location).
     QString model_failure_advice() const;
     int threads = 0; ///< engine threads; 0: all cores
     /// Where the forward pass runs: "cpu" or "cuda" (backend.h); a backend that cannot run

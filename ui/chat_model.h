@@ -44,7 +44,8 @@ public:
     bool streaming() const;
     const QList<MessageRow>& messages() const { return rows_; }
     /// The answer just finished was saved as `message_id` (sekv: with a zoom trace; what full
-    /// would hold for its SEKV layers).
+    /// would hold for its SEKV layers), made by the model `model_id` (model_identity_hex),
+    /// shown to the user as `model_shown` (its file name).
     void set_last_answer_saved(qint64 message_id, bool sekv, qint64 full_kv_bytes = 0,
                                const QString& model_id = {}, const QString& model_shown = {});
     /// Row of a message, or -1.

@@ -137,8 +137,8 @@ void EngineWorker::load_model(const QString& path, int threads, const QString& b
         if (project_)
             open_cache();
     } catch (const std::exception& e) {
+        scratch_.reset(); // the session refers to the model
         model_.reset();
-        scratch_.reset();
         // Whatever failed (missing file, foreign format, unsupported model), the way out
         // depends on where the file was chosen (the advice).
         model_problem_ =

@@ -26,7 +26,7 @@ QString status_text(const DocumentRow& row) {
     case S::Unprefilled:
         return QStringLiteral("not prefilled for this model (it is when asked about)");
     case S::NoModel:
-        return QStringLiteral("stored (no model is loaded)");
+        return QStringLiteral("in the project (no model is loaded)");
     case S::Cancelled:
         return QStringLiteral("cancelled");
     case S::Failed:

@@ -19,9 +19,10 @@ struct DocumentRow {
         Extracting,
         Prefilling,
         Ready,
-        Partial,     ///< some chunks stored (an ingest was interrupted or cancelled)
+        Partial,     ///< some chunks stored (an ingest was interrupted or cancelled, or an
+                     ///< answer computed only the sections it chose)
         Unprefilled, ///< stored, not yet prefilled for the model now loaded
-        NoModel,     ///< stored; no model is loaded, so nothing can be said of its states
+        NoModel,     ///< in the project; no model is loaded, so nothing can be said of its states
         Cancelled,   ///< never read: the ingest was cancelled before this file
         Failed
     };

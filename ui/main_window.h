@@ -168,6 +168,7 @@ private:
     // The model (main_window_model.cpp).
     /// The engine loaded a model (EngineWorker::model_loaded): the label with what a token
     /// costs it; after a switch, the status says so and forgets the other model's figures.
+    /// model_id and model_file are kept: an answer that records another model is that model's.
     void on_model_loaded(const QString& description, qint64 kv_bytes_per_token,
                          qint64 kv_bytes_per_token_global, qint64 window, const QString& model_id,
                          const QString& model_file);

@@ -88,7 +88,8 @@ void MainWindow::show_switch_banner() {
         if (row.id <= 0)
             continue;
         ++documents;
-        without += row.status != DocumentRow::Status::Ready ? 1 : 0;
+        // A document an answer read in part (the sections it chose) has states for this model.
+        without += row.status == DocumentRow::Status::Unprefilled ? 1 : 0;
     }
     if (without == 0) {
         if (!switch_banner_.isEmpty() && banner_text() == switch_banner_)
@@ -97,8 +98,8 @@ void MainWindow::show_switch_banner() {
         return;
     }
     switch_banner_ = tr("Switched to %1: %n of the project's %2 document(s) without stored "
-                        "states for this model (read with another model, or not finished): "
-                        "read again with it when a question needs them.",
+                        "states for this model (read with another model): read with it when a "
+                        "question needs them.",
                         nullptr, without)
                          .arg(switch_banner_model_)
                          .arg(documents);

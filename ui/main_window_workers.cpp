@@ -41,6 +41,8 @@ void MainWindow::connect_workers() {
     connect(e, &EngineWorker::model_failed, this, [this](const QString& msg) {
         model_switch_pending_ = false;
         switched_model_.clear();
+        model_id_.clear();
+        model_file_.clear();
         model_label_->setText(tr("No model"));
         model_label_->setToolTip(QString());
         show_banner(msg, true);

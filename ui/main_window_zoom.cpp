@@ -267,6 +267,19 @@ void MainWindow::apply_zoom(bool scroll) {
         update_zoom_bar();
         return;
     }
+    // Another model's answer numbers that model's spans, never the ones shown: not drawn, and
+    // no other document is brought up for it.
+    const int row = chat_.row_of_message(zoom_->message_id());
+    const MessageRow* m = row >= 0 ? &chat_.messages()[row] : nullptr;
+    if (m && !m->model_id.isEmpty() && !model_id_.isEmpty() && m->model_id != model_id_) {
+        document_view_->clear_zoom();
+        pending_scroll_ = false;
+        zoom_label_->setText(tr("This answer was made with the model %1, not the one loaded: its "
+                                "spans are not the ones shown, so its zoom is not drawn.")
+                                 .arg(m->model_shown));
+        zoom_bar_->setVisible(true);
+        return;
+    }
     const auto counts = zoom_->span_counts(step);
     if (scroll && !counts.empty()) {
         // The document of the first span zoomed into is the one to show.
@@ -280,22 +293,12 @@ void MainWindow::apply_zoom(bool scroll) {
             return;
         }
     }
-    // The answer's sections must hold the spans shown: a trace made by another model, or under
-    // other SEKV settings (another budget, say), numbers another segmentation, and is not drawn
-    // onto this one.
-    const int row = chat_.row_of_message(zoom_->message_id());
-    const MessageRow* m = row >= 0 ? &chat_.messages()[row] : nullptr;
-    const bool other_model =
-        m && !m->model_id.isEmpty() && !model_id_.isEmpty() && m->model_id != model_id_;
-    if (other_model || !zoom_fits_spans(*zoom_)) {
+    // The answer's sections must hold the spans shown: a trace made under other SEKV settings
+    // (another budget, say) numbers another segmentation, and is not drawn onto this one.
+    if (!zoom_fits_spans(*zoom_)) {
         document_view_->clear_zoom();
-        if (other_model)
-            zoom_label_->setText(tr("This answer was made with the model %1, not the one loaded: "
-                                    "its spans are not the ones shown, so its zoom is not drawn.")
-                                     .arg(m->model_shown));
-        else
-            zoom_label_->setText(tr("This answer was made with other SEKV settings: its spans "
-                                    "are not the ones shown, so its zoom is not drawn."));
+        zoom_label_->setText(tr("This answer was made with other SEKV settings: its spans are "
+                                "not the ones shown, so its zoom is not drawn."));
         zoom_bar_->setVisible(true);
         return;
     }

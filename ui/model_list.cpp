@@ -16,6 +16,8 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include <algorithm>
+
 namespace spanscope::gui {
 
 namespace {
@@ -94,7 +96,7 @@ QVariant ModelListModel::data(const QModelIndex& index, int role) const {
             if (s.n_attention_layers > 0)
                 return tr("every one of its %1 layers keeps every token: the cost per token "
                           "holds at any length")
-                    .arg(s.n_attention_layers);
+                    .arg(s.n_layer);
             return {};
         default:
             return {};
@@ -219,32 +221,28 @@ ModelList::ModelList(const QString& chosen, const QStringList& files, QWidget* p
     } else {
         rows << new_row(q(where.path), true);
     }
+    auto listed_already = [&rows](const QFileInfo& f) {
+        return std::any_of(rows.begin(), rows.end(), [&f](const ModelRow& r) {
+            return !r.path.isEmpty() && QFileInfo(r.path) == f;
+        });
+    };
     // The model files installed beside the default one (the set-up puts SmolLM2 there): listed
     // whenever they are there.
     for (const auto& dir : xdg_data_dirs()) {
         const QDir models(q(dir + "/spanscope/models"));
         for (const QFileInfo& f :
-             models.entryInfoList({QStringLiteral("*.gguf")}, QDir::Files, QDir::Name)) {
-            bool listed_already = false;
-            for (const ModelRow& r : rows)
-                listed_already = listed_already || (!r.path.isEmpty() && QFileInfo(r.path) == f);
-            if (!listed_already) {
+             models.entryInfoList({QStringLiteral("*.gguf")}, QDir::Files, QDir::Name))
+            if (!listed_already(f)) {
                 rows << new_row(f.absoluteFilePath(), false);
                 rows.back().installed = true;
             }
-        }
     }
     QStringList listed = files;
     if (!chosen.isEmpty() && !listed.contains(chosen))
         listed << chosen;
-    for (const QString& f : listed) {
-        bool listed_already = f.isEmpty();
-        for (const ModelRow& r : rows)
-            listed_already =
-                listed_already || (!r.path.isEmpty() && QFileInfo(r.path) == QFileInfo(f));
-        if (!listed_already)
+    for (const QString& f : listed)
+        if (!f.isEmpty() && !listed_already(QFileInfo(f)))
             rows << new_row(f, false);
-    }
     model_->set_rows(rows);
 
     view_ = new QTableView;
@@ -268,7 +266,7 @@ ModelList::ModelList(const QString& chosen, const QStringList& files, QWidget* p
     remove_ = new QPushButton(tr("Remove"));
     remove_->setObjectName(QStringLiteral("modelRemove"));
     remove_->setToolTip(tr("Remove the selected file from the list (the file stays on disk; "
-                           "the default model cannot be removed)"));
+                           "the default model and the installed ones cannot be removed)"));
     connect(add_, &QPushButton::clicked, this, [this] {
         const QString dir = model_->row(0).path.isEmpty()
                                 ? QString()

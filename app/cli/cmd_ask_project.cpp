@@ -52,10 +52,12 @@ int ask_project(const AskOptions& o) {
         const int64_t id = project->add_document(path, doc);
         std::cerr << path << ": document " << id << "\n";
         const auto t = std::chrono::steady_clock::now();
-        if (cache.ingest(id, scratch, &g_interrupted, print_ingest_progress).tokens_computed > 0)
+        if (cache.ingest(id, scratch, &g_interrupted, print_ingest_progress).tokens_computed > 0) {
             q.computed_now.push_back(id);
-        q.compute_ms_before +=
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+            q.compute_ms_before +=
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t)
+                    .count();
+        }
         end_progress_line();
         q.document_ids.push_back(id);
     }

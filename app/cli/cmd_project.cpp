@@ -66,10 +66,11 @@ int run_project(const ProjectOptions& o) {
         const bool unread = std::any_of(docs.begin(), docs.end(), [](const nlohmann::json& d) {
             return d["chunks"].is_null();
         });
-        if (model) {
+        if (model && !docs.empty()) {
             // The counts are one model's: its tokenizer and its stored states.
-            const std::string name =
-                model->info().name.empty() ? model->path() : model->info().name;
+            const std::string name = model->info().name.empty()
+                                         ? std::filesystem::path(model->path()).filename().string()
+                                         : model->info().name;
             std::cerr << "tokens and chunks as " << name << " (" << model->path()
                       << ") reads them; --model names another model\n";
             if (unread)

@@ -78,6 +78,19 @@ private:
         auto* view = w.findChild<QTableView*>(QStringLiteral("modelList"));
         return view ? qobject_cast<ModelListModel*>(view->model()) : nullptr;
     }
+    /// The dialog's model list, its rows, its view and its Remove button.
+    struct ListParts {
+        ModelList* list;
+        ModelListModel* model;
+        QTableView* view;
+        QPushButton* remove;
+        bool found() const { return list && model && view && remove; }
+    };
+    static ListParts list_parts(SettingsDialog& d) {
+        return {d.findChild<ModelList*>(), list_model(d),
+                d.findChild<QTableView*>(QStringLiteral("modelList")),
+                d.findChild<QPushButton*>(QStringLiteral("modelRemove"))};
+    }
     QTemporaryDir dir_;
     QString gemma_, gemma_other_, llama_, phi3_, junk_, template_;
     QString models_dir_;              ///< the models folder of the test's XDG data directory
@@ -204,11 +217,9 @@ void GuiModelList::unusableFilesCannotBeChosen() {
     s.model_path = llama_;
     s.model_files = {llama_};
     SettingsDialog dialog(s);
-    auto* list = dialog.findChild<ModelList*>();
-    ModelListModel* m = list_model(dialog);
-    auto* view = dialog.findChild<QTableView*>(QStringLiteral("modelList"));
-    auto* remove = dialog.findChild<QPushButton*>(QStringLiteral("modelRemove"));
-    QVERIFY(list && m && view && remove);
+    const ListParts parts = list_parts(dialog);
+    QVERIFY(parts.found());
+    auto [list, m, view, remove] = parts;
     QVERIFY(wait_described(list));
 
     const int r = list->add_file(phi3_);
@@ -545,13 +556,14 @@ void GuiModelList::aModelThatFailsSaysWhyAndWhatToDo() {
 void GuiModelList::installedFilesAreListed() {
     const QString installed = QDir(models_dir_).filePath(QStringLiteral("extra-llama.gguf"));
     QVERIFY(QFile::copy(llama_, installed));
+    // Gone again whatever the test's outcome: the other tests list the folder too.
+    const std::unique_ptr<const QString, void (*)(const QString*)> remove_after(
+        &installed, [](const QString* f) { QFile::remove(*f); });
     AppSettings s;
     SettingsDialog dialog(s);
-    auto* list = dialog.findChild<ModelList*>();
-    ModelListModel* m = list_model(dialog);
-    auto* view = dialog.findChild<QTableView*>(QStringLiteral("modelList"));
-    auto* remove = dialog.findChild<QPushButton*>(QStringLiteral("modelRemove"));
-    QVERIFY(list && m && view && remove);
+    const ListParts parts = list_parts(dialog);
+    QVERIFY(parts.found());
+    auto [list, m, view, remove] = parts;
     QVERIFY(wait_described(list));
     QCOMPARE(m->rowCount(), 2);
     QVERIFY(m->row(0).is_default);
@@ -579,7 +591,6 @@ void GuiModelList::installedFilesAreListed() {
     // Added by hand as well, it is listed once.
     QCOMPARE(list->add_file(installed), 1);
     QCOMPARE(m->rowCount(), 2);
-    QVERIFY(QFile::remove(installed));
 }
 
 QTEST_MAIN(GuiModelList)

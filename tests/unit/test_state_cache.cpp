@@ -54,6 +54,15 @@ protected:
     std::unique_ptr<Project> project(const std::string& name) {
         return Project::open(dir_ + "/" + name + ".spanscope", true);
     }
+    /// A project holding `text` ingested whole, without interruption: the reference blobs.
+    std::unique_ptr<Project> ingested_whole(const std::string& name, const std::string& text) {
+        auto p = project(name);
+        const auto id = p->add_document("/d.txt", text_document(text));
+        StateCache cache(*p, *model_, chunking_);
+        Session s(*model_, options_);
+        cache.ingest(id, s);
+        return p;
+    }
     TinyGemma3Config config_;
     std::string dir_;
     std::unique_ptr<Model> model_;
@@ -104,13 +113,7 @@ TEST_F(StateCacheTest, RestoredUnitGivesTheColdLogitsExactly) {
 
 TEST_F(StateCacheTest, ResumedIngestEqualsAnUninterruptedOne) {
     const std::string text = sample_prose(2, 2250);
-    auto a = project("a");
-    const auto ida = a->add_document("/d.txt", text_document(text));
-    {
-        StateCache cache(*a, *model_, chunking_);
-        Session s(*model_, options_);
-        cache.ingest(ida, s);
-    }
+    auto a = ingested_whole("a", text);
     auto b = project("b");
     const auto idb = b->add_document("/d.txt", text_document(text));
     StateCache cache(*b, *model_, chunking_);
@@ -604,13 +607,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, HybridStateCache, ::testing::Values(false, true)
 TEST_F(StateCacheTest, OneSectionIsIngestedAloneAndTheRestLater) {
     chunking_.max_unit_tokens = 300;
     const auto text = sample_prose(4, 1200);
-    auto whole = project("whole");
-    const auto wid = whole->add_document("/d.txt", text_document(text));
-    {
-        StateCache cache(*whole, *model_, chunking_);
-        Session s(*model_, options_);
-        cache.ingest(wid, s);
-    }
+    auto whole = ingested_whole("whole", text);
     auto p = project("p");
     const auto id = p->add_document("/d.txt", text_document(text));
     StateCache cache(*p, *model_, chunking_);
@@ -628,6 +625,12 @@ TEST_F(StateCacheTest, OneSectionIsIngestedAloneAndTheRestLater) {
     EXPECT_EQ(seen.back().unit, 1);
     EXPECT_EQ(seen.back().tokens_done, units[1].n_tokens());
     EXPECT_EQ(seen.back().tokens_to_do, units[1].n_tokens());
+    EXPECT_EQ(seen.back().chunk, static_cast<int64_t>(units[1].chunks.size()))
+        << "the document's stored chunks";
+    std::vector<std::vector<int64_t>> chunk_ids;
+    cache.units(id, &chunk_ids);
+    EXPECT_EQ(cache.tokens_to_compute(units[0], chunk_ids[0]), units[0].n_tokens());
+    EXPECT_EQ(cache.tokens_to_compute(units[1], chunk_ids[1]), 0);
     EXPECT_NO_THROW(cache.load_unit(id, 1));
     EXPECT_THROW(cache.load_unit(id, 0), StateError);
     const auto rest = cache.ingest(id, s);

@@ -240,6 +240,15 @@ protected:
         return ask_project(p, *model_, cache, scratch, so, q);
     }
 
+    /// Two documents, the second holding the question's rare word once: [first, second].
+    static std::vector<int64_t> two_documents(Project& p) {
+        const std::string rare = "Zeppelin, zeppelin: a silver zeppelin drifts.\n\n";
+        const auto d1 = p.add_document("/one.txt", text_document(sample_prose(11, 2500)));
+        const auto d2 = p.add_document(
+            "/two.txt", text_document(sample_prose(21, 1500) + rare + sample_prose(22, 1500)));
+        return {d1, d2};
+    }
+
     std::string dir_, question_ = "Where does the zeppelin drift?";
     std::unique_ptr<Model> model_;
     ChunkingOptions chunking_;
@@ -341,11 +350,19 @@ TEST_F(RankedAnswer, TheSectionWithTheRareWordIsUsedInTheUsersDocumentOrder) {
     EXPECT_EQ(a.stats["ranking"], "bm25");
     EXPECT_EQ(a.stats["ranking_query_tokens"], 0) << "no SEKV summaries: no forward pass";
     ASSERT_FALSE(a.notes.empty());
-    EXPECT_NE(a.notes[0].find("of " + std::to_string(units) + " sections ("), std::string::npos)
+    EXPECT_NE(a.notes[0].find("of " + std::to_string(units) + " sections, those ranked"),
+              std::string::npos)
         << a.notes[0];
-    // The note names the sections used by their documents' names: the rare word's among them.
-    const auto rare_doc = p->document(rare_units.begin()->first)->name;
-    EXPECT_NE(a.notes[0].find(rare_doc + " section"), std::string::npos) << a.notes[0];
+    // The note names the sections used by their documents' names: the rare word's among them,
+    // with its number as users count (from 1).
+    const auto& rare_unit = *rare_units.begin();
+    const auto named = a.notes[0].find(p->document(rare_unit.first)->name + " (section");
+    ASSERT_NE(named, std::string::npos) << a.notes[0];
+    const auto close = a.notes[0].find(')', named);
+    const auto listed = a.notes[0].substr(named, close - named);
+    EXPECT_NE((listed + ",").find(" " + std::to_string(rare_unit.second + 1) + ","),
+              std::string::npos)
+        << a.notes[0];
     const auto text = units_used_text(a);
     EXPECT_EQ(text.rfind(std::to_string(a.units) + " of " + std::to_string(units) +
                              " sections used: document ",
@@ -385,11 +402,7 @@ TEST_F(RankedAnswer, TheSectionWithTheRareWordIsUsedInTheUsersDocumentOrder) {
 // FTS5's table-wide statistics every word would be counted in both chunkings' rows.
 TEST_F(RankedAnswer, AnotherChunkingOfTheDocumentsLeavesTheRankingAsItWas) {
     auto p = Project::open(dir_ + "/p.spanscope", true);
-    const std::string rare = "Zeppelin, zeppelin: a silver zeppelin drifts.\n\n";
-    const auto d1 = p->add_document("/one.txt", text_document(sample_prose(11, 2500)));
-    const auto d2 = p->add_document(
-        "/two.txt", text_document(sample_prose(21, 1500) + rare + sample_prose(22, 1500)));
-    const std::vector<int64_t> order{d1, d2};
+    const std::vector<int64_t> order = two_documents(*p);
     const auto before = ask(*p, order, full_);
     ASSERT_EQ(before.ranking, "bm25");
     ASSERT_GT(before.units_left_out, 0);
@@ -418,11 +431,8 @@ TEST_F(RankedAnswer, AnotherChunkingOfTheDocumentsLeavesTheRankingAsItWas) {
 // them. Its prefill rate is over every prompt token it computed, the sections' included.
 TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
     auto p = Project::open(dir_ + "/p.spanscope", true);
-    const std::string rare = "Zeppelin, zeppelin: a silver zeppelin drifts.\n\n";
-    const auto d1 = p->add_document("/one.txt", text_document(sample_prose(11, 2500)));
-    const auto d2 = p->add_document(
-        "/two.txt", text_document(sample_prose(21, 1500) + rare + sample_prose(22, 1500)));
-    const std::vector<int64_t> order{d1, d2};
+    const std::vector<int64_t> order = two_documents(*p);
+    const int64_t d1 = order[0], d2 = order[1];
     StateCache cache(*p, *model_, chunking_);
     std::map<std::pair<int64_t, int>, int64_t> chunks_of; // (document, unit) → chunks
     for (const auto id : order)
@@ -459,4 +469,5 @@ TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
     const auto again = ask(*p, order, full_);
     EXPECT_EQ(again.units_recomputed, 0);
     EXPECT_EQ(again.answer.stats.tokens_reused, used_tokens);
+    EXPECT_EQ(again.answer.stats.tokens_computed, std::ssize(question));
 }
