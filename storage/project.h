@@ -133,13 +133,14 @@ public:
     // Full-text search -----------------------------------------------------------------------
     /// The units of `document_ids` chunked under `key` whose text contains any word of
     /// `question` (fts_match_expression), most relevant first: ascending Okapi BM25 (Robertson &
-    /// Zaragoza 2009) as FTS5's bm25() computes it (k1 = 1.2, b = 0.75, negated), but with the
-    /// collection statistics (units, mean length, units holding each word) of this chunking's
-    /// units alone — a document chunked for two models is one document, not two — ties by
-    /// document id and unit. The index holds each unit's text under the porter stemmer and
-    /// unicode61 folding (case, diacritics). A question without words returns nothing; no
-    /// question raises an SQL error. Throws DbError when SQLite's FTS5 cannot take the ranking
-    /// function, ProjectError when the index's row sizes are damaged.
+    /// Zaragoza 2009) with FTS5's bm25() constants (k1 = 1.2, b = 0.75, negated) and Lucene's
+    /// idf, ln(1 + (N - n + 0.5) / (n + 0.5)) (FTS5's gives a word held by half the units or
+    /// more no weight), with the collection statistics (units N, mean length, units n holding
+    /// each word) of this chunking's units alone — a document chunked for two models is one
+    /// document, not two — ties by document id and unit. The index holds each unit's text under the
+    /// porter stemmer and unicode61 folding (case, diacritics). A question without words returns
+    /// nothing; no question raises an SQL error. Throws DbError when SQLite's FTS5 cannot take the
+    /// ranking function, ProjectError when the index's row sizes are damaged.
     std::vector<UnitMatch> search_units(const std::vector<int64_t>& document_ids,
                                         const std::string& key, const std::string& question);
 

@@ -117,9 +117,12 @@ int64_t first_varint(const std::vector<uint8_t>& b) {
 }
 
 // unit_bm25(unit_text, N, avgdl, hits): Okapi BM25 (Robertson & Zaragoza 2009) of the row for
-// the query's phrases, with FTS5's own bm25() constants and rules (k1 = 1.2, b = 0.75,
-// idf = ln((N - n + 0.5) / (n + 0.5)) raised to 1e-6 where it is not positive, the result
-// negated so that lower is more relevant) — but the collection statistics come from the caller:
+// the query's phrases, with FTS5's bm25() constants (k1 = 1.2, b = 0.75, the result negated so
+// that lower is more relevant) and Lucene's idf, ln(1 + (N - n + 0.5) / (n + 0.5)) (Lucene's
+// BM25Similarity): FTS5's ln((N - n + 0.5) / (n + 0.5)), raised to 1e-6 where it is not
+// positive, gives a word held by half the rows or more no weight — with a project's few
+// sections (three, say) every word of the question but the rarest, the document's own name
+// among them. The collection statistics come from the caller:
 // N rows, avgdl tokens per row, and `hits`, a blob of one int64 per phrase (in query order): the
 // rows holding it. FTS5's bm25() takes them from the whole table; the caller gives those of one
 // chunking, so that a document chunked for two models does not count twice.
@@ -155,10 +158,8 @@ void unit_bm25(const Fts5ExtensionApi* api, Fts5Context* fts, sqlite3_context* c
     for (int i = 0; i < phrases; ++i) {
         int64_t n = 0;
         std::memcpy(&n, hits + sizeof(int64_t) * static_cast<size_t>(i), sizeof n);
-        double idf =
-            std::log((rows - static_cast<double>(n) + 0.5) / (static_cast<double>(n) + 0.5));
-        if (idf <= 0.0)
-            idf = 1e-6;
+        const double idf =
+            std::log1p((rows - static_cast<double>(n) + 0.5) / (static_cast<double>(n) + 0.5));
         const double f = tf[static_cast<size_t>(i)];
         score += idf * (f * (k1 + 1.0)) / (f + k1 * (1.0 - b + b * dl / avgdl));
     }

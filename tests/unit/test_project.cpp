@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -391,10 +392,13 @@ TEST_F(ProjectTest, UnitSearchFindsTheSectionsThatHoldTheQuestionsWords) {
     EXPECT_TRUE(p->search_units({a, b}, "key", "lighthouse bell pears").empty());
 }
 
-// The section ranking is Okapi BM25 over one chunking's units. Reference: SQLite's own FTS5
-// bm25() on the same rows while they are the whole index. A second chunking of the same
-// documents (another model read them) leaves the first chunking's scores as they were, where
-// bm25()'s table-wide statistics see every word twice and lose the rare one's weight.
+// The section ranking is Okapi BM25 over one chunking's units, with Lucene's idf. Reference:
+// SQLite's own FTS5 bm25() on the same rows while they are the whole index, one word at a time:
+// a word's bm25() is FTS5's idf times its length-normalised term part, so the part is bm25()
+// over FTS5's idf (ln((N - n + 0.5) / (n + 0.5)), 1e-6 where not positive), and the reference
+// sums it times Lucene's idf (ln(1 + (N - n + 0.5) / (n + 0.5))), n counted by MATCH. A second
+// chunking of the same documents (another model read them) leaves the first chunking's scores
+// as they were, where bm25()'s table-wide statistics see every word twice.
 TEST_F(ProjectTest, UnitRankingCountsOneChunkingsUnitsOnly) {
     auto p = Project::open(dir_ + "/p.spanscope", true);
     const std::string ta = "The licence grants rights to copy and modify the program.\n\n"
@@ -410,25 +414,42 @@ TEST_F(ProjectTest, UnitRankingCountsOneChunkingsUnitsOnly) {
         p->insert_chunks(a, "one", {text_unit(0, 0, pa), text_unit(1, pa, std::ssize(ta))}));
     ASSERT_TRUE(p->insert_chunks(b, "one", {text_unit(0, 0, std::ssize(tb))}));
     ASSERT_TRUE(p->insert_chunks(c, "one", {text_unit(0, 0, std::ssize(tc))}));
+    // "licence" is in 2 of the 4 units: FTS5's idf gives it no weight, Lucene's some.
     const std::string question = "What does the licence say about trademarks?";
-    auto fts5_bm25 = [&] {
+    auto fts5_bm25 = [&](const std::string& words) {
         std::map<std::pair<int64_t, int>, double> out;
         auto q = p->db().prepare(
             "SELECT c.document_id, c.unit, bm25(unit_text) FROM unit_text JOIN chunks AS c ON "
             "c.id = unit_text.rowid WHERE unit_text MATCH ? AND c.chunking = 'one'");
-        q.bind(1, fts_match_expression(question));
+        q.bind(1, fts_match_expression(words));
         while (q.step())
             out[{q.int64(0), static_cast<int>(q.int64(1))}] = q.real(2);
         return out;
     };
-    const auto reference = fts5_bm25();
+    const double units = 4; // a's two, b's, c's
+    std::map<std::pair<int64_t, int>, double> reference;
+    for (const char* w : {"What", "does", "the", "licence", "say", "about", "trademarks"}) {
+        const auto per_unit = fts5_bm25(w);
+        const double n = static_cast<double>(per_unit.size());
+        double fts5_idf = std::log((units - n + 0.5) / (n + 0.5));
+        if (fts5_idf <= 0)
+            fts5_idf = 1e-6;
+        const double idf = std::log(1.0 + (units - n + 0.5) / (n + 0.5));
+        // score = -fts5_idf × part, both negated: the reference is -idf × part.
+        for (const auto& [unit, score] : per_unit)
+            reference[unit] += idf * score / fts5_idf;
+    }
     const auto before = p->search_units({a, b, c}, "one", question);
     ASSERT_EQ(before.size(), reference.size());
     for (const auto& m : before)
-        EXPECT_NEAR(m.bm25, reference.at({m.document_id, m.unit}), 1e-12)
+        EXPECT_NEAR(m.bm25, reference.at({m.document_id, m.unit}), 1e-9)
             << m.document_id << ":" << m.unit;
     ASSERT_FALSE(before.empty());
     EXPECT_EQ(before[0].document_id, b) << "the section about trademarks first";
+    // The word in half the units counts: the unit that has only it scores, unlike bm25()'s.
+    const auto licence_only = fts5_bm25("licence");
+    ASSERT_EQ(licence_only.size(), 2u);
+    EXPECT_GT(std::abs(reference.at({a, 0})), 1e3 * std::abs(fts5_bm25(question).at({a, 0})));
 
     // Another model's chunking of the same documents: the index holds each text twice.
     ASSERT_TRUE(p->insert_chunks(a, "two", {text_unit(0, 0, std::ssize(ta))}));
@@ -443,7 +464,7 @@ TEST_F(ProjectTest, UnitRankingCountsOneChunkingsUnitsOnly) {
         EXPECT_EQ(after[i].bm25, before[i].bm25) << i;
     }
     // bm25() itself now counts both chunkings' rows (the fault the ranking avoids).
-    EXPECT_NE(fts5_bm25().at({b, 0}), reference.at({b, 0}));
+    EXPECT_NE(fts5_bm25(question).at({b, 0}), reference.at({b, 0}));
     const auto two = p->search_units({a, b, c}, "two", question);
     ASSERT_FALSE(two.empty());
     EXPECT_EQ(two[0].document_id, b);
