@@ -128,10 +128,23 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
     // Sections without stored states are computed first, each alone (ingest_unit); the
     // progress spans them all: tokens done and to do, and the time left, are the answer's.
     int64_t to_compute = 0, computed = 0;
+    int sections_to_compute = 0;
     for (const auto& c : a.chosen) {
         const size_t d = doc_index(c.document_id);
         const auto u = static_cast<size_t>(c.unit);
-        to_compute += cache.tokens_to_compute(docs[d].second[u], chunk_ids[d][u]);
+        const int64_t n = cache.tokens_to_compute(docs[d].second[u], chunk_ids[d][u]);
+        to_compute += n;
+        sections_to_compute += n > 0;
+    }
+    if (sections_to_compute > 0) {
+        // Why the first token waits: said before the wait, not found out after it.
+        notes.push_back(std::to_string(sections_to_compute) + " of the " +
+                        std::to_string(a.chosen.size()) +
+                        " sections used have no stored states for this model (read with "
+                        "another model, evicted, or never finished): computing their " +
+                        std::to_string(to_compute) + " tokens first");
+        if (hooks.on_note)
+            hooks.on_note(notes.back());
     }
     std::function<void(const IngestProgress&)> progress;
     if (hooks.on_ingest_progress)

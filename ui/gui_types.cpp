@@ -35,9 +35,20 @@ QString status_text(const DocumentRow& row) {
     return {};
 }
 
+QString stop_reason_text(const QString& stop_reason, qint64 generated_tokens) {
+    if (stop_reason == QLatin1String("stopped"))
+        return QStringLiteral(" · stopped");
+    if (stop_reason == QLatin1String("max_tokens"))
+        return QStringLiteral(" · cut at the longest answer, %1 tokens (Settings)")
+            .arg(QLocale().toString(generated_tokens));
+    if (stop_reason == QLatin1String("context_full"))
+        return QStringLiteral(" · the context window is full");
+    return {};
+}
+
 QString history_note_text(const QString& before, const QString& after) {
-    return QStringLiteral("Continued with %1: the turns above, answered by %2, are not sent to it "
-                          "as history.")
+    return QStringLiteral("Continued with %1: none of the turns above is sent to it as history "
+                          "(the last were answered by %2).")
         .arg(after, before);
 }
 

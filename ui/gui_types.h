@@ -70,8 +70,8 @@ struct MessageRow {
 };
 
 /// The chat view's note where a chat continued under another model starts its history afresh
-/// (answering/chat_history.h): "Continued with AFTER: the turns above, answered by BEFORE, are
-/// not sent to it as history." (model file names).
+/// (answering/chat_history.h): "Continued with AFTER: none of the turns above is sent to it as
+/// history (the last were answered by BEFORE)." (model file names).
 QString history_note_text(const QString& before, const QString& after);
 
 /// The statistics of one answer, for the status bar and the chat.
@@ -117,6 +117,7 @@ struct AnswerStats {
     QString ranking;    ///< how they were ranked ("bm25", "bm25+sekv"); empty: all fitted
     QString state_init; ///< hybrid models: the recurrent layers' initialiser; empty: none
 };
+
 /// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:
 /// fast tier 31 % of full, 4.2 spans expanded per token, trained router" (the router when
 /// known; ", two-stage routing (4 candidates per expanded span)" after it when the answer used
@@ -124,6 +125,11 @@ struct AnswerStats {
 /// of rows, sliding 4 %)", and when sections were left out " · 2 of 8 sections used (bm25)", and
 /// for a hybrid model " · recurrent state: single-block".
 QString stats_text(const AnswerStats& s);
+/// Why an answer ended, after its statistics, where the user would not see it from the text:
+/// " · stopped" (the user stopped it), " · cut at the longest answer, N tokens (Settings)"
+/// (max_tokens), " · the context window is full" (context_full); empty for the model's own end
+/// (eog) and anything else.
+QString stop_reason_text(const QString& stop_reason, qint64 generated_tokens);
 
 struct GenerationSettings {
     int max_tokens = 128;

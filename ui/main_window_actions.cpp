@@ -91,6 +91,7 @@ void MainWindow::on_send() {
     }
     input_->clear();
     answering_ = true;
+    answer_notes_.clear();
     answer_started_ = false;
     const quint64 serial = ++ask_serial_;
     chat_.begin_exchange(question, ingesting() ? tr("waiting for the documents being added…")
@@ -250,10 +251,9 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
     end_live_zoom(/*restore=*/!(s.message_id > 0 && s.policy == QLatin1String("sekv")));
     hide_progress_unless_ingesting();
     chat_.set_chat_id(s.chat_id);
-    QString details =
-        s.stop_reason == "stopped" && s.generated_tokens == 0 && s.ttft_ms == 0
-            ? tr("stopped before the answer began")
-            : stats_text(s) + (s.stop_reason == "stopped" ? tr(" · stopped") : QString());
+    QString details = s.stop_reason == "stopped" && s.generated_tokens == 0 && s.ttft_ms == 0
+                          ? tr("stopped before the answer began")
+                          : stats_text(s) + stop_reason_text(s.stop_reason, s.generated_tokens);
     chat_.finish_answer(s.text, details);
     if (s.message_id > 0) {
         chat_.set_last_answer_saved(s.message_id, s.policy == QLatin1String("sekv"),

@@ -134,7 +134,11 @@ void MainWindow::connect_workers() {
     connect(e, &EngineWorker::answer_finished, this, &MainWindow::on_answer_finished);
     connect(e, &EngineWorker::answer_failed, this, &MainWindow::on_answer_failed);
     connect(e, &EngineWorker::document_spans, this, &MainWindow::on_document_spans);
-    connect(e, &EngineWorker::note, this, [this](const QString& t) { show_banner(t, false); });
+    // An answer's notes (sections left out, sections computed first) are shown together.
+    connect(e, &EngineWorker::note, this, [this](const QString& t) {
+        answer_notes_ << t;
+        show_banner(answer_notes_.join(QLatin1Char('\n')), false);
+    });
     connect(e, &EngineWorker::error, this, [this](const QString& t) { show_banner(t, true); });
 
     auto* s = store_;

@@ -104,10 +104,7 @@ QString message_details(const std::string& stats_json) {
     if (!j.contains("ttft_ms"))
         return reason == "stopped" ? QStringLiteral("stopped before the answer began") : QString();
     const AnswerStats s = answer_stats_from_json(j);
-    QString line = stats_text(s);
-    if (reason == "stopped")
-        line += QStringLiteral(" · stopped");
-    return line;
+    return stats_text(s) + stop_reason_text(reason, s.generated_tokens);
 }
 
 QString message_policy(const std::string& stats_json, qint64* full_kv_bytes) {

@@ -71,8 +71,8 @@ int run_project(const ProjectOptions& o) {
             const std::string name = model->info().name.empty()
                                          ? std::filesystem::path(model->path()).filename().string()
                                          : model->info().name;
-            std::cerr << "tokens and chunks as " << name << " (" << model->path()
-                      << ") reads them; --model names another model\n";
+            std::cerr << "token and chunk counts of " << name << " (" << model->path()
+                      << "): its tokenizer and its stored states; --model gives another model's\n";
             if (unread)
                 std::cerr << "note: '-': not read by " << name
                           << " yet; `project info` lists the models that read them\n";

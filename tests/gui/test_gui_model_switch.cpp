@@ -194,8 +194,9 @@ void GuiModelSwitch::aContinuedChatStartsItsHistoryAfresh() {
     QVERIFY(rows[2].note);
     QCOMPARE(rows[3].text, q2);
     QCOMPARE(notes_of(*w->chat_model()),
-             QStringList{QStringLiteral("Continued with tiny-b.gguf: the turns above, answered "
-                                        "by tiny-a.gguf, are not sent to it as history.")});
+             QStringList{QStringLiteral("Continued with tiny-b.gguf: none of the turns above is "
+                                        "sent to it as history (the last were answered by "
+                                        "tiny-a.gguf).")});
     qInfo("chat note: %s", qPrintable(rows[2].text));
 
     // The same question in a new chat, under model B: the prompt the continued chat must have
@@ -257,8 +258,9 @@ void GuiModelSwitch::aContinuedChatStartsItsHistoryAfresh() {
     QVERIFY2(ask(*w, QStringLiteral("What did the keeper log?"), &a4, &why), qPrintable(why));
     const QStringList notes = notes_of(*w->chat_model());
     QCOMPARE(notes.size(), 2);
-    QVERIFY2(notes[1].startsWith(QStringLiteral("Continued with tiny-a.gguf: the turns above, "
-                                                "answered by tiny-b.gguf,")),
+    QVERIFY2(notes[1].startsWith(QStringLiteral("Continued with tiny-a.gguf: none of the turns "
+                                                "above is sent to it as history (the last were "
+                                                "answered by tiny-b.gguf)")),
              qPrintable(notes[1]));
     auto p = Project::open(project.toStdString(), false);
     const auto m = p->messages(chat);
@@ -397,6 +399,13 @@ void GuiModelSwitch::anotherModelsZoomIsNotDrawnAndNamesTheModel() {
     QVERIFY2(QTest::qWaitFor([&] { return label->text().contains(other); }, 10000),
              qPrintable(label->text()));
     QVERIFY(w->document_view()->zoom_marks().isEmpty());
+
+    // Back on model A, the answer selected is model A's again: its zoom applies without
+    // another click.
+    QVERIFY2(switch_to(*w, model_a_, &why), qPrintable(why));
+    QVERIFY2(QTest::qWaitFor([&] { return label->text().startsWith(QStringLiteral("Token 0 ")); },
+                             10000),
+             qPrintable(label->text()));
 }
 
 QTEST_MAIN(GuiModelSwitch)

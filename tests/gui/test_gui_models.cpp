@@ -159,6 +159,14 @@ void GuiModels::answerStatisticsAreReadFromTheStoredJson() {
     QVERIFY(!stats_text(plain).contains(QStringLiteral("recomputed")));
     QVERIFY(!stats_text(plain).contains(QStringLiteral("sections")));
     QCOMPARE(plain.sections_used.size(), 0);
+    // Why an answer ended, where its text would not say: cut at the longest answer, the
+    // context full, stopped by the user; the model's own end says nothing.
+    QVERIFY(stop_reason_text(QStringLiteral("max_tokens"), 128)
+                .startsWith(QStringLiteral(" · cut at the longest answer, 128 tokens")));
+    QCOMPARE(stop_reason_text(QStringLiteral("context_full"), 9),
+             QStringLiteral(" · the context window is full"));
+    QCOMPARE(stop_reason_text(QStringLiteral("stopped"), 3), QStringLiteral(" · stopped"));
+    QCOMPARE(stop_reason_text(QStringLiteral("eog"), 12), QString());
     // A sekv answer names the router that zoomed (issue 8); one saved before it, none.
     const AnswerStats routed = answer_stats_from_json(nlohmann::json::parse(
         R"({"policy": "sekv", "router": "trained", "fast_tier_fraction": 0.31,

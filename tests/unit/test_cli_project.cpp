@@ -447,8 +447,10 @@ TEST_F(CliProject, InfoNamesEachModelAndItsChunks) {
     // Either way the counts name the model they are of.
     for (const auto& [r, file] : {std::pair{l, llama}, std::pair{read, second}}) {
         const auto m = spanscope::Model::load(file);
-        const std::string name = m->info().name.empty() ? m->path() : m->info().name;
-        EXPECT_NE(r.err.find("tokens and chunks as " + name + " (" + m->path() + ") reads them"),
+        const std::string name = m->info().name.empty()
+                                     ? std::filesystem::path(m->path()).filename().string()
+                                     : m->info().name;
+        EXPECT_NE(r.err.find("token and chunk counts of " + name + " (" + m->path() + "): "),
                   std::string::npos)
             << r.err;
     }

@@ -450,6 +450,14 @@ TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
     }
     EXPECT_EQ(a.units_recomputed, a.units);
     EXPECT_EQ(a.tokens_recomputed, used_tokens);
+    // Said before the wait: how many sections and tokens are computed first.
+    const std::string computing = std::to_string(a.units) + " of the " + std::to_string(a.units) +
+                                  " sections used have no stored states for this model";
+    const auto said = std::find_if(a.notes.begin(), a.notes.end(),
+                                   [&](const std::string& n) { return n.starts_with(computing); });
+    ASSERT_NE(said, a.notes.end()) << ::testing::PrintToString(a.notes);
+    EXPECT_TRUE(said->ends_with("computing their " + std::to_string(used_tokens) + " tokens first"))
+        << *said;
     EXPECT_EQ(cache.status(d1).chunks_stored + cache.status(d2).chunks_stored, used_chunks)
         << "only the chosen sections' chunks are stored";
     const auto& st = a.answer.stats;
@@ -470,4 +478,6 @@ TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
     EXPECT_EQ(again.units_recomputed, 0);
     EXPECT_EQ(again.answer.stats.tokens_reused, used_tokens);
     EXPECT_EQ(again.answer.stats.tokens_computed, std::ssize(question));
+    for (const auto& n : again.notes)
+        EXPECT_EQ(n.find("no stored states"), std::string::npos) << n;
 }
