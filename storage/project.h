@@ -138,9 +138,10 @@ public:
     /// more no weight), with the collection statistics (units N, mean length, units n holding
     /// each word) of this chunking's units alone — a document chunked for two models is one
     /// document, not two — ties by document id and unit. The index holds each unit's text under the
-    /// porter stemmer and unicode61 folding (case, diacritics). A question without words returns
-    /// nothing; no question raises an SQL error. Throws DbError when SQLite's FTS5 cannot take the
-    /// ranking function, ProjectError when the index's row sizes are damaged.
+    /// porter stemmer and unicode61 folding (case, diacritics). A question without words (English
+    /// function words, NLTK's stop-word list, do not count) returns nothing; no question raises an
+    /// SQL error. Throws DbError when SQLite's FTS5 cannot take the ranking function, ProjectError
+    /// when the index's row sizes are damaged.
     std::vector<UnitMatch> search_units(const std::vector<int64_t>& document_ids,
                                         const std::string& key, const std::string& question);
 
@@ -217,9 +218,10 @@ private:
 };
 
 /// The FTS5 query for the words of `question` (UTF-8): each word (a run of ASCII letters and
-/// digits or non-ASCII bytes) once, case-folded duplicates dropped, as a quoted FTS5 string,
-/// joined by OR — e.g. `"what" OR "NEAR" OR "x"` for `what NEAR(x*)?`. Quoting makes operators,
-/// column filters, '*', '^' and quotes plain text. Empty when the question has no word.
+/// digits or non-ASCII bytes) once, case-folded duplicates and English function words (NLTK's
+/// stop-word list) dropped, as a quoted FTS5 string, joined by OR — e.g. `"NEAR" OR "x"` for
+/// `what NEAR(x*)?`. Quoting makes operators, column filters, '*', '^' and quotes plain text.
+/// Empty when the question has no other word.
 std::string fts_match_expression(const std::string& question);
 
 /// The default cache limit for chunk states: 8 GiB.

@@ -47,6 +47,35 @@ size_t utf8_at(const std::string& s, size_t i, char32_t* cp) {
     return n;
 }
 
+// English function words, left out of a question's search: with a project's few sections,
+// BM25's idf weighs "what", "does" or "about" in one section as much as the word the question
+// is about. NLTK's English stop-word list (nltk.corpus.stopwords, 179 words; its contractions
+// as question_words splits them, at the apostrophe).
+bool stop_word(const std::string& folded) {
+    static const std::unordered_set<std::string> words = {
+        "i",       "me",      "my",      "myself",   "we",         "our",    "ours",    "ourselves",
+        "you",     "your",    "yours",   "yourself", "yourselves", "he",     "him",     "his",
+        "himself", "she",     "her",     "hers",     "herself",    "it",     "its",     "itself",
+        "they",    "them",    "their",   "theirs",   "themselves", "what",   "which",   "who",
+        "whom",    "this",    "that",    "these",    "those",      "am",     "is",      "are",
+        "was",     "were",    "be",      "been",     "being",      "have",   "has",     "had",
+        "having",  "do",      "does",    "did",      "doing",      "a",      "an",      "the",
+        "and",     "but",     "if",      "or",       "because",    "as",     "until",   "while",
+        "of",      "at",      "by",      "for",      "with",       "about",  "against", "between",
+        "into",    "through", "during",  "before",   "after",      "above",  "below",   "to",
+        "from",    "up",      "down",    "in",       "out",        "on",     "off",     "over",
+        "under",   "again",   "further", "then",     "once",       "here",   "there",   "when",
+        "where",   "why",     "how",     "all",      "any",        "both",   "each",    "few",
+        "more",    "most",    "other",   "some",     "such",       "no",     "nor",     "not",
+        "only",    "own",     "same",    "so",       "than",       "too",    "very",    "s",
+        "t",       "can",     "will",    "just",     "don",        "should", "now",     "d",
+        "ll",      "m",       "o",       "re",       "ve",         "y",      "ain",     "aren",
+        "couldn",  "didn",    "doesn",   "hadn",     "hasn",       "haven",  "isn",     "ma",
+        "mightn",  "mustn",   "needn",   "shan",     "shouldn",    "wasn",   "weren",   "won",
+        "wouldn"};
+    return words.count(folded) > 0;
+}
+
 std::vector<std::string> question_words(const std::string& question) {
     // Words are runs of ASCII letters and digits and of non-ASCII letters (UTF-8); every other
     // character (ASCII punctuation and space, the Unicode punctuation and spaces of separator(),
@@ -63,7 +92,7 @@ std::vector<std::string> question_words(const std::string& question) {
         for (auto& c : folded)
             if (c >= 'A' && c <= 'Z')
                 c = static_cast<char>(c - 'A' + 'a');
-        if (seen.insert(folded).second)
+        if (!stop_word(folded) && seen.insert(folded).second)
             words.push_back(w);
         w.clear();
     };
