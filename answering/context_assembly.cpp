@@ -136,16 +136,15 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
         to_compute += n;
         sections_to_compute += n > 0;
     }
-    if (sections_to_compute > 0) {
-        // Why the first token waits: said before the wait, not found out after it.
-        notes.push_back(std::to_string(sections_to_compute) + " of the " +
-                        std::to_string(a.chosen.size()) +
-                        " sections used have no stored states for this model (read with "
-                        "another model, evicted, or never finished): computing their " +
-                        std::to_string(to_compute) + " tokens first");
-        if (hooks.on_note)
-            hooks.on_note(notes.back());
-    }
+    if (sections_to_compute > 0 && hooks.on_note)
+        // Why the first token waits: said before the wait, not found out after it (a note on
+        // the wait, not on the answer: not among `notes`).
+        hooks.on_note(std::to_string(sections_to_compute) + " of the " +
+                      std::to_string(a.chosen.size()) + " sections used " +
+                      (sections_to_compute == 1 ? "has" : "have") +
+                      " no stored states for this model (read with another model, evicted, or "
+                      "never finished): computing " +
+                      std::to_string(to_compute) + " tokens first");
     std::function<void(const IngestProgress&)> progress;
     if (hooks.on_ingest_progress)
         progress = [&](IngestProgress p) {

@@ -39,7 +39,7 @@ QString stop_reason_text(const QString& stop_reason, qint64 generated_tokens) {
     if (stop_reason == QLatin1String("stopped"))
         return QStringLiteral(" · stopped");
     if (stop_reason == QLatin1String("max_tokens"))
-        return QStringLiteral(" · cut at the longest answer, %1 tokens (Settings)")
+        return QStringLiteral(" · cut at the longest answer, %1 tokens")
             .arg(QLocale().toString(generated_tokens));
     if (stop_reason == QLatin1String("context_full"))
         return QStringLiteral(" · the context window is full");

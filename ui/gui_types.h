@@ -126,7 +126,7 @@ struct AnswerStats {
 /// for a hybrid model " · recurrent state: single-block".
 QString stats_text(const AnswerStats& s);
 /// Why an answer ended, after its statistics, where the user would not see it from the text:
-/// " · stopped" (the user stopped it), " · cut at the longest answer, N tokens (Settings)"
+/// " · stopped" (the user stopped it), " · cut at the longest answer, N tokens"
 /// (max_tokens), " · the context window is full" (context_full); empty for the model's own end
 /// (eog) and anything else.
 QString stop_reason_text(const QString& stop_reason, qint64 generated_tokens);

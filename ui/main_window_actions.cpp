@@ -277,8 +277,11 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
     last_kv_bytes_ = s.kv_bytes;
     update_memory_label();
     update_cache_label(); // the answer may have stored states its documents lacked
-    for (const auto& n : s.notes)
-        show_banner(n, false);
+    // The answer's notes, together; the one on the wait for computed sections is over.
+    if (!s.notes.isEmpty())
+        show_banner(s.notes.join(QLatin1Char('\n')), false);
+    else if (!answer_notes_.isEmpty() && banner_text() == answer_notes_.join(QLatin1Char('\n')))
+        banner_box_->hide();
     QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
     update_actions();
     emit answer_done(s);

@@ -136,6 +136,10 @@ void MainWindow::connect_workers() {
     connect(e, &EngineWorker::document_spans, this, &MainWindow::on_document_spans);
     // An answer's notes (sections left out, sections computed first) are shown together.
     connect(e, &EngineWorker::note, this, [this](const QString& t) {
+        if (!answering_) {
+            show_banner(t, false);
+            return;
+        }
         answer_notes_ << t;
         show_banner(answer_notes_.join(QLatin1Char('\n')), false);
     });

@@ -366,8 +366,11 @@ void GuiModelSwitch::theStatusDescribesTheNewModel() {
              QStringLiteral("%1 %2 stored for this model")
                  .arg(stored_b)
                  .arg(stored_b == 1 ? QStringLiteral("chunk") : QStringLiteral("chunks")));
-    // Every document has its states now: the banner that said otherwise is gone.
+    // Every document has its states now: the banner that said otherwise is gone, and so is the
+    // note on the wait while they were computed.
     QVERIFY2(!w->banner_text().contains(QStringLiteral("without stored states")),
+             qPrintable(w->banner_text()));
+    QVERIFY2(!w->banner_text().contains(QStringLiteral("no stored states")),
              qPrintable(w->banner_text()));
     QVERIFY2(memory->text().contains(QStringLiteral("KV cache")), qPrintable(memory->text()));
 }

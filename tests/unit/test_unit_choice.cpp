@@ -228,7 +228,7 @@ protected:
     void TearDown() override { fs::remove_all(dir_); }
 
     ProjectAnswer ask(Project& p, const std::vector<int64_t>& docs, const SessionOptions& so,
-                      int64_t chat = 0) {
+                      int64_t chat = 0, const ProjectAskHooks& hooks = {}) {
         StateCache cache(p, *model_, chunking_);
         Session scratch(*model_, full_);
         ProjectQuestion q;
@@ -237,7 +237,7 @@ protected:
         q.chat_id = chat;
         q.max_tokens = 4;
         q.sampling.temperature = 0;
-        return ask_project(p, *model_, cache, scratch, so, q);
+        return ask_project(p, *model_, cache, scratch, so, q, hooks);
     }
 
     /// Two documents, the second holding the question's rare word once: [first, second].
@@ -249,7 +249,7 @@ protected:
         return {d1, d2};
     }
 
-    std::string dir_, question_ = "Where does the zeppelin drift?";
+    std::string dir_, question_ = "Where does the zeppelin drift beside the river?";
     std::unique_ptr<Model> model_;
     ChunkingOptions chunking_;
     SessionOptions full_, sekv_;
@@ -441,7 +441,16 @@ TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
     for (const auto id : order)
         ASSERT_EQ(cache.status(id).chunks_stored, 0);
 
-    const auto a = ask(*p, order, full_);
+    // The notes as the user gets them, in order, with the moment the first section's
+    // computing began (its first progress report).
+    std::vector<std::string> said_in_order;
+    ProjectAskHooks hooks;
+    hooks.on_note = [&](const std::string& n) { said_in_order.push_back(n); };
+    hooks.on_ingest_progress = [&](const IngestProgress&) {
+        if (said_in_order.empty() || said_in_order.back() != "(computing)")
+            said_in_order.push_back("(computing)");
+    };
+    const auto a = ask(*p, order, full_, 0, hooks);
     ASSERT_GT(a.units_left_out, 0) << "the test needs sections left out";
     int64_t used_tokens = 0, used_chunks = 0;
     for (const auto& u : a.units_used) {
@@ -450,14 +459,20 @@ TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
     }
     EXPECT_EQ(a.units_recomputed, a.units);
     EXPECT_EQ(a.tokens_recomputed, used_tokens);
-    // Said before the wait: how many sections and tokens are computed first.
+    // Said before the wait: how many sections and tokens are computed first; a note on the
+    // wait, not among the answer's notes.
     const std::string computing = std::to_string(a.units) + " of the " + std::to_string(a.units) +
                                   " sections used have no stored states for this model";
-    const auto said = std::find_if(a.notes.begin(), a.notes.end(),
+    const auto said = std::find_if(said_in_order.begin(), said_in_order.end(),
                                    [&](const std::string& n) { return n.starts_with(computing); });
-    ASSERT_NE(said, a.notes.end()) << ::testing::PrintToString(a.notes);
-    EXPECT_TRUE(said->ends_with("computing their " + std::to_string(used_tokens) + " tokens first"))
+    ASSERT_NE(said, said_in_order.end()) << ::testing::PrintToString(said_in_order);
+    EXPECT_TRUE(said->ends_with("computing " + std::to_string(used_tokens) + " tokens first"))
         << *said;
+    const auto began = std::find(said_in_order.begin(), said_in_order.end(), "(computing)");
+    EXPECT_LT(said - said_in_order.begin(), began - said_in_order.begin())
+        << ::testing::PrintToString(said_in_order);
+    for (const auto& n : a.notes)
+        EXPECT_EQ(n.find("no stored states"), std::string::npos) << n;
     EXPECT_EQ(cache.status(d1).chunks_stored + cache.status(d2).chunks_stored, used_chunks)
         << "only the chosen sections' chunks are stored";
     const auto& st = a.answer.stats;
