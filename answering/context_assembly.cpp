@@ -136,15 +136,16 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
         to_compute += n;
         sections_to_compute += n > 0;
     }
-    if (sections_to_compute > 0 && hooks.on_note)
+    const auto& tell_wait = hooks.on_wait ? hooks.on_wait : hooks.on_note;
+    if (sections_to_compute > 0 && tell_wait)
         // Why the first token waits: said before the wait, not found out after it (a note on
         // the wait, not on the answer: not among `notes`).
-        hooks.on_note(std::to_string(sections_to_compute) + " of the " +
-                      std::to_string(a.chosen.size()) + " sections used " +
-                      (sections_to_compute == 1 ? "has" : "have") +
-                      " no stored states for this model (read with another model, evicted, or "
-                      "never finished): computing " +
-                      std::to_string(to_compute) + " tokens first");
+        tell_wait(std::to_string(sections_to_compute) + " of the " +
+                  std::to_string(a.chosen.size()) + " sections used " +
+                  (sections_to_compute == 1 ? "has" : "have") +
+                  " no stored states for this model (read with another model, evicted, or "
+                  "never finished): computing " +
+                  std::to_string(to_compute) + " tokens first");
     std::function<void(const IngestProgress&)> progress;
     if (hooks.on_ingest_progress)
         progress = [&](IngestProgress p) {

@@ -82,6 +82,9 @@ struct ProjectAskHooks {
     std::function<void(const std::string&)> on_text;               ///< each answer piece
     std::function<void(const IngestProgress&)> on_ingest_progress; ///< recomputing a unit
     std::function<void(const std::string&)> on_note;               ///< as notes are found
+    /// A note on a wait about to begin (sections computed before the answer: how many, how
+    /// many tokens), over once the answer starts; unset, it goes to on_note.
+    std::function<void(const std::string&)> on_wait;
     /// Once the question is saved: the chat id, and the chat's history as the question sends
     /// it (ChatContext::restarted: the chat's last answer came from another model, so the
     /// history starts afresh here).

@@ -402,6 +402,7 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         emit answer_zoom(serial, token, z);
     };
     hooks.on_note = [&](const std::string& text) { emit note(q(text)); };
+    hooks.on_wait = [&](const std::string& text) { emit wait_note(q(text)); };
     // An answer computes and stores the states its documents lack for this model (a model
     // switched since they were read): their rows say "prefilling n/N chunks" meanwhile, as
     // during an ingest, and then what is stored. Cosmetic: a failure to read the rows never

@@ -99,6 +99,9 @@ signals:
     void document_spans(quint64 serial, const spanscope::gui::DocumentSpansPtr& spans);
     /// Something the user should know (sections left out, a setting ignored).
     void note(const QString& text);
+    /// What an answer waits for before its first token (sections computed first); over once
+    /// the answer starts.
+    void wait_note(const QString& text);
     void error(const QString& message);
 
 private:

@@ -234,7 +234,10 @@ private:
     quint64 ask_serial_ = 0, ingest_serial_ = 0;
     int ingests_running_ = 0;
     bool answering_ = false;
-    QStringList answer_notes_;    ///< the engine's notes on the answer asked last, in order
+    QStringList answer_notes_; ///< the engine's notes on the answer asked last, in order
+    QString wait_note_;        ///< what that answer waits for, in the status line; or empty
+    /// The answer came (or failed): its wait note leaves the status line.
+    void end_wait_note();
     bool answer_started_ = false; ///< the engine began the current answer (it is not queued)
     bool persist_ = true;
     /// Settings chose another model: said in the status bar once it loads, and when the open

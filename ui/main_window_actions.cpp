@@ -277,20 +277,29 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
     last_kv_bytes_ = s.kv_bytes;
     update_memory_label();
     update_cache_label(); // the answer may have stored states its documents lacked
-    // The answer's notes, together; the one on the wait for computed sections is over.
-    if (!s.notes.isEmpty())
-        show_banner(s.notes.join(QLatin1Char('\n')), false);
-    else if (!answer_notes_.isEmpty() && banner_text() == answer_notes_.join(QLatin1Char('\n')))
-        banner_box_->hide();
+    // The answer's notes, together: those sent while it was made and those it records.
+    for (const auto& n : s.notes)
+        if (!answer_notes_.contains(n))
+            answer_notes_ << n;
+    if (!answer_notes_.isEmpty())
+        show_banner(answer_notes_.join(QLatin1Char('\n')), false);
+    end_wait_note();
     QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
     update_actions();
     emit answer_done(s);
+}
+
+void MainWindow::end_wait_note() {
+    if (!wait_note_.isEmpty() && message_label_->text() == wait_note_)
+        message_label_->clear();
+    wait_note_.clear();
 }
 
 void MainWindow::on_answer_failed(quint64 serial, const QString& message, qint64 chat_id) {
     if (serial != ask_serial_ || !answering_)
         return;
     answering_ = false;
+    end_wait_note();
     end_live_zoom(/*restore=*/true);
     hide_progress_unless_ingesting();
     if (chat_id > 0)

@@ -135,13 +135,23 @@ void MainWindow::connect_workers() {
     connect(e, &EngineWorker::answer_failed, this, &MainWindow::on_answer_failed);
     connect(e, &EngineWorker::document_spans, this, &MainWindow::on_document_spans);
     // An answer's notes (sections left out, sections computed first) are shown together.
+    // An answer's notes (sections left out, a setting not used) are shown together.
     connect(e, &EngineWorker::note, this, [this](const QString& t) {
         if (!answering_) {
             show_banner(t, false);
             return;
         }
-        answer_notes_ << t;
+        if (!answer_notes_.contains(t))
+            answer_notes_ << t;
         show_banner(answer_notes_.join(QLatin1Char('\n')), false);
+    });
+    // The wait for computed sections: in the status line (the banner keeps what it says), until
+    // the answer comes.
+    connect(e, &EngineWorker::wait_note, this, [this](const QString& t) {
+        if (!answering_)
+            return;
+        wait_note_ = t;
+        show_status(t, 3600 * 1000);
     });
     connect(e, &EngineWorker::error, this, [this](const QString& t) { show_banner(t, true); });
 

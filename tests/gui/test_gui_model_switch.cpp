@@ -344,9 +344,12 @@ void GuiModelSwitch::theStatusDescribesTheNewModel() {
     QCOMPARE(w->document_model()->row(0).status, DocumentRow::Status::Unprefilled);
 
     // The answer computes the note's states for model B: its row says so meanwhile.
-    QStringList shown;
+    QStringList shown, status_said;
+    auto* message = w->findChild<QLabel*>(QStringLiteral("messageLabel"));
+    QVERIFY(message);
     connect(w->document_model(), &QAbstractItemModel::dataChanged, this, [&] {
         shown << w->document_model()->index(0).data(DocumentListModel::StatusTextRole).toString();
+        status_said << message->text();
     });
     AnswerStats a2;
     QVERIFY2(ask(*w, QStringLiteral("Who kept a log?"), &a2, &why), qPrintable(why));
@@ -366,11 +369,18 @@ void GuiModelSwitch::theStatusDescribesTheNewModel() {
              QStringLiteral("%1 %2 stored for this model")
                  .arg(stored_b)
                  .arg(stored_b == 1 ? QStringLiteral("chunk") : QStringLiteral("chunks")));
-    // Every document has its states now: the banner that said otherwise is gone, and so is the
-    // note on the wait while they were computed.
+    // While the states were computed the status line said what the answer waited for; the
+    // answer came, the note went.
+    const QString waiting = QStringLiteral(
+        "1 of the 1 sections used has no stored states for this model (read with another model, "
+        "evicted, or never finished): computing ");
+    QVERIFY2(std::any_of(status_said.begin(), status_said.end(),
+                         [&](const QString& t) { return t.startsWith(waiting); }),
+             qPrintable(status_said.join(QStringLiteral(" | "))));
+    QVERIFY2(!message->text().contains(QStringLiteral("no stored states")),
+             qPrintable(message->text()));
+    // Every document has its states now: the banner that said otherwise is gone.
     QVERIFY2(!w->banner_text().contains(QStringLiteral("without stored states")),
-             qPrintable(w->banner_text()));
-    QVERIFY2(!w->banner_text().contains(QStringLiteral("no stored states")),
              qPrintable(w->banner_text()));
     QVERIFY2(memory->text().contains(QStringLiteral("KV cache")), qPrintable(memory->text()));
 }

@@ -469,6 +469,7 @@ TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
     EXPECT_TRUE(said->ends_with("computing " + std::to_string(used_tokens) + " tokens first"))
         << *said;
     const auto began = std::find(said_in_order.begin(), said_in_order.end(), "(computing)");
+    ASSERT_NE(began, said_in_order.end()) << "no progress was reported";
     EXPECT_LT(said - said_in_order.begin(), began - said_in_order.begin())
         << ::testing::PrintToString(said_in_order);
     for (const auto& n : a.notes)
@@ -488,11 +489,12 @@ TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
                 static_cast<double>(st.tokens_computed), 1e-6 * st.tokens_computed);
     EXPECT_LE(st.prefill_ms, st.ttft_ms);
 
-    // Asked again, nothing is computed but the question.
-    const auto again = ask(*p, order, full_);
+    // Asked again, nothing is computed but the question, and nothing is said of a wait.
+    said_in_order.clear();
+    const auto again = ask(*p, order, full_, 0, hooks);
+    for (const auto& n : said_in_order)
+        EXPECT_EQ(n.find("no stored states"), std::string::npos) << n;
     EXPECT_EQ(again.units_recomputed, 0);
     EXPECT_EQ(again.answer.stats.tokens_reused, used_tokens);
     EXPECT_EQ(again.answer.stats.tokens_computed, std::ssize(question));
-    for (const auto& n : again.notes)
-        EXPECT_EQ(n.find("no stored states"), std::string::npos) << n;
 }
