@@ -43,9 +43,9 @@ struct ContextAssembly {
 };
 
 /// Choose the units of documents `ids` (in that order) that fit beside `question` and q's
-/// max_tokens, and restore them into `session` (computing the missing ones in `scratch`, whose
-/// progress goes to hooks.on_ingest_progress, after hooks.on_wait, else hooks.on_note, says how
-/// many sections and tokens are computed first); `session` then holds the context and
+/// max_tokens, and restore them into `session`, computing the missing ones in `scratch`: before
+/// that, hooks.on_wait (else hooks.on_note) is told how many sections and tokens are computed
+/// first; their progress goes to hooks.on_ingest_progress. `session` then holds the context and
 /// continues after it. Notes for the user on the answer (sections left out) are appended to
 /// `notes` and sent to hooks.on_note. Throws ContextOverflow when no unit fits, Cancelled when
 /// `cancel` is set, and passes on what the store and the engine throw (StateError, ModelError, …).

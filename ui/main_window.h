@@ -236,7 +236,7 @@ private:
     bool answering_ = false;
     QStringList answer_notes_; ///< the engine's notes on the answer asked last, in order
     QString wait_note_;        ///< what that answer waits for, in the status line; or empty
-    /// The answer came (or failed): its wait note leaves the status line.
+    /// The answer started (or failed): its wait note leaves the status line.
     void end_wait_note();
     bool answer_started_ = false; ///< the engine began the current answer (it is not queued)
     bool persist_ = true;

@@ -277,11 +277,15 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
     last_kv_bytes_ = s.kv_bytes;
     update_memory_label();
     update_cache_label(); // the answer may have stored states its documents lacked
-    // The answer's notes, together: those sent while it was made and those it records.
+    // The answer's notes, together: those sent while it was made and those it records (shown
+    // again only when it records one not sent: a banner closed or replaced since stays so).
+    bool added = false;
     for (const auto& n : s.notes)
-        if (!answer_notes_.contains(n))
+        if (!answer_notes_.contains(n)) {
             answer_notes_ << n;
-    if (!answer_notes_.isEmpty())
+            added = true;
+        }
+    if (added)
         show_banner(answer_notes_.join(QLatin1Char('\n')), false);
     end_wait_note();
     QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);

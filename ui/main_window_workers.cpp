@@ -127,14 +127,15 @@ void MainWindow::connect_workers() {
                 QMetaObject::invokeMethod(store_, &StoreWorker::list_chats);
             });
     connect(e, &EngineWorker::answer_piece, this, [this](quint64 serial, const QString& piece) {
-        if (serial == ask_serial_)
-            chat_.append_piece(piece);
+        if (serial != ask_serial_)
+            return;
+        end_wait_note(); // the answer started: nothing is computed first any more
+        chat_.append_piece(piece);
     });
     connect(e, &EngineWorker::answer_zoom, this, &MainWindow::on_answer_zoom);
     connect(e, &EngineWorker::answer_finished, this, &MainWindow::on_answer_finished);
     connect(e, &EngineWorker::answer_failed, this, &MainWindow::on_answer_failed);
     connect(e, &EngineWorker::document_spans, this, &MainWindow::on_document_spans);
-    // An answer's notes (sections left out, sections computed first) are shown together.
     // An answer's notes (sections left out, a setting not used) are shown together.
     connect(e, &EngineWorker::note, this, [this](const QString& t) {
         if (!answering_) {
@@ -146,7 +147,7 @@ void MainWindow::connect_workers() {
         show_banner(answer_notes_.join(QLatin1Char('\n')), false);
     });
     // The wait for computed sections: in the status line (the banner keeps what it says), until
-    // the answer comes.
+    // the answer starts.
     connect(e, &EngineWorker::wait_note, this, [this](const QString& t) {
         if (!answering_)
             return;

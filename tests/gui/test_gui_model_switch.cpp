@@ -379,6 +379,8 @@ void GuiModelSwitch::theStatusDescribesTheNewModel() {
              qPrintable(status_said.join(QStringLiteral(" | "))));
     QVERIFY2(!message->text().contains(QStringLiteral("no stored states")),
              qPrintable(message->text()));
+    QVERIFY2(!w->banner_text().contains(QStringLiteral("no stored states")),
+             qPrintable(w->banner_text()));
     // Every document has its states now: the banner that said otherwise is gone.
     QVERIFY2(!w->banner_text().contains(QStringLiteral("without stored states")),
              qPrintable(w->banner_text()));

@@ -489,6 +489,21 @@ TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
                 static_cast<double>(st.tokens_computed), 1e-6 * st.tokens_computed);
     EXPECT_LE(st.prefill_ms, st.ttft_ms);
 
+    // With on_wait set (the window's way), the note goes there and not to on_note.
+    {
+        auto other = Project::open(dir_ + "/other.spanscope", true);
+        const auto docs = two_documents(*other);
+        std::vector<std::string> waits, notes;
+        ProjectAskHooks h;
+        h.on_wait = [&](const std::string& n) { waits.push_back(n); };
+        h.on_note = [&](const std::string& n) { notes.push_back(n); };
+        const auto b = ask(*other, docs, full_, 0, h);
+        ASSERT_EQ(waits.size(), 1u) << ::testing::PrintToString(notes);
+        EXPECT_TRUE(waits[0].starts_with(std::to_string(b.units) + " of the ")) << waits[0];
+        for (const auto& n : notes)
+            EXPECT_EQ(n.find("no stored states"), std::string::npos) << n;
+    }
+
     // Asked again, nothing is computed but the question, and nothing is said of a wait.
     said_in_order.clear();
     const auto again = ask(*p, order, full_, 0, hooks);
