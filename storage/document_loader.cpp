@@ -1,8 +1,12 @@
 #include "storage/document_loader.h"
 
+#include "storage/loader_docx.h"
+#include "storage/loader_epub.h"
 #include "storage/loader_html.h"
+#include "storage/loader_odt.h"
 #include "storage/loader_pdf.h"
 #include "storage/loader_text.h"
+#include "storage/zip_container.h"
 
 #include <zlib.h>
 
@@ -26,6 +30,12 @@ const char* format_name(DocumentFormat f) {
         return "html";
     case DocumentFormat::Pdf:
         return "pdf";
+    case DocumentFormat::Docx:
+        return "docx";
+    case DocumentFormat::Odt:
+        return "odt";
+    case DocumentFormat::Epub:
+        return "epub";
     }
     return "unknown";
 }
@@ -173,6 +183,67 @@ bool ends_with(std::string_view s, std::string_view suffix) {
     return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+/// "DOCX", "ODT" or "EPUB" for a name with that extension.
+std::string kind_of_name(const std::string& name) {
+    std::string ext = name.substr(name.rfind('.') + 1);
+    for (char& c : ext)
+        c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    return ext;
+}
+
+/// The container's own kind, from its parts (the OpenDocument and EPUB "mimetype" entry, the
+/// main part of a DOCX), else from the file name.
+LoadedDocument load_container(const std::string& path, const std::string& name,
+                              const std::string& bytes, size_t max_bytes) {
+    ZipContainer zip(path, bytes, max_bytes);
+    std::string mimetype;
+    if (zip.has("mimetype"))
+        mimetype = zip.read("mimetype").value_or("");
+    while (!mimetype.empty() &&
+           (mimetype.back() == '\n' || mimetype.back() == '\r' || mimetype.back() == ' '))
+        mimetype.pop_back();
+    if (mimetype == "application/epub+zip")
+        return load_epub(path, zip);
+    if (mimetype == "application/vnd.oasis.opendocument.text" ||
+        mimetype == "application/vnd.oasis.opendocument.text-template")
+        return load_odt(path, zip);
+    if (mimetype.starts_with("application/vnd.oasis.opendocument."))
+        throw DocumentError(path + ": is an OpenDocument file of another kind (" + mimetype +
+                            "); Spanscope reads OpenDocument text (.odt)");
+    if (zip.has("word/document.xml"))
+        return load_docx(path, zip);
+    if (zip.has("content.xml") && ends_with(name, ".odt"))
+        return load_odt(path, zip);
+    if (zip.has("META-INF/container.xml") && ends_with(name, ".epub"))
+        return load_epub(path, zip);
+    if (zip.has("xl/workbook.xml") || zip.has("ppt/presentation.xml"))
+        throw DocumentError(path + ": is an Excel or PowerPoint file; Spanscope reads Word "
+                                   "documents (.docx), ODT, EPUB, PDF, HTML and text");
+    if (ends_with(name, ".docx") || ends_with(name, ".odt") || ends_with(name, ".epub"))
+        throw DocumentError(path + ": is a ZIP archive without the parts of a " +
+                            kind_of_name(name) + " document (damaged?)");
+    throw DocumentError(path + ": is a ZIP archive, not a DOCX, ODT or EPUB document; unpack it "
+                               "and add the documents it holds");
+}
+
+/// An OLE2 compound file (what Office wraps a password-protected .docx in, and the format of
+/// the older .doc).
+bool is_compound_file(std::string_view bytes) {
+    return bytes.starts_with(std::string_view("\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 8));
+}
+
+/// Whether a compound file holds an encrypted Office Open XML package: its directory names the
+/// stream "EncryptedPackage" (UTF-16LE), as MS-OFFCRYPTO specifies.
+bool holds_encrypted_package(std::string_view bytes) {
+    static const std::string kName = [] {
+        std::string s;
+        for (const char c : std::string_view("EncryptedPackage"))
+            s += c, s += '\0';
+        return s;
+    }();
+    return bytes.find(kName) != std::string_view::npos;
+}
+
 } // namespace
 
 LoadedDocument load_document(const std::string& path, const LoadOptions& options) {
@@ -201,6 +272,17 @@ LoadedDocument load_document(const std::string& path, const LoadOptions& options
     // magic, and refuses clearly what is not a PDF.
     if (bytes.starts_with("%PDF-") || ends_with(name, ".pdf"))
         doc = load_pdf(path, bytes);
+    else if (is_zip(bytes))
+        doc = load_container(path, name, bytes, options.max_bytes);
+    else if (is_compound_file(bytes) && holds_encrypted_package(bytes))
+        throw DocumentError(path + ": is encrypted with a password; open it in Word or "
+                                   "LibreOffice, remove the password and add it again");
+    else if (is_compound_file(bytes))
+        throw DocumentError(path + ": is a legacy binary Office file (.doc, .xls, .ppt); save "
+                                   "it as .docx or .odt and add that");
+    else if (ends_with(name, ".docx") || ends_with(name, ".odt") || ends_with(name, ".epub"))
+        throw DocumentError(path + ": is not a " + kind_of_name(name) +
+                            " document (not a ZIP container: damaged, or another file renamed)");
     else if (ends_with(name, ".html") || ends_with(name, ".htm") || ends_with(name, ".xhtml"))
         doc = load_html(path, bytes);
     else if (ends_with(name, ".md") || ends_with(name, ".markdown"))

@@ -1,8 +1,9 @@
 // Loading documents into UTF-8 text: plain text (UTF-8, other encodings detected with uchardet
 // and converted with iconv, or refused), Markdown (kept as its source text), HTML (text from
-// libxml2's HTML parser), PDF (poppler-cpp, page by page) and gzip-compressed files of these
-// (zlib). Each loader keeps a map from offsets in the extracted text back to the source, so that
-// a span of text can be highlighted in the original later.
+// libxml2's HTML parser), PDF (poppler-cpp, page by page), DOCX, ODT and EPUB (ZIP containers
+// read with libzip, their XML with libxml2) and gzip-compressed files of these (zlib). Each loader
+// keeps a map from offsets in the extracted text back to the source, so that a span of text can be
+// highlighted in the original later.
 #pragma once
 
 #include "engine/text/text_input.h" // DocumentError
@@ -13,16 +14,17 @@
 
 namespace spanscope {
 
-enum class DocumentFormat { Text, Markdown, Html, Pdf };
+enum class DocumentFormat { Text, Markdown, Html, Pdf, Docx, Odt, Epub };
 
-/// "text", "markdown", "html", "pdf".
+/// "text", "markdown", "html", "pdf", "docx", "odt", "epub".
 const char* format_name(DocumentFormat f);
 
 /// One entry of the offset map: extracted text from byte `text_offset` on (up to the next
 /// entry's text_offset) comes from the source at byte `source_offset` (of the decompressed
 /// source, in the source's own encoding), on `page` (1-based, PDF only; 0 otherwise) and
-/// `line` (1-based source line where known; 0 otherwise). Entries are sorted by text_offset and
-/// the first one has text_offset 0.
+/// `line` (1-based where known, 0 otherwise: the source line of text, Markdown and HTML, the
+/// paragraph of DOCX and ODT, the line of an EPUB's spine documents joined in order). Entries are
+/// sorted by text_offset and the first one has text_offset 0.
 struct SourceAnchor {
     int64_t text_offset = 0;
     int64_t source_offset = 0;
@@ -48,12 +50,14 @@ struct LoadOptions {
     size_t max_bytes = 256u << 20; ///< most bytes read (after decompression)
 };
 
-/// Load `path`, choosing the loader by content (PDF magic, gzip magic) and by extension
-/// (.md/.markdown, .html/.htm/.xhtml; a .gz name is looked at without its .gz).
+/// Load `path`, choosing the loader by content (PDF magic, gzip magic, a ZIP container's
+/// parts: DOCX, ODT, EPUB) and by extension (.md/.markdown, .html/.htm/.xhtml, .docx, .odt,
+/// .epub; a .gz name is looked at without its .gz).
 /// Throws DocumentError (message starts with the path): missing or unreadable file, a
 /// directory, an empty file or one with no text, a binary file, text in an encoding that cannot
-/// be detected, a corrupt gzip stream or PDF, a PDF in which no page has a text layer, a file
-/// larger than max_bytes.
+/// be detected, a corrupt gzip stream or PDF, a PDF in which no page has a text layer, a
+/// damaged, truncated or password-protected DOCX, ODT or EPUB (or one with DRM), a ZIP archive
+/// that is none of these, a file larger than max_bytes or a container that inflates past it.
 LoadedDocument load_document(const std::string& path, const LoadOptions& options = {});
 
 } // namespace spanscope

@@ -1,7 +1,9 @@
 #include "storage/loader_html.h"
 
 #include "engine/text/text_input.h" // is_valid_utf8
+#include "storage/html_notes.h"
 #include "storage/loader_text.h"    // detect_encoding, code_unit_bytes
+#include "storage/paragraph_text.h" // list_number
 
 #include <libxml/HTMLparser.h>
 #include <libxml/tree.h>
@@ -10,6 +12,7 @@
 #include <climits>
 #include <memory>
 #include <string_view>
+#include <unordered_map>
 
 namespace spanscope {
 
@@ -125,11 +128,18 @@ public:
             flush();
             if (line != anchor_line_)
                 anchor(line);
+            if (!label_.empty()) {
+                out_ += label_;
+                out_ += ' ';
+                label_.clear();
+            }
             out_ += c;
         }
     }
 
     void start_preformatted() { pre_fresh_ = true; }
+    /// A list item's label ("3.", "•"), written before the item's first visible character.
+    void list_label(std::string label) { label_ = std::move(label); }
 
     std::string take_text() { return std::move(out_); }
     std::vector<SourceAnchor> take_anchors() { return std::move(anchors_); }
@@ -188,11 +198,71 @@ private:
     long element_line_ = 0; ///< line of the last start tag seen
     long anchor_line_ = -1; ///< line of the last anchor
     bool pre_fresh_ = false;
+    std::string label_; ///< a list item's label not yet written
 };
 
-/// Walks the tree in document order without recursion (a page may nest thousands deep).
+/// The element's attribute `name`, "" when absent.
+std::string attribute_of(const xmlNode* n, const char* name) {
+    xmlChar* v = xmlGetProp(n, BAD_CAST name);
+    if (!v)
+        return {};
+    std::string out = reinterpret_cast<const char*>(v);
+    xmlFree(v);
+    return out;
+}
+
+/// An integer attribute, or `fallback` when absent or not a number.
+int int_attribute(const xmlNode* n, const char* name, int fallback) {
+    const std::string v = attribute_of(n, name);
+    try {
+        size_t used = 0;
+        const long x = std::stol(v, &used);
+        if (used == v.size() && x > -1000000 && x < 1000000)
+            return static_cast<int>(x);
+    } catch (const std::exception&) {
+    }
+    return fallback;
+}
+
+/// Whether an ancestor of `n` (within 64 levels) is a list item: a list nested in an item
+/// continues the list line by line instead of starting a paragraph.
+bool inside_list_item(const xmlNode* n) {
+    int depth = 0;
+    for (const xmlNode* p = n->parent; p && depth < 64; p = p->parent, ++depth)
+        if (p->type == XML_ELEMENT_NODE && name_of(p) == "li")
+            return true;
+    return false;
+}
+
+/// Walks the tree in document order without recursion (a page may nest thousands deep). Notes
+/// with a reference in the page are read at it (`notes`).
 void extract(xmlDoc* doc, TextWriter& w) {
+    const HtmlNotes notes = find_html_notes(doc);
+    std::unordered_map<const xmlNode*, int> item_numbers; // each <ol>'s last item number
     int pre_depth = 0;
+    auto role_of_element = [](const xmlNode* n) {
+        const std::string_view name = name_of(n);
+        if ((name == "ul" || name == "ol") && inside_list_item(n))
+            return Role::Line;
+        return role_of(name);
+    };
+    // An item of an <ol> is numbered from its list's start (or its own value), in the list's
+    // type (1, a, A, i, I); other items get a bullet.
+    auto item_label = [&](const xmlNode* li) -> std::string {
+        const xmlNode* list = li->parent;
+        if (!list || name_of(list) != "ol")
+            return "\u2022";
+        int& number = item_numbers[list];
+        number =
+            int_attribute(li, "value", number == 0 ? int_attribute(list, "start", 1) : number + 1);
+        const std::string type = attribute_of(list, "type");
+        const NumberStyle style = type == "a"   ? NumberStyle::LowerLetter
+                                  : type == "A" ? NumberStyle::UpperLetter
+                                  : type == "i" ? NumberStyle::LowerRoman
+                                  : type == "I" ? NumberStyle::UpperRoman
+                                                : NumberStyle::Decimal;
+        return list_number(number, style) + ".";
+    };
     // Line and paragraph elements are set apart from their surroundings on both sides, table
     // cells by a tab.
     auto separate = [&](Role role) {
@@ -217,7 +287,13 @@ void extract(xmlDoc* doc, TextWriter& w) {
         }
         const std::string_view name = name_of(n);
         w.note_element_line(xmlGetLineNo(n));
-        const Role role = role_of(name);
+        if (notes.skipped.count(n))
+            return false;
+        if (const auto it = notes.replacement.find(n); it != notes.replacement.end()) {
+            w.text(it->second, xmlGetLineNo(n), false);
+            return false;
+        }
+        const Role role = role_of_element(n);
         if (role == Role::Skip)
             return false;
         if (role == Role::Break) {
@@ -225,6 +301,8 @@ void extract(xmlDoc* doc, TextWriter& w) {
             return false;
         }
         separate(role);
+        if (name == "li")
+            w.list_label(item_label(n));
         if (keeps_whitespace(name)) {
             ++pre_depth;
             w.start_preformatted();
@@ -232,10 +310,10 @@ void extract(xmlDoc* doc, TextWriter& w) {
         return true;
     };
     auto leave = [&](xmlNode* n) {
-        if (n->type != XML_ELEMENT_NODE)
+        if (n->type != XML_ELEMENT_NODE || notes.skipped.count(n) || notes.replacement.count(n))
             return;
         const std::string_view name = name_of(n);
-        const Role role = role_of(name);
+        const Role role = role_of_element(n);
         if (role == Role::Skip || role == Role::Break)
             return;
         separate(role);

@@ -343,7 +343,8 @@ void MainWindow::on_chat_selected() {
 void MainWindow::choose_and_add_documents() {
     const QStringList files = QFileDialog::getOpenFileNames(
         this, tr("Add documents"), QDir::homePath(),
-        tr("Documents (*.txt *.md *.markdown *.html *.htm *.xhtml *.pdf *.gz);;All files (*)"));
+        tr("Documents (*.txt *.md *.markdown *.html *.htm *.xhtml *.pdf *.docx *.odt *.epub *.gz);;"
+           "All files (*)"));
     add_documents(files);
 }
 

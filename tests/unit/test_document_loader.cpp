@@ -23,6 +23,9 @@ using spanscope::DocumentError;
 using spanscope::DocumentFormat;
 using spanscope::load_document;
 using spanscope::LoadedDocument;
+using spanscope::test::have_program;
+using spanscope::test::lcs_length;
+using spanscope::test::run_command;
 
 namespace {
 
@@ -47,25 +50,6 @@ std::string read_file(const std::string& path) {
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
-}
-
-/// stdout of a shell command; nullopt if it could not run or exited non-zero.
-std::optional<std::string> run(const std::string& command) {
-    FILE* p = popen(command.c_str(), "r");
-    if (!p)
-        return std::nullopt;
-    std::string out;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
-        out.append(buf, n);
-    if (pclose(p) != 0)
-        return std::nullopt;
-    return out;
-}
-
-bool have_program(const std::string& name) {
-    return run("command -v " + name + " >/dev/null 2>&1").has_value();
 }
 
 /// The DocumentError message of loading `path`, or "" if it loaded.
@@ -93,17 +77,6 @@ std::vector<std::string> words(const std::string& s) {
     for (std::string w; in >> w;)
         out.push_back(w);
     return out;
-}
-
-/// Length of the longest common subsequence of two word sequences (two-row dynamic program).
-size_t lcs(const std::vector<std::string>& a, const std::vector<std::string>& b) {
-    std::vector<size_t> prev(b.size() + 1, 0), cur(b.size() + 1, 0);
-    for (size_t i = 1; i <= a.size(); ++i) {
-        for (size_t j = 1; j <= b.size(); ++j)
-            cur[j] = a[i - 1] == b[j - 1] ? prev[j - 1] + 1 : std::max(prev[j], cur[j - 1]);
-        std::swap(prev, cur);
-    }
-    return prev[b.size()];
 }
 
 void gzip_file(const std::string& path, const std::string& bytes) {
@@ -331,7 +304,7 @@ TEST(DocumentLoader, RealDebianGzipMatchesZcat) {
             std::cout << "[ skip ] " << path << " absent\n";
             continue;
         }
-        const auto expected = run(std::string("zcat ") + path);
+        const auto expected = run_command(std::string("zcat ") + path);
         ASSERT_TRUE(expected.has_value());
         const LoadedDocument doc = load_document(path);
         EXPECT_TRUE(doc.gzip);
@@ -365,7 +338,7 @@ TEST(DocumentLoader, HtmlInline) {
                         "First paragraph spans two lines.\n\n"
                         "Second <tag> \xe2\x80\x94 bold, it.\n\n"
                         "  indented\n    more\n\n"
-                        "one\ntwo\n\n"
+                        "\u2022 one\n\u2022 two\n\n"
                         "a\tb\n\n"
                         "Line\nbreak");
     // The anchors give the source line of each line of text.
@@ -428,7 +401,7 @@ void compare_with_pdftotext(const std::string& path) {
         GTEST_SKIP() << path << " absent";
     if (!have_program("pdftotext"))
         GTEST_SKIP() << "pdftotext (poppler-utils) not installed";
-    const auto ref = run("pdftotext '" + path + "' - 2>/dev/null");
+    const auto ref = run_command("pdftotext '" + path + "' - 2>/dev/null");
     ASSERT_TRUE(ref.has_value());
     std::vector<std::string> ref_pages;
     for (size_t start = 0, ff; (ff = ref->find('\f', start)) != std::string::npos; start = ff + 1)
@@ -450,7 +423,7 @@ void compare_with_pdftotext(const std::string& path) {
     for (size_t p = 0; p < ref_pages.size(); ++p) {
         const auto r = words(ref_pages[p]);
         const auto o = words(ours[static_cast<int>(p + 1)]);
-        common += lcs(r, o);
+        common += lcs_length(r, o);
         total += r.size();
         ours_total += o.size();
         if (r.empty()) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -203,6 +204,34 @@ LogitsAgreement compare_logits(const std::vector<float>& ours, const std::vector
             std::max_element(o, o + n_vocab) - o == std::max_element(r, r + n_vocab) - r;
     }
     return a;
+}
+
+std::optional<std::string> run_command(const std::string& command) {
+    FILE* p = popen(command.c_str(), "r");
+    if (!p)
+        return std::nullopt;
+    std::string out;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+        out.append(buf, n);
+    if (pclose(p) != 0)
+        return std::nullopt;
+    return out;
+}
+
+bool have_program(const std::string& name) {
+    return run_command("command -v " + name + " >/dev/null 2>&1").has_value();
+}
+
+size_t lcs_length(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+    std::vector<size_t> prev(b.size() + 1, 0), cur(b.size() + 1, 0);
+    for (size_t i = 1; i <= a.size(); ++i) {
+        for (size_t j = 1; j <= b.size(); ++j)
+            cur[j] = a[i - 1] == b[j - 1] ? prev[j - 1] + 1 : std::max(prev[j], cur[j - 1]);
+        std::swap(prev, cur);
+    }
+    return prev[b.size()];
 }
 
 } // namespace spanscope::test

@@ -59,5 +59,12 @@ LogitsAgreement compare_logits(const std::vector<float>& ours, const std::vector
                                int64_t n_positions, int64_t n_vocab);
 /// A fresh temporary directory (removed by the OS's /tmp policy; tests remove what they write).
 std::string temp_dir();
+/// stdout of a shell command; std::nullopt if it could not run or exited non-zero.
+std::optional<std::string> run_command(const std::string& command);
+/// Whether `name` is a program on $PATH.
+bool have_program(const std::string& name);
+/// Length of the longest common subsequence of two word sequences (the word agreement "in
+/// order" of the document loaders' tests): two-row dynamic program, O(|a| |b|) time.
+size_t lcs_length(const std::vector<std::string>& a, const std::vector<std::string>& b);
 
 } // namespace spanscope::test
