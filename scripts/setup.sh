@@ -30,17 +30,19 @@ JOBS="$(nproc)"
 # cpack's dpkg-shlibdeps), the fuzzing compiler, and the
 # packages whose files the tests and the demo read (base-files: /usr/share/common-licenses,
 # vim-runtime: the vim user manual, bash: /usr/share/doc/bash/RBASH, shared-mime-info: a PDF and
-# an HTML spec, poppler-utils: pdftotext, the reference for PDF text extraction; pandoc writes
-# the DOCX, ODT and EPUB test files from Markdown and is (with odt2txt) the reference for real ones:
-# forensics-samples-files (a DOCX and an ODT from LibreOffice), fonts-sil-charis-compact (an ODT
-# manual with tables), cxxtest (an EPUB guide)).
+# an HTML spec, poppler-utils: pdftotext, the reference for PDF text extraction; img2pdf wraps
+# rendered pages as the scanned PDFs the OCR tests read (libtesseract-dev and tesseract-ocr-eng:
+# OCR itself); pandoc writes the DOCX, ODT and EPUB test files from Markdown and is (with
+# odt2txt) the reference for real ones: forensics-samples-files (a DOCX and an ODT from
+# LibreOffice), fonts-sil-charis-compact (an ODT manual with tables), cxxtest (an EPUB guide)).
 PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
           libopenblas-dev libsentencepiece-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libgtest-dev
           libsqlite3-dev libxml2-dev libpoppler-cpp-dev zlib1g-dev libzip-dev libuchardet-dev libxxhash-dev
+          libtesseract-dev tesseract-ocr-eng
           qt6-base-dev libqt6svg6 fonts-dejavu-core desktop-file-utils appstream dpkg-dev file
           clang-14 libclang-rt-14-dev python3 python3-venv python3-pip
           base-files vim-runtime bash bash-doc poppler-utils shared-mime-info
-          pandoc odt2txt forensics-samples-files fonts-sil-charis-compact cxxtest)
+          pandoc odt2txt img2pdf forensics-samples-files fonts-sil-charis-compact cxxtest)
 
 step_deps() {
     local missing=()

@@ -271,7 +271,7 @@ LoadedDocument load_document(const std::string& path, const LoadOptions& options
     // A PDF by its magic, or by its name: poppler also accepts up to 1 KiB of junk before the
     // magic, and refuses clearly what is not a PDF.
     if (bytes.starts_with("%PDF-") || ends_with(name, ".pdf"))
-        doc = load_pdf(path, bytes);
+        doc = load_pdf(path, bytes, options);
     else if (is_zip(bytes))
         doc = load_container(path, name, bytes, options.max_bytes);
     else if (is_compound_file(bytes) && holds_encrypted_package(bytes))

@@ -8,7 +8,9 @@
 
 #include "engine/text/text_input.h" // DocumentError
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,8 +40,9 @@ struct LoadedDocument {
     std::string source_encoding; ///< "UTF-8", or what uchardet detected and iconv converted
     bool gzip = false;           ///< the file was gzip-compressed
     int32_t pages = 0;           ///< PDF: number of pages; 0 otherwise
-    std::vector<int32_t> pages_without_text; ///< PDF: 1-based pages with no usable text layer
-    std::vector<std::string> warnings;       ///< one line each, for the user (e.g. those pages)
+    std::vector<int32_t> pages_without_text; ///< PDF: 1-based pages with no text (nor by OCR)
+    std::vector<int32_t> pages_ocr;    ///< PDF: 1-based pages without a text layer, read by OCR
+    std::vector<std::string> warnings; ///< one line each, for the user (e.g. those pages)
     std::vector<SourceAnchor> offset_map;
 
     /// The anchor that covers text byte `offset` (binary search); offset_map must be non-empty.
@@ -48,6 +51,11 @@ struct LoadedDocument {
 
 struct LoadOptions {
     size_t max_bytes = 256u << 20; ///< most bytes read (after decompression)
+    bool ocr = true;               ///< read PDF pages without a text layer by OCR (Tesseract)
+    /// Called before each page OCR reads: (its 1-based index among them, how many they are).
+    std::function<void(int page, int pages)> on_ocr_page;
+    /// Set by another thread to stop OCR: load_document then throws Cancelled.
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 /// Load `path`, choosing the loader by content (PDF magic, gzip magic, a ZIP container's
@@ -57,7 +65,8 @@ struct LoadOptions {
 /// directory, an empty file or one with no text, a binary file, text in an encoding that cannot
 /// be detected, a corrupt gzip stream or PDF, a PDF in which no page has a text layer, a
 /// damaged, truncated or password-protected DOCX, ODT or EPUB (or one with DRM), a ZIP archive
-/// that is none of these, a file larger than max_bytes or a container that inflates past it.
+/// that is none of these, a file larger than max_bytes or a container that inflates past it;
+/// Cancelled (engine/kernels/cancel.h) when options.cancel is set while OCR reads a PDF.
 LoadedDocument load_document(const std::string& path, const LoadOptions& options = {});
 
 } // namespace spanscope

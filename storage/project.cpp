@@ -87,6 +87,32 @@ std::vector<std::string> split_lines(const std::string& s) {
     return out;
 }
 
+/// "2,3,7" from the ocr_pages column; entries that are not page numbers are skipped (a damaged
+/// column loses marks, never the document).
+std::vector<int32_t> parse_page_list(const std::string& s) {
+    std::vector<int32_t> out;
+    size_t b = 0;
+    while (b < s.size()) {
+        const size_t e = std::min(s.find(',', b), s.size());
+        const std::string item = s.substr(b, e - b);
+        if (!item.empty() && item.size() <= 9 &&
+            item.find_first_not_of("0123456789") == std::string::npos)
+            out.push_back(static_cast<int32_t>(std::stol(item)));
+        b = e + 1;
+    }
+    return out;
+}
+
+std::string page_list_text(const std::vector<int32_t>& pages) {
+    std::string out;
+    for (const int32_t p : pages) {
+        if (!out.empty())
+            out += ',';
+        out += std::to_string(p);
+    }
+    return out;
+}
+
 DocumentRecord read_document(Stmt& q) {
     DocumentRecord d;
     d.id = q.int64(0);
@@ -99,12 +125,13 @@ DocumentRecord read_document(Stmt& q) {
     d.added_at = q.text(7);
     d.text_bytes = q.int64(8);
     d.warnings = split_lines(q.text(9));
+    d.ocr_pages = parse_page_list(q.text(10));
     return d;
 }
 
 constexpr const char* kDocumentColumns =
     "id, position, path, name, format, encoding, content_hash, added_at, length(CAST(text AS "
-    "BLOB)), warnings FROM documents";
+    "BLOB)), warnings, ocr_pages FROM documents";
 
 } // namespace
 
@@ -255,7 +282,8 @@ int64_t Project::add_document(const std::string& source_path, const LoadedDocume
         const int64_t id = replace;
         db_->prepare("DELETE FROM chunks WHERE document_id = ?").bind(1, id).run();
         db_->prepare("UPDATE documents SET name = ?, format = ?, encoding = ?, content_hash = ?, "
-                     "text = ?, offset_map = ?, warnings = ?, added_at = ? WHERE id = ?")
+                     "text = ?, offset_map = ?, warnings = ?, added_at = ?, ocr_pages = ? "
+                     "WHERE id = ?")
             .bind(1, name)
             .bind(2, format)
             .bind(3, doc.source_encoding)
@@ -264,7 +292,8 @@ int64_t Project::add_document(const std::string& source_path, const LoadedDocume
             .bind_blob(6, blob.data(), blob.size())
             .bind(7, warnings)
             .bind(8, now_iso())
-            .bind(9, id)
+            .bind(9, page_list_text(doc.pages_ocr))
+            .bind(10, id)
             .run();
         tx.commit();
         if (outcome)
@@ -277,7 +306,7 @@ int64_t Project::add_document(const std::string& source_path, const LoadedDocume
     pos.reset();
     auto ins = db_->prepare(
         "INSERT INTO documents(position, path, name, format, encoding, content_hash, text, "
-        "offset_map, warnings, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "offset_map, warnings, added_at, ocr_pages) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins.bind(1, position)
         .bind(2, source_path)
         .bind(3, name)
@@ -287,7 +316,8 @@ int64_t Project::add_document(const std::string& source_path, const LoadedDocume
         .bind(7, doc.text)
         .bind_blob(8, blob.data(), blob.size())
         .bind(9, warnings)
-        .bind(10, now_iso());
+        .bind(10, now_iso())
+        .bind(11, page_list_text(doc.pages_ocr));
     ins.run();
     const int64_t id = db_->last_insert_id();
     tx.commit();

@@ -36,6 +36,7 @@ struct DocumentRecord {
     std::string path, name, format, encoding, content_hash, added_at;
     int64_t text_bytes = 0;
     std::vector<std::string> warnings;
+    std::vector<int32_t> ocr_pages; ///< PDF pages read by OCR (1-based, ascending)
 };
 
 /// Tokens and chunks of a document under one chunking key (model_fingerprint.h).

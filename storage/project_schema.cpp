@@ -101,6 +101,10 @@ CREATE TRIGGER chunks_delete_unit_text AFTER DELETE ON chunks WHEN old.ordinal =
     DELETE FROM unit_text WHERE rowid = old.id;
 END;
 )sql",
+    // 3: the pages of a PDF read by OCR (no text layer), as "2,3,7": the document view marks them.
+    R"sql(
+ALTER TABLE documents ADD COLUMN ocr_pages TEXT NOT NULL DEFAULT '';
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion);
 

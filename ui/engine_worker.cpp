@@ -245,7 +245,17 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
         row.status = DocumentRow::Status::Extracting;
         emit document_updated(row);
         try {
-            const auto doc = load_document(paths[i].toStdString());
+            // Scanned pages are read by OCR here, on this worker thread: each page shows in
+            // the row, and Cancel stops it.
+            LoadOptions load;
+            load.cancel = &cancel_ingest_;
+            load.on_ocr_page = [&](int page, int pages) {
+                row.ocr_page = page;
+                row.ocr_pages = pages;
+                emit document_updated(row);
+            };
+            const auto doc = load_document(paths[i].toStdString(), load);
+            row.ocr_page = row.ocr_pages = 0;
             for (const auto& w : doc.warnings)
                 row.warnings << q(w);
             // Cut it before adding it: a document that cannot be chunked is never stored.

@@ -46,7 +46,7 @@ void StoreWorker::load_document_text(qint64 id) {
         std::vector<std::pair<int64_t, int>> pages;
         for (const auto& a : project_->document_offset_map(id))
             pages.emplace_back(a.text_offset, a.page);
-        auto shown = shown_text(project_->document_text(id), pages);
+        auto shown = shown_text(project_->document_text(id), pages, doc->ocr_pages);
         emit document_text(id, q(doc->name), shown.text,
                            std::make_shared<const TextPositions>(std::move(shown.positions)));
     } catch (const std::exception& e) {

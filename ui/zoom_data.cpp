@@ -51,7 +51,8 @@ int TextPositions::at(int64_t byte) const {
     return pos_[static_cast<size_t>(byte)];
 }
 
-ShownText shown_text(const std::string& text, const std::vector<std::pair<int64_t, int>>& pages) {
+ShownText shown_text(const std::string& text, const std::vector<std::pair<int64_t, int>>& pages,
+                     const std::vector<int32_t>& ocr_pages) {
     std::string shown;
     shown.reserve(text.size() + pages.size() * 12);
     std::vector<int64_t> shown_of_byte(text.size() + 1);
@@ -71,7 +72,8 @@ ShownText shown_text(const std::string& text, const std::vector<std::pair<int64_
         page = p;
         if (!shown.empty() && shown.back() != '\n')
             shown += '\n';
-        shown += "[page " + std::to_string(page) + "]\n";
+        const bool ocr = std::find(ocr_pages.begin(), ocr_pages.end(), page) != ocr_pages.end();
+        shown += "[page " + std::to_string(page) + (ocr ? ", read by OCR]\n" : "]\n");
     }
     copy_to(text.size());
     shown_of_byte[text.size()] = static_cast<int64_t>(shown.size());

@@ -40,13 +40,15 @@ private:
 using TextPositionsPtr = std::shared_ptr<const TextPositions>;
 
 /// A document's text as the view shows it: "[page N]" on a line of its own where each PDF
-/// page starts (pages: (byte offset, page), ascending; a newline is added before a marker
-/// that would not start a line), with the positions of the text's bytes.
+/// page starts, "[page N, read by OCR]" for the pages in `ocr_pages` (pages: (byte offset,
+/// page), ascending; a newline is added before a marker that would not start a line), with the
+/// positions of the text's bytes.
 struct ShownText {
     QString text;
     TextPositions positions;
 };
-ShownText shown_text(const std::string& text, const std::vector<std::pair<int64_t, int>>& pages);
+ShownText shown_text(const std::string& text, const std::vector<std::pair<int64_t, int>>& pages,
+                     const std::vector<int32_t>& ocr_pages = {});
 
 /// The SEKV spans of a document, per unit (section), as document_sekv_spans gives them.
 struct DocumentSpans {

@@ -55,7 +55,8 @@ int run_ask(const AskOptions& o) {
             for (auto& c : name)
                 if (static_cast<unsigned char>(c) >= 0x80)
                     c = '?';
-        auto loaded = load_document(path);
+        auto loaded = load_document(path, cli_load_options(path));
+        clear_progress_line();
         for (const auto& w : loaded.warnings)
             std::cerr << path << ": " << w << "\n";
         docs.push_back({name, std::move(loaded.text)});

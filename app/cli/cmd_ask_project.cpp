@@ -25,7 +25,8 @@ int ask_project(const AskOptions& o) {
     std::vector<std::pair<std::string, LoadedDocument>> added;
     for (const auto& path : o.docs)
         added.emplace_back(std::filesystem::absolute(path).lexically_normal().string(),
-                           load_document(path));
+                           load_document(path, cli_load_options(path)));
+    clear_progress_line();
     auto model = open_model(o.model, o.backend);
     auto project = Project::open(resolve_project_path(o.project), /*create=*/!o.docs.empty());
     if (o.chat > 0 && !project->has_chat(o.chat))

@@ -65,7 +65,8 @@ int run_ingest(const IngestOptions& o) {
     for (const auto& given : o.docs) {
         const std::string path = std::filesystem::absolute(given).lexically_normal().string();
         try {
-            const auto doc = load_document(given);
+            const auto doc = load_document(given, cli_load_options(given));
+            clear_progress_line();
             for (const auto& w : doc.warnings)
                 std::cerr << given << ": " << w << "\n";
             // Cut it before adding it: a document that cannot be chunked is never stored.

@@ -109,6 +109,20 @@ void print_ingest_progress(const IngestProgress& p) {
     }
 }
 
+LoadOptions cli_load_options(const std::string& name) {
+    LoadOptions options;
+    options.cancel = &g_interrupted;
+    options.on_ocr_page = [name](int page, int pages) {
+        const std::string line = name + ": reading page " + std::to_string(page) + " of " +
+                                 std::to_string(pages) + " by OCR (pages without a text layer)";
+        if (isatty(STDERR_FILENO))
+            show_progress_line(line);
+        else
+            std::cerr << line << "\n";
+    };
+    return options;
+}
+
 void show_progress_line(const std::string& line) {
     std::cerr << "\r\033[K" << line << std::flush;
     g_progress_open = true;

@@ -7,6 +7,7 @@
 #include "answering/unit_choice.h"
 #include "engine/model/model.h"
 #include "engine/text/chunking.h"
+#include "storage/document_loader.h"
 #include "storage/project.h"
 
 #include <atomic>
@@ -31,6 +32,11 @@ void end_progress_line();
 void show_progress_line(const std::string& line);
 /// Erase the progress line on a terminal (nothing of it stays), before the output it stood for.
 void clear_progress_line();
+
+/// How spanscope-cli loads the document it was given as `name`: OCR of scanned pages announced
+/// on stderr ("name: reading page 2 of 5 by OCR (pages without a text layer)", rewritten in
+/// place on a terminal) and stopped by Ctrl-C (g_interrupted: load_document throws Cancelled).
+LoadOptions cli_load_options(const std::string& name);
 
 /// "1.5 GiB"-style size.
 std::string human_bytes(int64_t bytes);

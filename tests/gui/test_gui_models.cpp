@@ -350,6 +350,10 @@ void GuiModels::shownTextMapsBytesToPositions() {
     QCOMPARE(p.at(-1), -1);
     QCOMPARE(p.at(static_cast<int64_t>(text.size()) + 1), -1);
     QCOMPARE(shown.text.mid(p.at(6), 2), QString::fromUtf8("𝄞"));
+    // A page read by OCR says so; the positions follow its longer marker.
+    const auto ocr = shown_text(text, {{0, 1}, {6, 2}}, {2});
+    QCOMPARE(ocr.text, QString::fromUtf8("[page 1]\nhéllo\n[page 2, read by OCR]\n𝄞 x"));
+    QCOMPARE(ocr.text.mid(ocr.positions.at(6), 2), QString::fromUtf8("𝄞"));
     // Without pages the text is shown as it is.
     QCOMPARE(shown_text("abc", {}).text, QStringLiteral("abc"));
     QCOMPARE(shown_text("abc", {}).positions.at(2), 2);

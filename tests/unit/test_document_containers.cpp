@@ -21,6 +21,7 @@ using spanscope::load_document;
 using spanscope::LoadedDocument;
 using spanscope::test::have_program;
 using spanscope::test::lcs_length;
+using spanscope::test::letter_words;
 using spanscope::test::run_command;
 
 namespace {
@@ -40,45 +41,6 @@ void write_file(const std::string& path, const std::string& bytes) {
     ASSERT_TRUE(out.good()) << path;
 }
 
-/// Words: maximal runs of letters and digits, lower-cased. ASCII punctuation and markup are not
-/// words, nor are the symbols of U+2000-U+2BFF (dashes, quotes, arrows, list bullets "•"),
-/// U+3000-U+303F and the variation selectors; other non-ASCII characters are letters.
-std::vector<std::string> words(const std::string& s) {
-    std::vector<std::string> out;
-    std::string w;
-    const auto end_word = [&] {
-        if (!w.empty())
-            out.push_back(w);
-        w.clear();
-    };
-    for (size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c < 0x80) {
-            if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-                w += static_cast<char>(c);
-            else if (c >= 'A' && c <= 'Z')
-                w += static_cast<char>(c - 'A' + 'a');
-            else
-                end_word();
-            ++i;
-            continue;
-        }
-        const size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-        uint32_t cp = c & (len == 4 ? 0x07 : len == 3 ? 0x0f : 0x1f);
-        for (size_t k = 1; k < len && i + k < s.size(); ++k)
-            cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
-        const bool symbol = (cp >= 0x2000 && cp <= 0x2bff) || (cp >= 0x3000 && cp <= 0x303f) ||
-                            (cp >= 0xfe00 && cp <= 0xfe0f) || cp == 0xa0;
-        if (symbol)
-            end_word();
-        else
-            w.append(s, i, len);
-        i += len;
-    }
-    end_word();
-    return out;
-}
-
 /// The words of a Markdown source as a reader sees them: the YAML block's title, then the body
 /// (its markup is not words; list numbers are).
 std::vector<std::string> markdown_words(const std::string& md) {
@@ -90,8 +52,8 @@ std::vector<std::string> markdown_words(const std::string& md) {
             title = yaml.substr(t + 6, yaml.find('\n', t) - t - 6);
         body = md.substr(end + 5);
     }
-    auto out = words(title);
-    for (auto& w : words(body))
+    auto out = letter_words(title);
+    for (auto& w : letter_words(body))
         out.push_back(std::move(w));
     return out;
 }
@@ -146,7 +108,7 @@ void check_pandoc_document(const std::string& ext, DocumentFormat format) {
     EXPECT_EQ(doc.format, format);
     const std::string md =
         spanscope::test::read_file(spanscope::test::data_dir() + "/fixtures/office/field-notes.md");
-    const Agreement a = agreement(markdown_words(md), words(doc.text), ext + " from pandoc");
+    const Agreement a = agreement(markdown_words(md), letter_words(doc.text), ext + " from pandoc");
     EXPECT_GE(a.of_reference, 0.99);
     EXPECT_GE(a.of_ours, 0.99);
     expect_anchors_ordered(doc);
@@ -208,7 +170,8 @@ void check_real_file(const std::string& path, const std::string& package, Docume
         *ref = std::regex_replace(*ref, std::regex(R"(\[-- Image: [^\]]* --\])"), " ");
     const LoadedDocument doc = load_document(path);
     EXPECT_EQ(doc.format, format);
-    const Agreement a = agreement(words(*ref), words(doc.text), path + " against " + reference);
+    const Agreement a =
+        agreement(letter_words(*ref), letter_words(doc.text), path + " against " + reference);
     EXPECT_GE(a.of_reference, 0.99);
     EXPECT_GE(a.of_ours, 0.99);
     expect_anchors_ordered(doc);

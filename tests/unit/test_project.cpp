@@ -494,7 +494,7 @@ TEST_F(ProjectTest, ChunksAndTheirIndexRowsAreWrittenTogetherOrNotAtAll) {
     EXPECT_EQ(m[0].unit, 1);
 }
 
-// Schema version 1 (no index) opens as version 2 with every stored unit indexed.
+// Schema version 1 (no index) opens as the current version with every stored unit indexed.
 TEST_F(ProjectTest, Version1ProjectGetsItsUnitsIndexed) {
     const auto copy = dir_ + "/v1.spanscope";
     fs::copy_file(project_fixture(1), copy);
@@ -505,7 +505,7 @@ TEST_F(ProjectTest, Version1ProjectGetsItsUnitsIndexed) {
         ASSERT_EQ(q.int64(0), 0) << "the fixture is of version 1, without the index";
     }
     auto p = Project::open(copy, false);
-    EXPECT_EQ(p->schema_version(), 2);
+    EXPECT_EQ(p->schema_version(), kSchemaVersion);
     EXPECT_EQ(index_rows(*p), 1);
     const auto id = p->documents().at(0).id;
     const auto m = p->search_units({id}, "key", "Who grants permission?");
@@ -559,4 +559,34 @@ TEST_F(ProjectTest, CommittedVersion2ProjectStillOpens) {
     EXPECT_EQ(m[0].unit, 0);
     ASSERT_EQ(p->messages(1).size(), 2u);
     EXPECT_EQ(p->messages(1)[1].text, "The copyright holder.");
+    EXPECT_TRUE(docs[0].ocr_pages.empty()); // migration 3: no page was read by OCR
+}
+
+// The committed project of schema version 3 (pages read by OCR recorded) opens.
+TEST_F(ProjectTest, CommittedVersion3ProjectStillOpens) {
+    const auto copy = dir_ + "/v3.spanscope";
+    fs::copy_file(project_fixture(3), copy);
+    auto p = Project::open(copy, false);
+    EXPECT_EQ(p->schema_version(), kSchemaVersion);
+    const auto docs = p->documents();
+    ASSERT_EQ(docs.size(), 1u);
+    EXPECT_EQ(p->document_text(docs[0].id), "Permission is hereby granted");
+    EXPECT_TRUE(docs[0].ocr_pages.empty());
+    ASSERT_EQ(p->messages(1).size(), 2u);
+}
+
+// The pages a PDF had read by OCR are kept with the document, replaced with its text.
+TEST_F(ProjectTest, PagesReadByOcrAreKept) {
+    auto p = Project::open(dir_ + "/ocr.spanscope", true);
+    auto doc = text_document("page one text\n\npage two text");
+    doc.format = spanscope::DocumentFormat::Pdf;
+    doc.pages_ocr = {2, 3};
+    const auto id = p->add_document("/tmp/scan.pdf", doc);
+    ASSERT_TRUE(p->document(id).has_value());
+    EXPECT_EQ(p->document(id)->ocr_pages, (std::vector<int32_t>{2, 3}));
+    EXPECT_EQ(p->documents().at(0).ocr_pages, (std::vector<int32_t>{2, 3}));
+    doc.text += " changed";
+    doc.pages_ocr = {7};
+    EXPECT_EQ(p->add_document("/tmp/scan.pdf", doc), id); // the same path: its text replaced
+    EXPECT_EQ(p->document(id)->ocr_pages, std::vector<int32_t>{7});
 }

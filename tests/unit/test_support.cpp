@@ -224,6 +224,42 @@ bool have_program(const std::string& name) {
     return run_command("command -v " + name + " >/dev/null 2>&1").has_value();
 }
 
+std::vector<std::string> letter_words(const std::string& s) {
+    std::vector<std::string> out;
+    std::string w;
+    const auto end_word = [&] {
+        if (!w.empty())
+            out.push_back(w);
+        w.clear();
+    };
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        if (c < 0x80) {
+            if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+                w += static_cast<char>(c);
+            else if (c >= 'A' && c <= 'Z')
+                w += static_cast<char>(c - 'A' + 'a');
+            else
+                end_word();
+            ++i;
+            continue;
+        }
+        const size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        uint32_t cp = c & (len == 4 ? 0x07 : len == 3 ? 0x0f : 0x1f);
+        for (size_t k = 1; k < len && i + k < s.size(); ++k)
+            cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+        const bool symbol = (cp >= 0x2000 && cp <= 0x2bff) || (cp >= 0x3000 && cp <= 0x303f) ||
+                            (cp >= 0xfe00 && cp <= 0xfe0f) || cp == 0xa0;
+        if (symbol)
+            end_word();
+        else
+            w.append(s, i, len);
+        i += len;
+    }
+    end_word();
+    return out;
+}
+
 size_t lcs_length(const std::vector<std::string>& a, const std::vector<std::string>& b) {
     std::vector<size_t> prev(b.size() + 1, 0), cur(b.size() + 1, 0);
     for (size_t i = 1; i <= a.size(); ++i) {

@@ -63,6 +63,11 @@ std::string temp_dir();
 std::optional<std::string> run_command(const std::string& command);
 /// Whether `name` is a program on $PATH.
 bool have_program(const std::string& name);
+/// Words for comparing a loader's text with a reference: maximal runs of letters and digits,
+/// lower-cased. ASCII punctuation and markup are not words, nor are the symbols of
+/// U+2000-U+2BFF (dashes, quotes, arrows, list bullets), U+3000-U+303F, the variation selectors
+/// and U+00A0; other non-ASCII characters are letters.
+std::vector<std::string> letter_words(const std::string& s);
 /// Length of the longest common subsequence of two word sequences (the word agreement "in
 /// order" of the document loaders' tests): two-row dynamic program, O(|a| |b|) time.
 size_t lcs_length(const std::vector<std::string>& a, const std::vector<std::string>& b);
