@@ -8,12 +8,14 @@
 #include "storage/loader_text.h"
 #include "storage/zip_container.h"
 
+#include <libxml/parser.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <mutex>
 #include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -247,6 +249,10 @@ bool holds_encrypted_package(std::string_view bytes) {
 } // namespace
 
 LoadedDocument load_document(const std::string& path, const LoadOptions& options) {
+    // libxml2's global state is set up once, before any thread parses (its loaders run on the
+    // window's worker thread too).
+    static std::once_flag libxml2_ready;
+    std::call_once(libxml2_ready, [] { xmlInitParser(); });
     std::string bytes = read_file(path, options.max_bytes);
     // The file name without its folders, lower-cased, .gz dropped when compressed.
     std::string name = path;

@@ -41,7 +41,7 @@ struct LoadedDocument {
     bool gzip = false;           ///< the file was gzip-compressed
     int32_t pages = 0;           ///< PDF: number of pages; 0 otherwise
     std::vector<int32_t> pages_without_text; ///< PDF: 1-based pages with no text (nor by OCR)
-    std::vector<int32_t> pages_ocr;    ///< PDF: 1-based pages without a text layer, read by OCR
+    std::vector<int32_t> ocr_pages;    ///< PDF: 1-based pages without a text layer, read by OCR
     std::vector<std::string> warnings; ///< one line each, for the user (e.g. those pages)
     std::vector<SourceAnchor> offset_map;
 

@@ -1,5 +1,6 @@
 #include "storage/html_notes.h"
 
+#include <algorithm>
 #include <string_view>
 #include <vector>
 

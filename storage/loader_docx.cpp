@@ -21,6 +21,7 @@ constexpr const char* kWhat = "DOCX document";
 /// One level of a list definition (w:lvl of word/numbering.xml).
 struct Level {
     bool bullet = false;
+    bool unnumbered = false; ///< numFmt "none": an item without a label
     NumberStyle style = NumberStyle::Decimal;
     std::string text = "%1."; ///< w:lvlText: %k stands for level k's number
     int start = 1;
@@ -45,6 +46,7 @@ public:
         read_numbering();
         footnotes_ = read_notes("word/footnotes.xml", "footnote");
         endnotes_ = read_notes("word/endnotes.xml", "endnote");
+        paragraphs_ = 0; // the notes' paragraphs are not the body's
 
         const xmlNode* body = child_element(xmlDocGetRootElement(doc.get()), ns_, "body");
         if (body)
@@ -68,17 +70,6 @@ private:
     bool is_w(const xmlNode* n, std::string_view local) const { return is_element(n, ns_, local); }
     std::string val(const xmlNode* n) const { return n ? attribute(n, ns_.data(), "val") : ""; }
 
-    static int to_int(const std::string& s, int fallback) {
-        try {
-            size_t used = 0;
-            const long v = std::stol(s, &used);
-            if (used == s.size() && v > -1000000 && v < 1000000)
-                return static_cast<int>(v);
-        } catch (const std::exception&) {
-        }
-        return fallback;
-    }
-
     void read_numbering() {
         const auto bytes = zip_.read("word/numbering.xml");
         if (!bytes)
@@ -89,7 +80,7 @@ private:
         for (const xmlNode* a = root->children; a; a = a->next) {
             if (!is_w(a, "abstractNum"))
                 continue;
-            auto& levels = abstract[to_int(attribute(a, ns_.data(), "abstractNumId"), -1)];
+            auto& levels = abstract[int_value(attribute(a, ns_.data(), "abstractNumId"), -1)];
             for (const xmlNode* l = a->children; l; l = l->next)
                 if (is_w(l, "lvl"))
                     read_level(l, levels);
@@ -97,31 +88,32 @@ private:
         for (const xmlNode* n = root->children; n; n = n->next) {
             if (!is_w(n, "num"))
                 continue;
-            const int id = to_int(attribute(n, ns_.data(), "numId"), -1);
-            const int abs = to_int(val(child_element(n, ns_, "abstractNumId")), -1);
+            const int id = int_value(attribute(n, ns_.data(), "numId"), -1);
+            const int abs = int_value(val(child_element(n, ns_, "abstractNumId")), -1);
             auto levels = abstract.count(abs) ? abstract[abs] : std::array<Level, 9>{};
             for (const xmlNode* o = n->children; o; o = o->next) {
                 if (!is_w(o, "lvlOverride"))
                     continue;
-                const int ilvl = to_int(attribute(o, ns_.data(), "ilvl"), -1);
+                const int ilvl = int_value(attribute(o, ns_.data(), "ilvl"), -1);
                 if (ilvl < 0 || ilvl > 8)
                     continue;
                 if (const xmlNode* l = child_element(o, ns_, "lvl"))
                     read_level(l, levels);
                 if (const xmlNode* s = child_element(o, ns_, "startOverride"))
-                    levels[static_cast<size_t>(ilvl)].start = to_int(val(s), 1);
+                    levels[static_cast<size_t>(ilvl)].start = int_value(val(s), 1);
             }
             numbering_.lists[id] = levels;
         }
     }
 
     void read_level(const xmlNode* l, std::array<Level, 9>& levels) const {
-        const int ilvl = to_int(attribute(l, ns_.data(), "ilvl"), -1);
+        const int ilvl = int_value(attribute(l, ns_.data(), "ilvl"), -1);
         if (ilvl < 0 || ilvl > 8)
             return;
         Level& level = levels[static_cast<size_t>(ilvl)];
         const std::string fmt = val(child_element(l, ns_, "numFmt"));
-        level.bullet = fmt == "bullet" || fmt == "none";
+        level.bullet = fmt == "bullet";
+        level.unnumbered = fmt == "none";
         level.style = fmt == "lowerLetter"   ? NumberStyle::LowerLetter
                       : fmt == "upperLetter" ? NumberStyle::UpperLetter
                       : fmt == "lowerRoman"  ? NumberStyle::LowerRoman
@@ -130,14 +122,15 @@ private:
         if (const xmlNode* t = child_element(l, ns_, "lvlText"))
             level.text = val(t);
         if (const xmlNode* s = child_element(l, ns_, "start"))
-            level.start = to_int(val(s), 1);
+            level.start = int_value(val(s), 1);
     }
 
-    /// The label of the next item of list `num_id` at level `ilvl` ("2.", "b)", "•").
-    std::string list_label(int num_id, int ilvl) {
+    /// The label of the next item of list `num_id` at level `ilvl` ("2.", "b)", "•", "" for a
+    /// level without numbers); std::nullopt when there is no such list.
+    std::optional<std::string> list_label(int num_id, int ilvl) {
         const auto it = numbering_.lists.find(num_id);
         if (it == numbering_.lists.end() || ilvl < 0 || ilvl > 8)
-            return "";
+            return std::nullopt;
         const auto& levels = it->second;
         auto& counters = counters_[num_id];
         if (counters.empty())
@@ -148,6 +141,8 @@ private:
             counters[deeper] = 0;
         if (levels[i].bullet)
             return "•";
+        if (levels[i].unnumbered)
+            return "";
         std::string label;
         const std::string& pattern = levels[i].text;
         for (size_t k = 0; k < pattern.size(); ++k) {
@@ -179,7 +174,7 @@ private:
             if (!type.empty() && type != "normal")
                 continue; // separators
             ParagraphText note;
-            note.begin(0, false);
+            note.begin(0, 0);
             inline_content(n, note, /*in_note=*/true);
             note.end();
             notes[attribute(n, ns_.data(), "id")] = note.take_text();
@@ -211,28 +206,57 @@ private:
         ++paragraphs_;
         const xmlNode* props = child_element(p, ns_, "pPr");
         const xmlNode* num = child_element(props, ns_, "numPr");
-        std::string label;
+        std::optional<std::string> label;
+        int group = 0;
         if (num) {
-            const int num_id = to_int(val(child_element(num, ns_, "numId")), 0);
-            const int ilvl = to_int(val(child_element(num, ns_, "ilvl")), 0);
+            const int num_id = int_value(val(child_element(num, ns_, "numId")), 0);
+            const int ilvl = int_value(val(child_element(num, ns_, "ilvl")), 0);
             if (num_id != 0) // numId 0: numbering removed
                 label = list_label(num_id, ilvl);
+            if (label) {
+                // One group per list: consecutive items of the same list are joined line by
+                // line, another list starts a paragraph.
+                auto [it, fresh] = list_groups_.try_emplace(num_id, 0);
+                if (fresh)
+                    it->second = text_.new_group();
+                group = it->second;
+            }
         }
-        text_.begin(paragraphs_, !label.empty());
-        if (!label.empty())
-            text_.append(label + " ");
+        text_.begin(paragraphs_, group);
+        if (label && !label->empty())
+            text_.append(*label + " ");
         inline_content(p, text_, false);
         text_.end();
     }
 
+    /// The elements named `local` among `parent`'s children and inside the wrappers that may
+    /// hold them (content controls, custom XML, tracked insertions), in order.
+    void collect(const xmlNode* parent, std::string_view local,
+                 std::vector<const xmlNode*>& out) const {
+        for (const xmlNode* n = parent->children; n; n = n->next) {
+            if (is_w(n, local))
+                out.push_back(n);
+            else if (is_w(n, "sdt"))
+                collect_of(child_element(n, ns_, "sdtContent"), local, out);
+            else if (is_w(n, "customXml") || is_w(n, "ins") || is_w(n, "smartTag"))
+                collect(n, local, out);
+        }
+    }
+    void collect_of(const xmlNode* n, std::string_view local,
+                    std::vector<const xmlNode*>& out) const {
+        if (n)
+            collect(n, local, out);
+    }
+
     void table(const xmlNode* tbl) {
-        for (const xmlNode* row = tbl->children; row; row = row->next) {
-            if (!is_w(row, "tr"))
-                continue;
-            text_.begin(paragraphs_ + 1, true);
-            for (const xmlNode* cell = row->children; cell; cell = cell->next) {
-                if (!is_w(cell, "tc"))
-                    continue;
+        const int group = text_.new_group();
+        std::vector<const xmlNode*> rows;
+        collect(tbl, "tr", rows);
+        for (const xmlNode* row : rows) {
+            text_.begin(paragraphs_ + 1, group);
+            std::vector<const xmlNode*> cells;
+            collect(row, "tc", cells);
+            for (const xmlNode* cell : cells) {
                 text_.begin_cell();
                 blocks(cell);
                 text_.end_cell();
@@ -305,6 +329,7 @@ private:
     std::string_view ns_;
     Numbering numbering_;
     std::map<int, std::vector<int>> counters_; ///< by w:numId: each level's last number
+    std::map<int, int> list_groups_;           ///< by w:numId: its ParagraphText group
     std::map<std::string, std::string> footnotes_, endnotes_;
     ParagraphText text_;
     int32_t paragraphs_ = 0;

@@ -2,8 +2,9 @@
 
 #include "engine/text/text_input.h" // is_valid_utf8
 #include "storage/html_notes.h"
-#include "storage/loader_text.h"    // detect_encoding, code_unit_bytes
-#include "storage/paragraph_text.h" // list_number
+#include "storage/list_number.h"
+#include "storage/loader_text.h" // detect_encoding, code_unit_bytes
+#include "storage/xml_tree.h"    // int_value
 
 #include <libxml/HTMLparser.h>
 #include <libxml/tree.h>
@@ -211,19 +212,6 @@ std::string attribute_of(const xmlNode* n, const char* name) {
     return out;
 }
 
-/// An integer attribute, or `fallback` when absent or not a number.
-int int_attribute(const xmlNode* n, const char* name, int fallback) {
-    const std::string v = attribute_of(n, name);
-    try {
-        size_t used = 0;
-        const long x = std::stol(v, &used);
-        if (used == v.size() && x > -1000000 && x < 1000000)
-            return static_cast<int>(x);
-    } catch (const std::exception&) {
-    }
-    return fallback;
-}
-
 /// Whether an ancestor of `n` (within 64 levels) is a list item: a list nested in an item
 /// continues the list line by line instead of starting a paragraph.
 bool inside_list_item(const xmlNode* n) {
@@ -253,8 +241,8 @@ void extract(xmlDoc* doc, TextWriter& w) {
         if (!list || name_of(list) != "ol")
             return "\u2022";
         int& number = item_numbers[list];
-        number =
-            int_attribute(li, "value", number == 0 ? int_attribute(list, "start", 1) : number + 1);
+        number = int_value(attribute_of(li, "value"),
+                           number == 0 ? int_value(attribute_of(list, "start"), 1) : number + 1);
         const std::string type = attribute_of(list, "type");
         const NumberStyle style = type == "a"   ? NumberStyle::LowerLetter
                                   : type == "A" ? NumberStyle::UpperLetter
@@ -319,6 +307,8 @@ void extract(xmlDoc* doc, TextWriter& w) {
         separate(role);
         if (keeps_whitespace(name))
             --pre_depth;
+        if (name == "li")
+            w.list_label(""); // an item without visible text: its label goes with it
     };
 
     xmlNode* const top = reinterpret_cast<xmlNode*>(doc);

@@ -18,6 +18,7 @@ constexpr std::string_view kOffice = "urn:oasis:names:tc:opendocument:xmlns:offi
 constexpr std::string_view kDraw = "urn:oasis:names:tc:opendocument:xmlns:drawing:1.0";
 constexpr std::string_view kStyle = "urn:oasis:names:tc:opendocument:xmlns:style:1.0";
 constexpr std::string_view kManifest = "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0";
+constexpr std::string_view kSvg = "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0";
 constexpr const char* kWhat = "ODT document";
 
 /// One level of a list style (text:list-level-style-number or -bullet).
@@ -31,17 +32,6 @@ struct ListLevel {
 };
 
 using ListStyle = std::map<int, ListLevel>; ///< by text:level (1-based)
-
-int to_int(const std::string& s, int fallback) {
-    try {
-        size_t used = 0;
-        const long v = std::stol(s, &used);
-        if (used == s.size() && v > -1000000 && v < 1000000)
-            return static_cast<int>(v);
-    } catch (const std::exception&) {
-    }
-    return fallback;
-}
 
 /// The manifest declares encryption data for an entry when the document has a password.
 bool manifest_says_encrypted(const std::string& path, ZipContainer& zip) {
@@ -125,10 +115,11 @@ private:
                                              : NumberStyle::Decimal;
                     level.prefix = attribute(l, kStyle.data(), "num-prefix");
                     level.suffix = attribute(l, kStyle.data(), "num-suffix");
-                    level.start = to_int(attribute(l, kText.data(), "start-value"), 1);
-                    level.display_levels = to_int(attribute(l, kText.data(), "display-levels"), 1);
+                    level.start = int_value(attribute(l, kText.data(), "start-value"), 1);
+                    level.display_levels =
+                        int_value(attribute(l, kText.data(), "display-levels"), 1);
                 }
-                style[to_int(attribute(l, kText.data(), "level"), 1)] = level;
+                style[int_value(attribute(l, kText.data(), "level"), 1)] = level;
             }
         }
     }
@@ -138,6 +129,7 @@ private:
         const ListStyle* style = nullptr;
         int level = 1;
         int number = 0;
+        int group = 0; ///< the ParagraphText group of the outermost list
     };
 
     std::string label(std::vector<ListFrame>& lists) const {
@@ -172,7 +164,7 @@ private:
             if (n->type != XML_ELEMENT_NODE)
                 continue;
             if (is_element(n, kText, "p") || is_element(n, kText, "h")) {
-                paragraph(n, "", false);
+                paragraph(n, "", 0);
             } else if (is_element(n, kText, "list")) {
                 list(n, lists);
             } else if (is_element(n, kTable, "table")) {
@@ -198,6 +190,13 @@ private:
         else if (!lists.empty())
             frame.style = lists.back().style; // a nested list keeps its outer list's style
         frame.level = static_cast<int>(lists.size()) + 1;
+        const bool outermost = lists.empty();
+        frame.group = outermost ? text_.new_group() : lists.front().group;
+        // A list that continues an earlier one (text:continue-numbering, or text:continue-list
+        // naming it) goes on from the last number of the last list of its style.
+        if (outermost && (attribute(l, kText.data(), "continue-numbering") == "true" ||
+                          !attribute(l, kText.data(), "continue-list").empty()))
+            frame.number = last_numbers_[style_name];
         lists.push_back(frame);
         for (const xmlNode* item = l->children; item; item = item->next) {
             const bool header = is_element(item, kText, "list-header");
@@ -207,28 +206,32 @@ private:
             bool first = true;
             for (const xmlNode* c = item->children; c; c = c->next) {
                 if (is_element(c, kText, "p") || is_element(c, kText, "h")) {
-                    paragraph(c, first ? item_label : "", true);
+                    paragraph(c, first ? item_label : "", lists.front().group);
                     first = false;
                 } else if (is_element(c, kText, "list")) {
                     list(c, lists);
                 }
             }
         }
+        if (outermost)
+            last_numbers_[style_name] = lists.back().number;
     }
 
-    void paragraph(const xmlNode* p, const std::string& item_label, bool tight) {
+    void paragraph(const xmlNode* p, const std::string& item_label, int group) {
         ++paragraphs_;
-        text_.begin(paragraphs_, tight);
+        text_.begin(paragraphs_, group);
         if (!item_label.empty())
             text_.append(item_label + " ");
         inline_content(p, text_);
         text_.end();
     }
 
-    void table(const xmlNode* t) {
+    void table(const xmlNode* t, int group = 0) {
+        if (group == 0)
+            group = text_.new_group();
         for (const xmlNode* c = t->children; c; c = c->next) {
             if (is_element(c, kTable, "table-row")) {
-                text_.begin(paragraphs_ + 1, true);
+                text_.begin(paragraphs_ + 1, group);
                 for (const xmlNode* cell = c->children; cell; cell = cell->next) {
                     if (!is_element(cell, kTable, "table-cell"))
                         continue; // covered (merged) cells hold nothing of their own
@@ -238,7 +241,7 @@ private:
                 }
                 text_.end();
             } else if (c->type == XML_ELEMENT_NODE) {
-                table(c); // table-header-rows, table-rows, table-row-group
+                table(c, group); // table-header-rows, table-rows, table-row-group
             }
         }
     }
@@ -247,7 +250,7 @@ private:
         for (const xmlNode* n = cell->children; n; n = n->next) {
             if (is_element(n, kText, "p") || is_element(n, kText, "h")) {
                 ++paragraphs_;
-                text_.begin(paragraphs_, false); // a space apart inside the cell
+                text_.begin(paragraphs_, 0); // a space apart inside the cell
                 inline_content(n, text_);
             } else if (is_element(n, kTable, "table")) {
                 text_.begin_cell();
@@ -279,7 +282,8 @@ private:
             if (n->type != XML_ELEMENT_NODE)
                 continue;
             if (is_element(n, kText, "s")) {
-                const int count = std::clamp(to_int(attribute(n, kText.data(), "c"), 1), 1, 1000);
+                const int count =
+                    std::clamp(int_value(attribute(n, kText.data(), "c"), 1), 1, 1000);
                 out.append(std::string(static_cast<size_t>(count), ' '));
             } else if (is_element(n, kText, "tab")) {
                 out.tab();
@@ -290,8 +294,11 @@ private:
             } else if (is_element(n, kOffice, "annotation") ||
                        is_element(n, kOffice, "annotation-end") ||
                        is_element(n, kText, "tracked-changes") || is_element(n, kText, "change") ||
-                       is_element(n, kText, "ruby-text")) {
-                continue; // comments, deletions, ruby annotations over the base text
+                       is_element(n, kText, "ruby-text") || is_element(n, kSvg, "title") ||
+                       is_element(n, kSvg, "desc") || is_element(n, kOffice, "binary-data")) {
+                // comments, deletions, ruby annotations over the base text, an image's
+                // description and its embedded bytes
+                continue;
             } else if (is_element(n, kDraw, "text-box")) {
                 for (const xmlNode* c = n->children; c; c = c->next)
                     if (c->type == XML_ELEMENT_NODE) {
@@ -320,7 +327,7 @@ private:
             }
         }
         ParagraphText body;
-        body.begin(0, false);
+        body.begin(0, 0);
         if (const xmlNode* b = child_element(n, kText, "note-body"))
             inline_content(b, body);
         body.end();
@@ -331,6 +338,7 @@ private:
     const std::string& path_;
     ZipContainer& zip_;
     std::map<std::string, ListStyle> list_styles_;
+    std::map<std::string, int> last_numbers_; ///< by list style: the last outermost list's number
     ParagraphText text_;
     int32_t paragraphs_ = 0;
 };

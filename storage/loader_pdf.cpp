@@ -8,6 +8,7 @@
 #include <poppler-page.h>
 
 #include <climits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -109,6 +110,7 @@ LoadedDocument load_pdf(const std::string& path, const std::string& bytes,
     doc.source_encoding = "PDF";
     doc.pages = pages;
     std::string ocr_unavailable;
+    std::map<int32_t, std::string> failed; // pages OCR could not read, and why
     if (!without_layer.empty() && options.ocr) {
         PageOcr ocr;
         if (!ocr.available()) {
@@ -122,10 +124,17 @@ LoadedDocument load_pdf(const std::string& path, const std::string& bytes,
                 const std::unique_ptr<poppler::page> page(pdf->create_page(number - 1));
                 if (!page)
                     continue;
-                std::string text = clean_page_text(ocr.read(*page, path, number, options.cancel));
+                // A page OCR cannot read costs that page, not the document.
+                std::string text;
+                try {
+                    text = clean_page_text(ocr.read(*page, path, number, options.cancel));
+                } catch (const DocumentError& e) {
+                    failed[number] = e.what();
+                    continue;
+                }
                 if (has_visible_text(text)) {
                     texts[static_cast<size_t>(number - 1)] = std::move(text);
-                    doc.pages_ocr.push_back(number);
+                    doc.ocr_pages.push_back(number);
                 }
             }
         }
@@ -142,16 +151,19 @@ LoadedDocument load_pdf(const std::string& path, const std::string& bytes,
         doc.offset_map.push_back({static_cast<int64_t>(doc.text.size()), 0, number, 0});
         doc.text += text;
     }
-    if (!doc.pages_ocr.empty())
-        doc.warnings.push_back(page_list(doc.pages_ocr) + " no text layer; read by OCR " +
+    if (!doc.ocr_pages.empty())
+        doc.warnings.push_back(page_list(doc.ocr_pages) + " no text layer; read by OCR " +
                                "(Tesseract, English): its words may differ from the scan");
     const std::string why_empty = !options.ocr ? "OCR is off"
                                   : !ocr_unavailable.empty()
                                       ? "OCR is not available: " + ocr_unavailable
                                       : "OCR found no text on it";
-    for (const int32_t number : doc.pages_without_text)
-        doc.warnings.push_back("page " + std::to_string(number) + " has no text layer (" +
-                               why_empty + ")");
+    for (const int32_t number : doc.pages_without_text) {
+        const auto f = failed.find(number);
+        doc.warnings.push_back(f != failed.end() ? f->second
+                                                 : "page " + std::to_string(number) +
+                                                       " has no text layer (" + why_empty + ")");
+    }
     if (doc.text.empty())
         throw DocumentError(path + ": the PDF has no text layer (" + std::to_string(pages) +
                             (pages == 1 ? " page" : " pages") + " of scanned images?) and " +

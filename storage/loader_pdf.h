@@ -13,7 +13,7 @@ namespace spanscope {
 /// -layout or -raw). Pages are separated by a blank line; each page starts an anchor that
 /// carries its 1-based page number (source_offset 0: a PDF's text has no byte offset). Pages
 /// without a text layer are read by OCR (page_ocr.h) when options.ocr is set, in page order,
-/// each announced to options.on_ocr_page first, and listed in pages_ocr with one warning for
+/// each announced to options.on_ocr_page first, and listed in ocr_pages with one warning for
 /// them all; pages with no text either way are listed in pages_without_text with a warning
 /// each. poppler's error messages are silenced (they would go to stderr).
 /// Throws DocumentError (message starts with `path`): not a PDF poppler can read (corrupt,

@@ -10,6 +10,7 @@
 #include <tesseract/ocrclass.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace spanscope {
 
@@ -29,8 +30,13 @@ struct PageOcr::Engine {
 };
 
 PageOcr::PageOcr() : engine_(std::make_unique<Engine>()) {
+    // Tesseract's own messages ("Error opening data file", "Empty page!!") go to its debug
+    // file instead of stderr: what the user reads is the DocumentError and the warnings.
+    engine_->api.SetVariable("debug_file", "/dev/null");
+    const std::vector<std::string> names{"debug_file"}, values{"/dev/null"};
     // nullptr: the data path the library was built with, or $TESSDATA_PREFIX.
-    if (engine_->api.Init(nullptr, "eng", tesseract::OEM_DEFAULT) != 0) {
+    if (engine_->api.Init(nullptr, "eng", tesseract::OEM_DEFAULT, nullptr, 0, &names, &values,
+                          false) != 0) {
         reason_ = "Tesseract's English data is not installed (Debian package tesseract-ocr-eng)";
         return;
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "storage/document_loader.h" // SourceAnchor
+#include "storage/list_number.h"     // for the loaders that include this
 
 #include <string>
 #include <string_view>
@@ -10,45 +11,18 @@
 
 namespace spanscope {
 
-/// How a list numbers its items.
-enum class NumberStyle { Decimal, LowerLetter, UpperLetter, LowerRoman, UpperRoman };
-
-/// Item `n` (1-based; n < 1 is written as decimal) in `style`: 3 -> "3", "c", "C", "iii",
-/// "III"; letters continue as spreadsheets' columns do (27 -> "aa").
-inline std::string list_number(int n, NumberStyle style) {
-    if (n < 1 || style == NumberStyle::Decimal)
-        return std::to_string(n);
-    std::string out;
-    if (style == NumberStyle::LowerLetter || style == NumberStyle::UpperLetter) {
-        const char a = style == NumberStyle::LowerLetter ? 'a' : 'A';
-        for (int k = n; k > 0; k = (k - 1) / 26)
-            out.insert(out.begin(), static_cast<char>(a + (k - 1) % 26));
-        return out;
-    }
-    static constexpr struct {
-        int value;
-        const char* upper;
-        const char* lower;
-    } kRoman[] = {{1000, "M", "m"}, {900, "CM", "cm"}, {500, "D", "d"}, {400, "CD", "cd"},
-                  {100, "C", "c"},  {90, "XC", "xc"},  {50, "L", "l"},  {40, "XL", "xl"},
-                  {10, "X", "x"},   {9, "IX", "ix"},   {5, "V", "v"},   {4, "IV", "iv"},
-                  {1, "I", "i"}};
-    if (n >= 4000)
-        return std::to_string(n);
-    for (const auto& r : kRoman)
-        for (; n >= r.value; n -= r.value)
-            out += style == NumberStyle::UpperRoman ? r.upper : r.lower;
-    return out;
-}
-
-/// Paragraphs are set apart by a blank line, except consecutive list items and consecutive
-/// rows of one table, which are set apart by a line break. Inside a table cell, paragraphs are
-/// joined by a space and cells by a tab. A paragraph with no visible character is dropped.
+/// Paragraphs are set apart by a blank line, except consecutive paragraphs of one group (the
+/// items of one list, the rows of one table), which are set apart by a line break. Inside a table
+/// cell, paragraphs are joined by a space and cells by a tab. A paragraph with no visible character
+/// is dropped.
 class ParagraphText {
 public:
+    /// A group id no other list or table of this text has (for `begin`).
+    int new_group() { return ++groups_; }
     /// Starts source paragraph number `number` (1-based, counted over the whole document).
-    /// `tight`: a list item or a table row, joined to a tight predecessor by one line break.
-    void begin(int32_t number, bool tight) {
+    /// `group`: 0 for a paragraph on its own, else the list or table it belongs to (new_group);
+    /// a paragraph of the same group as the one before is joined to it by one line break.
+    void begin(int32_t number, int group) {
         if (cell_depth_ > 0) {
             if (!current_.empty() && current_.back() != '\t' && current_.back() != ' ')
                 current_ += ' ';
@@ -56,7 +30,7 @@ public:
         }
         current_.clear();
         number_ = number;
-        tight_ = tight;
+        group_ = group;
     }
     /// Appends text as written (spaces kept).
     void append(std::string_view s) { current_ += s; }
@@ -112,14 +86,14 @@ public:
             return;
         }
         if (!text_.empty())
-            text_ += tight_ && last_tight_ ? "\n" : "\n\n";
+            text_ += group_ != 0 && group_ == last_group_ ? "\n" : "\n\n";
         SourceAnchor a;
         a.text_offset = static_cast<int64_t>(text_.size());
         a.line = number_;
         anchors_.push_back(a);
         text_.append(current_, lead, std::string::npos);
         current_.clear();
-        last_tight_ = tight_;
+        last_group_ = group_;
     }
 
     std::string take_text() { return std::move(text_); }
@@ -130,8 +104,9 @@ private:
     std::vector<SourceAnchor> anchors_;
     std::string current_;
     int32_t number_ = 0;
-    bool tight_ = false;
-    bool last_tight_ = false;
+    int group_ = 0;
+    int last_group_ = 0;
+    int groups_ = 0;
     int cell_depth_ = 0;
 };
 

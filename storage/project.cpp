@@ -292,7 +292,7 @@ int64_t Project::add_document(const std::string& source_path, const LoadedDocume
             .bind_blob(6, blob.data(), blob.size())
             .bind(7, warnings)
             .bind(8, now_iso())
-            .bind(9, page_list_text(doc.pages_ocr))
+            .bind(9, page_list_text(doc.ocr_pages))
             .bind(10, id)
             .run();
         tx.commit();
@@ -317,7 +317,7 @@ int64_t Project::add_document(const std::string& source_path, const LoadedDocume
         .bind_blob(8, blob.data(), blob.size())
         .bind(9, warnings)
         .bind(10, now_iso())
-        .bind(11, page_list_text(doc.pages_ocr));
+        .bind(11, page_list_text(doc.ocr_pages));
     ins.run();
     const int64_t id = db_->last_insert_id();
     tx.commit();

@@ -5,14 +5,21 @@
 #include <libxml/parser.h>
 #include <libxml/xmlerror.h>
 
-#include <climits>
+#include <algorithm>
 
 namespace spanscope {
 
 XmlDocPtr parse_xml(const std::string& path, const std::string& entry, const std::string& bytes,
                     const std::string& what) {
-    if (bytes.size() > static_cast<size_t>(INT_MAX))
-        throw DocumentError(path + ": " + entry + " is too large for the XML parser (2 GiB)");
+    constexpr size_t kMaxBytes = size_t{128} << 20;
+    constexpr size_t kMaxTags = 4000000;
+    if (bytes.size() > kMaxBytes)
+        throw DocumentError(path + ": " + entry + " is " + std::to_string(bytes.size() >> 20) +
+                            " MiB of XML, more than the 128 MiB Spanscope reads of one part");
+    if (static_cast<size_t>(std::count(bytes.begin(), bytes.end(), '<')) > kMaxTags)
+        throw DocumentError(path + ": " + entry +
+                            " has more than 4 000 000 XML tags, more than "
+                            "Spanscope reads of one part (a ZIP bomb?)");
     // No NOENT (entities stay references), no DTDLOAD, no network; errors are taken from
     // libxml2's per-thread last error instead of going to stderr.
     const int options = int{XML_PARSE_NONET} | int{XML_PARSE_NOERROR} | int{XML_PARSE_NOWARNING} |
@@ -56,6 +63,21 @@ std::string attribute(const xmlNode* n, const char* ns, const char* local) {
     std::string out = reinterpret_cast<const char*>(v);
     xmlFree(v);
     return out;
+}
+
+int int_value(std::string_view text, int fallback) {
+    if (text.empty() || text.size() > 8)
+        return fallback;
+    size_t i = text[0] == '-' ? 1 : 0;
+    if (i == text.size())
+        return fallback;
+    int v = 0;
+    for (; i < text.size(); ++i) {
+        if (text[i] < '0' || text[i] > '9')
+            return fallback;
+        v = v * 10 + (text[i] - '0');
+    }
+    return text[0] == '-' ? -v : v;
 }
 
 const xmlNode* child_element(const xmlNode* n, std::string_view ns, std::string_view local) {

@@ -69,14 +69,15 @@ ZipContainer::ZipContainer(const std::string& path, const std::string& bytes, si
                                 " cannot be read)");
         }
         names_.emplace_back(st.name);
-        if (st.valid & ZIP_STAT_SIZE)
-            declared += st.size;
-        if (declared > max_bytes) {
+        // Compared before adding: a size near 2^64 must not wrap the sum.
+        if ((st.valid & ZIP_STAT_SIZE) && st.size > max_bytes - declared) {
             zip_discard(archive_);
             throw DocumentError(path + ": declares more than " + std::to_string(max_bytes) +
                                 " bytes once uncompressed, more than a document may have (a ZIP "
                                 "bomb?)");
         }
+        if (st.valid & ZIP_STAT_SIZE)
+            declared += st.size;
     }
 }
 

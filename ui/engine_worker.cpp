@@ -251,11 +251,11 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
             load.cancel = &cancel_ingest_;
             load.on_ocr_page = [&](int page, int pages) {
                 row.ocr_page = page;
-                row.ocr_pages = pages;
+                row.ocr_page_count = pages;
                 emit document_updated(row);
             };
             const auto doc = load_document(paths[i].toStdString(), load);
-            row.ocr_page = row.ocr_pages = 0;
+            row.ocr_page = row.ocr_page_count = 0;
             for (const auto& w : doc.warnings)
                 row.warnings << q(w);
             // Cut it before adding it: a document that cannot be chunked is never stored.

@@ -13,10 +13,10 @@ QString status_text(const DocumentRow& row) {
     case S::Queued:
         return QStringLiteral("queued");
     case S::Extracting:
-        if (row.ocr_pages > 0)
+        if (row.ocr_page_count > 0)
             return QStringLiteral("reading page %1 of %2 by OCR (no text layer)")
                 .arg(row.ocr_page)
-                .arg(row.ocr_pages);
+                .arg(row.ocr_page_count);
         return QStringLiteral("extracting text");
     case S::Prefilling:
         return QStringLiteral("prefilling %1/%2 chunks").arg(row.chunks_stored).arg(row.chunks);

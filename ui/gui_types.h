@@ -34,10 +34,10 @@ struct DocumentRow {
     qint64 chunks = 0, chunks_stored = 0;
     double tokens_per_s = 0;
     double seconds_left = 0;
-    int ocr_page = 0, ocr_pages = 0; ///< Extracting: the page OCR reads (1-based) of how many
-    QString error;                   ///< Failed: why, in words
-    QStringList warnings;            ///< from the loader (encoding converted, pages without text)
-    bool in_context = true;          ///< checked in the list: questions are asked about it
+    int ocr_page = 0, ocr_page_count = 0; ///< Extracting: the page OCR reads (1-based) of how many
+    QString error;                        ///< Failed: why, in words
+    QStringList warnings;   ///< from the loader (encoding converted, pages without text)
+    bool in_context = true; ///< checked in the list: questions are asked about it
 };
 
 /// Words for a row's status: "ready", "prefilling 3/12 chunks", "failed: …".

@@ -47,6 +47,8 @@ int run_ask(const AskOptions& o) {
         std::string name, text;
     };
     std::vector<Doc> docs;
+    // Ctrl-C from here on: OCR of a scanned page stops too.
+    install_interrupt_handler();
     for (const auto& path : o.docs) {
         // The file name is shown to the model: a name that is not UTF-8 gets '?' for each
         // byte that breaks it, so that it cannot fail the prompt.
@@ -55,7 +57,17 @@ int run_ask(const AskOptions& o) {
             for (auto& c : name)
                 if (static_cast<unsigned char>(c) >= 0x80)
                     c = '?';
-        auto loaded = load_document(path, cli_load_options(path));
+        LoadedDocument loaded;
+        try {
+            loaded = load_document(path, cli_load_options(path));
+        } catch (const Cancelled&) {
+            end_progress_line();
+            std::cerr << "interrupted\n";
+            return interrupted_exit_code();
+        } catch (...) {
+            clear_progress_line();
+            throw;
+        }
         clear_progress_line();
         for (const auto& w : loaded.warnings)
             std::cerr << path << ": " << w << "\n";
@@ -65,7 +77,6 @@ int run_ask(const AskOptions& o) {
         throw std::runtime_error("the question is empty");
     if (!is_valid_utf8(o.question))
         throw std::runtime_error("the question is not valid UTF-8");
-    install_interrupt_handler();
 
     auto model = open_model(o.model, o.backend);
     const auto& info = model->info();

@@ -23,9 +23,14 @@ int ask_project(const AskOptions& o) {
         throw std::runtime_error("the question is empty");
     // Documents and model first: a command that cannot run creates no project.
     std::vector<std::pair<std::string, LoadedDocument>> added;
-    for (const auto& path : o.docs)
-        added.emplace_back(std::filesystem::absolute(path).lexically_normal().string(),
-                           load_document(path, cli_load_options(path)));
+    try {
+        for (const auto& path : o.docs)
+            added.emplace_back(std::filesystem::absolute(path).lexically_normal().string(),
+                               load_document(path, cli_load_options(path)));
+    } catch (...) {
+        clear_progress_line(); // an OCR progress line does not stay before the message
+        throw;
+    }
     clear_progress_line();
     auto model = open_model(o.model, o.backend);
     auto project = Project::open(resolve_project_path(o.project), /*create=*/!o.docs.empty());

@@ -79,7 +79,8 @@ int run_ingest(const IngestOptions& o) {
                 std::cerr << given << ": already in the project as document " << id
                           << " (completing its chunk states if any are missing)\n";
             else if (outcome == Project::AddOutcome::Updated)
-                std::cerr << given << ": changed since it was added; document " << id
+                std::cerr << given << ": its text differs from the one stored (the file changed, "
+                          << "or this version of Spanscope reads it differently); document " << id
                           << " now holds the new text\n";
             const auto r = cache.ingest(id, scratch, &g_interrupted, print_ingest_progress);
             end_progress_line();
@@ -100,9 +101,11 @@ int run_ingest(const IngestOptions& o) {
                          "resume\n";
             return interrupted_exit_code();
         } catch (const DocumentError& e) {
+            clear_progress_line();
             std::cerr << "spanscope-cli: " << e.what() << " (skipped)\n";
             ++failed;
         } catch (const std::exception& e) {
+            clear_progress_line();
             std::cerr << "spanscope-cli: " << given << ": " << e.what() << " (skipped)\n";
             ++failed;
         }

@@ -3,6 +3,7 @@
 // damaged file fails in its row with the reason and leaves nothing in the project, and Cancel
 // stops OCR. A tiny model the test writes does the prefilling (tests/unit/tiny_model.h).
 #include "engine/model/model_locator.h"
+#include "storage/page_ocr.h"
 #include "storage/project.h"
 #include "test_support.h"
 #include "tiny_model.h"
@@ -66,6 +67,8 @@ void GuiDocuments::initTestCase() {
     for (const char* tool : {"pdftoppm", "img2pdf", "pandoc"})
         if (missing_.isEmpty() && !test::have_program(tool))
             missing_ = QStringLiteral("%1 is not installed").arg(tool);
+    if (PageOcr ocr; missing_.isEmpty() && !ocr.available())
+        missing_ = QString::fromStdString(ocr.unavailable_reason());
 }
 
 bool GuiDocuments::open_window(std::unique_ptr<MainWindow>& w, const QString& project,
@@ -210,7 +213,7 @@ void GuiDocuments::cancelStopsOcr() {
     QSignalSpy done(w.get(), &MainWindow::ingest_done);
     w->add_documents({scanned});
     // Cancel once OCR is on its first page: it stops there, not after four pages.
-    QTRY_VERIFY_WITH_TIMEOUT(model->rowCount() == 1 && model->row(0).ocr_pages == 4, 120000);
+    QTRY_VERIFY_WITH_TIMEOUT(model->rowCount() == 1 && model->row(0).ocr_page_count == 4, 120000);
     QElapsedTimer clock;
     clock.start();
     w->cancel_ingest();
@@ -218,6 +221,8 @@ void GuiDocuments::cancelStopsOcr() {
     QCOMPARE(done[0][2].toBool(), true);
     QCOMPARE(model->row(0).status, DocumentRow::Status::Cancelled);
     qInfo("OCR stopped %lld ms after Cancel", static_cast<long long>(clock.elapsed()));
+    // The stop within the page is the unit test's (test_document_ocr); here: the row and the
+    // project after it.
     w.reset();
     auto p = Project::open(project.toStdString(), false);
     QVERIFY(p->documents().empty());

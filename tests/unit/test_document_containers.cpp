@@ -145,6 +145,9 @@ void check_pandoc_document(const std::string& ext, DocumentFormat format) {
     const auto line_of = [&](const char* s) {
         return doc.anchor_at(static_cast<int64_t>(doc.text.find(s))).line;
     };
+    if (format != DocumentFormat::Epub) { // DOCX, ODT: paragraph numbers; the title is first
+        EXPECT_EQ(line_of("Field Notes on Tidal Pools"), 1);
+    }
     EXPECT_LT(line_of("Visitors often ask"), line_of("Count the snails"));
     EXPECT_LT(line_of("Count the snails"), line_of("The counts agree"));
     EXPECT_GT(line_of("Visitors often ask"), 0);
@@ -376,4 +379,105 @@ TEST(DocumentContainers, ZipBombRefusedWithoutInflatingIt) {
     // The same document under the bound loads.
     ASSERT_FALSE(make_zip(dir.file("small.docx"), {{"word/document.xml", kDocumentXml}}).empty());
     EXPECT_EQ(load_document(dir.file("small.docx"), small).text, "Hello from a small document.");
+}
+
+TEST(DocumentContainers, ALyingSizeInTheHeadersDoesNotGetPastTheBound) {
+    TempDir dir;
+    // 8 MiB of paragraphs whose headers are rewritten to declare 1000 bytes: the declared
+    // sizes pass, what inflates does not (or the data's length check fails first).
+    std::string xml = "<?xml version=\"1.0\"?><w:document xmlns:w=\"http://schemas.openxmlformats."
+                      "org/wordprocessingml/2006/main\"><w:body>";
+    while (xml.size() < (8u << 20))
+        xml += "<w:p><w:r><w:t>all work and no play</w:t></w:r></w:p>";
+    xml += "</w:body></w:document>";
+    std::string zip = make_zip(dir.file("honest.docx"), {{"word/document.xml", xml}});
+    ASSERT_FALSE(zip.empty());
+    const auto put32 = [&](size_t at, uint32_t v) {
+        for (int b = 0; b < 4; ++b)
+            zip[at + static_cast<size_t>(b)] = static_cast<char>((v >> (8 * b)) & 0xff);
+    };
+    ASSERT_EQ(zip.rfind(std::string("PK\x03\x04", 4), 0), 0u);
+    put32(22, 1000); // local file header: uncompressed size
+    const size_t central = zip.find(std::string("PK\x01\x02", 4));
+    ASSERT_NE(central, std::string::npos);
+    put32(central + 24, 1000); // central directory header: uncompressed size
+    write_file(dir.file("lying.docx"), zip);
+    spanscope::LoadOptions small;
+    small.max_bytes = 1u << 20;
+    const std::string msg = load_error(dir.file("lying.docx"), small);
+    std::cout << "[ info ] " << msg << "\n";
+    ASSERT_FALSE(msg.empty());
+    EXPECT_EQ(msg.find('\n'), std::string::npos);
+    EXPECT_TRUE(msg.find("a ZIP bomb?") != std::string::npos ||
+                msg.find("damaged") != std::string::npos)
+        << msg;
+}
+
+TEST(DocumentContainers, EntitiesAreNeitherFetchedNorExpandedAndHugeTreesRefused) {
+    TempDir dir;
+    // An external entity (a file of this machine) is not read, an internal one not expanded.
+    const std::string head =
+        "<w:document xmlns:w=\"http://schemas.openxmlformats.org/wordprocessingml/2006/main\">"
+        "<w:body><w:p><w:r><w:t>Before ";
+    const std::string tail = " after.</w:t></w:r></w:p></w:body></w:document>";
+    const std::string external = "<?xml version=\"1.0\"?>\n<!DOCTYPE w:document [\n"
+                                 "<!ENTITY secret SYSTEM \"file:///etc/passwd\">\n"
+                                 "<!ENTITY a \"laughlaughlaugh\">\n]>\n" +
+                                 head + "&secret; &a;" + tail;
+    ASSERT_FALSE(make_zip(dir.file("entities.docx"), {{"word/document.xml", external}}).empty());
+    const LoadedDocument doc = load_document(dir.file("entities.docx"));
+    EXPECT_EQ(doc.text.find("root:"), std::string::npos) << doc.text;
+    EXPECT_EQ(doc.text.find("laugh"), std::string::npos) << doc.text;
+    EXPECT_NE(doc.text.find("Before"), std::string::npos);
+    EXPECT_LT(doc.text.size(), 100u) << doc.text;
+    // Nested internal entities ("billion laughs"): libxml2 refuses the part, in one line.
+    const std::string laughs = "<?xml version=\"1.0\"?>\n<!DOCTYPE w:document [\n"
+                               "<!ENTITY a \"laughlaughlaughlaughlaughlaughlaughlaugh\">\n"
+                               "<!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;\">\n"
+                               "<!ENTITY c \"&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;\">\n"
+                               "<!ENTITY d \"&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;\">\n]>\n" +
+                               head + "&d;" + tail;
+    ASSERT_FALSE(make_zip(dir.file("laughs.docx"), {{"word/document.xml", laughs}}).empty());
+    const std::string msg = load_error(dir.file("laughs.docx"));
+    if (msg.empty()) {
+        EXPECT_EQ(load_document(dir.file("laughs.docx")).text.find("laugh"), std::string::npos);
+    } else {
+        EXPECT_EQ(msg.rfind(dir.file("laughs.docx") + ": is a damaged DOCX document", 0), 0u)
+            << msg;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+    // A part of 4 000 001 tags is refused before a tree is built.
+    std::string many = "<?xml version=\"1.0\"?><w:document xmlns:w=\"http://schemas."
+                       "openxmlformats.org/wordprocessingml/2006/main\"><w:body>";
+    for (int i = 0; i < 4000000; ++i)
+        many += "<w:r/>";
+    many += "</w:body></w:document>";
+    ASSERT_FALSE(make_zip(dir.file("tags.docx"), {{"word/document.xml", many}}).empty());
+    expect_refused(dir.file("tags.docx"), "more than 4 000 000 XML tags");
+}
+
+TEST(DocumentContainers, EpubHrefsAreResolvedAgainstTheirPackage) {
+    TempDir dir;
+    // The package in OEBPS/, its chapter one folder up with a space in its name.
+    const std::string container =
+        R"(<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>)";
+    const std::string opf =
+        R"(<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="2.0"><manifest><item id="c1" href="../Text/Chapter%201.xhtml" media-type="application/xhtml+xml"/><item id="c2" href="./part%202.html#start" media-type="text/html"/><item id="img" href="cover.png" media-type="image/png"/></manifest><spine><itemref idref="img"/><itemref idref="c1"/><itemref idref="c2"/></spine></package>)";
+    ASSERT_FALSE(
+        make_zip(dir.file("book.epub"),
+                 {{"mimetype", "application/epub+zip"},
+                  {"META-INF/container.xml", container},
+                  {"OEBPS/content.opf", opf},
+                  {"Text/Chapter 1.xhtml",
+                   "<html><body><h1>One</h1><ol start=\"3\" type=\"a\"><li>first</li><li></li>"
+                   "<li value=\"9\">ninth</li></ol><p>Closing words.</p></body></html>"},
+                  {"OEBPS/part 2.html", "<html><body><p>Second part.</p></body></html>"},
+                  {"OEBPS/cover.png", "\x89PNG"}})
+            .empty());
+    const LoadedDocument doc = load_document(dir.file("book.epub"));
+    EXPECT_EQ(doc.format, DocumentFormat::Epub);
+    // HTML lists: the start, the type, an item's own value, and no label left over from an
+    // empty item.
+    EXPECT_EQ(doc.text, "One\n\nc. first\ni. ninth\n\nClosing words.\n\nSecond part.");
+    expect_anchors_ordered(doc);
 }

@@ -488,7 +488,7 @@ TEST(DocumentLoader, PdfPageWithoutTextListed) {
     EXPECT_EQ(doc.pages_without_text, std::vector<int32_t>{2});
     ASSERT_EQ(doc.warnings.size(), 1u);
     EXPECT_EQ(doc.warnings[0], "page 2 has no text layer (OCR found no text on it)");
-    EXPECT_TRUE(doc.pages_ocr.empty());
+    EXPECT_TRUE(doc.ocr_pages.empty());
     EXPECT_EQ(doc.anchor_at(6).page, 1);
 
     // Pages that follow an empty one keep their own number; gzip works for PDF too.

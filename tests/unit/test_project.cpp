@@ -261,6 +261,12 @@ std::string project_fixture(int version) {
         const auto id = p->add_document("/usr/share/common-licenses/MIT",
                                         text_document("Permission is hereby granted"));
         p->insert_chunks(id, "key", {one_chunk_unit(0, 28, {2, 40, 41, 42})});
+        if (version >= 3) { // a scan: pages read by OCR (migration 3)
+            auto scan = text_document("Scanned page two.\n\nScanned page three.");
+            scan.format = spanscope::DocumentFormat::Pdf;
+            scan.ocr_pages = {2, 3};
+            p->add_document("/tmp/scan.pdf", scan);
+        }
         const auto chat = p->create_chat("Who grants permission?");
         p->add_message(chat, "user", "Who grants permission?");
         p->add_message(chat, "assistant", "The copyright holder.", "{}");
@@ -569,9 +575,10 @@ TEST_F(ProjectTest, CommittedVersion3ProjectStillOpens) {
     auto p = Project::open(copy, false);
     EXPECT_EQ(p->schema_version(), kSchemaVersion);
     const auto docs = p->documents();
-    ASSERT_EQ(docs.size(), 1u);
+    ASSERT_EQ(docs.size(), 2u);
     EXPECT_EQ(p->document_text(docs[0].id), "Permission is hereby granted");
     EXPECT_TRUE(docs[0].ocr_pages.empty());
+    EXPECT_EQ(docs[1].ocr_pages, (std::vector<int32_t>{2, 3}));
     ASSERT_EQ(p->messages(1).size(), 2u);
 }
 
@@ -580,13 +587,13 @@ TEST_F(ProjectTest, PagesReadByOcrAreKept) {
     auto p = Project::open(dir_ + "/ocr.spanscope", true);
     auto doc = text_document("page one text\n\npage two text");
     doc.format = spanscope::DocumentFormat::Pdf;
-    doc.pages_ocr = {2, 3};
+    doc.ocr_pages = {2, 3};
     const auto id = p->add_document("/tmp/scan.pdf", doc);
     ASSERT_TRUE(p->document(id).has_value());
     EXPECT_EQ(p->document(id)->ocr_pages, (std::vector<int32_t>{2, 3}));
     EXPECT_EQ(p->documents().at(0).ocr_pages, (std::vector<int32_t>{2, 3}));
     doc.text += " changed";
-    doc.pages_ocr = {7};
+    doc.ocr_pages = {7};
     EXPECT_EQ(p->add_document("/tmp/scan.pdf", doc), id); // the same path: its text replaced
     EXPECT_EQ(p->document(id)->ocr_pages, std::vector<int32_t>{7});
 }
