@@ -1,5 +1,7 @@
 #include "storage/html_notes.h"
 
+#include "storage/xml_tree.h"
+
 #include <algorithm>
 #include <string_view>
 #include <vector>
@@ -7,15 +9,6 @@
 namespace spanscope {
 
 namespace {
-
-std::string property(const xmlNode* n, const char* name) {
-    xmlChar* v = xmlGetProp(n, BAD_CAST name);
-    if (!v)
-        return {};
-    std::string out = reinterpret_cast<const char*>(v);
-    xmlFree(v);
-    return out;
-}
 
 /// Whether the space-separated list `tokens` holds `token`.
 bool has_token(const std::string& tokens, std::string_view token) {
@@ -30,20 +23,20 @@ bool has_token(const std::string& tokens, std::string_view token) {
 }
 
 bool is_note(const xmlNode* n) {
-    const std::string type = property(n, "epub:type"), role = property(n, "role");
+    const std::string type = attribute(n, "", "epub:type"), role = attribute(n, "", "role");
     return has_token(type, "footnote") || has_token(type, "endnote") ||
            has_token(type, "rearnote") || has_token(type, "note") ||
            has_token(role, "doc-footnote") || has_token(role, "doc-endnote");
 }
 
 bool is_note_reference(const xmlNode* n) {
-    return has_token(property(n, "epub:type"), "noteref") ||
-           has_token(property(n, "role"), "doc-noteref");
+    return has_token(attribute(n, "", "epub:type"), "noteref") ||
+           has_token(attribute(n, "", "role"), "doc-noteref");
 }
 
 bool is_backlink(const xmlNode* n) {
-    return has_token(property(n, "role"), "doc-backlink") ||
-           has_token(property(n, "epub:type"), "backlink");
+    return has_token(attribute(n, "", "role"), "doc-backlink") ||
+           has_token(attribute(n, "", "epub:type"), "backlink");
 }
 
 /// The next node after `n` in document order within `top`'s subtree; `descend`: into n's
@@ -100,11 +93,11 @@ HtmlNotes find_html_notes(xmlDoc* doc) {
         else if (is_note_reference(n))
             references.push_back(n);
         else if (is_note(n))
-            if (const std::string id = property(n, "id"); !id.empty())
+            if (const std::string id = attribute(n, "", "id"); !id.empty())
                 notes.emplace(id, n);
     }
     for (const xmlNode* ref : references) {
-        const std::string href = property(ref, "href");
+        const std::string href = attribute(ref, "", "href");
         if (!href.starts_with("#"))
             continue;
         const auto it = notes.find(href.substr(1));

@@ -51,12 +51,7 @@ public:
         const xmlNode* body = child_element(xmlDocGetRootElement(doc.get()), ns_, "body");
         if (body)
             blocks(body);
-        LoadedDocument out;
-        out.format = DocumentFormat::Docx;
-        out.source_encoding = "UTF-8";
-        out.text = text_.take_text();
-        out.offset_map = text_.take_anchors();
-        return out;
+        return text_.take_document(DocumentFormat::Docx);
     }
 
 private:

@@ -202,16 +202,6 @@ private:
     std::string label_; ///< a list item's label not yet written
 };
 
-/// The element's attribute `name`, "" when absent.
-std::string attribute_of(const xmlNode* n, const char* name) {
-    xmlChar* v = xmlGetProp(n, BAD_CAST name);
-    if (!v)
-        return {};
-    std::string out = reinterpret_cast<const char*>(v);
-    xmlFree(v);
-    return out;
-}
-
 /// Whether an ancestor of `n` (within 64 levels) is a list item: a list nested in an item
 /// continues the list line by line instead of starting a paragraph.
 bool inside_list_item(const xmlNode* n) {
@@ -241,9 +231,9 @@ void extract(xmlDoc* doc, TextWriter& w) {
         if (!list || name_of(list) != "ol")
             return "\u2022";
         int& number = item_numbers[list];
-        number = int_value(attribute_of(li, "value"),
-                           number == 0 ? int_value(attribute_of(list, "start"), 1) : number + 1);
-        const std::string type = attribute_of(list, "type");
+        number = int_value(attribute(li, "", "value"),
+                           number == 0 ? int_value(attribute(list, "", "start"), 1) : number + 1);
+        const std::string type = attribute(list, "", "type");
         const NumberStyle style = type == "a"   ? NumberStyle::LowerLetter
                                   : type == "A" ? NumberStyle::UpperLetter
                                   : type == "i" ? NumberStyle::LowerRoman

@@ -72,12 +72,7 @@ public:
             throw DocumentError(path_ + ": is not a text document (an OpenDocument " +
                                 "spreadsheet, drawing or presentation?): Spanscope reads ODT");
         blocks(office_text, {});
-        LoadedDocument out;
-        out.format = DocumentFormat::Odt;
-        out.source_encoding = "UTF-8";
-        out.text = text_.take_text();
-        out.offset_map = text_.take_anchors();
-        return out;
+        return text_.take_document(DocumentFormat::Odt);
     }
 
 private:

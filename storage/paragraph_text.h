@@ -97,7 +97,15 @@ public:
     }
 
     std::string take_text() { return std::move(text_); }
-    std::vector<SourceAnchor> take_anchors() { return std::move(anchors_); }
+    /// The text and its anchors as a loaded document of `format` (UTF-8 XML source).
+    LoadedDocument take_document(DocumentFormat format) {
+        LoadedDocument out;
+        out.format = format;
+        out.source_encoding = "UTF-8";
+        out.text = std::move(text_);
+        out.offset_map = std::move(anchors_);
+        return out;
+    }
 
 private:
     std::string text_;

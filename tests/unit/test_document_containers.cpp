@@ -19,27 +19,16 @@ using spanscope::DocumentError;
 using spanscope::DocumentFormat;
 using spanscope::load_document;
 using spanscope::LoadedDocument;
+using spanscope::test::document_error;
+using spanscope::test::expect_document_refused;
 using spanscope::test::have_program;
 using spanscope::test::lcs_length;
 using spanscope::test::letter_words;
 using spanscope::test::run_command;
+using spanscope::test::TempDir;
+using spanscope::test::write_file;
 
 namespace {
-
-struct TempDir {
-    std::string path = spanscope::test::temp_dir();
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
-
-void write_file(const std::string& path, const std::string& bytes) {
-    std::ofstream out(path, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    ASSERT_TRUE(out.good()) << path;
-}
 
 /// The words of a Markdown source as a reader sees them: the YAML block's title, then the body
 /// (its markup is not words; list numbers are).
@@ -210,25 +199,6 @@ std::string make_zip(const std::string& path,
     return spanscope::test::read_file(path);
 }
 
-std::string load_error(const std::string& path, const spanscope::LoadOptions& options = {}) {
-    try {
-        load_document(path, options);
-    } catch (const DocumentError& e) {
-        return e.what();
-    }
-    return "";
-}
-
-/// Refused in one line that starts with the path and says `what`.
-void expect_refused(const std::string& path, const std::string& what,
-                    const spanscope::LoadOptions& options = {}) {
-    const std::string msg = load_error(path, options);
-    ASSERT_FALSE(msg.empty()) << path << " was loaded";
-    EXPECT_EQ(msg.rfind(path + ": ", 0), 0u) << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    EXPECT_NE(msg.find(what), std::string::npos) << "message: " << msg << "\nexpected: " << what;
-}
-
 const char* const kDocumentXml =
     R"(<?xml version="1.0" encoding="UTF-8"?>
 <w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>
@@ -276,8 +246,8 @@ TEST(DocumentContainers, TruncatedAndDamagedContainersRefused) {
     // Cut anywhere past the first local header: the central directory at the end is gone.
     for (const size_t keep : {bytes.size() / 4, bytes.size() / 2, bytes.size() - 10}) {
         const std::string cut = dir.file("cut-" + std::to_string(keep) + ".docx");
-        write_file(cut, bytes.substr(0, keep));
-        expect_refused(cut, "damaged or truncated ZIP container");
+        ASSERT_TRUE(write_file(cut, bytes.substr(0, keep)));
+        expect_document_refused(cut, "damaged or truncated ZIP container");
     }
     // The compressed data of word/document.xml damaged: its CRC or inflate fails.
     const size_t at = bytes.find("word/document.xml");
@@ -285,20 +255,21 @@ TEST(DocumentContainers, TruncatedAndDamagedContainersRefused) {
     std::string flipped = bytes;
     for (size_t i = at + 40; i < at + 200 && i < flipped.size(); ++i)
         flipped[i] = static_cast<char>(flipped[i] ^ 0x5a);
-    write_file(dir.file("flipped.docx"), flipped);
-    const std::string msg = load_error(dir.file("flipped.docx"));
+    ASSERT_TRUE(write_file(dir.file("flipped.docx"), flipped));
+    const std::string msg = document_error(dir.file("flipped.docx"));
     EXPECT_NE(msg.find("damaged"), std::string::npos) << msg;
     // Not a ZIP at all, and a ZIP of something else.
-    write_file(dir.file("renamed.docx"), "This is a text file with the wrong name.\n");
-    expect_refused(dir.file("renamed.docx"), "not a ZIP container");
+    ASSERT_TRUE(write_file(dir.file("renamed.docx"), "This is a text file with the wrong name.\n"));
+    expect_document_refused(dir.file("renamed.docx"), "not a ZIP container");
     ASSERT_FALSE(make_zip(dir.file("notes.zip"), {{"a.txt", "one"}, {"b.txt", "two"}}).empty());
-    expect_refused(dir.file("notes.zip"), "not a DOCX, ODT or EPUB document");
+    expect_document_refused(dir.file("notes.zip"), "not a DOCX, ODT or EPUB document");
     ASSERT_FALSE(make_zip(dir.file("empty.docx"), {{"word/other.xml", "<x/>"}}).empty());
-    expect_refused(dir.file("empty.docx"), "without the parts of a DOCX document");
+    expect_document_refused(dir.file("empty.docx"), "without the parts of a DOCX document");
     // Damaged XML inside a sound container.
     ASSERT_FALSE(
         make_zip(dir.file("badxml.docx"), {{"word/document.xml", "<w:document><w:body>"}}).empty());
-    expect_refused(dir.file("badxml.docx"), "is a damaged DOCX document (word/document.xml:");
+    expect_document_refused(dir.file("badxml.docx"),
+                            "is a damaged DOCX document (word/document.xml:");
 }
 
 TEST(DocumentContainers, EncryptedDocumentsRefused) {
@@ -309,7 +280,7 @@ TEST(DocumentContainers, EncryptedDocumentsRefused) {
     } else {
         ASSERT_FALSE(
             make_zip(dir.file("locked.docx"), {{"word/document.xml", kDocumentXml}}, true).empty());
-        expect_refused(dir.file("locked.docx"), "encrypted with a password");
+        expect_document_refused(dir.file("locked.docx"), "encrypted with a password");
     }
     // An ODT with a password: its manifest declares encryption data for content.xml.
     const std::string manifest =
@@ -326,18 +297,18 @@ TEST(DocumentContainers, EncryptedDocumentsRefused) {
                                           {"META-INF/manifest.xml", manifest},
                                           {"content.xml", std::string(1200, '\x9c')}})
             .empty());
-    expect_refused(dir.file("locked.odt"), "encrypted with a password");
+    expect_document_refused(dir.file("locked.odt"), "encrypted with a password");
     // A password-protected .docx is an OLE2 compound file holding an "EncryptedPackage"
     // stream (MS-OFFCRYPTO 2.3.4.4); its directory entry names it in UTF-16LE.
     std::string cfb = std::string("\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 8) + std::string(504, '\0');
     for (const char c : std::string("EncryptedPackage"))
         cfb += c, cfb += '\0';
     cfb += std::string(512, '\0');
-    write_file(dir.file("protected.docx"), cfb);
-    expect_refused(dir.file("protected.docx"), "encrypted with a password");
-    write_file(dir.file("old.doc"),
-               std::string("\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 8) + std::string(1024, '\0'));
-    expect_refused(dir.file("old.doc"), "legacy binary Office file");
+    ASSERT_TRUE(write_file(dir.file("protected.docx"), cfb));
+    expect_document_refused(dir.file("protected.docx"), "encrypted with a password");
+    ASSERT_TRUE(write_file(dir.file("old.doc"), std::string("\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 8) +
+                                                    std::string(1024, '\0')));
+    expect_document_refused(dir.file("old.doc"), "legacy binary Office file");
     // An EPUB whose chapter is encrypted (DRM): META-INF/encryption.xml lists it.
     const std::string container =
         R"(<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="book.opf" media-type="application/oebps-package+xml"/></rootfiles></container>)";
@@ -351,7 +322,7 @@ TEST(DocumentContainers, EncryptedDocumentsRefused) {
                                                  {"book.opf", opf},
                                                  {"ch1.xhtml", std::string(300, '\x9c')}})
                      .empty());
-    expect_refused(dir.file("drm.epub"), "is encrypted (DRM: ch1.xhtml)");
+    expect_document_refused(dir.file("drm.epub"), "is encrypted (DRM: ch1.xhtml)");
 }
 
 TEST(DocumentContainers, ZipBombRefusedWithoutInflatingIt) {
@@ -367,7 +338,7 @@ TEST(DocumentContainers, ZipBombRefusedWithoutInflatingIt) {
     EXPECT_LT(fs::file_size(dir.file("bomb.docx")), 1u << 20);
     spanscope::LoadOptions small;
     small.max_bytes = 4u << 20;
-    expect_refused(dir.file("bomb.docx"), "a ZIP bomb?", small);
+    expect_document_refused(dir.file("bomb.docx"), "a ZIP bomb?", small);
     // Many small entries that together pass the bound are refused as well.
     std::vector<std::pair<std::string, std::string>> many;
     const std::string mib(1u << 20, 'x');
@@ -375,7 +346,7 @@ TEST(DocumentContainers, ZipBombRefusedWithoutInflatingIt) {
         many.emplace_back("word/part" + std::to_string(i) + ".xml", mib);
     many.emplace_back("word/document.xml", kDocumentXml);
     ASSERT_FALSE(make_zip(dir.file("many.docx"), many).empty());
-    expect_refused(dir.file("many.docx"), "a ZIP bomb?", small);
+    expect_document_refused(dir.file("many.docx"), "a ZIP bomb?", small);
     // The same document under the bound loads.
     ASSERT_FALSE(make_zip(dir.file("small.docx"), {{"word/document.xml", kDocumentXml}}).empty());
     EXPECT_EQ(load_document(dir.file("small.docx"), small).text, "Hello from a small document.");
@@ -401,10 +372,10 @@ TEST(DocumentContainers, ALyingSizeInTheHeadersDoesNotGetPastTheBound) {
     const size_t central = zip.find(std::string("PK\x01\x02", 4));
     ASSERT_NE(central, std::string::npos);
     put32(central + 24, 1000); // central directory header: uncompressed size
-    write_file(dir.file("lying.docx"), zip);
+    ASSERT_TRUE(write_file(dir.file("lying.docx"), zip));
     spanscope::LoadOptions small;
     small.max_bytes = 1u << 20;
-    const std::string msg = load_error(dir.file("lying.docx"), small);
+    const std::string msg = document_error(dir.file("lying.docx"), small);
     std::cout << "[ info ] " << msg << "\n";
     ASSERT_FALSE(msg.empty());
     EXPECT_EQ(msg.find('\n'), std::string::npos);
@@ -438,7 +409,7 @@ TEST(DocumentContainers, EntitiesAreNeitherFetchedNorExpandedAndHugeTreesRefused
                                "<!ENTITY d \"&c;&c;&c;&c;&c;&c;&c;&c;&c;&c;\">\n]>\n" +
                                head + "&d;" + tail;
     ASSERT_FALSE(make_zip(dir.file("laughs.docx"), {{"word/document.xml", laughs}}).empty());
-    const std::string msg = load_error(dir.file("laughs.docx"));
+    const std::string msg = document_error(dir.file("laughs.docx"));
     if (msg.empty()) {
         EXPECT_EQ(load_document(dir.file("laughs.docx")).text.find("laugh"), std::string::npos);
     } else {
@@ -453,7 +424,7 @@ TEST(DocumentContainers, EntitiesAreNeitherFetchedNorExpandedAndHugeTreesRefused
         many += "<w:r/>";
     many += "</w:body></w:document>";
     ASSERT_FALSE(make_zip(dir.file("tags.docx"), {{"word/document.xml", many}}).empty());
-    expect_refused(dir.file("tags.docx"), "more than 4 000 000 XML tags");
+    expect_document_refused(dir.file("tags.docx"), "more than 4 000 000 XML tags");
 }
 
 TEST(DocumentContainers, EpubHrefsAreResolvedAgainstTheirPackage) {

@@ -23,52 +23,21 @@ using spanscope::DocumentError;
 using spanscope::DocumentFormat;
 using spanscope::load_document;
 using spanscope::LoadedDocument;
+using spanscope::test::document_error;
+using spanscope::test::expect_document_refused;
 using spanscope::test::have_program;
 using spanscope::test::lcs_length;
 using spanscope::test::run_command;
+using spanscope::test::TempDir;
+using spanscope::test::write_file;
 
 namespace {
-
-/// A temporary directory removed with everything in it at the end of the test.
-struct TempDir {
-    std::string path = spanscope::test::temp_dir();
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
-
-void write_file(const std::string& path, const std::string& bytes) {
-    std::ofstream out(path, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    ASSERT_TRUE(out.good()) << path;
-}
 
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
-}
-
-/// The DocumentError message of loading `path`, or "" if it loaded.
-std::string load_error(const std::string& path, const spanscope::LoadOptions& options = {}) {
-    try {
-        load_document(path, options);
-    } catch (const DocumentError& e) {
-        return e.what();
-    }
-    return "";
-}
-
-/// Refused with a message that starts with the path and contains `what`.
-void expect_refused(const std::string& path, const std::string& what,
-                    const spanscope::LoadOptions& options = {}) {
-    const std::string msg = load_error(path, options);
-    ASSERT_FALSE(msg.empty()) << path << " was loaded";
-    EXPECT_EQ(msg.rfind(path + ": ", 0), 0u) << msg;
-    EXPECT_NE(msg.find(what), std::string::npos) << "message: " << msg << "\nexpected: " << what;
 }
 
 std::vector<std::string> words(const std::string& s) {
@@ -144,8 +113,8 @@ const std::string kHello = "BT /F1 12 Tf 72 720 Td (Hello page one) Tj ET";
 TEST(DocumentLoader, Utf8TextWithBomAndLineAnchors) {
     TempDir dir;
     const std::string path = dir.file("a.txt");
-    write_file(path, "\xef\xbb\xbf"
-                     "first line\nsecond caf\xc3\xa9\nthird\n");
+    ASSERT_TRUE(write_file(path, "\xef\xbb\xbf"
+                                 "first line\nsecond caf\xc3\xa9\nthird\n"));
     const LoadedDocument doc = load_document(path);
     EXPECT_EQ(doc.text, "first line\nsecond caf\xc3\xa9\nthird\n");
     EXPECT_EQ(doc.format, DocumentFormat::Text);
@@ -166,7 +135,7 @@ TEST(DocumentLoader, MarkdownKeptAsSource) {
     TempDir dir;
     const std::string path = dir.file("notes.MD");
     const std::string md = "# Title\n\nSome *emphasis* and a [link](http://x).\n";
-    write_file(path, md);
+    ASSERT_TRUE(write_file(path, md));
     const LoadedDocument doc = load_document(path);
     EXPECT_EQ(doc.text, md);
     EXPECT_EQ(doc.format, DocumentFormat::Markdown);
@@ -186,7 +155,7 @@ TEST(DocumentLoader, Latin1DetectedAndConverted) {
         "Le café était plein. Une fille naïve lisait son résumé près de la fenêtre.\n"
         "L'été dernier, nous avons mangé des crêpes à la crème fraîche et bu du thé très "
         "chaud.\nOù est le château ? À côté de l'église, après le pont, près de la rivière.\n";
-    write_file(path, latin1);
+    ASSERT_TRUE(write_file(path, latin1));
     const LoadedDocument doc = load_document(path);
     EXPECT_EQ(doc.text, utf8);
     EXPECT_NE(doc.source_encoding, "UTF-8");
@@ -209,7 +178,7 @@ TEST(DocumentLoader, Utf16LittleEndianWithBom) {
         bytes += static_cast<char>(c & 0xff);
         bytes += static_cast<char>(c >> 8);
     }
-    write_file(path, bytes);
+    ASSERT_TRUE(write_file(path, bytes));
     const LoadedDocument doc = load_document(path);
     EXPECT_EQ(doc.text, "Hello wide world\ncaf\xc3\xa9 \xe2\x82\xac 5\n");
     EXPECT_EQ(doc.source_encoding, "UTF-16LE");
@@ -220,42 +189,46 @@ TEST(DocumentLoader, Utf16LittleEndianWithBom) {
 
 TEST(DocumentLoader, BinaryEmptyAndWhitespaceRefused) {
     TempDir dir;
-    write_file(dir.file("prog.bin"), std::string("\x7f"
-                                                 "ELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0>\0",
-                                                 20));
-    expect_refused(dir.file("prog.bin"), "binary");
-    write_file(dir.file("empty.txt"), "");
-    expect_refused(dir.file("empty.txt"), "empty");
-    write_file(dir.file("blank.txt"), " \n\t\r\n  \n");
-    expect_refused(dir.file("blank.txt"), "empty");
-    write_file(dir.file("blank.html"),
-               "<html><body><p> &nbsp; </p><script>x()</script></body></html>");
-    expect_refused(dir.file("blank.html"), "no text");
+    ASSERT_TRUE(
+        write_file(dir.file("prog.bin"), std::string("\x7f"
+                                                     "ELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0>\0",
+                                                     20)));
+    expect_document_refused(dir.file("prog.bin"), "binary");
+    ASSERT_TRUE(write_file(dir.file("empty.txt"), ""));
+    expect_document_refused(dir.file("empty.txt"), "empty");
+    ASSERT_TRUE(write_file(dir.file("blank.txt"), " \n\t\r\n  \n"));
+    expect_document_refused(dir.file("blank.txt"), "empty");
+    ASSERT_TRUE(write_file(dir.file("blank.html"),
+                           "<html><body><p> &nbsp; </p><script>x()</script></body></html>"));
+    expect_document_refused(dir.file("blank.html"), "no text");
     // UTF-8 with one stray Latin-1 byte is damaged UTF-8, not Windows-1252.
     std::string mixed;
     for (int i = 0; i < 20; ++i)
         mixed += "Le caf\xc3\xa9 \xc3\xa9tait plein, la fen\xc3\xaatre ouverte. ";
-    write_file(dir.file("mixed.txt"), mixed + "stray \xe9 byte\n");
-    expect_refused(dir.file("mixed.txt"), "not valid UTF-8 (first invalid byte at offset " +
-                                              std::to_string(mixed.size() + 6) + ")");
+    ASSERT_TRUE(write_file(dir.file("mixed.txt"), mixed + "stray \xe9 byte\n"));
+    expect_document_refused(dir.file("mixed.txt"),
+                            "not valid UTF-8 (first invalid byte at offset " +
+                                std::to_string(mixed.size() + 6) + ")");
     // Bytes uchardet cannot place.
-    write_file(dir.file("odd.txt"), "\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a");
-    expect_refused(dir.file("odd.txt"), "encoding could not be detected");
+    ASSERT_TRUE(write_file(dir.file("odd.txt"), "\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a"));
+    expect_document_refused(dir.file("odd.txt"), "encoding could not be detected");
 }
 
 TEST(DocumentLoader, MissingDirectoryAndTooLargeRefused) {
     TempDir dir;
-    expect_refused(dir.file("nope.txt"), "no such file");
-    expect_refused(dir.path, "is a directory");
-    expect_refused("/usr/share/doc/shared-mime-info/shared-mime-info-spec.html", "is a directory");
+    expect_document_refused(dir.file("nope.txt"), "no such file");
+    expect_document_refused(dir.path, "is a directory");
+    expect_document_refused("/usr/share/doc/shared-mime-info/shared-mime-info-spec.html",
+                            "is a directory");
     ASSERT_EQ(mkfifo(dir.file("fifo").c_str(), 0600), 0);
-    expect_refused(dir.file("fifo"), "not a regular file"); // and does not wait for a writer
-    write_file(dir.file("big.txt"), std::string(2000, 'a'));
+    expect_document_refused(dir.file("fifo"),
+                            "not a regular file"); // and does not wait for a writer
+    ASSERT_TRUE(write_file(dir.file("big.txt"), std::string(2000, 'a')));
     spanscope::LoadOptions small;
     small.max_bytes = 1000;
-    expect_refused(dir.file("big.txt"), "more than the 1000 bytes", small);
+    expect_document_refused(dir.file("big.txt"), "more than the 1000 bytes", small);
     gzip_file(dir.file("bomb.txt.gz"), std::string(5000, 'a'));
-    expect_refused(dir.file("bomb.txt.gz"), "decompresses to more than", small);
+    expect_document_refused(dir.file("bomb.txt.gz"), "decompresses to more than", small);
 }
 
 // --- gzip ------------------------------------------------------------------------------------
@@ -274,8 +247,8 @@ TEST(DocumentLoader, GzipRoundTrip) {
 
     // Two members one after the other, as `cat a.gz b.gz` makes them.
     gzip_file(dir.file("b.gz"), "more\n");
-    write_file(dir.file("ab.txt.gz"),
-               read_file(dir.file("x.txt.gz")) + read_file(dir.file("b.gz")));
+    ASSERT_TRUE(write_file(dir.file("ab.txt.gz"),
+                           read_file(dir.file("x.txt.gz")) + read_file(dir.file("b.gz"))));
     EXPECT_EQ(load_document(dir.file("ab.txt.gz")).text, text + "more\n");
 }
 
@@ -286,12 +259,12 @@ TEST(DocumentLoader, CorruptGzipRefused) {
         long_text += "line " + std::to_string(i) + " of a text that will be cut short\n";
     gzip_file(dir.file("full.txt.gz"), long_text);
     const std::string gz = read_file(dir.file("full.txt.gz"));
-    write_file(dir.file("cut.txt.gz"), gz.substr(0, gz.size() / 2));
-    expect_refused(dir.file("cut.txt.gz"), "truncated gzip");
+    ASSERT_TRUE(write_file(dir.file("cut.txt.gz"), gz.substr(0, gz.size() / 2)));
+    expect_document_refused(dir.file("cut.txt.gz"), "truncated gzip");
     std::string flipped = gz;
     flipped[flipped.size() - 6] ^= 0x55; // in the CRC-32
-    write_file(dir.file("crc.txt.gz"), flipped);
-    expect_refused(dir.file("crc.txt.gz"), "corrupt gzip");
+    ASSERT_TRUE(write_file(dir.file("crc.txt.gz"), flipped));
+    expect_document_refused(dir.file("crc.txt.gz"), "corrupt gzip");
 }
 
 TEST(DocumentLoader, RealDebianGzipMatchesZcat) {
@@ -321,17 +294,17 @@ TEST(DocumentLoader, RealDebianGzipMatchesZcat) {
 TEST(DocumentLoader, HtmlInline) {
     TempDir dir;
     const std::string path = dir.file("page.html");
-    write_file(path, "<!DOCTYPE html>\n<html><head><title>Not text</title>\n"
-                     "<style>p { color: red; }</style></head>\n"
-                     "<body><script>var hidden = 1;</script>\n"
-                     "<h1>Caf&eacute; &amp; bar</h1>\n"
-                     "<p>First   paragraph\n  spans two lines.</p>\n"
-                     "<p>Second &lt;tag&gt; &#8212; <b>bold</b>, <i>it</i>.</p>\n"
-                     "<pre>\n  indented\n    more</pre>\n"
-                     "<ul><li>one</li><li>two</li></ul>\n"
-                     "<table><tr><td>a</td><td>b</td></tr></table>\n"
-                     "<noscript>enable js</noscript><template>tpl</template>\n"
-                     "Line<br>break</body></html>\n");
+    ASSERT_TRUE(write_file(path, "<!DOCTYPE html>\n<html><head><title>Not text</title>\n"
+                                 "<style>p { color: red; }</style></head>\n"
+                                 "<body><script>var hidden = 1;</script>\n"
+                                 "<h1>Caf&eacute; &amp; bar</h1>\n"
+                                 "<p>First   paragraph\n  spans two lines.</p>\n"
+                                 "<p>Second &lt;tag&gt; &#8212; <b>bold</b>, <i>it</i>.</p>\n"
+                                 "<pre>\n  indented\n    more</pre>\n"
+                                 "<ul><li>one</li><li>two</li></ul>\n"
+                                 "<table><tr><td>a</td><td>b</td></tr></table>\n"
+                                 "<noscript>enable js</noscript><template>tpl</template>\n"
+                                 "Line<br>break</body></html>\n"));
     const LoadedDocument doc = load_document(path);
     EXPECT_EQ(doc.format, DocumentFormat::Html);
     EXPECT_EQ(doc.text, "Caf\xc3\xa9 & bar\n\n"
@@ -353,13 +326,14 @@ TEST(DocumentLoader, HtmlInline) {
 
 TEST(DocumentLoader, HtmlCharsetFromMetaAndUndeclaredLatin1) {
     TempDir dir;
-    write_file(dir.file("m.html"), "<html><head><meta charset=\"iso-8859-1\"></head>"
-                                   "<body><p>caf\xe9 na\xefve</p></body></html>");
+    ASSERT_TRUE(write_file(dir.file("m.html"), "<html><head><meta charset=\"iso-8859-1\"></head>"
+                                               "<body><p>caf\xe9 na\xefve</p></body></html>"));
     LoadedDocument doc = load_document(dir.file("m.html"));
     EXPECT_EQ(doc.text, "caf\xc3\xa9 na\xc3\xafve");
     // Windows-1252 quotes without a declaration: uchardet, not libxml2's ISO-8859-1 fallback.
-    write_file(dir.file("w.htm"), "<html><body><p>\x93Quoted\x94 text \x96 with the caf\xe9 "
-                                  "and na\xefve r\xe9sum\xe9 of the \xe9t\xe9.</p></body></html>");
+    ASSERT_TRUE(write_file(dir.file("w.htm"),
+                           "<html><body><p>\x93Quoted\x94 text \x96 with the caf\xe9 "
+                           "and na\xefve r\xe9sum\xe9 of the \xe9t\xe9.</p></body></html>"));
     doc = load_document(dir.file("w.htm"));
     EXPECT_NE(doc.text.find("\xe2\x80\x9cQuoted\xe2\x80\x9d"), std::string::npos)
         << doc.source_encoding << ": " << doc.text;
@@ -472,15 +446,15 @@ TEST(DocumentLoader, PdfBashManualMatchesPdftotext) {
 
 TEST(DocumentLoader, PdfWithoutTextLayerRefused) {
     TempDir dir;
-    write_file(dir.file("scan.pdf"), make_pdf({kRectangle}));
-    expect_refused(dir.file("scan.pdf"), "no text layer");
-    expect_refused(dir.file("scan.pdf"), "OCR");
+    ASSERT_TRUE(write_file(dir.file("scan.pdf"), make_pdf({kRectangle})));
+    expect_document_refused(dir.file("scan.pdf"), "no text layer");
+    expect_document_refused(dir.file("scan.pdf"), "OCR");
 }
 
 TEST(DocumentLoader, PdfPageWithoutTextListed) {
     TempDir dir;
     // No .pdf in the name: the content decides.
-    write_file(dir.file("two-pages"), make_pdf({kHello, kRectangle}));
+    ASSERT_TRUE(write_file(dir.file("two-pages"), make_pdf({kHello, kRectangle})));
     const LoadedDocument doc = load_document(dir.file("two-pages"));
     EXPECT_EQ(doc.format, DocumentFormat::Pdf);
     EXPECT_EQ(doc.text, "Hello page one");
@@ -506,10 +480,10 @@ TEST(DocumentLoader, PasswordProtectedPdfRefused) {
     // The standard security handler with /U bytes that the empty user password does not
     // match: opening needs a password.
     const std::string hex32(64, 'a');
-    write_file(dir.file("locked.pdf"),
-               make_pdf({kHello}, "<< /Filter /Standard /V 1 /R 2 /O <" + hex32 + "> /U <" + hex32 +
-                                      "> /P -44 >>"));
-    expect_refused(dir.file("locked.pdf"), "encrypted PDF that needs a password");
+    ASSERT_TRUE(write_file(dir.file("locked.pdf"),
+                           make_pdf({kHello}, "<< /Filter /Standard /V 1 /R 2 /O <" + hex32 +
+                                                  "> /U <" + hex32 + "> /P -44 >>")));
+    expect_document_refused(dir.file("locked.pdf"), "encrypted PDF that needs a password");
 }
 
 TEST(DocumentLoader, CorruptPdfRefusedQuietly) {
@@ -520,21 +494,21 @@ TEST(DocumentLoader, CorruptPdfRefusedQuietly) {
         x = x * 1664525u + 1013904223u;
         garbage += static_cast<char>(x >> 24);
     }
-    write_file(dir.file("bad.pdf"), garbage);
+    ASSERT_TRUE(write_file(dir.file("bad.pdf"), garbage));
     // A real PDF cut in half.
     const std::string pdf = make_pdf({kHello});
-    write_file(dir.file("cut.pdf"), pdf.substr(0, pdf.size() / 3));
+    ASSERT_TRUE(write_file(dir.file("cut.pdf"), pdf.substr(0, pdf.size() / 3)));
     testing::internal::CaptureStderr();
-    const std::string bad = load_error(dir.file("bad.pdf"));
-    const std::string cut = load_error(dir.file("cut.pdf"));
+    const std::string bad = document_error(dir.file("bad.pdf"));
+    const std::string cut = document_error(dir.file("cut.pdf"));
     const std::string err = testing::internal::GetCapturedStderr();
     EXPECT_EQ(bad.rfind(dir.file("bad.pdf") + ": ", 0), 0u) << bad;
     EXPECT_NE(bad.find("PDF"), std::string::npos) << bad;
     EXPECT_EQ(cut.rfind(dir.file("cut.pdf") + ": ", 0), 0u) << cut;
     EXPECT_EQ(err, "") << "poppler wrote to stderr";
     // A .pdf name on something else is not a PDF.
-    write_file(dir.file("text.pdf"), "just some text\n");
-    expect_refused(dir.file("text.pdf"), "not a readable PDF");
+    ASSERT_TRUE(write_file(dir.file("text.pdf"), "just some text\n"));
+    expect_document_refused(dir.file("text.pdf"), "not a readable PDF");
 }
 
 // --- offset map ------------------------------------------------------------------------------

@@ -23,23 +23,17 @@ using spanscope::DocumentError;
 using spanscope::load_document;
 using spanscope::LoadedDocument;
 using spanscope::LoadOptions;
+using spanscope::test::document_error;
+using spanscope::test::expect_document_refused;
 using spanscope::test::have_program;
 using spanscope::test::lcs_length;
 using spanscope::test::letter_words;
 using spanscope::test::run_command;
+using spanscope::test::TempDir;
 
 namespace {
 
 const std::string kSource = "/usr/share/doc/bash/bash.pdf"; // Debian package bash-doc
-
-struct TempDir {
-    std::string path = spanscope::test::temp_dir();
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return path + "/" + name; }
-};
 
 /// Why the machine cannot make the scans, or "" when it can.
 std::string missing_tools() {

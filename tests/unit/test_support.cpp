@@ -2,6 +2,8 @@
 
 #include "engine/model/model_locator.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -204,6 +206,35 @@ LogitsAgreement compare_logits(const std::vector<float>& ours, const std::vector
             std::max_element(o, o + n_vocab) - o == std::max_element(r, r + n_vocab) - r;
     }
     return a;
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+}
+
+bool write_file(const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return out.good();
+}
+
+std::string document_error(const std::string& path, const LoadOptions& options) {
+    try {
+        load_document(path, options);
+    } catch (const DocumentError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+void expect_document_refused(const std::string& path, const std::string& what,
+                             const LoadOptions& options) {
+    const std::string msg = document_error(path, options);
+    ASSERT_FALSE(msg.empty()) << path << " was loaded";
+    EXPECT_EQ(msg.rfind(path + ": ", 0), 0u) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_NE(msg.find(what), std::string::npos) << "message: " << msg << "\nexpected: " << what;
 }
 
 std::optional<std::string> run_command(const std::string& command) {

@@ -59,6 +59,23 @@ LogitsAgreement compare_logits(const std::vector<float>& ours, const std::vector
                                int64_t n_positions, int64_t n_vocab);
 /// A fresh temporary directory (removed by the OS's /tmp policy; tests remove what they write).
 std::string temp_dir();
+/// A fresh temporary directory removed with everything in it at the end of its scope.
+struct TempDir {
+    std::string path = temp_dir();
+    ~TempDir();
+    TempDir() = default;
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    std::string file(const std::string& name) const { return path + "/" + name; }
+};
+/// Writes `bytes` to `path` (binary, replacing it); false when that fails.
+bool write_file(const std::string& path, const std::string& bytes);
+/// The DocumentError message of load_document(path, options), or "" if it loaded.
+std::string document_error(const std::string& path, const LoadOptions& options = {});
+/// Expects load_document(path, options) refused in one line that starts with the path and
+/// contains `what` (a gtest failure otherwise).
+void expect_document_refused(const std::string& path, const std::string& what,
+                             const LoadOptions& options = {});
 /// stdout of a shell command; std::nullopt if it could not run or exited non-zero.
 std::optional<std::string> run_command(const std::string& command);
 /// Whether `name` is a program on $PATH.
