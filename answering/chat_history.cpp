@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
+#include <set>
+
 namespace spanscope {
 
 namespace {
@@ -42,12 +45,20 @@ ChatContext chat_context(Project& project, int64_t chat_id, const std::string& m
         // An answer without text (stopped or failed before its first token) gave the model
         // nothing to see: it neither ends a run nor starts one.
         const AnswerModel by = m.text.empty() ? AnswerModel{} : answer_model(stats);
+        std::vector<int64_t> asked;
+        if (stats.is_object() && stats.contains("documents_asked") &&
+            stats["documents_asked"].is_array())
+            for (const auto& d : stats["documents_asked"])
+                if (d.is_number_integer())
+                    asked.push_back(d.get<int64_t>());
         if (!model_id.empty() && !by.id.empty() && by.id != model_id) {
             // Another model's answer: the history starts again after it.
             c.history.clear();
+            c.history_documents.clear();
             c.left_out_model = by;
         } else if (!m.text.empty()) {
             c.history.emplace_back(pending, m.text);
+            c.history_documents.push_back(std::move(asked));
         }
         answered += m.text.empty() ? 0 : 1;
         if (!by.id.empty())
@@ -66,6 +77,25 @@ ChatContext chat_context(Project& project, int64_t chat_id, const std::string& m
     c.turns_left_out = answered - c.history.size();
     c.restarted = !model_id.empty() && !last_recorded.empty() && last_recorded != model_id;
     return c;
+}
+
+size_t keep_history_of(ChatContext& chat, const std::vector<int64_t>& documents) {
+    const std::set<int64_t> these(documents.begin(), documents.end());
+    // The run of exchanges about these documents at the end of the history starts at run_start.
+    size_t run_start = chat.history.size();
+    while (run_start > 0) {
+        const auto& asked = chat.history_documents[run_start - 1];
+        if (!asked.empty() && std::set<int64_t>(asked.begin(), asked.end()) != these)
+            break;
+        --run_start;
+    }
+    const size_t left_out = run_start;
+    const auto cut = static_cast<std::ptrdiff_t>(run_start);
+    chat.history.erase(chat.history.begin(), chat.history.begin() + cut);
+    chat.history_documents.erase(chat.history_documents.begin(),
+                                 chat.history_documents.begin() + cut);
+    chat.turns_left_out += left_out;
+    return left_out;
 }
 
 std::vector<HistoryRestart> history_restarts(const std::vector<MessageRecord>& messages) {

@@ -37,6 +37,9 @@ struct ChatContext {
     /// The exchanges sent as history: those since the last answer another model gave, less
     /// unanswered questions and answers without text.
     std::vector<std::pair<std::string, std::string>> history;
+    /// For each exchange of `history`, the documents its answer was asked about (its
+    /// statistics' documents_asked; empty where none were recorded).
+    std::vector<std::vector<int64_t>> history_documents;
     /// The documents the chat's last answer was asked about, in order (its statistics'
     /// documents_asked; an answer saved before those were recorded: the documents it used).
     std::vector<int64_t> documents;
@@ -53,6 +56,12 @@ struct ChatContext {
 /// The context of chat `chat_id` for a question asked with the model `model_id`
 /// (model_identity_hex; empty: every answer counts as this model's).
 ChatContext chat_context(Project& project, int64_t chat_id, const std::string& model_id);
+
+/// Keeps in chat.history only the exchanges since the last one asked about other documents than
+/// `documents` (compared as sets; an exchange that recorded none counts as asked about these):
+/// an answer about one document sent as history would answer a question about another (a
+/// small model repeats it). Adds those left out to chat.turns_left_out and returns how many.
+size_t keep_history_of(ChatContext& chat, const std::vector<int64_t>& documents);
 
 /// A place where a chat's history started afresh: the question (an index into the chat's
 /// messages) whose answer records another model than the answer before it that records one.

@@ -390,9 +390,11 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     const auto& info = model.info();
     const auto t0 = Clock::now();
     const int64_t computed_before = scratch.tokens_processed();
-    const ChatContext chat =
+    ChatContext chat =
         q.chat_id > 0 ? chat_context(project, q.chat_id, cache.model_id()) : ChatContext{};
     const auto ids = documents_to_answer_from(project, q, chat);
+    // Turns about other documents are not sent: their answers would answer this question.
+    const size_t other_documents = keep_history_of(chat, ids);
     const ChatFormat format = chat_format_of(info, model.tokenizer());
     const auto question = question_tokens(model.tokenizer(), format, q.question, chat.history);
     check_room(model, question, q);
@@ -405,6 +407,19 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         hooks.on_question_saved(out.chat_id, chat);
     out.history_turns = chat.history.size();
     out.history_left_out = chat.turns_left_out;
+    // Said where the documents changed (the last turn was about others), not at every later
+    // question of the chat.
+    if (other_documents > 0 && chat.history.empty()) {
+        const bool one = other_documents == 1;
+        out.notes.push_back(
+            std::to_string(other_documents) +
+            (one ? " earlier turn of this chat was" : " earlier turns of this chat were") +
+            " about other documents: not sent as history, so that " +
+            (one ? "its answer does" : "their answers do") +
+            " not answer for these (a new chat starts clean)");
+        if (hooks.on_note)
+            hooks.on_note(out.notes.back());
+    }
     ContextAssembly a;
     try {
         Session session(model, session_options);

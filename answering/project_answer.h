@@ -120,10 +120,11 @@ std::string project_selector_problem(const std::string& selector);
 /// max_tokens), they are ranked against the question (full-text bm25 over the project's index;
 /// choose_units) and the best that fit are assembled, in the order of the documents.
 /// A continued chat sends its earlier exchanges as history, those since the last answer another
-/// model gave (chat_context). The question is saved first; the answer (also a stopped one, with
-/// what was generated) is saved with its statistics and the model that gave it (answer_model's
-/// fields). Cancel set before the answer starts throws Cancelled, and a failure throws as below;
-/// either way an empty answer is saved that records it (and the model).
+/// model gave (chat_context) and since the last asked about other documents (keep_history_of;
+/// where the documents changed at this question, a note says so). The question is saved first; the
+/// answer (also a stopped one, with what was generated) is saved with its statistics and the model
+/// that gave it (answer_model's fields). Cancel set before the answer starts throws Cancelled, and
+/// a failure throws as below; either way an empty answer is saved that records it (and the model).
 /// Throws std::invalid_argument (blank or non-UTF-8 question, unknown chat or document, a
 /// global policy other than full and sekv: the baselines select rows during a prefill, a
 /// selector not in project_selectors()),

@@ -253,6 +253,13 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
                 row.ocr_page = page;
                 row.ocr_page_count = pages;
                 emit document_updated(row);
+                IngestStatus st;
+                st.file = i;
+                st.files = static_cast<int>(paths.size());
+                st.name = row.name;
+                st.ocr_page = page;
+                st.ocr_page_count = pages;
+                emit ingest_progress(st);
             };
             const auto doc = load_document(paths[i].toStdString(), load);
             row.ocr_page = row.ocr_page_count = 0;
@@ -290,6 +297,18 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
                 emit error(describe_error(QStringLiteral("Reading %1's state").arg(row.name), e));
             }
             emit document_updated(row);
+        } catch (const DocumentError& e) {
+            // The loader's message starts with the file's path: "Adding <path>: why", the file
+            // named once.
+            row.status = DocumentRow::Status::Failed;
+            std::string why = e.what();
+            const std::string path = paths[i].toStdString();
+            if (why.starts_with(path + ": "))
+                why.erase(0, path.size() + 2);
+            row.error =
+                describe_error(QStringLiteral("Adding %1").arg(paths[i]), DocumentError(why));
+            emit document_updated(row);
+            ++failed;
         } catch (const std::exception& e) {
             row.status = DocumentRow::Status::Failed;
             row.error = describe_error(QStringLiteral("Adding %1").arg(row.name), e);

@@ -207,6 +207,8 @@ struct IngestStatus {
     qint64 chunk = 0, chunks = 0;
     qint64 tokens_done = 0, tokens_to_do = 0;
     double tokens_per_s = 0, seconds_left = 0;
+    /// While a scanned PDF is read: the page OCR reads (1-based) of how many (0: not reading).
+    int ocr_page = 0, ocr_page_count = 0;
 };
 
 /// `value` in the user's locale with at most `decimals` decimals and no trailing zeros

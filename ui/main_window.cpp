@@ -181,9 +181,10 @@ void MainWindow::build_ui() {
     document_view_ = new DocumentView;
     document_view_->setObjectName(QStringLiteral("documentView"));
     document_view_->setAcceptDrops(false);
-    document_view_->setPlaceholderText(
-        tr("Drop documents here (text, Markdown, HTML, PDF, gzip) or use File ▸ Add Documents. "
-           "Select a document to read it."));
+    document_view_->setPlaceholderText(tr(
+        "Drop documents here (text, Markdown, HTML, PDF, also scanned, Word, ODT, EPUB, gzip) or "
+        "use File ▸ Add Documents. "
+        "Select a document to read it."));
     ml->addWidget(document_view_, 1);
     split->addWidget(mid);
 

@@ -220,10 +220,21 @@ void MainWindow::on_project_opened(const QString& path, const QList<DocumentRow>
 }
 
 void MainWindow::on_ingest_progress(const IngestStatus& s) {
-    ingest_bar_->setRange(0, static_cast<int>(qMax<qint64>(1, s.chunks)));
-    ingest_bar_->setValue(static_cast<int>(s.chunk));
     const QString file =
         s.files > 1 ? tr(" (file %1 of %2)").arg(s.file + 1).arg(s.files) : QString();
+    if (s.ocr_page_count > 0) { // a scanned PDF, before its chunks
+        ingest_bar_->setRange(0, s.ocr_page_count);
+        ingest_bar_->setValue(s.ocr_page - 1);
+        ingest_bar_->setFormat(tr("%1%2: reading page %3 of %4 by OCR")
+                                   .arg(s.name, file)
+                                   .arg(s.ocr_page)
+                                   .arg(s.ocr_page_count));
+        ingest_bar_->show();
+        emit ingest_progressed(s);
+        return;
+    }
+    ingest_bar_->setRange(0, static_cast<int>(qMax<qint64>(1, s.chunks)));
+    ingest_bar_->setValue(static_cast<int>(s.chunk));
     ingest_bar_->setFormat(tr("%1%2: %3/%4 chunks · %5 tokens/s · %6 s left")
                                .arg(s.name, file)
                                .arg(s.chunk)

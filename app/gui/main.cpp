@@ -177,6 +177,11 @@ int main(int argc, char** argv) {
         if (headless) {
             // Nobody sees the progress bar: one line per stored chunk on stderr.
             QObject::connect(&w, &MainWindow::ingest_progressed, &w, [](const IngestStatus& st) {
+                if (st.ocr_page_count > 0) {
+                    std::fprintf(stderr, "%s: reading page %d of %d by OCR (no text layer)\n",
+                                 qPrintable(st.name), st.ocr_page, st.ocr_page_count);
+                    return;
+                }
                 static qint64 last = -1;
                 if (st.chunk == last)
                     return;

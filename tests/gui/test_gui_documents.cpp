@@ -151,8 +151,17 @@ void GuiDocuments::droppedDocumentsOfEveryKindBecomeReadyAndADamagedOneSaysWhy()
     connect(model, &QAbstractItemModel::rowsInserted, this,
             [&](const QModelIndex&, int first) { seen << status_text(model->row(first)); });
     QSignalSpy done(w.get(), &MainWindow::ingest_done);
+    QSignalSpy progressed(w.get(), &MainWindow::ingest_progressed);
     drop(*w, files);
     QVERIFY(done.wait(600000));
+    // The progress bar says which file OCR reads, and which page.
+    bool ocr_shown = false;
+    for (const auto& p : progressed) {
+        const auto st = p[0].value<IngestStatus>();
+        if (st.ocr_page_count == 1 && st.ocr_page == 1 && st.name == QStringLiteral("scan.pdf"))
+            ocr_shown = true;
+    }
+    QVERIFY(ocr_shown);
     QCOMPARE(done[0][0].toInt(), static_cast<int>(files.size()) - 1); // added
     QCOMPARE(done[0][1].toInt(), 1);                                  // failed
     QVERIFY2(seen.contains(QStringLiteral("reading page 1 of 1 by OCR (no text layer)")),
@@ -166,6 +175,8 @@ void GuiDocuments::droppedDocumentsOfEveryKindBecomeReadyAndADamagedOneSaysWhy()
             QCOMPARE(row.status, DocumentRow::Status::Failed);
             QVERIFY2(row.error.contains(QStringLiteral("damaged or truncated ZIP container")),
                      qPrintable(row.error));
+            // The file is named once: "Adding /…/damaged.docx: is a damaged or truncated …".
+            QCOMPARE(row.error.count(QStringLiteral("damaged.docx")), 1);
             QCOMPARE(row.id, qint64{0});
             continue;
         }

@@ -97,3 +97,26 @@ TEST_F(ChatHistory, AContinuedChatAnswersFromTheDocumentsTheLastAnswerWasAskedAb
                     R"({"model_id": "A", "documents": [3], "documents_asked": [3, 1, 2]})");
     EXPECT_EQ(chat_context(*p_, chat_, "A").documents, (std::vector<int64_t>{3, 1, 2}));
 }
+
+// Only the run of exchanges about the question's documents (as a set) is kept; an exchange
+// that recorded no documents counts as about them.
+TEST_F(ChatHistory, OnlyTheTurnsAboutTheQuestionsDocumentsAreKept) {
+    const auto asked = [&](const std::string& q, const std::string& docs) {
+        p_->add_message(chat_, "user", q);
+        p_->add_message(chat_, "assistant", "a" + q,
+                        R"({"model_id": "A", "documents_asked": )" + docs + "}");
+    };
+    asked("1", "[1]");
+    asked("2", "[2, 3]");
+    exchange("3", "a3", "A"); // no documents recorded
+    asked("4", "[3, 2]");
+    auto c = chat_context(*p_, chat_, "A");
+    ASSERT_EQ(c.history.size(), 4u);
+    EXPECT_EQ(keep_history_of(c, {2, 3}), 1u);
+    EXPECT_EQ(c.history, (History{{"2", "a2"}, {"3", "a3"}, {"4", "a4"}}));
+    EXPECT_EQ(c.turns_left_out, 1u);
+    c = chat_context(*p_, chat_, "A");
+    EXPECT_EQ(keep_history_of(c, {1}), 4u);
+    EXPECT_TRUE(c.history.empty());
+    EXPECT_EQ(c.history_documents.size(), 0u);
+}

@@ -513,3 +513,42 @@ TEST_F(RankedAnswer, TheFirstAnswerComputesOnlyTheSectionsItChose) {
     EXPECT_EQ(again.answer.stats.tokens_reused, used_tokens);
     EXPECT_EQ(again.answer.stats.tokens_computed, std::ssize(question));
 }
+
+// A chat's turns about other documents are not sent as history: an earlier answer about one
+// document would otherwise answer a question about another (a new user saw "The Port Council."
+// from a Word file answer a question about a scanned PDF). Turns about the same documents are.
+TEST_F(RankedAnswer, TurnsAboutOtherDocumentsAreNotSentAsHistory) {
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    const auto d1 = p->add_document("/one.txt", text_document(sample_prose(41, 300)));
+    const auto d2 = p->add_document("/two.txt", text_document(sample_prose(42, 300)));
+    const auto first = ask(*p, {d1}, full_);
+    EXPECT_EQ(first.history_turns, 0u);
+    std::vector<std::string> heard;
+    ProjectAskHooks hooks;
+    hooks.on_note = [&](const std::string& n) { heard.push_back(n); };
+    const auto second = ask(*p, {d2}, full_, first.chat_id, hooks);
+    EXPECT_EQ(second.history_turns, 0u);
+    EXPECT_EQ(second.history_left_out, 1u);
+    const std::string note = "1 earlier turn of this chat was about other documents: not sent "
+                             "as history";
+    ASSERT_EQ(second.notes.size(), 1u);
+    EXPECT_EQ(second.notes[0].rfind(note, 0), 0u) << second.notes[0];
+    ASSERT_FALSE(heard.empty());
+    EXPECT_EQ(heard[0], second.notes[0]); // as it is found, before the answer
+    // The same documents again: the turn about them is sent, the one about d1 still is not,
+    // and the note is not said again.
+    const auto about_others = [](const ProjectAnswer& a) {
+        for (const auto& n : a.notes)
+            if (n.find("about other documents") != std::string::npos)
+                return true;
+        return false;
+    };
+    const auto third = ask(*p, {d2}, full_, first.chat_id);
+    EXPECT_EQ(third.history_turns, 1u);
+    EXPECT_EQ(third.history_left_out, 1u);
+    EXPECT_FALSE(about_others(third));
+    // Without documents given, a continued chat answers from its last answer's: d2's turns.
+    const auto fourth = ask(*p, {}, full_, first.chat_id);
+    EXPECT_EQ(fourth.history_turns, 2u);
+    EXPECT_FALSE(about_others(fourth));
+}
