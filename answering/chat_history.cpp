@@ -2,8 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <set>
+#include <string_view>
 
 namespace spanscope {
 
@@ -45,12 +47,19 @@ ChatContext chat_context(Project& project, int64_t chat_id, const std::string& m
         // An answer without text (stopped or failed before its first token) gave the model
         // nothing to see: it neither ends a run nor starts one.
         const AnswerModel by = m.text.empty() ? AnswerModel{} : answer_model(stats);
-        std::vector<int64_t> asked;
-        if (stats.is_object() && stats.contains("documents_asked") &&
-            stats["documents_asked"].is_array())
-            for (const auto& d : stats["documents_asked"])
+        TurnDocuments turn;
+        for (const char* key : {"documents_asked", "documents"}) {
+            if (!stats.is_object() || !stats.contains(key) || !stats[key].is_array())
+                continue;
+            for (const auto& d : stats[key])
                 if (d.is_number_integer())
-                    asked.push_back(d.get<int64_t>());
+                    turn.ids.push_back(d.get<int64_t>());
+            turn.asked = std::string_view(key) == "documents_asked";
+            break;
+        }
+        // The documents the chat's last answer records: a continued chat answers from them.
+        if (turn.asked || !turn.ids.empty())
+            c.documents = turn.ids;
         if (!model_id.empty() && !by.id.empty() && by.id != model_id) {
             // Another model's answer: the history starts again after it.
             c.history.clear();
@@ -58,21 +67,11 @@ ChatContext chat_context(Project& project, int64_t chat_id, const std::string& m
             c.left_out_model = by;
         } else if (!m.text.empty()) {
             c.history.emplace_back(pending, m.text);
-            c.history_documents.push_back(std::move(asked));
+            c.history_documents.push_back(std::move(turn));
         }
         answered += m.text.empty() ? 0 : 1;
         if (!by.id.empty())
             last_recorded = by.id;
-        // The documents the answer was asked about; an answer saved before they were
-        // recorded gives those it used.
-        const char* key = stats.is_object() && stats.contains("documents_asked") ? "documents_asked"
-                                                                                 : "documents";
-        if (stats.is_object() && stats.contains(key) && stats[key].is_array()) {
-            c.documents.clear();
-            for (const auto& d : stats[key])
-                if (d.is_number_integer())
-                    c.documents.push_back(d.get<int64_t>());
-        }
     }
     c.turns_left_out = answered - c.history.size();
     c.restarted = !model_id.empty() && !last_recorded.empty() && last_recorded != model_id;
@@ -84,8 +83,12 @@ size_t keep_history_of(ChatContext& chat, const std::vector<int64_t>& documents)
     // The run of exchanges about these documents at the end of the history starts at run_start.
     size_t run_start = chat.history.size();
     while (run_start > 0) {
-        const auto& asked = chat.history_documents[run_start - 1];
-        if (!asked.empty() && std::set<int64_t>(asked.begin(), asked.end()) != these)
+        const TurnDocuments& turn = chat.history_documents[run_start - 1];
+        const bool other = turn.asked
+                               ? std::set<int64_t>(turn.ids.begin(), turn.ids.end()) != these
+                               : std::any_of(turn.ids.begin(), turn.ids.end(),
+                                             [&](int64_t id) { return these.count(id) == 0; });
+        if (other)
             break;
         --run_start;
     }

@@ -31,19 +31,28 @@ struct AnswerModel {
 /// The model recorded in an answer's statistics (MessageRecord::stats_json).
 AnswerModel answer_model(const std::string& stats_json);
 
+/// The documents an answer records: those it was asked about (its statistics'
+/// documents_asked), or for an answer saved before those were recorded, those it used
+/// (documents); none for an answer that records neither.
+struct TurnDocuments {
+    std::vector<int64_t> ids;
+    bool asked = false; ///< ids are the documents asked about, not only those used
+};
+
 /// A chat's earlier exchanges (question, answer) as a question asked with one model sends
 /// them, and the documents its last answer used.
 struct ChatContext {
-    /// The exchanges sent as history: those since the last answer another model gave, less
+    /// The exchanges sent as history: those since the last answer another model gave (and,
+    /// once keep_history_of ran, since the last asked about other documents), less
     /// unanswered questions and answers without text.
     std::vector<std::pair<std::string, std::string>> history;
-    /// For each exchange of `history`, the documents its answer was asked about (its
-    /// statistics' documents_asked; empty where none were recorded).
-    std::vector<std::vector<int64_t>> history_documents;
+    /// For each exchange of `history`, in the same order, the documents its answer records.
+    std::vector<TurnDocuments> history_documents;
     /// The documents the chat's last answer was asked about, in order (its statistics'
     /// documents_asked; an answer saved before those were recorded: the documents it used).
     std::vector<int64_t> documents;
-    /// Answered exchanges of the chat not sent: those up to the last answer another model gave.
+    /// Answered exchanges of the chat not sent: those up to the last answer another model gave
+    /// (and those keep_history_of left out).
     size_t turns_left_out = 0;
     /// The chat's last answer that records a model records another one: the history starts
     /// afresh with this question (then `history` is empty). Where it did for earlier questions
@@ -57,10 +66,12 @@ struct ChatContext {
 /// (model_identity_hex; empty: every answer counts as this model's).
 ChatContext chat_context(Project& project, int64_t chat_id, const std::string& model_id);
 
-/// Keeps in chat.history only the exchanges since the last one asked about other documents than
-/// `documents` (compared as sets; an exchange that recorded none counts as asked about these):
-/// an answer about one document sent as history would answer a question about another (a
-/// small model repeats it). Adds those left out to chat.turns_left_out and returns how many.
+/// Keeps in chat.history only the exchanges since the last one about other documents than
+/// `documents`: asked about another set, or (an answer saved before the documents asked were
+/// recorded) having used a document not among them; an exchange that records none counts as
+/// about these. An answer about one document sent as history would answer a question about
+/// another (a small model repeats it). Adds those left out to chat.turns_left_out and returns
+/// how many.
 size_t keep_history_of(ChatContext& chat, const std::vector<int64_t>& documents);
 
 /// A place where a chat's history started afresh: the question (an index into the chat's

@@ -394,7 +394,7 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         q.chat_id > 0 ? chat_context(project, q.chat_id, cache.model_id()) : ChatContext{};
     const auto ids = documents_to_answer_from(project, q, chat);
     // Turns about other documents are not sent: their answers would answer this question.
-    const size_t other_documents = keep_history_of(chat, ids);
+    const size_t turns_cut = keep_history_of(chat, ids);
     const ChatFormat format = chat_format_of(info, model.tokenizer());
     const auto question = question_tokens(model.tokenizer(), format, q.question, chat.history);
     check_room(model, question, q);
@@ -409,14 +409,14 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     out.history_left_out = chat.turns_left_out;
     // Said where the documents changed (the last turn was about others), not at every later
     // question of the chat.
-    if (other_documents > 0 && chat.history.empty()) {
-        const bool one = other_documents == 1;
-        out.notes.push_back(
-            std::to_string(other_documents) +
-            (one ? " earlier turn of this chat was" : " earlier turns of this chat were") +
-            " about other documents: not sent as history, so that " +
-            (one ? "its answer does" : "their answers do") +
-            " not answer for these (a new chat starts clean)");
+    if (turns_cut > 0 && chat.history.empty()) {
+        std::string note = "the documents asked about changed: ";
+        note += std::to_string(turns_cut);
+        note +=
+            turns_cut == 1 ? " earlier turn of this chat is" : " earlier turns of this chat are";
+        note += " not sent as history, so that answers about other documents do not answer for "
+                "these";
+        out.notes.push_back(std::move(note));
         if (hooks.on_note)
             hooks.on_note(out.notes.back());
     }

@@ -64,7 +64,7 @@ struct ProjectAnswer {
     std::string ranking;
     int64_t tokens_recomputed = 0; ///< tokens of units whose state was computed for this answer
     /// Earlier exchanges of the chat sent with the question, and those not sent: answered by
-    /// another model (chat_history.h).
+    /// another model, or about other documents (chat_history.h).
     size_t history_turns = 0, history_left_out = 0;
     double assembly_ms = 0;  ///< choosing, restoring (and recomputing) the units, ms
     std::string assembly;    ///< how the units were put together, in words

@@ -98,25 +98,40 @@ TEST_F(ChatHistory, AContinuedChatAnswersFromTheDocumentsTheLastAnswerWasAskedAb
     EXPECT_EQ(chat_context(*p_, chat_, "A").documents, (std::vector<int64_t>{3, 1, 2}));
 }
 
-// Only the run of exchanges about the question's documents (as a set) is kept; an exchange
-// that recorded no documents counts as about them.
+// Only the run of exchanges about the question's documents is kept: asked about the same set,
+// or (saved before the documents asked were recorded) having used only documents among them;
+// an exchange that records no documents counts as about them.
 TEST_F(ChatHistory, OnlyTheTurnsAboutTheQuestionsDocumentsAreKept) {
-    const auto asked = [&](const std::string& q, const std::string& docs) {
+    const auto answer = [&](const std::string& q, const std::string& stats) {
         p_->add_message(chat_, "user", q);
-        p_->add_message(chat_, "assistant", "a" + q,
-                        R"({"model_id": "A", "documents_asked": )" + docs + "}");
+        p_->add_message(chat_, "assistant", "a" + q, stats);
     };
-    asked("1", "[1]");
-    asked("2", "[2, 3]");
-    exchange("3", "a3", "A"); // no documents recorded
-    asked("4", "[3, 2]");
+    answer("1", R"({"model_id": "A", "documents_asked": [1]})");
+    answer("2", R"({"model_id": "A", "documents_asked": [2, 3]})");
+    answer("3", R"({"model_id": "A"})");                   // no documents recorded
+    answer("4", R"({"model_id": "A", "documents": [3]})"); // used 3, asked not recorded
+    answer("5", R"({"model_id": "A", "documents_asked": [3, 2]})");
     auto c = chat_context(*p_, chat_, "A");
-    ASSERT_EQ(c.history.size(), 4u);
+    ASSERT_EQ(c.history.size(), 5u);
+    ASSERT_EQ(c.history_documents.size(), 5u);
     EXPECT_EQ(keep_history_of(c, {2, 3}), 1u);
-    EXPECT_EQ(c.history, (History{{"2", "a2"}, {"3", "a3"}, {"4", "a4"}}));
+    EXPECT_EQ(c.history, (History{{"2", "a2"}, {"3", "a3"}, {"4", "a4"}, {"5", "a5"}}));
+    ASSERT_EQ(c.history_documents.size(), c.history.size());
+    EXPECT_EQ(c.history_documents[0].ids, (std::vector<int64_t>{2, 3}));
+    EXPECT_TRUE(c.history_documents[0].asked);
+    EXPECT_FALSE(c.history_documents[2].asked); // "documents": used
     EXPECT_EQ(c.turns_left_out, 1u);
+    // Only 2: the turns asked about {2, 3} are about other documents; the one that used 3 too.
     c = chat_context(*p_, chat_, "A");
-    EXPECT_EQ(keep_history_of(c, {1}), 4u);
+    EXPECT_EQ(keep_history_of(c, {2}), 5u);
     EXPECT_TRUE(c.history.empty());
-    EXPECT_EQ(c.history_documents.size(), 0u);
+    EXPECT_TRUE(c.history_documents.empty());
+    // After a model switch, both rules add up in turns_left_out.
+    answer("6", R"({"model_id": "B", "documents_asked": [1]})");
+    answer("7", R"({"model_id": "B", "documents_asked": [2]})");
+    c = chat_context(*p_, chat_, "B");
+    EXPECT_EQ(c.turns_left_out, 5u); // A's answers
+    EXPECT_EQ(keep_history_of(c, {2}), 1u);
+    EXPECT_EQ(c.history, (History{{"7", "a7"}}));
+    EXPECT_EQ(c.turns_left_out, 6u);
 }

@@ -529,8 +529,8 @@ TEST_F(RankedAnswer, TurnsAboutOtherDocumentsAreNotSentAsHistory) {
     const auto second = ask(*p, {d2}, full_, first.chat_id, hooks);
     EXPECT_EQ(second.history_turns, 0u);
     EXPECT_EQ(second.history_left_out, 1u);
-    const std::string note = "1 earlier turn of this chat was about other documents: not sent "
-                             "as history";
+    const std::string note = "the documents asked about changed: 1 earlier turn of this chat is "
+                             "not sent as history";
     ASSERT_EQ(second.notes.size(), 1u);
     EXPECT_EQ(second.notes[0].rfind(note, 0), 0u) << second.notes[0];
     ASSERT_FALSE(heard.empty());
@@ -539,7 +539,7 @@ TEST_F(RankedAnswer, TurnsAboutOtherDocumentsAreNotSentAsHistory) {
     // and the note is not said again.
     const auto about_others = [](const ProjectAnswer& a) {
         for (const auto& n : a.notes)
-            if (n.find("about other documents") != std::string::npos)
+            if (n.find("documents asked about changed") != std::string::npos)
                 return true;
         return false;
     };
