@@ -22,21 +22,27 @@ bool has_token(const std::string& tokens, std::string_view token) {
     return false;
 }
 
-bool is_note(const xmlNode* n) {
-    const std::string type = attribute(n, "", "epub:type"), role = attribute(n, "", "role");
-    return has_token(type, "footnote") || has_token(type, "endnote") ||
-           has_token(type, "rearnote") || has_token(type, "note") ||
-           has_token(role, "doc-footnote") || has_token(role, "doc-endnote");
+/// An element's structural marks, each read once: EPUB 3's epub:type and the ARIA role.
+struct Marks {
+    std::string type, role;
+};
+
+Marks marks_of(const xmlNode* n) {
+    return {attribute(n, "", "epub:type"), attribute(n, "", "role")};
 }
 
-bool is_note_reference(const xmlNode* n) {
-    return has_token(attribute(n, "", "epub:type"), "noteref") ||
-           has_token(attribute(n, "", "role"), "doc-noteref");
+bool is_note(const Marks& m) {
+    return has_token(m.type, "footnote") || has_token(m.type, "endnote") ||
+           has_token(m.type, "rearnote") || has_token(m.type, "note") ||
+           has_token(m.role, "doc-footnote") || has_token(m.role, "doc-endnote");
 }
 
-bool is_backlink(const xmlNode* n) {
-    return has_token(attribute(n, "", "role"), "doc-backlink") ||
-           has_token(attribute(n, "", "epub:type"), "backlink");
+bool is_note_reference(const Marks& m) {
+    return has_token(m.type, "noteref") || has_token(m.role, "doc-noteref");
+}
+
+bool is_backlink(const Marks& m) {
+    return has_token(m.role, "doc-backlink") || has_token(m.type, "backlink");
 }
 
 /// The next node after `n` in document order within `top`'s subtree; `descend`: into n's
@@ -57,7 +63,7 @@ std::string visible_text(const xmlNode* top) {
     std::string out;
     for (const xmlNode* n = top->children; n;) {
         bool descend = true;
-        if (n->type == XML_ELEMENT_NODE && is_backlink(n))
+        if (n->type == XML_ELEMENT_NODE && is_backlink(marks_of(n)))
             descend = false;
         else if ((n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) && n->content)
             for (const char* c = reinterpret_cast<const char*>(n->content); *c; ++c) {
@@ -88,11 +94,12 @@ HtmlNotes find_html_notes(xmlDoc* doc) {
     for (const xmlNode* n = top->children; n; n = next_node(n, top, true)) {
         if (n->type != XML_ELEMENT_NODE)
             continue;
-        if (is_backlink(n))
+        const Marks marks = marks_of(n);
+        if (is_backlink(marks))
             out.skipped.insert(n);
-        else if (is_note_reference(n))
+        else if (is_note_reference(marks))
             references.push_back(n);
-        else if (is_note(n))
+        else if (is_note(marks))
             if (const std::string id = attribute(n, "", "id"); !id.empty())
                 notes.emplace(id, n);
     }
