@@ -95,8 +95,8 @@ void AssembledMemory::store(const float* k, const float* v, const int32_t* pos, 
 
 void AssembledMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
                              ThreadPool& pool) {
-    attention(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(), n_tokens(), out, pool,
-              /*keys_sorted=*/true);
+    attention_with_mass(shape_, q, qpos, n_q, k_.data(), v_.data(), pos_.data(), n_tokens(), out,
+                        pool, mass_sink());
 }
 
 int64_t AssembledMemory::read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,

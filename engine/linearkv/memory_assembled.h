@@ -33,6 +33,7 @@ public:
     int64_t read_rows(int32_t pos_begin, int32_t pos_end, std::vector<float>& k,
                       std::vector<float>& v, std::vector<int32_t>& pos) const override;
     MemoryStats stats() const override;
+    bool reports_mass() const override { return true; }
     int64_t n_tokens() const override { return static_cast<int64_t>(pos_.size()); }
     std::unique_ptr<LayerMemory> clone() const override;
     void clear() override;

@@ -13,6 +13,13 @@ int64_t LayerMemory::read_rows(int32_t, int32_t, std::vector<float>&, std::vecto
     throw std::logic_error("the '" + std::string(policy()) + "' memory cannot export its rows");
 }
 
+void LayerMemory::set_mass_sink(AttentionMass* sink) {
+    if (sink && !reports_mass())
+        throw std::logic_error("the '" + std::string(policy()) +
+                               "' memory cannot report attention mass");
+    mass_sink_ = sink;
+}
+
 void round_through_f16(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
         x[i] = fp16_to_fp32(fp32_to_fp16(x[i]));

@@ -6,6 +6,7 @@
 
 #include "engine/kernels/attention.h"
 #include "engine/kernels/thread_pool.h"
+#include "engine/memory/attention_mass.h"
 #include "engine/sekv/segmentation.h"
 #include "engine/sekv/zoom_trace.h"
 
@@ -61,6 +62,10 @@ struct SealRequest {
 class LayerMemory {
 public:
     virtual ~LayerMemory() = default;
+    LayerMemory() = default;
+    /// A copy (clone()) never reports to the original's mass sink.
+    LayerMemory(const LayerMemory& /*other*/) {}
+    LayerMemory& operator=(const LayerMemory& /*other*/) { return *this; }
     /// Policy name as in docs/architecture.md, Memory ("full", "sliding", ...).
     virtual std::string_view policy() const = 0;
     virtual const AttentionShape& shape() const = 0;
@@ -92,11 +97,27 @@ public:
     /// The routing of the last query attended (one entry per query head), or nullptr for a
     /// policy that does not route.
     virtual const std::vector<ZoomHead>* last_zoom() const { return nullptr; }
+    /// True for policies whose attend() adds the attention mass of the sink's query to it
+    /// (set_mass_sink): full, the eviction baselines, sekv and chunk_summary (a summary row and
+    /// an expanded span add theirs to the span's positions), LinearKV's assembled memory.
+    virtual bool reports_mass() const { return false; }
+    /// From now on attend() adds the attention probabilities of the query at
+    /// sink->query_pos(), summed over its query heads, to `sink` (nullptr: stop). The sink must
+    /// outlive its use; clones do not inherit it. Throws std::logic_error for a non-null sink
+    /// when !reports_mass().
+    virtual void set_mass_sink(AttentionMass* sink);
     /// Number of tokens stored so far (including any no longer resident).
     virtual int64_t n_tokens() const = 0;
     /// An independent copy (to branch a conversation from a prefilled document).
     virtual std::unique_ptr<LayerMemory> clone() const = 0;
     virtual void clear() = 0;
+
+protected:
+    /// The sink attend() reports to, or nullptr.
+    AttentionMass* mass_sink() const { return mass_sink_; }
+
+private:
+    AttentionMass* mass_sink_ = nullptr;
 };
 
 /// x[i] <- fp32(f16(x[i])) (round to nearest even), n elements.

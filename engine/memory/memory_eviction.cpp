@@ -127,8 +127,8 @@ void EvictionMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, fl
     if (rule_ != EvictionRule::HeavyHitters) {
         // Only h2o ranks by accumulated attention (one prefill serves every rule when an h2o
         // memory records it, as the evaluation does).
-        attention(shape_, q, qpos, n_q, rows_.k(), rows_.v(), rows_.positions().data(), rows, out,
-                  pool, /*keys_sorted=*/true);
+        attention_with_mass(shape_, q, qpos, n_q, rows_.k(), rows_.v(), rows_.positions().data(),
+                            rows, out, pool, mass_sink());
     } else {
         std::vector<float> mass(static_cast<size_t>(shape_.n_kv_head * rows), 0.0f);
         attention(shape_, q, qpos, n_q, rows_.k(), rows_.v(), rows_.positions().data(), rows, out,
@@ -136,6 +136,15 @@ void EvictionMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, fl
         for (int g = 0; g < shape_.n_kv_head; ++g)
             for (int64_t j = 0; j < rows; ++j)
                 mass_[static_cast<size_t>(j)] += mass[static_cast<size_t>(g * rows + j)];
+        // The sink's query alone once more: `mass` sums every query of the ubatch.
+        if (AttentionMass* sink = mass_sink())
+            for (int64_t i = 0; i < n_q; ++i)
+                if (sink->wants(qpos[i])) {
+                    const int64_t row = static_cast<int64_t>(shape_.n_head) * shape_.head_dim;
+                    std::vector<float> discard(static_cast<size_t>(row));
+                    attention_with_mass(shape_, q + i * row, qpos + i, 1, rows_.k(), rows_.v(),
+                                        rows_.positions().data(), rows, discard.data(), pool, sink);
+                }
     }
     // Keep the last observation_window queries (SnapKV's votes are taken at seal()).
     const int64_t q_row = static_cast<int64_t>(shape_.n_head) * shape_.head_dim;

@@ -80,6 +80,7 @@ public:
     void attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
                 ThreadPool& pool) override;
     MemoryStats stats() const override;
+    bool reports_mass() const override { return true; }
     int64_t n_tokens() const override { return n_stored_; }
     std::unique_ptr<LayerMemory> clone() const override;
     void clear() override;

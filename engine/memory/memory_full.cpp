@@ -26,8 +26,8 @@ void FullMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
                         ThreadPool& pool) {
     // Positions are stored in increasing order (store() requires it), so attention may skip
     // the keys a query block cannot see.
-    attention(shape_, q, qpos, n_q, rows_.k(), rows_.v(), rows_.positions().data(), n_tokens(), out,
-              pool, /*keys_sorted=*/true);
+    attention_with_mass(shape_, q, qpos, n_q, rows_.k(), rows_.v(), rows_.positions().data(),
+                        n_tokens(), out, pool, mass_sink());
 }
 
 MemoryStats FullMemory::stats() const {

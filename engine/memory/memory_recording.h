@@ -35,6 +35,9 @@ public:
     bool needs_segmentation() const override { return inner_->needs_segmentation(); }
     void seal(const SealRequest& request) override { inner_->seal(request); }
     const std::vector<ZoomHead>* last_zoom() const override { return inner_->last_zoom(); }
+    bool reports_mass() const override { return inner_->reports_mass(); }
+    /// The wrapped memory's sink.
+    void set_mass_sink(AttentionMass* sink) override { inner_->set_mass_sink(sink); }
     int64_t n_tokens() const override { return inner_->n_tokens(); }
     /// A copy of the wrapped memory and of the recording.
     std::unique_ptr<LayerMemory> clone() const override;

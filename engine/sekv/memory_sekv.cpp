@@ -91,8 +91,8 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
     if (n_q < 1)
         return;
     if (spans_.empty()) {
-        attention(shape_, q, qpos, n_q, rows_.k(), rows_.v(), rows_.positions().data(),
-                  rows_.size(), out, pool, /*keys_sorted=*/true);
+        attention_with_mass(shape_, q, qpos, n_q, rows_.k(), rows_.v(), rows_.positions().data(),
+                            rows_.size(), out, pool, mass_sink());
         return;
     }
     if (qpos[0] < spans_.back().end())
@@ -109,6 +109,17 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
     // The last query's attention mass per span and head, for its zoom (ZoomHead::mass).
     std::vector<std::vector<float>> last_mass(static_cast<size_t>(H),
                                               std::vector<float>(spans_.size(), 0.0f));
+    // The sink's query (if in this ubatch): its mass per span and full row, per head.
+    AttentionMass* sink = mass_sink();
+    int64_t sink_at = -1;
+    for (int64_t i = 0; sink && i < n_q; ++i)
+        if (sink->wants(qpos[i]))
+            sink_at = i;
+    const int64_t sink_rows = sink_at >= 0 ? rows_.lower_bound(qpos[sink_at] + 1) : 0;
+    std::vector<std::vector<float>> sink_span(sink_at >= 0 ? static_cast<size_t>(H) : 0,
+                                              std::vector<float>(spans_.size(), 0.0f));
+    std::vector<std::vector<float>> sink_row(sink_at >= 0 ? static_cast<size_t>(H) : 0,
+                                             std::vector<float>(static_cast<size_t>(sink_rows)));
     pool.parallel_for(n_q * H, [&](int64_t b, int64_t e, int) {
         std::vector<SpanView> views(spans_.size());
         for (int64_t t = b; t < e; ++t) {
@@ -128,11 +139,27 @@ void SekvMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, float*
             for (const int s : used[t])
                 views[static_cast<size_t>(s)].expanded = true;
             const int64_t m = rows_.lower_bound(qpos[i] + 1); // the rows at or before qpos
-            mixed_attention(q + t * d, d, shape_.scale, rows_.k() + g * d, rows_.v() + g * d, m,
-                            stride, views, out + t * d,
-                            i == n_q - 1 ? last_mass[static_cast<size_t>(h)].data() : nullptr);
+            if (i == sink_at) {
+                mixed_attention(q + t * d, d, shape_.scale, rows_.k() + g * d, rows_.v() + g * d, m,
+                                stride, views, out + t * d,
+                                sink_span[static_cast<size_t>(h)].data(),
+                                sink_row[static_cast<size_t>(h)].data());
+                if (i == n_q - 1)
+                    last_mass[static_cast<size_t>(h)] = sink_span[static_cast<size_t>(h)];
+            } else {
+                mixed_attention(q + t * d, d, shape_.scale, rows_.k() + g * d, rows_.v() + g * d, m,
+                                stride, views, out + t * d,
+                                i == n_q - 1 ? last_mass[static_cast<size_t>(h)].data() : nullptr);
+            }
         }
     });
+    const auto& pos = rows_.positions();
+    for (size_t h = 0; h < sink_span.size(); ++h) {
+        for (size_t s = 0; s < spans_.size(); ++s)
+            sink->add_range(spans_[s].begin, spans_[s].end(), sink_span[h][s]);
+        for (int64_t j = 0; j < sink_rows; ++j)
+            sink->add(pos[static_cast<size_t>(j)], sink_row[h][static_cast<size_t>(j)]);
+    }
     last_zoom_ = last_query_zoom(routing, n_q, H);
     for (int h = 0; h < H; ++h) {
         auto& z = last_zoom_[static_cast<size_t>(h)];

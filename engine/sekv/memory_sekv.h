@@ -129,6 +129,9 @@ public:
     void attend(const float* q, const int32_t* qpos, int64_t n_q, float* out,
                 ThreadPool& pool) override;
     MemoryStats stats() const override;
+    /// A summary row's mass and an expanded span's (its rebuilt rows together) go to the span's
+    /// positions, spread evenly; a full-resolution row's to its position.
+    bool reports_mass() const override { return true; }
     int64_t n_tokens() const override { return n_stored_; }
     std::unique_ptr<LayerMemory> clone() const override;
     void clear() override;

@@ -58,7 +58,8 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
 
 void mixed_attention(const float* q, int64_t head_dim, float scale, const float* full_k,
                      const float* full_v, int64_t m, int64_t row_stride,
-                     const std::vector<SpanView>& spans, float* out, float* span_mass) {
+                     const std::vector<SpanView>& spans, float* out, float* span_mass,
+                     float* row_mass) {
     if (row_stride < head_dim)
         throw std::invalid_argument("mixed_attention: row stride shorter than a head");
     if (m == 0 && spans.empty())
@@ -67,12 +68,21 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
     const int ld = static_cast<int>(row_stride);
     BlockSoftmax sm(head_dim);
     std::vector<float> w(static_cast<size_t>(kBlock));
+    // With row_mass: each block's weights and the running maximum they are relative to.
+    std::vector<float> block_max;
     // Full-resolution rows (bias 0): scores = scale · K q, then acc += Vᵀ weights.
     for (int64_t b = 0; b < m; b += kBlock) {
         const int n = static_cast<int>(std::min(kBlock, m - b));
         cblas_sgemv(CblasRowMajor, CblasNoTrans, n, d, scale, full_k + b * row_stride, ld, q, 1,
                     0.0f, w.data(), 1);
-        if (sm.absorb(w.data(), n))
+        const bool seen = sm.absorb(w.data(), n);
+        if (row_mass) {
+            std::copy_n(w.data(), n, row_mass + b);
+            if (!seen)
+                std::fill_n(row_mass + b, n, 0.0f);
+            block_max.push_back(sm.max);
+        }
+        if (seen)
             cblas_sgemv(CblasRowMajor, CblasTrans, n, d, 1.0f, full_v + b * row_stride, ld,
                         w.data(), 1, 1.0f, sm.acc.data(), 1);
     }
@@ -146,6 +156,13 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
         out[j] = sm.acc[static_cast<size_t>(j)] * inv;
     for (size_t i = 0; i < log_mass.size(); ++i)
         span_mass[i] = static_cast<float>(std::exp(log_mass[i] - sm.max) / sm.denom);
+    // A block's weights are exp(score − the maximum when it was absorbed).
+    for (size_t blk = 0; blk < block_max.size(); ++blk) {
+        const int64_t b = static_cast<int64_t>(blk) * kBlock;
+        const double c = std::exp(static_cast<double>(block_max[blk]) - sm.max) / sm.denom;
+        for (int64_t j = b; j < std::min(m, b + kBlock); ++j)
+            row_mass[j] = static_cast<float>(row_mass[j] * c);
+    }
 }
 
 } // namespace spanscope

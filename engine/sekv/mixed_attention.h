@@ -39,9 +39,11 @@ void mixed_attention(const float* q, int64_t head_dim, float scale, const float*
 /// keys starts at full_k + i · row_stride (one head of rows laid out [m][n_kv_head][head_dim]).
 /// span_mass (nullptr: not wanted) [spans.size()] receives each span's share of the softmax's
 /// weight: its summary row's, or the sum over its rebuilt rows when expanded; with the full rows'
-/// share the shares sum to 1.
+/// share the shares sum to 1. row_mass (nullptr: not wanted) [m] receives each full-resolution
+/// row's weight.
 void mixed_attention(const float* q, int64_t head_dim, float scale, const float* full_k,
                      const float* full_v, int64_t m, int64_t row_stride,
-                     const std::vector<SpanView>& spans, float* out, float* span_mass = nullptr);
+                     const std::vector<SpanView>& spans, float* out, float* span_mass = nullptr,
+                     float* row_mass = nullptr);
 
 } // namespace spanscope

@@ -154,6 +154,43 @@ ZoomStep Session::zoom_step() const {
     return step;
 }
 
+namespace {
+bool global_attention(const ModelMemory& m, int il) {
+    return !m.is_recurrent(il) && m.layer(il).shape().window == 0;
+}
+} // namespace
+
+bool Session::reports_sources() const {
+    int n = 0;
+    for (int il = 0; il < memory_.n_layers(); ++il)
+        if (global_attention(memory_, il)) {
+            if (!memory_.layer(il).reports_mass())
+                return false;
+            ++n;
+        }
+    return n > 0;
+}
+
+void Session::set_source_ranges(std::vector<std::pair<int32_t, int32_t>> ranges) {
+    if (!ranges.empty() && !reports_sources())
+        throw std::logic_error("this memory cannot report where an answer looked (sources)");
+    source_ranges_ = std::move(ranges);
+}
+
+int Session::arm_sources(bool on) {
+    int heads = 0;
+    for (int il = 0; il < memory_.n_layers(); ++il)
+        if (global_attention(memory_, il)) {
+            memory_.layer(il).set_mass_sink(on ? &source_mass_ : nullptr);
+            heads += memory_.layer(il).shape().n_head;
+        }
+    return heads;
+}
+
+void Session::expect_source_query(int64_t pos) {
+    source_mass_.reset(n_ctx_, static_cast<int32_t>(pos));
+}
+
 std::vector<float> Session::decode(int32_t token) {
     return prefill({token});
 }
@@ -207,6 +244,14 @@ Answer Session::ask(const Prompt& prompt, int max_tokens, const SamplingParams& 
         }
     }
     ans.stats.tokens_reused = hit ? start : 0;
+    // Sources: the memory may have been replaced above; the query that produces the first token
+    // is the prompt's last. (A prompt wholly cached has no such pass here: its first token gets
+    // no mass.)
+    const SourcesArmed armed(*this, !source_ranges_.empty());
+    if (armed.on) {
+        ans.source_heads = arm_sources(true);
+        expect_source_query(n_prompt - 1);
+    }
     if (start < n_prompt) {
         std::vector<int32_t> rest(prompt.tokens.begin() + start, prompt.tokens.end());
         logits = prefill(rest, cancel);
@@ -229,6 +274,11 @@ Session::answer_after_context(const std::vector<int32_t>& question, ChatFormat f
     ans.stats.prompt_tokens = n_past_ + static_cast<int64_t>(question.size());
     ans.stats.tokens_reused = n_past_;
     const int64_t processed_before = tokens_processed_;
+    const SourcesArmed armed(*this, !source_ranges_.empty());
+    if (armed.on) {
+        ans.source_heads = arm_sources(true);
+        expect_source_query(n_past_ + static_cast<int64_t>(question.size()) - 1);
+    }
     auto logits = prefill(question, cancel);
     ans.stats.tokens_computed = tokens_processed_ - processed_before;
     generate(std::move(logits), format, max_tokens, sampling, on_text, cancel, t0, ans, on_logits);
@@ -282,6 +332,12 @@ void Session::generate(std::vector<float> logits, ChatFormat format, int max_tok
         ans.tokens.push_back(next);
         if (trace)
             ans.zoom.steps.push_back(zoom_step()); // the routing that produced this token
+        if (ans.source_heads > 0) {
+            // Where the pass that produced this token looked; then the next pass's query.
+            const auto m = source_mass_.over_ranges(source_ranges_);
+            ans.source_mass.emplace_back(m.begin(), m.end());
+            expect_source_query(n_past_);
+        }
         raw += stream.push(tok.token_bytes(next));
         show(answer_shown_length(format, raw));
         if (const auto reason = completion_stop_reason(format, raw); !reason.empty()) {

@@ -94,6 +94,13 @@ struct Answer {
     std::string stop_reason;
     GenerationStats stats;
     ZoomTrace zoom; ///< one step per generated token when SEKV layers serve the session
+    /// With source ranges (Session::set_source_ranges): for each generated token, the
+    /// attention mass over each range of the forward pass that produced it, summed over the
+    /// global layers and their query heads [tokens][ranges]; empty otherwise.
+    std::vector<std::vector<float>> source_mass;
+    /// What one token's mass sums to over every position it saw: global layers × query heads
+    /// (each head's attention probabilities sum to 1).
+    int source_heads = 0;
 };
 
 class Session {
@@ -153,6 +160,16 @@ public:
     void seal_context(const Segmentation& segmentation, const std::vector<float>& token_surprisal,
                       int32_t pos_begin);
 
+    /// The next answers (ask, answer_after_context) measure where each generated token looked:
+    /// Answer::source_mass over these ranges of positions ([begin, end), any order; empty:
+    /// not measured). Only the global attention layers (no window) count. Throws
+    /// std::logic_error for ranges when some global layer's memory cannot report attention
+    /// mass (reports_sources()).
+    void set_source_ranges(std::vector<std::pair<int32_t, int32_t>> ranges);
+    /// True when every global attention layer's memory reports attention mass (the CPU
+    /// policies; not the CUDA backend's memories), and there is at least one such layer.
+    bool reports_sources() const;
+
     /// Run one token; returns its next-token logits [n_vocab]. Throws ContextOverflow when the
     /// context is full.
     std::vector<float> decode(int32_t token);
@@ -210,6 +227,25 @@ private:
         std::vector<float> last_logits;
     };
     std::optional<PrefixCache> prefix_;
+    std::vector<std::pair<int32_t, int32_t>> source_ranges_;
+    AttentionMass source_mass_;
+    /// Point the global layers' memories at source_mass_ (on) or at nothing; returns the
+    /// number of layers × heads that report.
+    int arm_sources(bool on);
+    /// Start measuring the query at `pos` (the forward pass that produces the next token).
+    void expect_source_query(int64_t pos);
+    /// The sinks disarmed when an answer ends, however it ends.
+    struct SourcesArmed {
+        SourcesArmed(Session& s, bool on_) : session(s), on(on_) {}
+        ~SourcesArmed() {
+            if (on)
+                session.arm_sources(false);
+        }
+        SourcesArmed(const SourcesArmed&) = delete;
+        SourcesArmed& operator=(const SourcesArmed&) = delete;
+        Session& session;
+        bool on;
+    };
 };
 
 /// Peak resident set size of this process in bytes (getrusage).
