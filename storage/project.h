@@ -53,12 +53,23 @@ struct UnitMatch {
     double bm25 = 0; ///< Okapi BM25, negated (search_units): lower is more relevant
 };
 
+/// A passage an answer drew on (its source), as saved with the message.
+struct SourceRecord {
+    int64_t document_id = 0;
+    int64_t start_char = 0, end_char = 0; ///< bytes [start, end) of the document's text
+    int32_t page = 0;                     ///< 1-based PDF page of start_char; 0: none
+    int32_t line = 0;                     ///< the anchor's line (paragraph for DOCX, ODT)
+    double share = 0; ///< of the answer's attention over its documents' passages, in [0, 1]
+    std::string excerpt;
+};
+
 struct MessageRecord {
     int64_t id = 0;
     std::string role; ///< "user" or "assistant"
     std::string text;
     std::string stats_json; ///< assistant messages: the answer's statistics
     std::string created_at;
+    std::vector<SourceRecord> sources; ///< assistant messages: top source first
 };
 
 struct ChatRecord {
@@ -190,10 +201,13 @@ public:
     bool has_chat(int64_t chat_id);
     int64_t add_message(int64_t chat_id, const std::string& role, const std::string& text,
                         const std::string& stats_json = "");
-    /// The same with the answer's zoom trace (zoom_trace_blob.h), in one transaction; an empty
-    /// trace stores none.
+    /// The same with the answer's zoom trace (zoom_trace_blob.h) and its sources (top first),
+    /// in one transaction; an empty trace stores none. Throws std::invalid_argument for a
+    /// source whose range is empty or negative or whose share lies outside [0, 1] (nothing is
+    /// written).
     int64_t add_message(int64_t chat_id, const std::string& role, const std::string& text,
-                        const std::string& stats_json, const std::vector<uint8_t>& zoom_trace);
+                        const std::string& stats_json, const std::vector<uint8_t>& zoom_trace,
+                        const std::vector<SourceRecord>& sources = {});
     /// The zoom trace kept with a message, std::nullopt when it has none.
     std::optional<std::vector<uint8_t>> zoom_trace(int64_t message_id);
     std::vector<MessageRecord> messages(int64_t chat_id);

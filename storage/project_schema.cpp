@@ -105,6 +105,23 @@ END;
     R"sql(
 ALTER TABLE documents ADD COLUMN ocr_pages TEXT NOT NULL DEFAULT '';
 )sql",
+    // 4: the sources of an answer (the passages its tokens attended to most, answer_sources.h):
+    // the document by id (no reference: a removed document's sources keep their excerpt), the
+    // passage as bytes of its text, its page (0: none) and line, the share of the answer's
+    // attention over the documents, an excerpt. Ordinal 0 is the top source.
+    R"sql(
+CREATE TABLE answer_sources(
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    document_id INTEGER NOT NULL,
+    start_char INTEGER NOT NULL,
+    end_char INTEGER NOT NULL,
+    page INTEGER NOT NULL,
+    line INTEGER NOT NULL,
+    share REAL NOT NULL,
+    excerpt TEXT NOT NULL,
+    PRIMARY KEY(message_id, ordinal));
+)sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion);
 

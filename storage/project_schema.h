@@ -9,7 +9,7 @@
 namespace spanscope {
 
 /// The schema version this build writes (and the newest it reads).
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 
 /// Check an existing file before opening it for writing: a regular file, not empty, an SQLite
 /// database header, a page size SQLite allows, and not shorter than the header says.

@@ -30,8 +30,12 @@ void Project::put_sekv_state(int64_t chunk_id, const std::string& fingerprint,
 }
 
 int64_t Project::add_message(int64_t chat_id, const std::string& role, const std::string& text,
-                             const std::string& stats_json,
-                             const std::vector<uint8_t>& zoom_trace) {
+                             const std::string& stats_json, const std::vector<uint8_t>& zoom_trace,
+                             const std::vector<SourceRecord>& sources) {
+    for (const auto& s : sources)
+        if (s.start_char < 0 || s.end_char <= s.start_char || !(s.share >= 0 && s.share <= 1))
+            throw std::invalid_argument("a source needs a non-empty range of the document's text "
+                                        "and a share in [0, 1]");
     Transaction tx(*db_);
     const int64_t id = add_message(chat_id, role, text, stats_json);
     if (!zoom_trace.empty())
@@ -39,6 +43,21 @@ int64_t Project::add_message(int64_t chat_id, const std::string& role, const std
             .bind(1, id)
             .bind_blob(2, zoom_trace.data(), zoom_trace.size())
             .run();
+    for (size_t i = 0; i < sources.size(); ++i) {
+        const auto& s = sources[i];
+        db_->prepare("INSERT INTO answer_sources(message_id, ordinal, document_id, start_char, "
+                     "end_char, page, line, share, excerpt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            .bind(1, id)
+            .bind(2, static_cast<int64_t>(i))
+            .bind(3, s.document_id)
+            .bind(4, s.start_char)
+            .bind(5, s.end_char)
+            .bind(6, int64_t{s.page})
+            .bind(7, int64_t{s.line})
+            .bind(8, s.share)
+            .bind(9, s.excerpt)
+            .run();
+    }
     tx.commit();
     return id;
 }

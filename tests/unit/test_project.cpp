@@ -269,7 +269,11 @@ std::string project_fixture(int version) {
         }
         const auto chat = p->create_chat("Who grants permission?");
         p->add_message(chat, "user", "Who grants permission?");
-        p->add_message(chat, "assistant", "The copyright holder.", "{}");
+        if (version >= 4) // the answer's sources (migration 4)
+            p->add_message(chat, "assistant", "The copyright holder.", "{}", {},
+                           {{id, 0, 10, 0, 1, 0.75, "Permission"}});
+        else
+            p->add_message(chat, "assistant", "The copyright holder.", "{}");
         p->vacuum();
         p.reset();
         fs::remove(fixture + "-wal");
@@ -580,6 +584,62 @@ TEST_F(ProjectTest, CommittedVersion3ProjectStillOpens) {
     EXPECT_TRUE(docs[0].ocr_pages.empty());
     EXPECT_EQ(docs[1].ocr_pages, (std::vector<int32_t>{2, 3}));
     ASSERT_EQ(p->messages(1).size(), 2u);
+}
+
+// The committed project of schema version 4 (an answer's sources) opens with its sources; an
+// older project's answers have none (migration 4).
+TEST_F(ProjectTest, CommittedVersion4ProjectStillOpensWithItsSources) {
+    const auto copy = dir_ + "/v4.spanscope";
+    fs::copy_file(project_fixture(4), copy);
+    auto p = Project::open(copy, false);
+    EXPECT_EQ(p->schema_version(), kSchemaVersion);
+    const auto m = p->messages(1);
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_TRUE(m[0].sources.empty());
+    ASSERT_EQ(m[1].sources.size(), 1u);
+    EXPECT_EQ(m[1].sources[0].excerpt, "Permission");
+    EXPECT_EQ(m[1].sources[0].end_char, 10);
+    EXPECT_DOUBLE_EQ(m[1].sources[0].share, 0.75);
+    const auto old = dir_ + "/v3.spanscope";
+    fs::copy_file(project_fixture(3), old);
+    auto p3 = Project::open(old, false);
+    for (const auto& msg : p3->messages(1))
+        EXPECT_TRUE(msg.sources.empty());
+}
+
+// An answer's sources are saved with it in order, read back with the chat's messages (each
+// with its own), refused whole when one is out of range, and deleted with the chat.
+TEST_F(ProjectTest, AnAnswersSourcesAreSavedWithItsMessage) {
+    auto p = Project::open(dir_ + "/sources.spanscope", true);
+    const auto doc = p->add_document("/a.txt", text_document("Alpha beta. Gamma delta."));
+    const auto chat = p->create_chat("q");
+    p->add_message(chat, "user", "q");
+    const std::vector<SourceRecord> first{{doc, 12, 24, 0, 1, 0.6, "Gamma delta."},
+                                          {doc, 0, 11, 3, 1, 0.25, "Alpha beta."}};
+    const auto a1 = p->add_message(chat, "assistant", "one", "{}", {}, first);
+    p->add_message(chat, "user", "q2");
+    const auto a2 =
+        p->add_message(chat, "assistant", "two", "{}", {}, {{doc, 0, 5, 0, 1, 1.0, "Alpha"}});
+    const auto m = p->messages(chat);
+    ASSERT_EQ(m.size(), 4u);
+    EXPECT_EQ(m[1].id, a1);
+    ASSERT_EQ(m[1].sources.size(), 2u);
+    EXPECT_EQ(m[1].sources[0].excerpt, "Gamma delta.");
+    EXPECT_EQ(m[1].sources[1].page, 3);
+    EXPECT_EQ(m[1].sources[1].start_char, 0);
+    EXPECT_EQ(m[3].id, a2);
+    ASSERT_EQ(m[3].sources.size(), 1u);
+    EXPECT_TRUE(m[2].sources.empty());
+    const auto before = p->messages(chat).size();
+    EXPECT_THROW(p->add_message(chat, "assistant", "bad", "{}", {}, {{doc, 5, 5, 0, 1, 0.5, ""}}),
+                 std::invalid_argument);
+    EXPECT_THROW(p->add_message(chat, "assistant", "bad", "{}", {}, {{doc, 0, 5, 0, 1, 1.5, ""}}),
+                 std::invalid_argument);
+    EXPECT_EQ(p->messages(chat).size(), before) << "a refused answer wrote nothing";
+    ASSERT_TRUE(p->delete_chat(chat));
+    auto q = p->db().prepare("SELECT count(*) FROM answer_sources");
+    ASSERT_TRUE(q.step());
+    EXPECT_EQ(q.int64(0), 0);
 }
 
 // The pages a PDF had read by OCR are kept with the document, replaced with its text.
