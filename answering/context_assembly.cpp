@@ -184,10 +184,18 @@ ContextAssembly assemble_context(Project& project, const Model& model, StateCach
         const int64_t rows = cache.restore_unit(states, session, a.offset);
         if (states.recurrent)
             a.unit_states.push_back(states.recurrent->recurrent);
+        auto text = a.texts.find(c.document_id);
+        if (text == a.texts.end())
+            text = a.texts.emplace(c.document_id, project.document_text(c.document_id)).first;
+        if (session.memory().sealing_layers().empty())
+            append_section_passages(docs[d].second[u], text->second, nullptr, c.document_id,
+                                    a.offset, a.passages);
         if (!session.memory().sealing_layers().empty()) {
             bool built = false;
             const auto st = cache.sekv_state(docs[d].second[u], chunk_ids[d][u], states,
                                              session.options().sekv, &built);
+            append_section_passages(docs[d].second[u], text->second, &st.segmentation,
+                                    c.document_id, a.offset, a.passages);
             const int64_t n = hold_sekv_unit(session, st, a.offset);
             a.sources.push_back(
                 {c.document_id, c.unit, static_cast<int>(a.spans), static_cast<int>(n), a.offset});

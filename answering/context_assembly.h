@@ -4,11 +4,13 @@
 // (engine/linearkv/pic_assembly.h) or, under SEKV, as spans (sekv_unit.h). Used by ask_project.
 #pragma once
 
+#include "answering/answer_sources.h"
 #include "answering/project_answer.h"
 #include "answering/sekv_unit.h" // SekvLayerBytes
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,10 @@ struct ContextAssembly {
     AssemblyStats pic;
     /// Hybrid models: each section's recurrent states at its end, in context order.
     std::vector<std::vector<RecurrentLayerState>> unit_states;
+    /// The passages an answer may cite, in context order (answer_sources.h: SEKV spans under
+    /// sekv, else sentences), and the text of each document they are in, by id.
+    std::vector<SourcePassage> passages;
+    std::map<int64_t, std::string> texts;
 };
 
 /// Choose the units of documents `ids` (in that order) that fit beside `question` and q's

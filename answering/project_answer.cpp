@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -428,6 +429,10 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         a = assemble_context(project, model, cache, scratch, session, ids, question, q, hooks,
                              cancel, out.notes);
         out.assembly_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        // Where each answer token looks, over the documents' passages (not on the GPU backend,
+        // whose memories do not report attention mass).
+        if (!a.passages.empty() && session.reports_sources())
+            session.set_source_ranges(passage_ranges(a.passages));
         out.answer = answer_streaming_zoom(session, question, format, q, hooks, a.sources, cancel);
     } catch (const std::exception& e) {
         // Record why there is no answer; the question stays in the chat.
@@ -488,8 +493,22 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
                           std::to_string(masses_cleared) +
                           " query heads' steps: they were not shares in [0, 1]");
     }
-    out.message_id =
-        project.add_message(out.chat_id, "assistant", ans.text, dump(msg), std::move(trace));
+    if (!ans.source_mass.empty()) {
+        std::map<int64_t, std::vector<SourceAnchor>> maps;
+        out.sources = top_sources(
+            a.passages, passage_shares(ans.source_mass, a.passages.size()), kAnswerSources,
+            [&a](int64_t id) -> const std::string& { return a.texts.at(id); },
+            [&](int64_t id) -> const std::vector<SourceAnchor>& {
+                auto it = maps.find(id);
+                if (it == maps.end())
+                    it = maps.emplace(id, project.document_offset_map(id)).first;
+                return it->second;
+            });
+    } else if (!a.passages.empty() && !ans.tokens.empty()) {
+        msg["sources_not_measured"] = "the memory of this backend does not report attention mass";
+    }
+    out.message_id = project.add_message(out.chat_id, "assistant", ans.text, dump(msg),
+                                         std::move(trace), out.sources);
     return out;
 }
 

@@ -4,6 +4,7 @@
 // Shared by spanscope-cli (ask --project) and the desktop application.
 #pragma once
 
+#include "answering/answer_sources.h"
 #include "answering/chat_history.h"
 #include "answering/state_cache.h"
 #include "answering/unit_choice.h"
@@ -76,7 +77,15 @@ struct ProjectAnswer {
     /// assembly_ms) when not all sections fit.
     nlohmann::json stats;
     std::vector<std::string> notes; ///< things the user should know (sections left out)
+    /// The passages the answer's tokens attended to most (answer_sources.h), top first, at
+    /// most kAnswerSources; saved with the message. Empty when nothing was generated or the
+    /// backend does not report attention mass (the message's statistics then say
+    /// "sources_not_measured").
+    std::vector<SourceRecord> sources;
 };
+
+/// How many sources an answer keeps.
+inline constexpr size_t kAnswerSources = 5;
 
 struct ProjectAskHooks {
     std::function<void(const std::string&)> on_text;               ///< each answer piece

@@ -2,6 +2,7 @@
 // with tiny models written by the test: what ingest prints, reuse counted by the engine and
 // equal to a cold answer, refusals that change nothing, Ctrl-C and resume, a damaged project
 // file left as it was, a document answered from its stored text, and cache maintenance.
+#include "answering/answer_sources.h"
 #include "engine/model/model.h"
 #include "engine/text/chunking.h"
 #include "engine/text/prompt.h"
@@ -287,6 +288,30 @@ TEST_F(CliProject, AskReusesTheStoredDocumentAndAnswersLikeAColdAsk) {
     EXPECT_EQ(warm["documents"], json::array({id})) << warm;
     ASSERT_TRUE(warm.contains("chat_id")) << warm;
     ASSERT_TRUE(warm["chat_id"].is_number_integer()) << warm;
+    // Its sources: top first, each a range of the document's text with its excerpt, as saved.
+    ASSERT_TRUE(warm["sources"].is_array()) << warm;
+    ASSERT_FALSE(warm["sources"].empty()) << warm;
+    std::string text; // as the project holds it
+    {
+        spanscope::Db db(project_, /*create=*/false);
+        auto t = db.prepare("SELECT text FROM documents WHERE id = ?");
+        t.bind(1, id);
+        ASSERT_TRUE(t.step());
+        text = t.text(0);
+    }
+    double last_share = 1.0;
+    for (const auto& src : warm["sources"]) {
+        EXPECT_EQ(src["document_id"], id) << src;
+        const int64_t b = src["start_char"], e = src["end_char"];
+        ASSERT_TRUE(b >= 0 && b < e && e <= static_cast<int64_t>(text.size())) << src;
+        EXPECT_EQ(src["excerpt"], spanscope::source_excerpt(text, b, e)) << src;
+        EXPECT_EQ(src["page"], 0) << src;
+        EXPECT_LE(src["share"].get<double>(), last_share) << src;
+        last_share = src["share"];
+    }
+    EXPECT_EQ(sql_count(project_, "SELECT count(*) FROM answer_sources WHERE message_id = "
+                                  "(SELECT max(id) FROM messages)"),
+              static_cast<int64_t>(warm["sources"].size()));
 
     const json cold = run_json({"ask", "--doc", doc, "--model", model_, "--json", "--threads", "1",
                                 "--max-tokens", "8", q});
