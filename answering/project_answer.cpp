@@ -431,7 +431,7 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         out.assembly_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
         // Where each answer token looks, over the documents' passages (not on the GPU backend,
         // whose memories do not report attention mass).
-        if (!a.passages.empty() && session.reports_sources())
+        if (q.sources && !a.passages.empty() && session.reports_sources())
             session.set_source_ranges(passage_ranges(a.passages));
         out.answer = answer_streaming_zoom(session, question, format, q, hooks, a.sources, cancel);
     } catch (const std::exception& e) {
@@ -504,7 +504,7 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
                     it = maps.emplace(id, project.document_offset_map(id)).first;
                 return it->second;
             });
-    } else if (!a.passages.empty() && !ans.tokens.empty()) {
+    } else if (q.sources && !a.passages.empty() && !ans.tokens.empty()) {
         msg["sources_not_measured"] = "the memory of this backend does not report attention mass";
     }
     out.message_id = project.add_message(out.chat_id, "assistant", ans.text, dump(msg),

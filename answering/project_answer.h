@@ -47,6 +47,9 @@ struct ProjectQuestion {
     /// sections before them in context (the global policy must then be full). "cacheblend"
     /// needs sliding-window rows the store does not keep and is refused.
     RecomputeOptions recompute;
+    /// Measure where the answer's tokens looked and keep its sources (ProjectAnswer::sources);
+    /// false only to measure what that costs (the benchmark of sources).
+    bool sources = true;
 };
 
 struct ProjectAnswer {
