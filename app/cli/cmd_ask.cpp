@@ -2,6 +2,7 @@
 
 #include "answering/project_answer.h"
 
+#include "app/cli/cli_sources.h"
 #include "app/cli/project_support.h"
 #include "engine/linearkv/unit_prefill.h"
 #include "engine/model/model.h"
@@ -44,7 +45,8 @@ int run_ask(const AskOptions& o) {
         throw std::runtime_error("give documents with --doc, or a project with --project");
     // Read and check every document before loading the model or printing anything.
     struct Doc {
-        std::string name, text;
+        std::string name, text, format;
+        std::vector<SourceAnchor> offset_map;
     };
     std::vector<Doc> docs;
     // Ctrl-C from here on: OCR of a scanned page stops too.
@@ -71,7 +73,8 @@ int run_ask(const AskOptions& o) {
         clear_progress_line();
         for (const auto& w : loaded.warnings)
             std::cerr << path << ": " << w << "\n";
-        docs.push_back({name, std::move(loaded.text)});
+        docs.push_back({name, std::move(loaded.text), format_name(loaded.format),
+                        std::move(loaded.offset_map)});
     }
     if (o.question.find_first_not_of(" \t\r\n") == std::string::npos)
         throw std::runtime_error("the question is empty");
@@ -88,11 +91,13 @@ int run_ask(const AskOptions& o) {
     co.chat_format = format;
     co.max_unit_tokens = INT64_MAX / 4; // one unit per document: a prompt too long is refused below
     std::vector<DocumentUnit> units;
+    std::vector<size_t> unit_doc; // each unit's document (one unit per document)
     int64_t total = 0;
-    for (const auto& d : docs) {
-        for (auto& u : build_document_units(model->tokenizer(), d.name, d.text, co)) {
+    for (size_t i = 0; i < docs.size(); ++i) {
+        for (auto& u : build_document_units(model->tokenizer(), docs[i].name, docs[i].text, co)) {
             total += u.n_tokens();
             units.push_back(std::move(u));
+            unit_doc.push_back(i);
         }
     }
     const auto question = question_tokens(model->tokenizer(), format, o.question);
@@ -131,8 +136,12 @@ int run_ask(const AskOptions& o) {
                     " tokens/s";
         show_progress_line(line);
     };
+    // The passages an answer may cite: documents are numbered from 1 in the order given.
+    std::vector<SourcePassage> passages;
     try {
-        for (const auto& u : units) {
+        for (size_t ui = 0; ui < units.size(); ++ui) {
+            const auto& u = units[ui];
+            const auto d = unit_doc[ui];
             // SEKV holds each document at two resolutions once it is prefilled; its
             // segmentation needs every token's surprisal, computed in the same passes.
             const int64_t offset = session.n_past();
@@ -145,9 +154,18 @@ int run_ask(const AskOptions& o) {
                          show_progress ? progress : std::function<void(int64_t, int64_t)>{},
                          /*surprisal=*/sekv);
             done_before += u.n_tokens();
-            if (sekv)
-                session.seal_context(surprisal.data(), static_cast<int32_t>(offset), u.n_tokens());
+            if (sekv) {
+                const auto sealed = session.seal_context(
+                    surprisal.data(), static_cast<int32_t>(offset), u.n_tokens());
+                append_section_passages(u, docs[d].text, &sealed.segmentation,
+                                        static_cast<int64_t>(d) + 1, offset, passages);
+            } else {
+                append_section_passages(u, docs[d].text, nullptr, static_cast<int64_t>(d) + 1,
+                                        offset, passages);
+            }
         }
+        if (!passages.empty() && session.reports_sources())
+            session.set_source_ranges(passage_ranges(passages));
         clear_progress_line(); // the line cleared before the answer
         const int64_t processed_before_question = session.tokens_processed();
         const double prefill_ms =
@@ -171,14 +189,30 @@ int run_ask(const AskOptions& o) {
         std::cerr << "\ninterrupted\n";
         return interrupted_exit_code();
     }
+    std::vector<SourceRecord> sources;
+    if (!ans.source_mass.empty())
+        sources = top_sources(
+            passages, passage_shares(ans.source_mass, passages.size()), kAnswerSources,
+            [&](int64_t id) -> const std::string& {
+                return docs[static_cast<size_t>(id - 1)].text;
+            },
+            [&](int64_t id) -> const std::vector<SourceAnchor>& {
+                return docs[static_cast<size_t>(id - 1)].offset_map;
+            });
+    const auto document_of = [&](int64_t id) {
+        const auto& d = docs[static_cast<size_t>(id - 1)];
+        return CitedDocument{d.name, d.format};
+    };
     if (!o.json) {
         std::cout << "\n";
+        print_sources(std::cout, sources, document_of);
         return 0;
     }
     nlohmann::json j;
     j["answer"] = ans.text;
     j["stop_reason"] = ans.stop_reason;
     j["stats"] = answer_stats_json(ans);
+    j["sources"] = sources_json(sources, document_of); // document_id: the --doc's place, from 1
     // replace: a byte-fallback answer may end in an incomplete UTF-8 sequence.
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;

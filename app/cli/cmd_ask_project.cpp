@@ -2,6 +2,7 @@
 
 #include "answering/project_answer.h"
 #include "answering/state_cache.h"
+#include "app/cli/cli_sources.h"
 #include "app/cli/project_support.h"
 #include "engine/session/session.h"
 #include "storage/document_loader.h"
@@ -107,28 +108,21 @@ int ask_project(const AskOptions& o) {
         throw Cancelled();
     const auto replace = nlohmann::json::error_handler_t::replace;
     // Each source's document as the project names it.
-    std::map<int64_t, DocumentRecord> docs;
-    for (const auto& s : a.sources)
-        if (!docs.count(s.document_id))
-            if (auto d = project->document(s.document_id))
-                docs.emplace(s.document_id, *d);
-    auto name_of = [&docs](int64_t id) {
-        const auto it = docs.find(id);
-        return it == docs.end() ? "document " + std::to_string(id) : it->second.name;
-    };
-    auto place = [&](const SourceRecord& s) {
-        const auto it = docs.find(s.document_id);
-        return source_place(name_of(s.document_id),
-                            it == docs.end() ? std::string() : it->second.format, s.page, s.line);
+    std::map<int64_t, CitedDocument> cited;
+    const auto document_of = [&](int64_t id) {
+        auto it = cited.find(id);
+        if (it == cited.end()) {
+            const auto d = project->document(id);
+            it = cited
+                     .emplace(id, d ? CitedDocument{d->name, d->format}
+                                    : CitedDocument{"document " + std::to_string(id), ""})
+                     .first;
+        }
+        return it->second;
     };
     if (!o.json) {
         std::cout << "\n";
-        if (!a.sources.empty()) {
-            std::cout << "\nSources:\n";
-            for (size_t i = 0; i < a.sources.size(); ++i)
-                std::cout << "  [" << i + 1 << "] "
-                          << source_citation(a.sources[i], place(a.sources[i])) << "\n";
-        }
+        print_sources(std::cout, a.sources, document_of);
         std::cerr << "(chat " << a.chat_id << "; " << units_used_text(a) << "; "
                   << ans.stats.tokens_reused << " tokens restored, " << ans.stats.tokens_computed
                   << " computed; first token after " << static_cast<int64_t>(ans.stats.ttft_ms)
@@ -142,17 +136,7 @@ int ask_project(const AskOptions& o) {
     j["chat_id"] = a.chat_id;
     j["documents"] = a.documents;
     j["stats"] = a.stats;
-    auto sources = nlohmann::json::array();
-    for (const auto& s : a.sources)
-        sources.push_back({{"document_id", s.document_id},
-                           {"document", name_of(s.document_id)},
-                           {"start_char", s.start_char},
-                           {"end_char", s.end_char},
-                           {"page", s.page},
-                           {"line", s.line},
-                           {"share", s.share},
-                           {"excerpt", s.excerpt}});
-    j["sources"] = sources;
+    j["sources"] = sources_json(a.sources, document_of);
     std::cout << j.dump(-1, ' ', false, replace) << "\n";
     return 0;
 }

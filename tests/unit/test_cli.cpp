@@ -140,6 +140,36 @@ TEST_F(Cli, JsonStatisticsAreConsistent) {
     EXPECT_EQ(nlohmann::json::parse(r2.out)["answer"], j["answer"]);
 }
 
+// ask --doc's sources: the documents numbered from 1 in the order given, each source a range
+// of its document's text (as the file holds it here: plain ASCII) with that text as excerpt.
+TEST_F(Cli, AskWithDocumentsGivesItsSources) {
+    const std::string a = "The harbour bell rang twice. Gulls circled over the market.\n";
+    const std::string b = "A lamp burned in the tower. The keeper slept.\n";
+    const auto pa = write_file("a.txt", a), pb = write_file("b.txt", b);
+    const auto r = run({"ask", "--json", "--model", model_, "--doc", pa, "--doc", pb,
+                        "--max-tokens", "4", "What rang?"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_TRUE(j["sources"].is_array()) << j;
+    ASSERT_FALSE(j["sources"].empty()) << j;
+    for (const auto& s : j["sources"]) {
+        const int64_t id = s["document_id"];
+        ASSERT_TRUE(id == 1 || id == 2) << s;
+        const std::string& text = id == 1 ? a : b;
+        EXPECT_EQ(s["document"], id == 1 ? "a.txt" : "b.txt");
+        const int64_t begin = s["start_char"], end = s["end_char"];
+        ASSERT_TRUE(begin >= 0 && begin < end && end <= static_cast<int64_t>(text.size())) << s;
+        EXPECT_EQ(s["excerpt"],
+                  text.substr(static_cast<size_t>(begin), static_cast<size_t>(end - begin)))
+            << s;
+    }
+    // The same in words under the answer.
+    const auto t = run(
+        {"ask", "--model", model_, "--doc", pa, "--doc", pb, "--max-tokens", "4", "What rang?"});
+    ASSERT_EQ(t.status, 0) << t.err;
+    EXPECT_NE(t.out.find("\nSources:\n  [1] "), std::string::npos) << t.out;
+}
+
 TEST_F(Cli, SekvPolicyReportsItsMemory) {
     // A document long enough to be held at two resolutions (a model with a larger context).
     TinyGemma3Config cfg;
