@@ -225,6 +225,19 @@ top_sources(const std::vector<SourcePassage>& passages, const std::vector<double
     return out;
 }
 
+std::vector<std::vector<SourceRecord>>
+token_sources(const std::vector<SourcePassage>& passages,
+              const std::vector<std::vector<float>>& mass, size_t top,
+              const std::function<const std::string&(int64_t)>& text_of,
+              const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of) {
+    std::vector<std::vector<SourceRecord>> out;
+    out.reserve(mass.size());
+    for (const auto& row : mass)
+        out.push_back(top_sources(passages, passage_shares({row}, passages.size()), top, text_of,
+                                  offset_map_of));
+    return out;
+}
+
 std::string source_place(const std::string& name, const std::string& format, int32_t page,
                          int32_t line) {
     if (page > 0)

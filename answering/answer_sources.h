@@ -67,6 +67,14 @@ top_sources(const std::vector<SourcePassage>& passages, const std::vector<double
             size_t top, const std::function<const std::string&(int64_t)>& text_of,
             const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of);
 
+/// Each answer token's own top `top` sources ([tokens][top first]): top_sources over the shares
+/// of that token's mass alone (`mass`: [tokens][passages]).
+std::vector<std::vector<SourceRecord>>
+token_sources(const std::vector<SourcePassage>& passages,
+              const std::vector<std::vector<float>>& mass, size_t top,
+              const std::function<const std::string&(int64_t)>& text_of,
+              const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of);
+
 /// Where a source is, in words: "NAME, page 3" (a page known: PDF), "NAME, paragraph 12"
 /// (format "docx", "odt"), "NAME, line 40" (text, Markdown, HTML: their lines), else "NAME"
 /// (EPUB: the line is its chapter file's).

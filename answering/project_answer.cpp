@@ -495,20 +495,22 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
     }
     if (!ans.source_mass.empty()) {
         std::map<int64_t, std::vector<SourceAnchor>> maps;
-        out.sources = top_sources(
-            a.passages, passage_shares(ans.source_mass, a.passages.size()), kAnswerSources,
-            [&a](int64_t id) -> const std::string& { return a.texts.at(id); },
-            [&](int64_t id) -> const std::vector<SourceAnchor>& {
-                auto it = maps.find(id);
-                if (it == maps.end())
-                    it = maps.emplace(id, project.document_offset_map(id)).first;
-                return it->second;
-            });
+        const auto text_of = [&a](int64_t id) -> const std::string& { return a.texts.at(id); };
+        const auto offset_map_of = [&](int64_t id) -> const std::vector<SourceAnchor>& {
+            auto it = maps.find(id);
+            if (it == maps.end())
+                it = maps.emplace(id, project.document_offset_map(id)).first;
+            return it->second;
+        };
+        out.sources = top_sources(a.passages, passage_shares(ans.source_mass, a.passages.size()),
+                                  kAnswerSources, text_of, offset_map_of);
+        out.token_sources =
+            token_sources(a.passages, ans.source_mass, kTokenSources, text_of, offset_map_of);
     } else if (q.sources && !a.passages.empty() && !ans.tokens.empty()) {
         msg["sources_not_measured"] = "the memory of this backend does not report attention mass";
     }
     out.message_id = project.add_message(out.chat_id, "assistant", ans.text, dump(msg),
-                                         std::move(trace), out.sources);
+                                         std::move(trace), out.sources, out.token_sources);
     return out;
 }
 

@@ -85,10 +85,14 @@ struct ProjectAnswer {
     /// backend does not report attention mass (the message's statistics then say
     /// "sources_not_measured").
     std::vector<SourceRecord> sources;
+    /// Each answer token's own top sources (at most kTokenSources, [tokens][top first]), saved
+    /// with the message; empty when `sources` is.
+    std::vector<std::vector<SourceRecord>> token_sources;
 };
 
-/// How many sources an answer keeps.
+/// How many sources an answer keeps, and each of its tokens.
 inline constexpr size_t kAnswerSources = 5;
+inline constexpr size_t kTokenSources = 3;
 
 struct ProjectAskHooks {
     std::function<void(const std::string&)> on_text;               ///< each answer piece

@@ -53,6 +53,10 @@ struct UnitMatch {
     double bm25 = 0; ///< Okapi BM25, negated (search_units): lower is more relevant
 };
 
+/// The most answer tokens whose sources a message keeps (a saved row for a later token is not
+/// read).
+inline constexpr int64_t kMaxAnswerTokens = 1 << 16;
+
 /// A passage an answer drew on (its source), as saved with the message.
 struct SourceRecord {
     int64_t document_id = 0;
@@ -70,6 +74,9 @@ struct MessageRecord {
     std::string stats_json; ///< assistant messages: the answer's statistics
     std::string created_at;
     std::vector<SourceRecord> sources; ///< assistant messages: top source first
+    /// assistant messages: each answer token's own top sources ([tokens][top first]; empty
+    /// when none were saved; tokens after the last one with sources are not there).
+    std::vector<std::vector<SourceRecord>> token_sources;
 };
 
 struct ChatRecord {
@@ -201,13 +208,14 @@ public:
     bool has_chat(int64_t chat_id);
     int64_t add_message(int64_t chat_id, const std::string& role, const std::string& text,
                         const std::string& stats_json = "");
-    /// The same with the answer's zoom trace (zoom_trace_blob.h) and its sources (top first),
-    /// in one transaction; an empty trace stores none. Throws std::invalid_argument for a
-    /// source whose range is empty or negative or whose share lies outside [0, 1] (nothing is
-    /// written).
+    /// The same with the answer's zoom trace (zoom_trace_blob.h), its sources (top first) and
+    /// each of its tokens' ([tokens][top first]), in one transaction; an empty trace stores
+    /// none. Throws std::invalid_argument for a source whose range is empty or negative or
+    /// whose share lies outside [0, 1] (nothing is written).
     int64_t add_message(int64_t chat_id, const std::string& role, const std::string& text,
                         const std::string& stats_json, const std::vector<uint8_t>& zoom_trace,
-                        const std::vector<SourceRecord>& sources = {});
+                        const std::vector<SourceRecord>& sources = {},
+                        const std::vector<std::vector<SourceRecord>>& token_sources = {});
     /// The zoom trace kept with a message, std::nullopt when it has none.
     std::optional<std::vector<uint8_t>> zoom_trace(int64_t message_id);
     std::vector<MessageRecord> messages(int64_t chat_id);

@@ -40,11 +40,11 @@ std::vector<MessageRecord> Project::messages(int64_t chat_id) {
     q.bind(1, chat_id);
     std::vector<MessageRecord> out;
     while (q.step())
-        out.push_back({q.int64(0), q.text(1), q.text(2), q.text(3), q.text(4), {}});
+        out.push_back({q.int64(0), q.text(1), q.text(2), q.text(3), q.text(4), {}, {}});
     auto s = db_->prepare("SELECT s.message_id, s.document_id, s.start_char, s.end_char, s.page, "
-                          "s.line, s.share, s.excerpt FROM answer_sources s JOIN messages m ON "
-                          "m.id = s.message_id WHERE m.chat_id = ? ORDER BY s.message_id, "
-                          "s.ordinal");
+                          "s.line, s.share, s.excerpt, s.token FROM answer_sources s JOIN "
+                          "messages m ON m.id = s.message_id WHERE m.chat_id = ? ORDER BY "
+                          "s.message_id, s.token, s.ordinal");
     s.bind(1, chat_id);
     size_t at = 0;
     while (s.step()) {
@@ -53,10 +53,24 @@ std::vector<MessageRecord> Project::messages(int64_t chat_id) {
             ++at;
         if (at == out.size())
             break;
-        if (out[at].id == message)
-            out[at].sources.push_back({s.int64(1), s.int64(2), s.int64(3),
-                                       static_cast<int32_t>(s.int64(4)),
-                                       static_cast<int32_t>(s.int64(5)), s.real(6), s.text(7)});
+        if (out[at].id != message)
+            continue;
+        SourceRecord r{s.int64(1),
+                       s.int64(2),
+                       s.int64(3),
+                       static_cast<int32_t>(s.int64(4)),
+                       static_cast<int32_t>(s.int64(5)),
+                       s.real(6),
+                       s.text(7)};
+        const int64_t token = s.int64(8);
+        if (token < 0) {
+            out[at].sources.push_back(std::move(r));
+        } else if (token < kMaxAnswerTokens) { // a token index the file cannot make us allocate
+            auto& per = out[at].token_sources;
+            if (per.size() <= static_cast<size_t>(token))
+                per.resize(static_cast<size_t>(token) + 1);
+            per[static_cast<size_t>(token)].push_back(std::move(r));
+        }
     }
     return out;
 }

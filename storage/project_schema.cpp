@@ -106,12 +106,14 @@ END;
 ALTER TABLE documents ADD COLUMN ocr_pages TEXT NOT NULL DEFAULT '';
 )sql",
     // 4: the sources of an answer (the passages its tokens attended to most, answer_sources.h):
-    // the document by id (no reference: a removed document's sources keep their excerpt), the
-    // passage as bytes of its text, its page (0: none) and line, the share of the answer's
-    // attention over the documents, an excerpt. Ordinal 0 is the top source.
+    // token -1 for the answer's, t >= 0 for its token t's; the document by id (no reference: a
+    // removed document's sources keep their excerpt), the passage as bytes of its text, its
+    // page (0: none) and line, the share of the answer's (the token's) attention over the
+    // documents, an excerpt. Ordinal 0 is the top source.
     R"sql(
 CREATE TABLE answer_sources(
     message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    token INTEGER NOT NULL,
     ordinal INTEGER NOT NULL,
     document_id INTEGER NOT NULL,
     start_char INTEGER NOT NULL,
@@ -120,7 +122,7 @@ CREATE TABLE answer_sources(
     line INTEGER NOT NULL,
     share REAL NOT NULL,
     excerpt TEXT NOT NULL,
-    PRIMARY KEY(message_id, ordinal));
+    PRIMARY KEY(message_id, token, ordinal));
 )sql",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion);

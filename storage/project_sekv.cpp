@@ -31,11 +31,17 @@ void Project::put_sekv_state(int64_t chunk_id, const std::string& fingerprint,
 
 int64_t Project::add_message(int64_t chat_id, const std::string& role, const std::string& text,
                              const std::string& stats_json, const std::vector<uint8_t>& zoom_trace,
-                             const std::vector<SourceRecord>& sources) {
-    for (const auto& s : sources)
-        if (s.start_char < 0 || s.end_char <= s.start_char || !(s.share >= 0 && s.share <= 1))
-            throw std::invalid_argument("a source needs a non-empty range of the document's text "
-                                        "and a share in [0, 1]");
+                             const std::vector<SourceRecord>& sources,
+                             const std::vector<std::vector<SourceRecord>>& token_sources) {
+    auto check = [](const std::vector<SourceRecord>& list) {
+        for (const auto& s : list)
+            if (s.start_char < 0 || s.end_char <= s.start_char || !(s.share >= 0 && s.share <= 1))
+                throw std::invalid_argument("a source needs a non-empty range of the document's "
+                                            "text and a share in [0, 1]");
+    };
+    check(sources);
+    for (const auto& t : token_sources)
+        check(t);
     Transaction tx(*db_);
     const int64_t id = add_message(chat_id, role, text, stats_json);
     if (!zoom_trace.empty())
@@ -43,21 +49,29 @@ int64_t Project::add_message(int64_t chat_id, const std::string& role, const std
             .bind(1, id)
             .bind_blob(2, zoom_trace.data(), zoom_trace.size())
             .run();
-    for (size_t i = 0; i < sources.size(); ++i) {
-        const auto& s = sources[i];
-        db_->prepare("INSERT INTO answer_sources(message_id, ordinal, document_id, start_char, "
-                     "end_char, page, line, share, excerpt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-            .bind(1, id)
-            .bind(2, static_cast<int64_t>(i))
-            .bind(3, s.document_id)
-            .bind(4, s.start_char)
-            .bind(5, s.end_char)
-            .bind(6, int64_t{s.page})
-            .bind(7, int64_t{s.line})
-            .bind(8, s.share)
-            .bind(9, s.excerpt)
-            .run();
-    }
+    auto insert = db_->prepare(
+        "INSERT INTO answer_sources(message_id, token, ordinal, document_id, start_char, "
+        "end_char, page, line, share, excerpt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    auto put = [&](int64_t token, const std::vector<SourceRecord>& list) {
+        for (size_t i = 0; i < list.size(); ++i) {
+            const auto& s = list[i];
+            insert.reset();
+            insert.bind(1, id)
+                .bind(2, token)
+                .bind(3, static_cast<int64_t>(i))
+                .bind(4, s.document_id)
+                .bind(5, s.start_char)
+                .bind(6, s.end_char)
+                .bind(7, int64_t{s.page})
+                .bind(8, int64_t{s.line})
+                .bind(9, s.share)
+                .bind(10, s.excerpt)
+                .run();
+        }
+    };
+    put(-1, sources);
+    for (size_t t = 0; t < token_sources.size(); ++t)
+        put(static_cast<int64_t>(t), token_sources[t]);
     tx.commit();
     return id;
 }

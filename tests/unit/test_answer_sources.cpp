@@ -165,6 +165,19 @@ TEST(AnswerSourceShares, SharesSumTheTokensMassPerPassage) {
         [&](int64_t) -> const std::vector<SourceAnchor>& { return map2; });
     ASSERT_EQ(zero.size(), 1u);
     EXPECT_EQ(zero[0].page, 4);
+    // Each token's own: token 0 looked at passage 2 only, token 1 mostly at passage 0.
+    const auto per = token_sources(
+        passages, {{0, 0, 2}, {3, 1, 0}}, 2,
+        [&](int64_t id) -> const std::string& { return id == 1 ? text : other; },
+        [&](int64_t id) -> const std::vector<SourceAnchor>& { return id == 1 ? map1 : map2; });
+    ASSERT_EQ(per.size(), 2u);
+    ASSERT_EQ(per[0].size(), 1u);
+    EXPECT_EQ(per[0][0].excerpt, "Delta");
+    EXPECT_DOUBLE_EQ(per[0][0].share, 1.0);
+    ASSERT_EQ(per[1].size(), 2u);
+    EXPECT_EQ(per[1][0].excerpt, "Alpha one.");
+    EXPECT_DOUBLE_EQ(per[1][0].share, 0.75);
+    EXPECT_DOUBLE_EQ(per[1][1].share, 0.25);
 }
 
 TEST(AnswerSourceText, ExcerptsPlacesAndCitations) {
@@ -221,7 +234,22 @@ TEST_F(AnswerSources, AProjectAnswerKeepsItsSourcesWithItsMessage) {
             EXPECT_EQ(source_excerpt(text, s.start_char, s.end_char), s.excerpt);
         }
         EXPECT_LE(sum, 1.0 + 1e-9);
+        // Each token's own, at most kTokenSources, their shares of that token's attention.
+        ASSERT_EQ(ans.token_sources.size(), ans.answer.tokens.size());
+        for (const auto& t : ans.token_sources) {
+            EXPECT_LE(t.size(), kTokenSources);
+            double token_sum = 0;
+            for (const auto& s : t)
+                token_sum += s.share;
+            EXPECT_LE(token_sum, 1.0 + 1e-9);
+        }
         const auto saved = p->messages(ans.chat_id).back();
+        ASSERT_EQ(saved.token_sources.size(), ans.token_sources.size());
+        for (size_t t = 0; t < saved.token_sources.size(); ++t) {
+            ASSERT_EQ(saved.token_sources[t].size(), ans.token_sources[t].size());
+            for (size_t i = 0; i < saved.token_sources[t].size(); ++i)
+                EXPECT_EQ(saved.token_sources[t][i].start_char, ans.token_sources[t][i].start_char);
+        }
         EXPECT_EQ(saved.id, ans.message_id);
         ASSERT_EQ(saved.sources.size(), ans.sources.size());
         for (size_t i = 0; i < saved.sources.size(); ++i) {

@@ -616,7 +616,11 @@ TEST_F(ProjectTest, AnAnswersSourcesAreSavedWithItsMessage) {
     p->add_message(chat, "user", "q");
     const std::vector<SourceRecord> first{{doc, 12, 24, 0, 1, 0.6, "Gamma delta."},
                                           {doc, 0, 11, 3, 1, 0.25, "Alpha beta."}};
-    const auto a1 = p->add_message(chat, "assistant", "one", "{}", {}, first);
+    const std::vector<std::vector<SourceRecord>> tokens{
+        {{doc, 0, 5, 0, 1, 0.9, "Alpha"}},
+        {},
+        {{doc, 12, 17, 0, 1, 0.7, "Gamma"}, {doc, 18, 23, 0, 1, 0.2, "delta"}}};
+    const auto a1 = p->add_message(chat, "assistant", "one", "{}", {}, first, tokens);
     p->add_message(chat, "user", "q2");
     const auto a2 =
         p->add_message(chat, "assistant", "two", "{}", {}, {{doc, 0, 5, 0, 1, 1.0, "Alpha"}});
@@ -627,13 +631,24 @@ TEST_F(ProjectTest, AnAnswersSourcesAreSavedWithItsMessage) {
     EXPECT_EQ(m[1].sources[0].excerpt, "Gamma delta.");
     EXPECT_EQ(m[1].sources[1].page, 3);
     EXPECT_EQ(m[1].sources[1].start_char, 0);
+    ASSERT_EQ(m[1].token_sources.size(), 3u);
+    ASSERT_EQ(m[1].token_sources[0].size(), 1u);
+    EXPECT_EQ(m[1].token_sources[0][0].excerpt, "Alpha");
+    EXPECT_TRUE(m[1].token_sources[1].empty());
+    ASSERT_EQ(m[1].token_sources[2].size(), 2u);
+    EXPECT_EQ(m[1].token_sources[2][1].excerpt, "delta");
+    EXPECT_DOUBLE_EQ(m[1].token_sources[2][0].share, 0.7);
     EXPECT_EQ(m[3].id, a2);
+    EXPECT_TRUE(m[3].token_sources.empty());
     ASSERT_EQ(m[3].sources.size(), 1u);
     EXPECT_TRUE(m[2].sources.empty());
     const auto before = p->messages(chat).size();
     EXPECT_THROW(p->add_message(chat, "assistant", "bad", "{}", {}, {{doc, 5, 5, 0, 1, 0.5, ""}}),
                  std::invalid_argument);
     EXPECT_THROW(p->add_message(chat, "assistant", "bad", "{}", {}, {{doc, 0, 5, 0, 1, 1.5, ""}}),
+                 std::invalid_argument);
+    EXPECT_THROW(p->add_message(chat, "assistant", "bad", "{}", {}, first,
+                                {{}, {{doc, -1, 5, 0, 1, 0.5, ""}}}),
                  std::invalid_argument);
     EXPECT_EQ(p->messages(chat).size(), before) << "a refused answer wrote nothing";
     ASSERT_TRUE(p->delete_chat(chat));
