@@ -91,6 +91,34 @@ int run_project(const ProjectOptions& o) {
         }
         return 0;
     }
+    if (o.action == "show-doc") {
+        const int64_t id = o.doc_ids.at(0);
+        if (!project->document(id))
+            throw std::runtime_error(path + " has no document " + std::to_string(id) +
+                                     " (see project list-docs)");
+        const std::string text = project->document_text(id);
+        int64_t begin = 0, end = static_cast<int64_t>(text.size());
+        if (!o.chars.empty()) {
+            const auto colon = o.chars.find(':');
+            size_t used_b = 0, used_e = 0;
+            try {
+                begin = std::stoll(o.chars.substr(0, colon), &used_b);
+                end = std::stoll(o.chars.substr(colon + 1), &used_e);
+            } catch (const std::exception&) {
+                used_b = 0;
+            }
+            if (colon == std::string::npos || used_b != colon ||
+                used_e != o.chars.size() - colon - 1 || begin < 0 || end <= begin ||
+                end > static_cast<int64_t>(text.size()))
+                throw std::runtime_error(
+                    "--chars " + o.chars + ": give BEGIN:END with 0 <= BEGIN < END <= " +
+                    std::to_string(text.size()) + " (the bytes of the document's text)");
+        }
+        std::cout << text.substr(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+        if (end > begin && text[static_cast<size_t>(end - 1)] != '\n')
+            std::cout << "\n";
+        return 0;
+    }
     if (o.action == "remove-doc") {
         int missing = 0;
         for (const auto id : o.doc_ids) {

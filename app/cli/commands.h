@@ -71,11 +71,15 @@ struct IngestOptions {
 };
 
 struct ProjectOptions {
-    std::string action; ///< info, list-docs, remove-doc, vacuum, set-cache-limit, events
+    std::string action; ///< info, list-docs, show-doc, remove-doc, vacuum, set-cache-limit,
+                        ///< events
     std::string project;
     std::string model; ///< info: also show the sizes for this model
     std::vector<int64_t> doc_ids;
     std::string cache_limit;
+    /// show-doc: the byte range "BEGIN:END" of the document's text to print (a source's
+    /// start_char:end_char); empty: all of it.
+    std::string chars;
     bool json = false;
 };
 

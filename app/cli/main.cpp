@@ -134,6 +134,15 @@ int main(int argc, char** argv) {
     add_project_option(p_list);
     p_list->add_option("--model", proj.model, "GGUF model file (for token counts)");
     p_list->add_flag("--json", proj.json, "Print [{id, path, tokens, chunks}]");
+    auto* p_show = project_cmd->add_subcommand(
+        "show-doc", "Print a document's text as the model reads it (what the loader extracted)");
+    add_project_option(p_show);
+    p_show->add_option("ids", proj.doc_ids, "Document id (from list-docs)")
+        ->required()
+        ->expected(1);
+    p_show->add_option("--chars", proj.chars,
+                       "Only the bytes BEGIN:END of the text (a source's start_char:end_char, "
+                       "as ask --json gives them)");
     auto* p_remove = project_cmd->add_subcommand("remove-doc", "Remove documents (chats stay)");
     add_project_option(p_remove);
     p_remove->add_option("ids", proj.doc_ids, "Document ids")->required();

@@ -637,6 +637,30 @@ TEST_F(CliProject, RemoveDocVacuumAndCacheLimit) {
     EXPECT_EQ(i0["chats"], 1);
     EXPECT_EQ(i0["messages"], 2);
 
+    // show-doc: the text as read (here the file's bytes), whole or a source's range of it.
+    const std::string text_a = sample_prose(9, 300);
+    const auto shown = run({"project", "show-doc", "--project", project_, std::to_string(id_a)});
+    ASSERT_EQ(shown.status, 0) << shown.err;
+    EXPECT_EQ(shown.out, text_a.back() == '\n' ? text_a : text_a + "\n");
+    ASSERT_FALSE(first["sources"].empty()) << first;
+    const auto& src = first["sources"][0];
+    const int64_t sb = src["start_char"], se = src["end_char"];
+    const auto part = run({"project", "show-doc", "--project", project_,
+                           std::to_string(src["document_id"].get<int64_t>()), "--chars",
+                           std::to_string(sb) + ":" + std::to_string(se)});
+    ASSERT_EQ(part.status, 0) << part.err;
+    const std::string& of = src["document_id"] == id_a ? text_a : sample_prose(10, 300);
+    EXPECT_EQ(part.out, of.substr(static_cast<size_t>(sb), static_cast<size_t>(se - sb)) + "\n");
+    for (const std::string bad : {"5:3", "x:3", "0:999999", "3"}) {
+        const auto r = run(
+            {"project", "show-doc", "--project", project_, std::to_string(id_a), "--chars", bad});
+        EXPECT_EQ(r.status, 1) << bad;
+        EXPECT_NE(r.err.find("give BEGIN:END"), std::string::npos) << r.err;
+    }
+    const auto none = run({"project", "show-doc", "--project", project_, "999"});
+    EXPECT_EQ(none.status, 1);
+    EXPECT_NE(none.err.find("has no document 999"), std::string::npos) << none.err;
+
     // remove-doc: the document goes, the chat stays.
     const auto rm = run({"project", "remove-doc", "--project", project_, std::to_string(id_a)});
     EXPECT_EQ(rm.status, 0) << rm.err;
