@@ -57,6 +57,22 @@ struct QaOptions {
     bool json = false;
 };
 
+/// `sources`: an answer's sources measured through the product's path (cmd_sources.cpp).
+struct SourcesOptions {
+    std::string model;
+    std::vector<int64_t> lengths{4096, 8192};                            ///< haystack tokens
+    std::vector<int> depths{0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100}; ///< %, taken in turn
+    int samples = 10;                                                    ///< per length
+    uint64_t seed = 1;
+    std::vector<std::string> policies{"full", "sekv"};
+    int max_tokens = 0; ///< 0: the needle task's (16), or 32 for the QA set
+    int threads = 0;
+    std::string qa;  ///< a question set: measure it instead of the needles
+    std::string out; ///< also append each JSON line here
+    bool quiet = false;
+    PolicySettings policy; ///< SEKV's settings (the product's defaults)
+};
+
 /// `pic-eval TASK`: position-independent caching measured (issue 7, cmd_pic_eval.cpp).
 struct PicEvalOptions {
     std::string model;
@@ -142,6 +158,7 @@ int run_qa(const QaOptions& o);
 int run_eval(const EvalOptions& o);
 int run_niah(const NiahOptions& o);
 int run_pic_eval(const PicEvalOptions& o);
+int run_sources(const SourcesOptions& o);
 int run_state_init_eval(const StateInitEvalOptions& o);
 int run_zoom_record(const ZoomRecordOptions& o);
 int run_zoom_train(const ZoomTrainCliOptions& o);

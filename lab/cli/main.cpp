@@ -251,6 +251,45 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0, 100000))
         ->capture_default_str();
 
+    SourcesOptions src;
+    auto* src_cmd = app.add_subcommand(
+        "sources", "Measure an answer's sources through the product's path (a throw-away "
+                   "project per sample, ingested and asked): on needles, whether the needle's "
+                   "passage is the top source and decode speed with and without sources; with "
+                   "--qa, whether the top source holds the answer");
+    src_cmd->add_option("--model", src.model, "GGUF model file");
+    src_cmd->add_option("--lengths", src.lengths, "Haystack lengths in tokens")
+        ->delimiter(',')
+        ->check(CLI::Range(int64_t{256}, int64_t{32000}))
+        ->capture_default_str();
+    src_cmd->add_option("--depths", src.depths, "Needle depths, percent of the haystack")
+        ->delimiter(',')
+        ->check(CLI::Range(0, 100))
+        ->capture_default_str();
+    src_cmd->add_option("--samples", src.samples, "Samples per length (depths taken in turn)")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    src_cmd->add_option("--seed", src.seed, "Seed of the samples")->capture_default_str();
+    src_cmd
+        ->add_option("--max-tokens", src.max_tokens,
+                     "Most answer tokens (0: 16 for needles, 32 for the QA set)")
+        ->check(CLI::Range(0, 4096));
+    src_cmd->add_option("--threads", src.threads, "Worker threads (default: all cores)")
+        ->check(CLI::Range(1, 1024));
+    src_cmd->add_option("--qa", src.qa,
+                        "Measure this question set (tests/qa/questions.json) instead of needles");
+    src_cmd->add_option("--out", src.out, "Also append each JSON line to this file");
+    src_cmd->add_flag("--quiet", src.quiet, "No progress line per sample on stderr");
+    add_policy_options(*src_cmd, src.policy);
+    src_cmd->remove_option(src_cmd->get_option("--policy"));
+    src_cmd
+        ->add_option("--policy", src.policies,
+                     "Policies asked (full, sekv: those a project answers with); the SEKV "
+                     "settings apply to sekv")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"full", "sekv"}))
+        ->capture_default_str();
+
     QaOptions qa;
     auto* qa_cmd =
         app.add_subcommand("qa", "Run and score a question set (tests/qa/questions.json)");
@@ -272,6 +311,8 @@ int main(int argc, char** argv) {
             return run_niah(niah);
         if (*qa_cmd)
             return run_qa(qa);
+        if (*src_cmd)
+            return run_sources(src);
         if (*eval_cmd) {
             if (ev.task == "qa" && ev.qa_set.empty()) {
                 std::cerr << "spanscope-lab: eval qa needs a question set: --qa-set FILE (e.g. "

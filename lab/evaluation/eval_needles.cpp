@@ -111,10 +111,13 @@ Placement place_needles(const TokenCounter& counter, const Corpus& corpus,
         inserted += needle_tokens[j];
         prev = best;
     }
+    out.chars.assign(needles.size(), 0);
     for (size_t k = 0; k <= hay.text.size(); ++k) {
         for (const size_t j : order)
-            if (boundary[j] == k)
+            if (boundary[j] == k) {
+                out.chars[j] = static_cast<int64_t>(out.context.size());
                 out.context += needle_text[j];
+            }
         if (k < hay.text.size())
             out.context += hay.text[k];
     }

@@ -52,6 +52,7 @@ struct Placement {
     int64_t tokens = 0;           ///< tokens of the context (sum of block and needle tokens)
     std::vector<int64_t> offsets; ///< token offset of each needle's first token
     std::vector<double> depths;   ///< offsets / tokens
+    std::vector<int64_t> chars;   ///< byte offset of each needle's first byte in context
 };
 
 /// A haystack of about `target_length` tokens, needles included (the closest whole number of

@@ -213,6 +213,7 @@ EvalSample make_sample(const Tokenizer& tok, const TaskRequest& r, const Corpus&
     s.meta["needles"] = needles;
     s.meta["needle_depths"] = placed.depths;
     s.meta["needle_offsets"] = placed.offsets;
+    s.meta["needle_chars"] = placed.chars;
     s.meta["context_tokens"] = placed.tokens;
     return s;
 }

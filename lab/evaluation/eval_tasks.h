@@ -67,7 +67,8 @@ struct EvalSample {
     std::string metric;                ///< a name eval_metrics.h's score() knows
     int max_tokens = 0;                ///< tokens to generate for the answer
     /// Task details: "context_tokens" (the context's tokens as counted), "needle_depths" (the
-    /// actual depths, fractions of context_tokens), "variant" (niah), "keys", "values",
+    /// actual depths, fractions of context_tokens), "needle_offsets" (their first tokens),
+    /// "needle_chars" (their first bytes in context), "variant" (niah), "keys", "values",
     /// "asked", "hops", "variables", "qa_id", ...
     nlohmann::json meta;
 };

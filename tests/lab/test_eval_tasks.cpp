@@ -187,6 +187,8 @@ TEST_F(EvalTasks, SingleNeedleSitsAtItsDepth) {
                 const std::string needle =
                     "The secret code for the " + key + " is " + s.expected[0] + ".";
                 EXPECT_EQ(occurrences(s.context, needle), 1u);
+                EXPECT_EQ(s.meta["needle_chars"][0].get<size_t>(), s.context.find(needle))
+                    << "the byte where the needle was inserted";
                 EXPECT_EQ(occurrences(s.context, s.expected[0]), 1u);
                 EXPECT_EQ(s.question, "What is the secret code for the " + key + "?");
                 const double d = measured_depth(s, needle);
@@ -205,10 +207,13 @@ TEST_F(EvalTasks, MultikeyHidesFourDistinctKeysAndAsksTheFirst) {
         ASSERT_EQ(keys.size(), 4u);
         EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 4u);
         EXPECT_EQ(std::set<std::string>(values.begin(), values.end()).size(), 4u);
-        for (size_t i = 0; i < 4; ++i)
-            EXPECT_EQ(occurrences(s.context,
-                                  "The secret code for the " + keys[i] + " is " + values[i] + "."),
-                      1u);
+        for (size_t i = 0; i < 4; ++i) {
+            const std::string needle =
+                "The secret code for the " + keys[i] + " is " + values[i] + ".";
+            EXPECT_EQ(occurrences(s.context, needle), 1u);
+            // Each needle's byte, in the order given (not the order of depth).
+            EXPECT_EQ(s.meta["needle_chars"][i].get<size_t>(), s.context.find(needle));
+        }
         EXPECT_EQ(s.question, "What is the secret code for the " + keys[0] + "?");
         EXPECT_EQ(s.expected, std::vector<std::string>{values[0]});
         const double tol =
@@ -241,10 +246,13 @@ TEST_F(EvalTasks, MultiqueryAsksTwoOfFourKeys) {
         EXPECT_EQ(s.question, "What are the secret codes for the " + keys[asked[0]] + " and the " +
                                   keys[asked[1]] + "?");
         EXPECT_EQ(s.expected, (std::vector<std::string>{values[asked[0]], values[asked[1]]}));
-        for (size_t i = 0; i < 4; ++i)
-            EXPECT_EQ(occurrences(s.context,
-                                  "The secret code for the " + keys[i] + " is " + values[i] + "."),
-                      1u);
+        for (size_t i = 0; i < 4; ++i) {
+            const std::string needle =
+                "The secret code for the " + keys[i] + " is " + values[i] + ".";
+            EXPECT_EQ(occurrences(s.context, needle), 1u);
+            // Each needle's byte, in the order given (not the order of depth).
+            EXPECT_EQ(s.meta["needle_chars"][i].get<size_t>(), s.context.find(needle));
+        }
     }
 }
 
