@@ -3,8 +3,10 @@
 #include "ui/chat_model.h"
 
 #include <QAbstractItemView>
+#include <QHelpEvent>
 #include <QPainter>
 #include <QTextLayout>
+#include <QToolTip>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +20,11 @@ const QColor kSelectedToken(252, 211, 77);
 
 struct Layout {
     QRect who, text, details;
+    QRect sources; ///< the "Sources" title (null: no sources)
+    /// Each citation's line: its rect (as wide as its text) and the text drawn, cut to fit.
+    QList<QRect> citations;
+    QStringList citation_lines;
+    QList<int> place_ends; ///< where the place ends in each line drawn (after "[n] PLACE")
     int height = 0;
     std::unique_ptr<QTextLayout> lines; ///< the message's text, laid out at `text`'s origin
 };
@@ -33,6 +40,17 @@ QFont note_font(const QFont& f) {
     QFont n = small_font(f);
     n.setItalic(true);
     return n;
+}
+
+QFont title_font(const QFont& f) {
+    QFont t = small_font(f);
+    t.setBold(true);
+    return t;
+}
+
+// "[1] " before a citation.
+QString citation_number(int i) {
+    return QStringLiteral("[%1] ").arg(i + 1);
 }
 
 Layout layout(const QStyleOptionViewItem& option, const QModelIndex& index) {
@@ -69,6 +87,24 @@ Layout layout(const QStyleOptionViewItem& option, const QModelIndex& index) {
     l.lines->endLayout();
     l.text = QRect(option.rect.left() + kPad, y, inner, static_cast<int>(std::ceil(h)));
     y += l.text.height();
+    const auto citations = index.data(ChatModel::CitationsRole).value<QList<Citation>>();
+    if (!citations.isEmpty()) {
+        const QFontMetrics tm(title_font(option.font));
+        y += 4;
+        l.sources = QRect(option.rect.left() + kPad, y, inner, tm.height());
+        y += tm.height() + 1;
+        for (int i = 0; i < citations.size(); ++i) {
+            const QString head = citation_number(i) + citations[i].place;
+            const QString line =
+                sm.elidedText(head + citation_text(citations[i]).mid(citations[i].place.size()),
+                              Qt::ElideRight, inner);
+            l.citation_lines << line;
+            l.place_ends << static_cast<int>(std::min(head.size(), line.size()));
+            l.citations << QRect(option.rect.left() + kPad, y,
+                                 std::min(inner, sm.horizontalAdvance(line) + 1), sm.height());
+            y += sm.height() + 1;
+        }
+    }
     const QString details = index.data(ChatModel::DetailsRole).toString();
     if (!details.isEmpty()) {
         const QRect dr = sm.boundingRect(QRect(0, 0, inner, 100000), Qt::TextWordWrap, details);
@@ -120,6 +156,36 @@ void ChatDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option,
         marks << r;
     }
     l.lines->draw(painter, l.text.topLeft(), marks);
+    if (!l.sources.isNull()) {
+        painter->setFont(title_font(option.font));
+        painter->setPen(pal.color(QPalette::PlaceholderText));
+        painter->drawText(l.sources, Qt::AlignLeft, tr("Sources"));
+        const QFont small = small_font(option.font);
+        QFont place = small;
+        place.setUnderline(true);
+        const int selected = index.data(ChatModel::SelectedCitationRole).toInt();
+        for (int i = 0; i < l.citations.size(); ++i) {
+            // "[1] " muted, the place as a link, then the share and the excerpt.
+            const QRect& r = l.citations[i];
+            if (i == selected)
+                painter->fillRect(r, kSelectedToken);
+            const QString& line = l.citation_lines[i];
+            const int number = static_cast<int>(std::min(citation_number(i).size(), line.size()));
+            const QString parts[3] = {line.left(number), line.mid(number, l.place_ends[i] - number),
+                                      line.mid(l.place_ends[i])};
+            const QFont* fonts[3] = {&small, &place, &small};
+            const QColor colours[3] = {pal.color(QPalette::PlaceholderText),
+                                       pal.color(QPalette::Link), pal.color(QPalette::Text)};
+            int x = r.left();
+            for (int k = 0; k < 3; ++k) {
+                painter->setFont(*fonts[k]);
+                painter->setPen(colours[k]);
+                painter->drawText(QRect(x, r.top(), r.right() - x + 1, r.height()),
+                                  Qt::AlignLeft | Qt::TextSingleLine, parts[k]);
+                x += QFontMetrics(*fonts[k]).horizontalAdvance(parts[k]);
+            }
+        }
+    }
     if (!l.details.isNull()) {
         painter->setFont(small_font(option.font));
         painter->setPen(pal.color(QPalette::PlaceholderText));
@@ -167,6 +233,44 @@ int ChatDelegate::token_at(const QStyleOptionViewItem& option, const QModelIndex
         return -1;
     }
     return -1;
+}
+
+int ChatDelegate::citation_at(const QStyleOptionViewItem& option, const QModelIndex& index,
+                              QPoint pos) const {
+    const Layout l = layout(option, index);
+    for (int i = 0; i < l.citations.size(); ++i)
+        if (l.citations[i].contains(pos))
+            return i;
+    return -1;
+}
+
+QRect ChatDelegate::citation_rect(const QStyleOptionViewItem& option, const QModelIndex& index,
+                                  int citation) const {
+    const Layout l = layout(option, index);
+    return citation >= 0 && citation < l.citations.size() ? l.citations[citation] : QRect();
+}
+
+QString ChatDelegate::citation_line(const QStyleOptionViewItem& option, const QModelIndex& index,
+                                    int citation) const {
+    const Layout l = layout(option, index);
+    return citation >= 0 && citation < l.citation_lines.size() ? l.citation_lines[citation]
+                                                               : QString();
+}
+
+bool ChatDelegate::helpEvent(QHelpEvent* event, QAbstractItemView* view,
+                             const QStyleOptionViewItem& option, const QModelIndex& index) {
+    if (event && view && index.isValid() && event->type() == QEvent::ToolTip) {
+        const int c = citation_at(option, index, event->pos());
+        if (c >= 0) {
+            const auto citations = index.data(ChatModel::CitationsRole).value<QList<Citation>>();
+            QToolTip::showText(event->globalPos(),
+                               citation_number(c) + citation_text(citations[c]) + "\n" +
+                                   tr("Click to show this passage in the document."),
+                               view->viewport());
+            return true;
+        }
+    }
+    return QStyledItemDelegate::helpEvent(event, view, option, index);
 }
 
 QRect ChatDelegate::token_rect(const QStyleOptionViewItem& option, const QModelIndex& index,

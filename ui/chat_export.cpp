@@ -23,6 +23,12 @@ QString chat_markdown(const QString& title, const QList<MessageRow>& messages) {
         }
         md += "\n**" + QString(m.from_user ? "You" : "Spanscope") + ":** " +
               escape_headings(m.text) + "\n";
+        if (!m.from_user && !m.citations.isEmpty()) {
+            md += "\nSources:\n\n";
+            for (int i = 0; i < m.citations.size(); ++i)
+                md += QStringLiteral("%1. %2\n")
+                          .arg(QString::number(i + 1), citation_text(m.citations[i]));
+        }
         if (!m.from_user && !m.details.isEmpty())
             md += "\n_" + m.details + "_\n";
     }

@@ -33,6 +33,10 @@ QVariant ChatModel::data(const QModelIndex& index, int role) const {
         return m.selected_token;
     case NoteRole:
         return m.note;
+    case CitationsRole:
+        return QVariant::fromValue(m.citations);
+    case SelectedCitationRole:
+        return m.selected_citation;
     }
     return {};
 }
@@ -47,6 +51,8 @@ QHash<int, QByteArray> ChatModel::roleNames() const {
     names[TokenStartsRole] = "tokenStarts";
     names[SelectedTokenRole] = "selectedToken";
     names[NoteRole] = "note";
+    names[CitationsRole] = "citations";
+    names[SelectedCitationRole] = "selectedCitation";
     return names;
 }
 
@@ -90,6 +96,18 @@ void ChatModel::select_token(qint64 message_id, int token) {
         if (rows_[r].selected_token != want) {
             rows_[r].selected_token = want;
             emit dataChanged(index(r), index(r), {SelectedTokenRole});
+        }
+    }
+}
+
+void ChatModel::select_citation(qint64 message_id, int citation) {
+    const int target = row_of_message(message_id);
+    for (int r = 0; r < rows_.size(); ++r) {
+        const int want =
+            r == target && citation >= 0 && citation < rows_[r].citations.size() ? citation : -1;
+        if (rows_[r].selected_citation != want) {
+            rows_[r].selected_citation = want;
+            emit dataChanged(index(r), index(r), {SelectedCitationRole});
         }
     }
 }
@@ -140,13 +158,16 @@ void ChatModel::append_piece(const QString& piece) {
     emit dataChanged(i, i, {Qt::DisplayRole, Qt::EditRole, DetailsRole});
 }
 
-void ChatModel::finish_answer(const QString& text, const QString& details) {
+void ChatModel::finish_answer(const QString& text, const QString& details,
+                              const QList<Citation>& citations) {
     if (!streaming())
         return;
     auto& a = rows_.back();
     if (!text.isEmpty())
         a.text = text;
     a.details = details;
+    a.citations = citations;
+    a.selected_citation = -1;
     a.streaming = false;
     const auto i = index(static_cast<int>(rows_.size()) - 1);
     emit dataChanged(i, i);

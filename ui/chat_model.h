@@ -15,11 +15,13 @@ public:
         FromUserRole = Qt::UserRole + 1,
         DetailsRole,
         StreamingRole,
-        MessageIdRole,     ///< the message's id in the project (0: not yet saved)
-        SekvRole,          ///< an answer with a zoom trace (sekv policy)
-        TokenStartsRole,   ///< QList<int>: MessageRow::token_starts
-        SelectedTokenRole, ///< int: the token whose zoom is shown, -1: none
-        NoteRole,          ///< bool: a note line, no message (MessageRow::note)
+        MessageIdRole,        ///< the message's id in the project (0: not yet saved)
+        SekvRole,             ///< an answer with a zoom trace (sekv policy)
+        TokenStartsRole,      ///< QList<int>: MessageRow::token_starts
+        SelectedTokenRole,    ///< int: the token whose zoom is shown, -1: none
+        NoteRole,             ///< bool: a note line, no message (MessageRow::note)
+        CitationsRole,        ///< QList<Citation>: an answer's sources, top first
+        SelectedCitationRole, ///< int: the citation shown in the document view, -1: none
     };
 
     using QAbstractListModel::QAbstractListModel;
@@ -39,8 +41,10 @@ public:
     void note_before_question(const QString& note);
     /// Add a piece to the streaming answer (the last row).
     void append_piece(const QString& piece);
-    /// End the streaming answer: its final text (empty: keep what streamed) and details.
-    void finish_answer(const QString& text, const QString& details);
+    /// End the streaming answer: its final text (empty: keep what streamed), details and
+    /// sources (top first).
+    void finish_answer(const QString& text, const QString& details,
+                       const QList<Citation>& citations = {});
     bool streaming() const;
     const QList<MessageRow>& messages() const { return rows_; }
     /// The answer just finished was saved as `message_id` (sekv: with a zoom trace; what full
@@ -55,6 +59,9 @@ public:
     bool set_tokens(qint64 message_id, const QString& tokens_text, const QList<int>& starts);
     /// Show `token` of that answer as selected (-1: none), and no other.
     void select_token(qint64 message_id, int token);
+    /// Show citation `citation` of that answer as selected (-1 or message 0: none), and no
+    /// other.
+    void select_citation(qint64 message_id, int citation);
 
 private:
     qint64 chat_id_ = 0;

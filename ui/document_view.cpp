@@ -17,6 +17,9 @@ const QColor kAnchorLine(194, 65, 12);
 const QColor kHeatLow(255, 232, 214), kHeatHigh(232, 72, 56);
 // A live zoom: the spans that carried the token's attention mass, and the others expanded.
 const QColor kLiveCarried(176, 112, 245), kLiveExpanded(216, 192, 250);
+// A citation's passage: a saturated yellow, the chat's selected token's, with an underline,
+// unlike the light tints of the spans and the reds and violets of the zoom.
+const QColor kCitation(252, 211, 77), kCitationLine(146, 64, 14);
 
 template <typename T> int find_at(const QList<T>& marks, int position) {
     // The last mark starting at or before the position, if it holds it.
@@ -43,6 +46,7 @@ void DocumentView::show_document(qint64 id, const QString& text, TextPositionsPt
     zoom_counts_.clear();
     live_.clear();
     live_token_ = -1;
+    citation_ = {};
     document_id_ = id;
     positions_ = std::move(positions);
     setExtraSelections({});
@@ -165,6 +169,29 @@ bool DocumentView::scroll_to_zoom() {
     return true;
 }
 
+bool DocumentView::show_citation(int64_t begin, int64_t end) {
+    citation_ = range_of(begin, end);
+    update_selections();
+    if (citation_.end <= citation_.begin)
+        return false;
+    QTextCursor c(document());
+    c.setPosition(citation_.begin);
+    setTextCursor(c);
+    centerCursor();
+    return true;
+}
+
+void DocumentView::clear_citation() {
+    if (citation_ == Range{})
+        return;
+    citation_ = {};
+    update_selections();
+}
+
+QColor DocumentView::citation_colour() {
+    return kCitation;
+}
+
 QColor DocumentView::heat_colour(int count, int of) {
     const double t =
         0.15 + 0.85 * std::clamp(static_cast<double>(count) / std::max(1, of), 0.0, 1.0);
@@ -210,10 +237,24 @@ void DocumentView::update_selections() {
     for (const auto& z : zoom_)
         all[z.span].format.setBackground(live_token_ >= 0 ? live_colour(z.carried)
                                                           : heat_colour(z.count, zoom_of_));
+    if (citation_.end > citation_.begin) { // last: drawn over the spans and the zoom
+        QTextCharFormat f;
+        f.setBackground(kCitation);
+        f.setUnderlineStyle(QTextCharFormat::SingleUnderline);
+        f.setUnderlineColor(kCitationLine);
+        all << selection(document(), citation_, f);
+    }
     setExtraSelections(all);
 }
 
 QString DocumentView::tooltip_at(int position) const {
+    QString text = marks_tooltip_at(position);
+    if (position >= citation_.begin && position < citation_.end)
+        text.prepend(tr("The passage the answer cites") + (text.isEmpty() ? "" : "\n"));
+    return text;
+}
+
+QString DocumentView::marks_tooltip_at(int position) const {
     const QLocale l;
     const int s = find_at(spans_, position);
     if (s >= 0) {

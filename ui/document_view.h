@@ -2,8 +2,10 @@
 // in alternating light tints, its anchors underlined, and the zoom of an answer (token or whole
 // answer) as a heat over the spans it expanded — or, while an answer streams, the latest
 // token's spans in two tints: those that carried most of its attention and the others it
-// expanded. Hovering a span tells its id, tokens, rank and summary norm. Everything is drawn as
-// extra selections over the read-only text.
+// expanded. Hovering a span tells its id, tokens, rank and summary norm. A citation of an answer
+// (its source passage) is highlighted over all of these, until another is shown, the citation is
+// cleared or the document changes. Everything is drawn as extra selections over the read-only
+// text.
 #pragma once
 
 #include "ui/zoom_data.h"
@@ -74,10 +76,21 @@ public:
     /// Scroll so that the first zoomed span is in view; false when none is shown.
     bool scroll_to_zoom();
 
+    /// Highlight the passage of a citation, bytes [begin, end) of the shown document's text
+    /// (UTF-8; mapped like the spans, past the page markers), over the spans and the zoom, and
+    /// scroll so that its start is in view (centred). False, and nothing highlighted, when the
+    /// range is empty or outside the text.
+    bool show_citation(int64_t begin, int64_t end);
+    void clear_citation();
+    /// The highlighted passage (empty: none).
+    Range citation_range() const { return citation_; }
+    /// The colour a citation's passage is highlighted with.
+    static QColor citation_colour();
+
     const QList<SpanMark>& span_marks() const { return spans_; }
     const QList<Range>& anchor_ranges() const { return anchors_; }
     const QList<ZoomMark>& zoom_marks() const { return zoom_; }
-    /// The tooltip at a position of the text ("" where there is no span or anchor).
+    /// The tooltip at a position of the text ("" where there is no span, anchor or citation).
     QString tooltip_at(int position) const;
     /// The colour a zoom count is drawn with.
     static QColor heat_colour(int count, int of);
@@ -97,6 +110,8 @@ private:
     /// so that Qt redraws only the spans whose colour changed.
     void rebuild_base_selections();
     void update_selections();
+    /// tooltip_at without the citation: the span's or the anchor's.
+    QString marks_tooltip_at(int position) const;
     Range range_of(int64_t begin, int64_t end) const;
 
     qint64 document_id_ = 0;
@@ -104,6 +119,7 @@ private:
     QList<SpanMark> spans_;                 ///< ascending positions
     QList<Range> anchors_;                  ///< ascending positions
     QList<ZoomMark> zoom_;                  ///< ascending positions
+    Range citation_;                        ///< the citation's passage; empty: none
     QList<QTextEdit::ExtraSelection> base_; ///< spans_ then anchors_, as drawn
     std::map<std::pair<int, int>, int> zoom_counts_;
     std::map<std::pair<int, int>, LiveSpan> live_; ///< the live zoom's spans (live_token_ >= 0)

@@ -14,6 +14,7 @@
 #include "storage/document_loader.h"
 #include "storage/model_fingerprint.h"
 #include "storage/project.h"
+#include "ui/answer_citations.h"
 #include "ui/answer_stats_json.h"
 #include "ui/error_text.h"
 
@@ -498,6 +499,11 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         st.message_id = a.message_id;
         for (const auto& n : a.notes)
             st.notes << q(n);
+        try { // cosmetic: the answer stands without its sources' document names
+            st.citations = citations_of(a.sources, project_->documents());
+        } catch (const std::exception&) {
+            st.citations = citations_of(a.sources, {});
+        }
         refresh_rows();
         emit answer_finished(serial, st);
     } catch (const Cancelled&) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "answering/policy_settings.h"
+#include "ui/answer_citations.h"
 
 #include <QList>
 #include <QMetaType>
@@ -68,6 +69,9 @@ struct MessageRow {
     /// assistant: the model the answer records (its identity and file name; empty when none
     /// is recorded: answering/chat_history.h, AnswerModel).
     QString model_id = {}, model_shown = {};
+    /// assistant: its sources, top first (the chat's "Sources" block; answer_citations.h).
+    QList<Citation> citations = {};
+    int selected_citation = -1; ///< the citation shown in the document view, -1: none
 };
 
 /// The chat view's note where a chat continued under another model starts its history afresh
@@ -115,8 +119,9 @@ struct AnswerStats {
     };
     QList<Section> sections_used;
     int sections_left_out = 0;
-    QString ranking;    ///< how they were ranked ("bm25", "bm25+sekv"); empty: all fitted
-    QString state_init; ///< hybrid models: the recurrent layers' initialiser; empty: none
+    QString ranking;           ///< how they were ranked ("bm25", "bm25+sekv"); empty: all fitted
+    QString state_init;        ///< hybrid models: the recurrent layers' initialiser; empty: none
+    QList<Citation> citations; ///< the answer's sources, top first (ProjectAnswer::sources)
 };
 
 /// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:

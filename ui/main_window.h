@@ -105,6 +105,14 @@ public:
     /// or the user selects another answer's zoom).
     bool live_zoom_shown() const { return live_shown_; }
 
+    // Sources (main_window_sources.cpp): the citations under an answer, shown in the document.
+    /// Show citation `citation` (0-based, top source first) of an answer of the chat shown: its
+    /// document in the document view, the passage highlighted and scrolled into view
+    /// (citation_shown follows once it is drawn), until another citation or a token is chosen
+    /// or the document changes. A document no longer in the project is said so in the status
+    /// bar instead.
+    void show_citation(qint64 message_id, int citation);
+
 signals:
     void model_ready(bool ok);
     void project_ready(qint64 chunks_restored);
@@ -120,6 +128,8 @@ signals:
     void zoom_loaded(qint64 message_id, bool ok);
     /// The zoom of a token (-1: the whole answer) is drawn over the shown document.
     void zoom_shown(qint64 message_id, int token);
+    /// A citation's passage is highlighted in the document view (show_citation).
+    void citation_shown(qint64 message_id, int citation);
 
 protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
@@ -207,6 +217,11 @@ private:
     /// Whether a trace's sections hold as many spans as the ones drawn for the shown document
     /// (a trace made under other SEKV settings numbers another segmentation).
     bool zoom_fits_spans(const AnswerZoom& zoom) const;
+    // Sources (main_window_sources.cpp).
+    /// Highlight the citation asked for (cited_) in the document view, which shows its document.
+    void draw_citation();
+    /// No citation shown any more: the view's highlight and the chat's mark go.
+    void clear_citation();
     // Live zoom (main_window_live_zoom.cpp).
     /// A step of the answer being written: appended to the streamed zoom and drawn.
     void on_answer_zoom(quint64 serial, int token, const TokenZoomPtr& zoom);
@@ -301,6 +316,14 @@ private:
     QDockWidget* inspector_dock_ = nullptr;
     ZoomInspector* inspector_ = nullptr;
     QAction* whole_action_ = nullptr;
+    // Sources: the citation shown or to show once its document's text is there.
+    struct CitedPassage {
+        qint64 message_id = 0; ///< 0: none
+        int citation = -1;
+        qint64 document_id = 0;
+        qint64 begin = 0, end = 0; ///< bytes of the document's text
+    };
+    CitedPassage cited_;
     // Live zoom.
     std::shared_ptr<AnswerZoom> live_zoom_; ///< the steps streamed for the answer live_serial_
     quint64 live_serial_ = 0;

@@ -86,6 +86,8 @@ void MainWindow::connect_workers() {
     connect(e, &EngineWorker::document_removed, this, [this](qint64 id) {
         documents_.remove_id(id);
         spans_.remove(id);
+        if (id == cited_.document_id)
+            clear_citation();
         if (id == shown_document_) {
             shown_document_ = 0;
             document_view_->clear_document();

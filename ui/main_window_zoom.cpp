@@ -94,6 +94,10 @@ void MainWindow::on_document_text(qint64 id, const QString& name, const QString&
         return;
     document_title_->setText(QStringLiteral("<b>%1</b>").arg(name.toHtmlEscaped()));
     document_view_->show_document(id, text, positions);
+    if (cited_.document_id == id)
+        draw_citation();
+    else
+        clear_citation(); // another document: the citation shown goes
     emit document_shown(id);
     request_spans();
 }
@@ -193,6 +197,7 @@ void MainWindow::on_zoom_loaded(qint64 message_id, const AnswerZoomPtr& zoom,
 
 void MainWindow::select_answer_token(qint64 message_id, int token) {
     end_live_zoom(/*restore=*/true); // the user's choice replaces the answer being written
+    clear_citation();
     if (whole_answer_) {
         whole_answer_ = false;
         QSignalBlocker b1(whole_button_), b2(whole_action_);
@@ -219,8 +224,10 @@ void MainWindow::set_whole_answer(bool on) {
         whole_button_->setChecked(on);
         whole_action_->setChecked(on);
     }
-    if (on)
+    if (on) {
         end_live_zoom(/*restore=*/true);
+        clear_citation();
+    }
     if (on == whole_answer_)
         return;
     whole_answer_ = on;
@@ -228,6 +235,7 @@ void MainWindow::set_whole_answer(bool on) {
 }
 
 void MainWindow::clear_zoom_state() {
+    clear_citation();
     live_shown_ = false;
     live_pinned_ = -1;
     zoom_.reset();
@@ -378,7 +386,13 @@ void MainWindow::on_conversation_click(QPoint pos) {
     const qint64 id = i.data(ChatModel::MessageIdRole).toLongLong();
     if (!i.isValid() || i.data(ChatModel::FromUserRole).toBool() || id <= 0)
         return;
-    const int token = chat_delegate_->token_at(ChatDelegate::option_for(conversation_, i), i, pos);
+    const auto option = ChatDelegate::option_for(conversation_, i);
+    const int citation = chat_delegate_->citation_at(option, i, pos);
+    if (citation >= 0) {
+        show_citation(id, citation);
+        return;
+    }
+    const int token = chat_delegate_->token_at(option, i, pos);
     if (token >= 0)
         select_answer_token(id, token);
 }

@@ -77,7 +77,11 @@ int render_screenshots(const QString& dir, const QStringList& files, const QStri
         return 1;
 
     bool answered = false;
-    QObject::connect(&w, &MainWindow::answer_done, [&] { answered = true; });
+    AnswerStats answer;
+    QObject::connect(&w, &MainWindow::answer_done, [&](const AnswerStats& st) {
+        answered = true;
+        answer = st;
+    });
     bool traced = false;
     QObject::connect(&w, &MainWindow::zoom_loaded, [&](qint64, bool ok) { traced = ok; });
     w.ask(question);
@@ -90,6 +94,17 @@ int render_screenshots(const QString& dir, const QStringList& files, const QStri
         return fail(qPrintable("the answer has no zoom trace: " + w.inspector()->message_text()));
     w.inspector_dock()->hide();
     if (!save(w, dir + "/main-window-answer.png"))
+        return 1;
+
+    // The answer's top source clicked: its passage highlighted in the document.
+    if (answer.citations.isEmpty())
+        return fail("the answer has no sources");
+    bool cited = false;
+    QObject::connect(&w, &MainWindow::citation_shown, [&] { cited = true; });
+    w.show_citation(answer.message_id, 0);
+    if (!cited && !wait_for_signal(&w, &MainWindow::citation_shown, 30000))
+        return fail("the answer's top source was not shown");
+    if (!save(w, dir + "/answer-sources.png"))
         return 1;
 
     // The token whose zoom is shown: the one that expanded the most spans of this document.

@@ -10,7 +10,8 @@
 
 namespace spanscope::gui {
 
-/// Writes DIR/main-window-ingest.png, main-window-document.png, main-window-answer.png,
+/// Writes DIR/main-window-ingest.png, main-window-document.png, main-window-answer.png (with
+/// its sources), answer-sources.png (the top source clicked: its passage highlighted),
 /// document-zoom.png (the spans one answer token zoomed into) and inspector.png, with the sekv
 /// memory policy (its default settings).
 /// The project lives in a temporary directory; settings are read, never written. Returns 0, or 1

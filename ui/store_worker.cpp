@@ -3,6 +3,7 @@
 #include "answering/chat_history.h"
 #include "answering/document_list.h"
 #include "storage/project.h"
+#include "ui/answer_citations.h"
 #include "ui/answer_stats_json.h"
 #include "ui/chat_export.h"
 #include "ui/error_text.h"
@@ -124,6 +125,7 @@ QList<MessageRow> message_rows(Project& project, qint64 chat_id) {
     QList<MessageRow> rows;
     const auto messages = project.messages(chat_id);
     const auto restarts = history_restarts(messages);
+    const auto documents = project.documents(); // the sources' names and formats
     size_t next = 0;
     for (size_t i = 0; i < messages.size(); ++i) {
         const auto& m = messages[i];
@@ -144,6 +146,7 @@ QList<MessageRow> message_rows(Project& project, qint64 chat_id) {
             const auto model = answer_model(m.stats_json);
             r.model_id = q(model.id);
             r.model_shown = q(model.shown());
+            r.citations = citations_of(m.sources, documents);
         }
         rows << r;
     }

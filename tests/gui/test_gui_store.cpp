@@ -1,5 +1,6 @@
 // The store worker (document text with PDF page markers, chats listed, renamed, deleted and
 // exported as Markdown) and the words shown for errors. No model is needed.
+#include "storage/document_loader.h"
 #include "storage/project.h"
 #include "storage/sqlite_db.h"
 #include "ui/chat_export.h"
@@ -70,14 +71,25 @@ void GuiStore::pdfTextShowsWherePagesStart() {
 void GuiStore::chatsAreListedRenamedDeletedAndExported() {
     QTemporaryDir dir;
     const QString path = dir.filePath("p.spanscope");
-    int64_t a = 0, b = 0;
+    const QString notes = dir.filePath("notes.txt");
+    {
+        QFile f(notes);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("Copyright notice.\nThe Free Software Foundation holds it.\n");
+    }
+    int64_t a = 0, b = 0, doc = 0;
     {
         auto p = Project::open(path.toStdString(), true);
+        doc = p->add_document(notes.toStdString(), load_document(notes.toStdString()));
         a = p->create_chat("Who holds the copyright?");
         p->add_message(a, "user", "Who holds the copyright?");
+        // Its sources: a passage of notes.txt, and one of a document the project no longer has.
+        SourceRecord in_notes{doc, 18, 56, 0, 2, 0.4166, "The Free Software Foundation holds it."};
+        SourceRecord gone{doc + 41, 0, 7, 0, 3, 0.004, "Removed"};
         p->add_message(a, "assistant", "The Free Software Foundation.",
                        R"({"ttft_ms": 863.4, "decode_tokens_per_s": 31.2, "tokens_reused": 20311,)"
-                       R"( "tokens_computed": 14, "stop_reason": "end_of_line"})");
+                       R"( "tokens_computed": 14, "stop_reason": "end_of_line"})",
+                       {}, {in_notes, gone});
         p->add_message(a, "user", "# and then?");
         p->add_message(a, "assistant", "", R"({"stop_reason": "stopped"})");
         b = p->create_chat("second");
@@ -103,6 +115,17 @@ void GuiStore::chatsAreListedRenamedDeletedAndExported() {
              QStringLiteral("first token 863 ms · 31.2 tokens/s · 20,311 tokens reused / 14 "
                             "computed"));
     QCOMPARE(msgs[3].details, QStringLiteral("stopped before the answer began"));
+    // The answer's sources, top first, named by the project's documents.
+    QCOMPARE(msgs[1].citations.size(), 2);
+    QCOMPARE(msgs[1].citations[0].document_id, doc);
+    QCOMPARE(msgs[1].citations[0].start_char, 18);
+    QCOMPARE(msgs[1].citations[0].end_char, 56);
+    QCOMPARE(msgs[1].citations[0].place, QStringLiteral("notes.txt, line 2"));
+    QVERIFY(!msgs[1].citations[0].removed);
+    QCOMPARE(msgs[1].citations[1].place,
+             QStringLiteral("document %1 (removed), line 3").arg(doc + 41));
+    QVERIFY(msgs[1].citations[1].removed);
+    QVERIFY(msgs[0].citations.isEmpty());
 
     w.rename_chat(b, QStringLiteral("renamed"));
     chats = listed.takeFirst()[0].value<QList<ChatRow>>();
@@ -117,16 +140,22 @@ void GuiStore::chatsAreListedRenamedDeletedAndExported() {
     QFile f(md_path);
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QString md = QString::fromUtf8(f.readAll());
-    // Written out by hand: a question, its answer with statistics, a heading-like question
-    // escaped, and a stopped answer.
-    const QString expected = QStringLiteral(
-        "# Who holds the copyright?\n"
-        "\n**You:** Who holds the copyright?\n"
-        "\n**Spanscope:** The Free Software Foundation.\n"
-        "\n_first token 863 ms · 31.2 tokens/s · 20,311 tokens reused / 14 computed_\n"
-        "\n**You:** \\# and then?\n"
-        "\n**Spanscope:** \n"
-        "\n_stopped before the answer began_\n");
+    // Written out by hand: a question, its answer with its sources (numbered; place, share
+    // rounded to a percent, excerpt) and statistics, a heading-like question escaped, and a
+    // stopped answer.
+    const QString expected =
+        QStringLiteral(
+            "# Who holds the copyright?\n"
+            "\n**You:** Who holds the copyright?\n"
+            "\n**Spanscope:** The Free Software Foundation.\n"
+            "\nSources:\n\n"
+            "1. notes.txt, line 2 (42%): The Free Software Foundation holds it.\n"
+            "2. document %1 (removed), line 3 (<1%): Removed\n"
+            "\n_first token 863 ms · 31.2 tokens/s · 20,311 tokens reused / 14 computed_\n"
+            "\n**You:** \\# and then?\n"
+            "\n**Spanscope:** \n"
+            "\n_stopped before the answer began_\n")
+            .arg(doc + 41);
     QCOMPARE(md, expected);
     // Export into a directory that does not exist: an error, nothing written.
     w.export_chat(a, dir.filePath("missing/chat.md"));
