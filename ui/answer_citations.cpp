@@ -38,6 +38,15 @@ QList<Citation> citations_of(const std::vector<SourceRecord>& sources,
     return out;
 }
 
+QList<QList<Citation>> token_citations_of(const std::vector<std::vector<SourceRecord>>& sources,
+                                          const std::vector<DocumentRecord>& documents) {
+    QList<QList<Citation>> out;
+    out.reserve(static_cast<qsizetype>(sources.size()));
+    for (const auto& s : sources)
+        out << citations_of(s, documents);
+    return out;
+}
+
 QString citation_text(const Citation& c) {
     SourceRecord r;
     r.share = c.share;

@@ -39,6 +39,10 @@ struct Citation {
 QList<Citation> citations_of(const std::vector<SourceRecord>& sources,
                              const std::vector<DocumentRecord>& documents);
 
+/// citations_of for each answer token's sources ([tokens][top first]).
+QList<QList<Citation>> token_citations_of(const std::vector<std::vector<SourceRecord>>& sources,
+                                          const std::vector<DocumentRecord>& documents);
+
 /// The citation's line: "PLACE (42%): EXCERPT" (source_citation; the share rounded to a whole
 /// percent, "<1%" below half a percent).
 QString citation_text(const Citation& c);

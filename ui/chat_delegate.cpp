@@ -159,7 +159,10 @@ void ChatDelegate::paint(QPainter* painter, const QStyleOptionViewItem& option,
     if (!l.sources.isNull()) {
         painter->setFont(title_font(option.font));
         painter->setPen(pal.color(QPalette::PlaceholderText));
-        painter->drawText(l.sources, Qt::AlignLeft, tr("Sources"));
+        painter->drawText(l.sources, Qt::AlignLeft,
+                          index.data(ChatModel::TokenCitationsRole).toBool()
+                              ? tr("Sources of the selected word")
+                              : tr("Sources"));
         const QFont small = small_font(option.font);
         QFont place = small;
         place.setUnderline(true);

@@ -34,7 +34,9 @@ QVariant ChatModel::data(const QModelIndex& index, int role) const {
     case NoteRole:
         return m.note;
     case CitationsRole:
-        return QVariant::fromValue(m.citations);
+        return QVariant::fromValue(shown_citations(m));
+    case TokenCitationsRole:
+        return shows_token_citations(m);
     case SelectedCitationRole:
         return m.selected_citation;
     }
@@ -53,6 +55,7 @@ QHash<int, QByteArray> ChatModel::roleNames() const {
     names[NoteRole] = "note";
     names[CitationsRole] = "citations";
     names[SelectedCitationRole] = "selectedCitation";
+    names[TokenCitationsRole] = "tokenCitations";
     return names;
 }
 
@@ -94,8 +97,14 @@ void ChatModel::select_token(qint64 message_id, int token) {
     for (int r = 0; r < rows_.size(); ++r) {
         const int want = r == target ? token : -1;
         if (rows_[r].selected_token != want) {
+            const bool had_own = shows_token_citations(rows_[r]);
             rows_[r].selected_token = want;
-            emit dataChanged(index(r), index(r), {SelectedTokenRole});
+            // The Sources block follows: the token's own sources, or the answer's again.
+            if (had_own || shows_token_citations(rows_[r]))
+                emit dataChanged(index(r), index(r),
+                                 {SelectedTokenRole, CitationsRole, TokenCitationsRole});
+            else
+                emit dataChanged(index(r), index(r), {SelectedTokenRole});
         }
     }
 }
@@ -103,8 +112,9 @@ void ChatModel::select_token(qint64 message_id, int token) {
 void ChatModel::select_citation(qint64 message_id, int citation) {
     const int target = row_of_message(message_id);
     for (int r = 0; r < rows_.size(); ++r) {
-        const int want =
-            r == target && citation >= 0 && citation < rows_[r].citations.size() ? citation : -1;
+        const int want = r == target && citation >= 0 && citation < shown_citations(rows_[r]).size()
+                             ? citation
+                             : -1;
         if (rows_[r].selected_citation != want) {
             rows_[r].selected_citation = want;
             emit dataChanged(index(r), index(r), {SelectedCitationRole});
@@ -159,7 +169,8 @@ void ChatModel::append_piece(const QString& piece) {
 }
 
 void ChatModel::finish_answer(const QString& text, const QString& details,
-                              const QList<Citation>& citations) {
+                              const QList<Citation>& citations,
+                              const QList<QList<Citation>>& token_citations) {
     if (!streaming())
         return;
     auto& a = rows_.back();
@@ -167,6 +178,7 @@ void ChatModel::finish_answer(const QString& text, const QString& details,
         a.text = text;
     a.details = details;
     a.citations = citations;
+    a.token_citations = token_citations;
     a.selected_citation = -1;
     a.streaming = false;
     const auto i = index(static_cast<int>(rows_.size()) - 1);

@@ -22,6 +22,7 @@ public:
         NoteRole,             ///< bool: a note line, no message (MessageRow::note)
         CitationsRole,        ///< QList<Citation>: an answer's sources, top first
         SelectedCitationRole, ///< int: the citation shown in the document view, -1: none
+        TokenCitationsRole,   ///< bool: CitationsRole holds the selected token's own sources
     };
 
     using QAbstractListModel::QAbstractListModel;
@@ -44,7 +45,8 @@ public:
     /// End the streaming answer: its final text (empty: keep what streamed), details and
     /// sources (top first).
     void finish_answer(const QString& text, const QString& details,
-                       const QList<Citation>& citations = {});
+                       const QList<Citation>& citations = {},
+                       const QList<QList<Citation>>& token_citations = {});
     bool streaming() const;
     const QList<MessageRow>& messages() const { return rows_; }
     /// The answer just finished was saved as `message_id` (sekv: with a zoom trace; what full

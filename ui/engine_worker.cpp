@@ -500,9 +500,12 @@ void EngineWorker::ask(quint64 serial, qint64 chat_id, const QString& question,
         for (const auto& n : a.notes)
             st.notes << q(n);
         try { // cosmetic: the answer stands without its sources' document names
-            st.citations = citations_of(a.sources, project_->documents());
+            const auto documents = project_->documents();
+            st.citations = citations_of(a.sources, documents);
+            st.token_citations = token_citations_of(a.token_sources, documents);
         } catch (const std::exception&) {
             st.citations = citations_of(a.sources, {});
+            st.token_citations = token_citations_of(a.token_sources, {});
         }
         refresh_rows();
         emit answer_finished(serial, st);

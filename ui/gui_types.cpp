@@ -50,6 +50,15 @@ QString stop_reason_text(const QString& stop_reason, qint64 generated_tokens) {
     return {};
 }
 
+bool shows_token_citations(const MessageRow& m) {
+    return m.selected_token >= 0 && m.selected_token < m.token_citations.size() &&
+           !m.token_citations[m.selected_token].isEmpty();
+}
+
+const QList<Citation>& shown_citations(const MessageRow& m) {
+    return shows_token_citations(m) ? m.token_citations[m.selected_token] : m.citations;
+}
+
 QString history_note_text(const QString& before, const QString& after) {
     return QStringLiteral("Continued with %1: none of the turns above is sent to it as history "
                           "(the last were answered by %2).")

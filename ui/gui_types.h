@@ -71,8 +71,17 @@ struct MessageRow {
     QString model_id = {}, model_shown = {};
     /// assistant: its sources, top first (the chat's "Sources" block; answer_citations.h).
     QList<Citation> citations = {};
+    /// assistant: each answer token's own sources ([tokens][top first]; empty when none were
+    /// saved), shown in place of the answer's while that token is selected.
+    QList<QList<Citation>> token_citations = {};
     int selected_citation = -1; ///< the citation shown in the document view, -1: none
 };
+
+/// The citations a message's Sources block shows: those of its selected token when it has
+/// some (token_citations), else the answer's.
+const QList<Citation>& shown_citations(const MessageRow& m);
+/// True when shown_citations(m) are the selected token's own.
+bool shows_token_citations(const MessageRow& m);
 
 /// The chat view's note where a chat continued under another model starts its history afresh
 /// (answering/chat_history.h): "Continued with AFTER: none of the turns above is sent to it as
@@ -122,6 +131,7 @@ struct AnswerStats {
     QString ranking;           ///< how they were ranked ("bm25", "bm25+sekv"); empty: all fitted
     QString state_init;        ///< hybrid models: the recurrent layers' initialiser; empty: none
     QList<Citation> citations; ///< the answer's sources, top first (ProjectAnswer::sources)
+    QList<QList<Citation>> token_citations; ///< each token's own (ProjectAnswer::token_sources)
 };
 
 /// "first token 863 ms · 31 tokens/s · 2 048 reused / 14 computed", then the policy: " · sekv:

@@ -265,7 +265,7 @@ void MainWindow::on_answer_finished(quint64 serial, const AnswerStats& s) {
     QString details = s.stop_reason == "stopped" && s.generated_tokens == 0 && s.ttft_ms == 0
                           ? tr("stopped before the answer began")
                           : stats_text(s) + stop_reason_text(s.stop_reason, s.generated_tokens);
-    chat_.finish_answer(s.text, details, s.citations);
+    chat_.finish_answer(s.text, details, s.citations, s.token_citations);
     if (s.message_id > 0) {
         chat_.set_last_answer_saved(s.message_id, s.policy == QLatin1String("sekv"),
                                     s.full_kv_bytes, model_id_, model_file_);

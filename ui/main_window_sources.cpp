@@ -10,9 +10,9 @@ namespace spanscope::gui {
 
 void MainWindow::show_citation(qint64 message_id, int citation) {
     const int row = chat_.row_of_message(message_id);
-    if (row < 0 || citation < 0 || citation >= chat_.messages()[row].citations.size())
+    if (row < 0 || citation < 0 || citation >= shown_citations(chat_.messages()[row]).size())
         return;
-    const Citation c = chat_.messages()[row].citations[citation];
+    const Citation c = shown_citations(chat_.messages()[row])[citation];
     if (documents_.row_of_id(c.document_id) < 0) {
         const QString name =
             c.removed ? tr("document %1").arg(QString::number(c.document_id)) : c.document;

@@ -147,6 +147,7 @@ QList<MessageRow> message_rows(Project& project, qint64 chat_id) {
             r.model_id = q(model.id);
             r.model_shown = q(model.shown());
             r.citations = citations_of(m.sources, documents);
+            r.token_citations = token_citations_of(m.token_sources, documents);
         }
         rows << r;
     }

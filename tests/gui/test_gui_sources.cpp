@@ -88,6 +88,7 @@ class GuiSources : public QObject {
 private slots:
     void initTestCase();
     void citationLinesNameThePlace();
+    void aSelectedWordShowsItsOwnSources();
     void theViewHighlightsBytesAsCharacters();
     void aClickedCitationShowsItsPassage();
     void savedSourcesAreShownAgain();
@@ -158,6 +159,49 @@ void GuiSources::citationLinesNameThePlace() {
     QCOMPARE(c[0].start_char, 10);
     QCOMPARE(c[0].end_char, 20);
     QCOMPARE(c[1].document, QStringLiteral("b.docx"));
+}
+
+// A selected token's own sources take the answer's place in its Sources block (a token without
+// any keeps the answer's); unselected, the answer's come back; a citation chosen counts in the
+// list shown.
+void GuiSources::aSelectedWordShowsItsOwnSources() {
+    DocumentRecord doc;
+    doc.id = 1;
+    doc.name = "a.txt";
+    doc.format = "text";
+    MessageRow answer;
+    answer.id = 7;
+    answer.text = QStringLiteral("Two words");
+    answer.citations =
+        citations_of({{1, 0, 5, 0, 1, 0.6, "alpha"}, {1, 6, 10, 0, 2, 0.4, "beta"}}, {doc});
+    answer.token_citations = token_citations_of({{{1, 20, 25, 0, 3, 1.0, "gamma"}}, {}}, {doc});
+    MessageRow question;
+    question.from_user = true;
+    question.text = QStringLiteral("Q?");
+    ChatModel chat;
+    chat.set_messages(1, {question, answer});
+    const QModelIndex a = chat.index(1);
+    auto shown = [&] { return a.data(ChatModel::CitationsRole).value<QList<Citation>>(); };
+    QCOMPARE(shown().size(), 2);
+    QVERIFY(!a.data(ChatModel::TokenCitationsRole).toBool());
+    QSignalSpy changed(&chat, &QAbstractItemModel::dataChanged);
+    chat.select_token(7, 0);
+    QCOMPARE(shown().size(), 1);
+    QCOMPARE(shown()[0].excerpt, QStringLiteral("gamma"));
+    QCOMPARE(citation_text(shown()[0]), QStringLiteral("a.txt, line 3 (100%): gamma"));
+    QVERIFY(a.data(ChatModel::TokenCitationsRole).toBool());
+    QVERIFY(!changed.isEmpty() &&
+            changed.last()[2].value<QList<int>>().contains(ChatModel::CitationsRole));
+    chat.select_citation(7, 1); // only one shown: not a citation of this list
+    QCOMPARE(a.data(ChatModel::SelectedCitationRole).toInt(), -1);
+    chat.select_citation(7, 0);
+    QCOMPARE(a.data(ChatModel::SelectedCitationRole).toInt(), 0);
+    chat.select_token(7, 1); // a token without sources of its own: the answer's
+    QCOMPARE(shown().size(), 2);
+    QVERIFY(!a.data(ChatModel::TokenCitationsRole).toBool());
+    chat.select_token(7, 0);
+    chat.select_token(0, -1);
+    QCOMPARE(shown(), answer.citations);
 }
 
 void GuiSources::theViewHighlightsBytesAsCharacters() {
