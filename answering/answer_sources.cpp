@@ -1,6 +1,7 @@
 #include "answering/answer_sources.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
@@ -11,6 +12,12 @@ namespace {
 
 bool is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// A byte of a word: a letter or digit, or any byte of a multi-byte UTF-8 character.
+bool is_word_byte(char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x80 || std::isalnum(u);
 }
 
 // Closing quotes and brackets that may follow a sentence's terminator: " ' ) ] ” ’ »
@@ -75,7 +82,7 @@ void append_section_passages(const DocumentUnit& unit, const std::string& text,
         }
     // Where passages begin (unit-local positions, ascending, the first 0).
     std::vector<int64_t> cuts{0};
-    if (spans) {
+    if (spans && !spans->spans.empty()) {
         for (const auto& s : spans->spans)
             if (s.end > cuts.back() && s.end < n)
                 cuts.push_back(s.end);
@@ -129,6 +136,13 @@ void append_section_passages(const DocumentUnit& unit, const std::string& text,
             --ce;
         if (ce <= cb)
             continue;
+        // A cut inside a word (a SEKV span may end in a number) widens the bytes to the word.
+        while (cb > 0 && is_word_byte(text[static_cast<size_t>(cb - 1)]) &&
+               is_word_byte(text[static_cast<size_t>(cb)]))
+            --cb;
+        while (ce < text_size && is_word_byte(text[static_cast<size_t>(ce - 1)]) &&
+               is_word_byte(text[static_cast<size_t>(ce)]))
+            ++ce;
         out.push_back({document_id, static_cast<int32_t>(offset + first),
                        static_cast<int32_t>(offset + last + 1), cb, ce});
     }

@@ -29,14 +29,17 @@ struct SourcePassage {
 inline constexpr int64_t kMaxPassageTokens = 64;
 
 /// Append the passages of one section (`unit` of a document whose text is `text`) held at
-/// context positions from `offset`. With `spans` (the section's SEKV segmentation, unit-local
-/// positions): one passage per span, beginning after the span before it (the anchors and short
-/// runs between two spans go with the span after them), the tokens after the last span one
-/// more. Without: the section's tokens cut where a sentence ends (after '.', '!', '?', or '…',
-/// closing quotes and brackets, before whitespace) or a line ends, or after kMaxPassageTokens
-/// tokens. Tokens that are not document text (BOS, the unit's header: token_chars -1) are in no
-/// passage. A passage's bytes run from its first token's start to the next token's (the
-/// section's end for the last), whitespace at its end left out.
+/// context positions from `offset`. With `spans` holding spans (the section's SEKV
+/// segmentation, unit-local positions): one passage per span, beginning after the span before
+/// it (the anchors and short runs between two spans go with the span after them), the tokens
+/// after the last span one more. Without (or a segmentation without spans: a section too short
+/// for the budget): the section's tokens cut where a sentence ends (after '.', '!', '?', or
+/// '…', closing quotes and brackets, before whitespace) or a line ends, or after
+/// kMaxPassageTokens tokens. Tokens that are not document text (BOS, the unit's header:
+/// token_chars -1) are in no passage. A passage's bytes run from its first token's start to the
+/// next token's (the section's end for the last), whitespace at its ends left out, and widened
+/// to whole words where a cut falls inside one (the bytes of neighbouring passages may then
+/// overlap by a word; their positions never do).
 void append_section_passages(const DocumentUnit& unit, const std::string& text,
                              const Segmentation* spans, int64_t document_id, int64_t offset,
                              std::vector<SourcePassage>& out);

@@ -128,13 +128,65 @@ TEST_F(AnswerSources, UnderSekvEachSpanIsAPassage) {
     EXPECT_EQ(passages[2].pos_begin, t + 30);
     EXPECT_EQ(passages[2].pos_end, t + 37);
     EXPECT_EQ(passages[3].pos_begin, t + 37);
+    // Each passage's bytes: its tokens' (from its first token's start, a leading space left out,
+    // to the next token's start, trailing whitespace left out), widened only over letters and
+    // digits where a cut falls inside a word.
+    auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
     for (const auto& p : passages) {
-        EXPECT_EQ(p.char_begin,
-                  chars[static_cast<size_t>(p.pos_begin)] +
-                      (kText[static_cast<size_t>(chars[static_cast<size_t>(p.pos_begin)])] == ' '));
-        if (p.pos_end < n && chars[static_cast<size_t>(p.pos_end)] >= 0)
-            EXPECT_LE(p.char_end, chars[static_cast<size_t>(p.pos_end)]);
+        int64_t b = chars[static_cast<size_t>(p.pos_begin)];
+        b += kText[static_cast<size_t>(b)] == ' ';
+        int64_t e = p.pos_end < n && chars[static_cast<size_t>(p.pos_end)] >= 0
+                        ? chars[static_cast<size_t>(p.pos_end)]
+                        : static_cast<int64_t>(kText.size());
+        while (e > b && std::isspace(static_cast<unsigned char>(kText[static_cast<size_t>(e - 1)])))
+            --e;
+        EXPECT_LE(p.char_begin, b);
+        EXPECT_GE(p.char_end, e);
+        for (int64_t c = p.char_begin; c < b; ++c)
+            EXPECT_TRUE(word(kText[static_cast<size_t>(c)])) << "widened over '" << kText[c] << "'";
+        for (int64_t c = e; c < p.char_end; ++c)
+            EXPECT_TRUE(word(kText[static_cast<size_t>(c)])) << "widened over '" << kText[c] << "'";
     }
+}
+
+// A segmentation without spans (a section too short for the budget) gives the sentences, not
+// one passage for the whole section.
+TEST_F(AnswerSources, UnderSekvWithoutSpansTheSentencesArePassages) {
+    const auto units = build_document_units(model_->tokenizer(), "doc.txt", kText, chunking_);
+    std::vector<SourcePassage> with_none, sentences_only;
+    const Segmentation none;
+    append_section_passages(units[0], kText, &none, 3, 0, with_none);
+    append_section_passages(units[0], kText, nullptr, 3, 0, sentences_only);
+    ASSERT_EQ(with_none.size(), sentences(kText).size());
+    for (size_t i = 0; i < with_none.size(); ++i) {
+        EXPECT_EQ(with_none[i].char_begin, sentences_only[i].char_begin);
+        EXPECT_EQ(with_none[i].pos_end, sentences_only[i].pos_end);
+    }
+}
+
+// A span that ends inside a word (here inside "1874") gives both passages the whole word: the
+// bytes widen to the word's ends, the positions stay apart.
+TEST_F(AnswerSources, ACutInsideAWordWidensTheBytesToTheWord) {
+    const std::string text = "The lighthouse was built in 1874 by masons.\n";
+    const auto units = build_document_units(model_->tokenizer(), "w.txt", text, chunking_);
+    std::vector<int64_t> chars;
+    for (const auto& ch : units[0].chunks)
+        chars.insert(chars.end(), ch.token_chars.begin(), ch.token_chars.end());
+    // The token that starts at the "7" of 1874 (the tiny vocabulary has a token per byte there).
+    const auto seven = static_cast<int64_t>(text.find("1874")) + 1;
+    const auto at = std::find(chars.begin(), chars.end(), seven);
+    ASSERT_NE(at, chars.end()) << "the premise: a token starts inside the number";
+    const int64_t cut = at - chars.begin();
+    Segmentation seg;
+    seg.spans = {{cut - 6, cut}, {cut, cut + 5}};
+    std::vector<SourcePassage> passages;
+    append_section_passages(units[0], text, &seg, 1, 0, passages);
+    ASSERT_GE(passages.size(), 2u);
+    const auto word_end = static_cast<int64_t>(text.find(" by"));
+    const auto word_begin = static_cast<int64_t>(text.find("1874"));
+    EXPECT_EQ(passages[0].char_end, word_end) << "the first passage ends with the whole number";
+    EXPECT_EQ(passages[1].char_begin, word_begin) << "the second begins with it";
+    EXPECT_EQ(passages[0].pos_end, passages[1].pos_begin);
 }
 
 TEST(AnswerSourceShares, SharesSumTheTokensMassPerPassage) {
