@@ -53,9 +53,10 @@ struct UnitMatch {
     double bm25 = 0; ///< Okapi BM25, negated (search_units): lower is more relevant
 };
 
-/// The most answer tokens whose sources a message keeps (a saved row for a later token is not
-/// read).
-inline constexpr int64_t kMaxAnswerTokens = 1 << 16;
+/// Per-token sources are read for answer tokens 0 .. kMaxSourceTokenIndex - 1 only (a row of a
+/// later token, which no answer has, is not read: a damaged file cannot make the reader
+/// allocate for it).
+inline constexpr int64_t kMaxSourceTokenIndex = 1 << 16;
 
 /// A passage an answer drew on (its source), as saved with the message.
 struct SourceRecord {

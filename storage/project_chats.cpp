@@ -34,6 +34,61 @@ int64_t Project::add_message(int64_t chat_id, const std::string& role, const std
     return db_->last_insert_id();
 }
 
+int64_t Project::add_message(int64_t chat_id, const std::string& role, const std::string& text,
+                             const std::string& stats_json, const std::vector<uint8_t>& zoom_trace,
+                             const std::vector<SourceRecord>& sources,
+                             const std::vector<std::vector<SourceRecord>>& token_sources) {
+    auto check = [](const std::vector<SourceRecord>& list) {
+        for (const auto& s : list)
+            if (s.start_char < 0 || s.end_char <= s.start_char || !(s.share >= 0 && s.share <= 1))
+                throw std::invalid_argument("a source needs a non-empty range of the document's "
+                                            "text and a share in [0, 1]");
+    };
+    check(sources);
+    for (const auto& t : token_sources)
+        check(t);
+    Transaction tx(*db_);
+    const int64_t id = add_message(chat_id, role, text, stats_json);
+    if (!zoom_trace.empty())
+        db_->prepare("INSERT INTO zoom_traces(message_id, data) VALUES (?, ?)")
+            .bind(1, id)
+            .bind_blob(2, zoom_trace.data(), zoom_trace.size())
+            .run();
+    auto insert = db_->prepare(
+        "INSERT INTO answer_sources(message_id, token, ordinal, document_id, start_char, "
+        "end_char, page, line, share, excerpt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    auto put = [&](int64_t token, const std::vector<SourceRecord>& list) {
+        for (size_t i = 0; i < list.size(); ++i) {
+            const auto& s = list[i];
+            insert.reset();
+            insert.bind(1, id)
+                .bind(2, token)
+                .bind(3, static_cast<int64_t>(i))
+                .bind(4, s.document_id)
+                .bind(5, s.start_char)
+                .bind(6, s.end_char)
+                .bind(7, int64_t{s.page})
+                .bind(8, int64_t{s.line})
+                .bind(9, s.share)
+                .bind(10, s.excerpt)
+                .run();
+        }
+    };
+    put(-1, sources);
+    for (size_t t = 0; t < token_sources.size(); ++t)
+        put(static_cast<int64_t>(t), token_sources[t]);
+    tx.commit();
+    return id;
+}
+
+std::optional<std::vector<uint8_t>> Project::zoom_trace(int64_t message_id) {
+    auto q = db_->prepare("SELECT data FROM zoom_traces WHERE message_id = ?");
+    q.bind(1, message_id);
+    if (!q.step())
+        return std::nullopt;
+    return q.blob(0);
+}
+
 std::vector<MessageRecord> Project::messages(int64_t chat_id) {
     auto q = db_->prepare(
         "SELECT id, role, text, stats, created_at FROM messages WHERE chat_id = ? ORDER BY id");
@@ -62,10 +117,14 @@ std::vector<MessageRecord> Project::messages(int64_t chat_id) {
                        static_cast<int32_t>(s.int64(5)),
                        s.real(6),
                        s.text(7)};
+        // Rows the write path would refuse (a file changed by hand or damaged) are not shown.
+        if (r.start_char < 0 || r.end_char <= r.start_char || !(r.share >= 0 && r.share <= 1) ||
+            s.int64(4) < 0 || s.int64(4) > INT32_MAX || s.int64(5) < 0 || s.int64(5) > INT32_MAX)
+            continue;
         const int64_t token = s.int64(8);
         if (token < 0) {
             out[at].sources.push_back(std::move(r));
-        } else if (token < kMaxAnswerTokens) { // a token index the file cannot make us allocate
+        } else if (token < kMaxSourceTokenIndex) { // a token index the file cannot make us allocate
             auto& per = out[at].token_sources;
             if (per.size() <= static_cast<size_t>(token))
                 per.resize(static_cast<size_t>(token) + 1);

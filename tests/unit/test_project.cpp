@@ -271,7 +271,8 @@ std::string project_fixture(int version) {
         p->add_message(chat, "user", "Who grants permission?");
         if (version >= 4) // the answer's sources (migration 4)
             p->add_message(chat, "assistant", "The copyright holder.", "{}", {},
-                           {{id, 0, 10, 0, 1, 0.75, "Permission"}});
+                           {{id, 0, 10, 0, 1, 0.75, "Permission"}},
+                           {{}, {{id, 11, 13, 0, 1, 0.5, "is"}}});
         else
             p->add_message(chat, "assistant", "The copyright holder.", "{}");
         p->vacuum();
@@ -600,6 +601,11 @@ TEST_F(ProjectTest, CommittedVersion4ProjectStillOpensWithItsSources) {
     EXPECT_EQ(m[1].sources[0].excerpt, "Permission");
     EXPECT_EQ(m[1].sources[0].end_char, 10);
     EXPECT_DOUBLE_EQ(m[1].sources[0].share, 0.75);
+    ASSERT_EQ(m[1].token_sources.size(), 2u); // token 0 has none, token 1 one
+    EXPECT_TRUE(m[1].token_sources[0].empty());
+    ASSERT_EQ(m[1].token_sources[1].size(), 1u);
+    EXPECT_EQ(m[1].token_sources[1][0].excerpt, "is");
+    EXPECT_EQ(m[1].token_sources[1][0].start_char, 11);
     const auto old = dir_ + "/v3.spanscope";
     fs::copy_file(project_fixture(3), old);
     auto p3 = Project::open(old, false);
@@ -651,6 +657,14 @@ TEST_F(ProjectTest, AnAnswersSourcesAreSavedWithItsMessage) {
                                 {{}, {{doc, -1, 5, 0, 1, 0.5, ""}}}),
                  std::invalid_argument);
     EXPECT_EQ(p->messages(chat).size(), before) << "a refused answer wrote nothing";
+    // A row changed by hand to one the write path refuses is not shown; the others are.
+    p->db().exec("UPDATE answer_sources SET share = 2.5 WHERE message_id = " + std::to_string(a2));
+    p->db().exec("UPDATE answer_sources SET start_char = 20 WHERE message_id = " + std::to_string(a1) +
+                 " AND token = -1 AND ordinal = 1");
+    const auto damaged = p->messages(chat);
+    EXPECT_TRUE(damaged[3].sources.empty());
+    ASSERT_EQ(damaged[1].sources.size(), 1u);
+    EXPECT_EQ(damaged[1].sources[0].excerpt, "Gamma delta.");
     ASSERT_TRUE(p->delete_chat(chat));
     auto q = p->db().prepare("SELECT count(*) FROM answer_sources");
     ASSERT_TRUE(q.step());
