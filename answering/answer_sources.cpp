@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
+#include <string_view>
 
 namespace spanscope {
 
@@ -45,14 +46,44 @@ bool closes(const std::string& t, int64_t& at) {
     return false;
 }
 
-// True when byte b (whitespace) ends a sentence or a line: a line end, or whitespace after
-// '.', '!', '?' or '…' and any closing quotes and brackets.
+// True when the line end at byte b ends a block of its own: a blank line follows (a paragraph
+// ends), the line holds a tab (a table row, as the DOCX and ODT loaders write them), or the
+// next line starts a list item ("- ", "* ", "+ ", "• ", "12. ", "3) ", "(a) ").
+bool line_ends_block(const std::string& t, int64_t b) {
+    const auto size = static_cast<int64_t>(t.size());
+    int64_t i = b + 1;
+    while (i < size && (t[static_cast<size_t>(i)] == ' ' || t[static_cast<size_t>(i)] == '\t'))
+        ++i;
+    if (i >= size || t[static_cast<size_t>(i)] == '\n' || t[static_cast<size_t>(i)] == '\r')
+        return true;
+    for (int64_t j = b - 1; j >= 0 && t[static_cast<size_t>(j)] != '\n'; --j)
+        if (t[static_cast<size_t>(j)] == '\t')
+            return true;
+    const std::string_view next(t.data() + i, static_cast<size_t>(size - i));
+    if (next.starts_with("- ") || next.starts_with("* ") || next.starts_with("+ ") ||
+        next.starts_with("\xE2\x80\xA2"))
+        return true;
+    size_t k = 0;
+    const bool paren = !next.empty() && next[0] == '(';
+    k += paren;
+    const size_t label = k;
+    while (k < next.size() && k - label < 4 &&
+           (std::isdigit(static_cast<unsigned char>(next[k])) ||
+            (paren && std::isalpha(static_cast<unsigned char>(next[k])))))
+        ++k;
+    return k > label && k + 1 < next.size() && (next[k] == ')' || (!paren && next[k] == '.')) &&
+           next[k + 1] == ' ';
+}
+
+// True when byte b (whitespace) ends a sentence or a block: whitespace after '.', '!', '?' or
+// '…' and any closing quotes and brackets, or a line end that line_ends_block. A single line end
+// inside a sentence (hard-wrapped text: licences, PDFs' text layers) is a space.
 bool sentence_ends_at(const std::string& t, int64_t b) {
     const char c = t[static_cast<size_t>(b)];
-    if (c == '\n')
-        return true;
     if (!is_space(c))
         return false;
+    if (c == '\n' && line_ends_block(t, b))
+        return true;
     int64_t at = b - 1;
     while (closes(t, at)) {
     }

@@ -34,8 +34,10 @@ inline constexpr int64_t kMaxPassageTokens = 64;
 /// it (the anchors and short runs between two spans go with the span after them), the tokens
 /// after the last span one more. Without (or a segmentation without spans: a section too short
 /// for the budget): the section's tokens cut where a sentence ends (after '.', '!', '?', or
-/// '…', closing quotes and brackets, before whitespace) or a line ends, or after
-/// kMaxPassageTokens tokens. Tokens that are not document text (BOS, the unit's header:
+/// '…', closing quotes and brackets, before whitespace), where a paragraph ends (a blank
+/// line), after a table row (a line with a tab) and before a list item ("- ", "* ", "• ",
+/// "12. ", "3) ", "(a) " starting a line), or after kMaxPassageTokens tokens; another line end
+/// is a space (hard-wrapped text). Tokens that are not document text (BOS, the unit's header:
 /// token_chars -1) are in no passage. A passage's bytes run from its first token's start to the
 /// next token's (the section's end for the last), whitespace at its ends left out, and widened
 /// to whole words where a cut falls inside one (the bytes of neighbouring passages may then

@@ -38,16 +38,22 @@ protected:
     ChunkingOptions chunking_;
 };
 
-const std::string kText = "The harbour bell rang twice. Gulls circled over the market!\n"
+// Sentences (one wrapped over a line end), a paragraph without a stop, quotes and brackets, a
+// list and two table rows (cells joined by tabs, as the DOCX and ODT loaders write them).
+const std::string kText = "The harbour bell rang twice. Gulls circled over the\nmarket!\n"
                           "A list line without a stop\n\n"
                           "\"Is the lamp lit?\" asked the keeper. It was (of course.) Then "
-                          "night fell…   The end.\n";
+                          "night fell…   The end.\n"
+                          "Items we keep\n- rope\n- 12 lamps\n2) oil\n"
+                          "Name\tCount\nwicks\t40\n";
 
 // The sentences of kText written out by a regular expression: up to a terminator and closing
-// quotes or brackets followed by whitespace, or a line end.
+// quotes or brackets followed by whitespace, a blank line, a line end before a list item, or
+// the end of a line holding a tab. Other line ends are spaces.
 std::vector<std::string> sentences(const std::string& t) {
     std::vector<std::string> out;
-    const std::regex end(R"(([.!?]|…)["')\]]*\s|\n)");
+    const std::regex end(
+        R"(([.!?]|…)["')\]]*\s|\n(?=[ \t]*(\n|$))|\n(?=- |\* |\d+\) )|\t[^\n]*\n)");
     size_t from = 0;
     for (std::sregex_iterator it(t.begin(), t.end(), end), e; it != e; ++it) {
         const size_t to = static_cast<size_t>(it->position()) + it->length();
@@ -60,6 +66,8 @@ std::vector<std::string> sentences(const std::string& t) {
             out.push_back(s);
         from = to;
     }
+    if (from < t.size())
+        out.push_back(t.substr(from));
     return out;
 }
 
