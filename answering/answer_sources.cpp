@@ -245,11 +245,17 @@ const SourceAnchor* anchor_covering(const std::vector<SourceAnchor>& offset_map,
 std::vector<SourceRecord>
 top_sources(const std::vector<SourcePassage>& passages, const std::vector<double>& shares,
             size_t top, const std::function<const std::string&(int64_t)>& text_of,
-            const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of) {
+            const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of,
+            size_t excerpt_bytes) {
     std::vector<size_t> order(std::min(passages.size(), shares.size()));
     std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return shares[a] > shares[b]; });
+    // The top `top` only, share descending, ties in context order.
+    const auto k = std::min(top, order.size());
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                      [&](size_t a, size_t b) {
+                          return shares[a] > shares[b] || (shares[a] == shares[b] && a < b);
+                      });
+    order.resize(k);
     std::vector<SourceRecord> out;
     for (const size_t i : order) {
         if (out.size() >= top || !(shares[i] > 0))
@@ -260,7 +266,7 @@ top_sources(const std::vector<SourcePassage>& passages, const std::vector<double
         r.start_char = p.char_begin;
         r.end_char = p.char_end;
         r.share = std::clamp(shares[i], 0.0, 1.0);
-        r.excerpt = source_excerpt(text_of(p.document_id), p.char_begin, p.char_end);
+        r.excerpt = source_excerpt(text_of(p.document_id), p.char_begin, p.char_end, excerpt_bytes);
         if (const auto* a = anchor_covering(offset_map_of(p.document_id), p.char_begin)) {
             r.page = a->page;
             r.line = a->line;
@@ -274,12 +280,13 @@ std::vector<std::vector<SourceRecord>>
 token_sources(const std::vector<SourcePassage>& passages,
               const std::vector<std::vector<float>>& mass, size_t top,
               const std::function<const std::string&(int64_t)>& text_of,
-              const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of) {
+              const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of,
+              size_t excerpt_bytes) {
     std::vector<std::vector<SourceRecord>> out;
     out.reserve(mass.size());
     for (const auto& row : mass)
         out.push_back(top_sources(passages, passage_shares({row}, passages.size()), top, text_of,
-                                  offset_map_of));
+                                  offset_map_of, excerpt_bytes));
     return out;
 }
 

@@ -66,19 +66,22 @@ const SourceAnchor* anchor_covering(const std::vector<SourceAnchor>& offset_map,
 
 /// An answer's top `top` sources, share descending (ties: context order); passages with no
 /// share left out. text_of and offset_map_of give a document's text and offset map by its id
-/// (each page and line is read from the anchor covering the passage's first byte).
+/// (each page and line is read from the anchor covering the passage's first byte); excerpts of
+/// at most excerpt_bytes (source_excerpt).
 std::vector<SourceRecord>
 top_sources(const std::vector<SourcePassage>& passages, const std::vector<double>& shares,
             size_t top, const std::function<const std::string&(int64_t)>& text_of,
-            const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of);
+            const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of,
+            size_t excerpt_bytes = 240);
 
 /// Each answer token's own top `top` sources ([tokens][top first]): top_sources over the shares
-/// of that token's mass alone (`mass`: [tokens][passages]).
+/// of that token's mass alone (`mass`: [tokens][passages]), excerpts of at most excerpt_bytes.
 std::vector<std::vector<SourceRecord>>
 token_sources(const std::vector<SourcePassage>& passages,
               const std::vector<std::vector<float>>& mass, size_t top,
               const std::function<const std::string&(int64_t)>& text_of,
-              const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of);
+              const std::function<const std::vector<SourceAnchor>&(int64_t)>& offset_map_of,
+              size_t excerpt_bytes = 120);
 
 /// Where a source is, in words: "NAME, page 3" (a page known: PDF), "NAME, paragraph 12"
 /// (format "docx", "odt"), "NAME, line 40" (text, Markdown, HTML: their lines), else "NAME"

@@ -504,8 +504,11 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
         };
         out.sources = top_sources(a.passages, passage_shares(ans.source_mass, a.passages.size()),
                                   kAnswerSources, text_of, offset_map_of);
-        out.token_sources =
-            token_sources(a.passages, ans.source_mass, kTokenSources, text_of, offset_map_of);
+        // A word's own sources are shown where a word can be selected: answers with a zoom
+        // trace (sekv).
+        if (!ans.zoom.empty())
+            out.token_sources =
+                token_sources(a.passages, ans.source_mass, kTokenSources, text_of, offset_map_of);
     } else if (q.sources && !a.passages.empty() && !ans.tokens.empty()) {
         msg["sources_not_measured"] = "the memory of this backend does not report attention mass";
     }

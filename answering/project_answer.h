@@ -85,8 +85,9 @@ struct ProjectAnswer {
     /// backend does not report attention mass (the message's statistics then say
     /// "sources_not_measured").
     std::vector<SourceRecord> sources;
-    /// Each answer token's own top sources (at most kTokenSources, [tokens][top first]), saved
-    /// with the message; empty when `sources` is.
+    /// Each answer token's own top sources (at most kTokenSources, [tokens][top first], excerpts
+    /// of at most 120 bytes), saved with the message; only for answers with a zoom trace (sekv:
+    /// a word of the answer can be selected in the window), empty otherwise.
     std::vector<std::vector<SourceRecord>> token_sources;
 };
 

@@ -136,8 +136,15 @@ void EvictionMemory::attend(const float* q, const int32_t* qpos, int64_t n_q, fl
         for (int g = 0; g < shape_.n_kv_head; ++g)
             for (int64_t j = 0; j < rows; ++j)
                 mass_[static_cast<size_t>(j)] += mass[static_cast<size_t>(g * rows + j)];
-        // The sink's query alone once more: `mass` sums every query of the ubatch.
-        if (AttentionMass* sink = mass_sink())
+        // The sink's query: one query's `mass` is its own; in a ubatch `mass` sums them all,
+        // so that query is attended once more alone.
+        AttentionMass* sink = mass_sink();
+        if (sink && n_q == 1 && sink->wants(qpos[0])) {
+            const auto& pos = rows_.positions();
+            for (int g = 0; g < shape_.n_kv_head; ++g)
+                for (int64_t j = 0; j < rows; ++j)
+                    sink->add(pos[static_cast<size_t>(j)], mass[static_cast<size_t>(g * rows + j)]);
+        } else if (sink)
             for (int64_t i = 0; i < n_q; ++i)
                 if (sink->wants(qpos[i])) {
                     const int64_t row = static_cast<int64_t>(shape_.n_head) * shape_.head_dim;
