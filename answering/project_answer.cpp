@@ -510,7 +510,8 @@ ProjectAnswer ask_project(Project& project, const Model& model, StateCache& cach
             out.token_sources =
                 token_sources(a.passages, ans.source_mass, kTokenSources, text_of, offset_map_of);
     } else if (q.sources && !a.passages.empty() && !ans.tokens.empty()) {
-        msg["sources_not_measured"] = "the memory of this backend does not report attention mass";
+        msg["sources_not_measured"] = "the memory of the " + session_options.global_policy +
+                                      " policy on this backend does not report attention mass";
     }
     out.message_id = project.add_message(out.chat_id, "assistant", ans.text, dump(msg),
                                          std::move(trace), out.sources, out.token_sources);

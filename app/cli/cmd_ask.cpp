@@ -213,6 +213,9 @@ int run_ask(const AskOptions& o) {
     j["stop_reason"] = ans.stop_reason;
     j["stats"] = answer_stats_json(ans);
     j["sources"] = sources_json(sources, document_of); // document_id: the --doc's place, from 1
+    if (ans.source_mass.empty() && !passages.empty() && !ans.tokens.empty())
+        j["sources_not_measured"] = "the memory of the " + session.options().global_policy +
+                                    " policy on this backend does not report attention mass";
     // replace: a byte-fallback answer may end in an incomplete UTF-8 sequence.
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;

@@ -7,6 +7,7 @@
 #include "engine/memory/attention_mass.h"
 #include "engine/memory/memory_eviction.h"
 #include "engine/memory/memory_full.h"
+#include "engine/memory/memory_recording.h"
 #include "engine/memory/memory_sliding.h"
 #include "engine/model/model.h"
 #include "engine/sekv/memory_sekv.h"
@@ -318,5 +319,63 @@ TEST(AttentionMass, ASessionReportsEachAnswerTokensMassAndKeepsTheAnswer) {
             ASSERT_EQ(row.size(), tiles.size());
             EXPECT_NEAR(std::accumulate(row.begin(), row.end(), 0.0), b.source_heads, 1e-3);
         }
+    }
+}
+
+// Which query each answer token's mass comes from: the first token's from the question's last
+// query, each next token's from the query at the position the token before it was fed at —
+// against the softmax written out over the rows held and the queries a recording memory kept,
+// summed over the global layers.
+TEST(AttentionMass, EachTokensMassIsThatOfTheQueryThatProducedIt) {
+    TempDir dir;
+    const std::string path = dir.file("tiny.gguf");
+    TinyGemma3Config cfg;
+    cfg.n_layer = 4;
+    cfg.sliding_pattern = 2;
+    write_tiny_gemma3(path, cfg);
+    const auto loaded = Model::load(path);
+    const Model& model = *loaded;
+    SessionOptions so;
+    so.threads = 2;
+    Session s(model, so);
+    const auto doc = random_tokens(120, model.info().n_vocab, 11);
+    s.prefill(doc);
+    std::vector<int> global;
+    for (int il = 0; il < s.memory().n_layers(); ++il)
+        if (s.memory().layer(il).shape().window == 0) {
+            global.push_back(il);
+            s.memory().replace(il, std::make_unique<RecordingMemory>(s.memory().layer(il).clone()));
+        }
+    ASSERT_EQ(global.size(), 2u);
+    const std::vector<int32_t> question{40, 41, 42};
+    const int32_t end = static_cast<int32_t>(doc.size() + question.size() + 4);
+    std::vector<std::pair<int32_t, int32_t>> each;
+    for (int32_t p = 0; p < end; ++p)
+        each.emplace_back(p, p + 1);
+    s.set_source_ranges(each);
+    SamplingParams greedy;
+    const auto a = s.answer_after_context(question, ChatFormat::Completion, 3, greedy);
+    ASSERT_GE(a.source_mass.size(), 2u);
+    for (size_t t = 0; t < 2; ++t) {
+        // Token 0 came from the question's last query; token 1 from the query token 0 was fed at.
+        const int32_t qp = static_cast<int32_t>(doc.size() + question.size() - 1 + t);
+        std::vector<double> want(static_cast<size_t>(end), 0.0);
+        for (const int il : global) {
+            const auto& rec = dynamic_cast<const RecordingMemory&>(s.memory().layer(il));
+            const int64_t at = rec.find_recorded(qp);
+            ASSERT_GE(at, 0) << "layer " << il << " saw no query at " << qp;
+            const auto& shape = rec.shape();
+            const int64_t row = static_cast<int64_t>(shape.n_head) * shape.head_dim;
+            std::vector<float> k, v;
+            std::vector<int32_t> kpos;
+            rec.read_rows(0, end, k, v, kpos);
+            const auto m = reference_mass(shape, rec.recorded_q().data() + at * row, qp, k, kpos);
+            for (size_t j = 0; j < kpos.size(); ++j)
+                want[static_cast<size_t>(kpos[j])] += m[j];
+        }
+        for (int32_t p = 0; p < end; ++p)
+            ASSERT_NEAR(a.source_mass[t][static_cast<size_t>(p)], want[static_cast<size_t>(p)],
+                        2e-5 + 1e-4 * want[static_cast<size_t>(p)])
+                << "token " << t << " position " << p;
     }
 }
