@@ -45,9 +45,15 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
     const int64_t n_blocks = (n_q + kQueryBlock - 1) / kQueryBlock;
     const int64_t n_tasks = n_blocks * s.n_head;
     const float neg_inf = -std::numeric_limits<float>::infinity();
-    // Each thread sums the probability mass into its own copy; they are added at the end.
+    // Each thread sums the probability mass into its own copy; they are added at the end. With
+    // one block of queries (a decode step) each task is one query head: it writes a row of its
+    // own instead, so the copies do not grow with the threads.
+    const bool per_head = key_mass && n_blocks == 1;
     std::vector<std::vector<double>> mass;
-    if (key_mass)
+    std::vector<float> head_mass;
+    if (per_head)
+        head_mass.assign(static_cast<size_t>(s.n_head * n_kv_all), 0.0f);
+    else if (key_mass)
         mass.assign(static_cast<size_t>(pool.size()),
                     std::vector<double>(static_cast<size_t>(s.n_kv_head * n_kv_all), 0.0));
 
@@ -150,7 +156,11 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                 const float inv = static_cast<float>(1.0 / sum);
                 for (int64_t j = 0; j < n_kv; ++j)
                     row[j] *= inv;
-                if (key_mass) {
+                if (per_head) {
+                    float* m = head_mass.data() + h * n_kv_all + j0;
+                    for (int64_t j = 0; j < n_kv; ++j)
+                        m[j] += row[j];
+                } else if (key_mass) {
                     double* m = mass[static_cast<size_t>(thread)].data() + g * n_kv_all + j0;
                     for (int64_t j = 0; j < n_kv; ++j)
                         m[j] += row[j];
@@ -161,10 +171,15 @@ void attention(const AttentionShape& s, const float* q, const int32_t* qpos, int
                               out + qb * q_stride + h * d, q_stride);
         }
     });
-    if (key_mass)
-        for (const auto& m : mass)
-            for (size_t j = 0; j < m.size(); ++j)
-                key_mass[j] += static_cast<float>(m[j]);
+    for (const auto& m : mass)
+        for (size_t j = 0; j < m.size(); ++j)
+            key_mass[j] += static_cast<float>(m[j]);
+    for (int h = 0; h < (per_head ? s.n_head : 0); ++h) {
+        const float* m = head_mass.data() + h * n_kv_all;
+        float* dst = key_mass + (h / group) * n_kv_all;
+        for (int64_t j = 0; j < n_kv_all; ++j)
+            dst[j] += m[j];
+    }
 }
 
 } // namespace spanscope

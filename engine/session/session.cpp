@@ -188,7 +188,8 @@ int Session::arm_sources(bool on) {
 }
 
 void Session::expect_source_query(int64_t pos) {
-    source_mass_.reset(n_ctx_, static_cast<int32_t>(pos));
+    // The query sees positions up to its own: the work per token follows the context so far.
+    source_mass_.reset(std::min(pos + 1, n_ctx_), static_cast<int32_t>(pos));
 }
 
 std::vector<float> Session::decode(int32_t token) {
