@@ -99,6 +99,9 @@ private:
     /// A window on the tiny model (full policy, 6-token greedy answers) showing project_;
     /// create: a new project with the two documents; false (reason in `why`) on failure.
     bool open_window(std::unique_ptr<MainWindow>& w, bool create, QString* why);
+    /// A window on project_ again with the chat of aClickedCitationShowsItsPassage shown, and
+    /// the index of its answer; false (reason in `why`) on failure.
+    bool reopen_answer(std::unique_ptr<MainWindow>& w, QModelIndex* answer, QString* why);
     /// The conversation and the index of the chat's last answer.
     QModelIndex last_answer(MainWindow& w) const;
     /// The citation of the answer at `answer` clicked where the delegate draws it.
@@ -280,6 +283,19 @@ bool GuiSources::open_window(std::unique_ptr<MainWindow>& w, bool create, QStrin
     return true;
 }
 
+bool GuiSources::reopen_answer(std::unique_ptr<MainWindow>& w, QModelIndex* answer, QString* why) {
+    if (!open_window(w, /*create=*/false, why))
+        return false;
+    auto* list = w->findChild<QListView*>(QStringLiteral("chatList"));
+    list->setCurrentIndex(w->chat_list_model()->index(w->chat_list_model()->row_of_id(chat_)));
+    if (!QTest::qWaitFor([&] { return w->chat_model()->row_of_message(message_) >= 0; }, 10000)) {
+        *why = QStringLiteral("the chat's answer was not shown");
+        return false;
+    }
+    *answer = w->chat_model()->index(w->chat_model()->row_of_message(message_));
+    return true;
+}
+
 QModelIndex GuiSources::last_answer(MainWindow& w) const {
     auto* chat = w.chat_model();
     return chat->index(chat->rowCount() - 1);
@@ -434,11 +450,8 @@ void GuiSources::savedSourcesAreShownAgain() {
     QVERIFY2(message_ > 0 && clicked_ >= 0, "needs the answer of aClickedCitationShowsItsPassage");
     std::unique_ptr<MainWindow> w;
     QString why;
-    QVERIFY2(open_window(w, /*create=*/false, &why), qPrintable(why));
-    auto* list = w->findChild<QListView*>(QStringLiteral("chatList"));
-    list->setCurrentIndex(w->chat_list_model()->index(w->chat_list_model()->row_of_id(chat_)));
-    QTRY_VERIFY_WITH_TIMEOUT(w->chat_model()->row_of_message(message_) >= 0, 10000);
-    const QModelIndex answer = w->chat_model()->index(w->chat_model()->row_of_message(message_));
+    QModelIndex answer;
+    QVERIFY2(reopen_answer(w, &answer, &why), qPrintable(why));
     check_shown_sources(*w, answer, message_);
     if (QTest::currentTestFailed())
         return;
@@ -464,11 +477,8 @@ void GuiSources::aRemovedDocumentIsSaidInTheStatusBar() {
     }
     std::unique_ptr<MainWindow> w;
     QString why;
-    QVERIFY2(open_window(w, /*create=*/false, &why), qPrintable(why));
-    auto* list = w->findChild<QListView*>(QStringLiteral("chatList"));
-    list->setCurrentIndex(w->chat_list_model()->index(w->chat_list_model()->row_of_id(chat_)));
-    QTRY_VERIFY_WITH_TIMEOUT(w->chat_model()->row_of_message(message_) >= 0, 10000);
-    const QModelIndex answer = w->chat_model()->index(w->chat_model()->row_of_message(message_));
+    QModelIndex answer;
+    QVERIFY2(reopen_answer(w, &answer, &why), qPrintable(why));
     // The saved sources stay, their document named by its id.
     check_shown_sources(*w, answer, message_);
     if (QTest::currentTestFailed())
