@@ -16,10 +16,8 @@ void MainWindow::show_citation(qint64 message_id, int citation) {
     if (documents_.row_of_id(c.document_id) < 0) {
         const QString name =
             c.removed ? tr("document %1").arg(QString::number(c.document_id)) : c.document;
-        show_status(tr("The cited document (%1) was removed from the project: its passage "
-                       "cannot be shown; the excerpt is under the answer.")
-                        .arg(name),
-                    10000);
+        // Short: the status bar shares its width with the model's and memory's fields.
+        show_status(tr("The cited document, %1, was removed from the project.").arg(name), 10000);
         return;
     }
     cited_ = {message_id, citation, c.document_id, c.start_char, c.end_char};

@@ -490,8 +490,7 @@ void GuiSources::aRemovedDocumentIsSaidInTheStatusBar() {
     QVERIFY2(click_citation(*w, answer, clicked_, &why), qPrintable(why));
     auto* message = w->findChild<QLabel*>(QStringLiteral("messageLabel"));
     QCOMPARE(message->text(),
-             QStringLiteral("The cited document (document %1) was removed from the project: its "
-                            "passage cannot be shown; the excerpt is under the answer.")
+             QStringLiteral("The cited document, document %1, was removed from the project.")
                  .arg(removed));
     QCOMPARE(w->shown_document(), shown_before);
     QCOMPARE(w->document_view()->citation_range(), Range{});
