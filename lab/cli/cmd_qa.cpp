@@ -37,16 +37,19 @@ bool qa_answer_matches(const std::string& answer, const std::vector<std::string>
     return false;
 }
 
-int run_qa(const QaOptions& o) {
-    std::ifstream in(o.set);
+nlohmann::json read_qa_set(const std::string& path) {
+    std::ifstream in(path);
     if (!in)
-        throw std::runtime_error(o.set + ": cannot be read");
-    nlohmann::json set;
+        throw std::runtime_error(path + ": cannot be read");
     try {
-        set = nlohmann::json::parse(in);
+        return nlohmann::json::parse(in);
     } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(o.set + ": not valid JSON (" + e.what() + ")");
+        throw std::runtime_error(path + ": not valid JSON (" + e.what() + ")");
     }
+}
+
+int run_qa(const QaOptions& o) {
+    const nlohmann::json set = read_qa_set(o.set);
     if (o.skip_missing_model && o.model.empty()) {
         const auto where = locate_model("");
         if (where.path.empty()) {

@@ -23,6 +23,7 @@
 #include "answering/state_cache.h"
 #include "engine/model/model.h"
 #include "lab/evaluation/eval_metrics.h"
+#include "lab/evaluation/eval_qa.h"
 #include "lab/evaluation/eval_tasks.h"
 #include "storage/document_loader.h"
 #include "storage/project.h"
@@ -116,27 +117,11 @@ nlohmann::json sources_json(const std::vector<SourceRecord>& sources) {
     return out;
 }
 
-// Lower case, whitespace runs as one space (an answer may be cut by a line end in the text).
-std::string folded(const std::string& s) {
-    std::string out;
-    bool space = false;
-    for (const char c : s) {
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
-            space = !out.empty();
-            continue;
-        }
-        if (space)
-            out += ' ';
-        space = false;
-        out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-    return out;
-}
-
 bool holds_answer(const std::string& passage, const std::vector<std::string>& accepted) {
-    const std::string p = folded(passage);
+    const std::string p = eval::collapse_lower(passage);
     for (const auto& a : accepted)
-        if (!folded(a).empty() && p.find(folded(a)) != std::string::npos)
+        if (!eval::collapse_lower(a).empty() &&
+            p.find(eval::collapse_lower(a)) != std::string::npos)
             return true;
     return false;
 }
@@ -346,15 +331,7 @@ struct QaTally {
 
 int run_qa_sources(const SourcesOptions& o, const Model& model, const std::vector<PolicyRun>& runs,
                    Output& out) {
-    std::ifstream in(o.qa);
-    if (!in)
-        throw std::runtime_error(o.qa + ": cannot be read");
-    nlohmann::json set;
-    try {
-        set = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(o.qa + ": not valid JSON (" + e.what() + ")");
-    }
+    const nlohmann::json set = read_qa_set(o.qa);
     std::vector<std::string> doc_order;
     std::map<std::string, std::vector<nlohmann::json>> by_doc;
     for (const auto& q : set.at("questions")) {

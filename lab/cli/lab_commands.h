@@ -5,6 +5,8 @@
 #include "app/cli/commands.h"
 #include "lab/router/zoom_train.h"
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -166,6 +168,9 @@ int run_zoom_train(const ZoomTrainCliOptions& o);
 /// The QA scoring rule: case-insensitive substring match of any accepted answer in the first
 /// line of `answer`, cut to 200 characters.
 bool qa_answer_matches(const std::string& answer, const std::vector<std::string>& accepted);
+/// A question set (tests/qa/questions.json) parsed. Throws std::runtime_error naming the file
+/// when it cannot be read or is not JSON.
+nlohmann::json read_qa_set(const std::string& path);
 /// Register `zoom-train` and its options on app.
 CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o);
 
