@@ -659,8 +659,8 @@ TEST_F(ProjectTest, AnAnswersSourcesAreSavedWithItsMessage) {
     EXPECT_EQ(p->messages(chat).size(), before) << "a refused answer wrote nothing";
     // A row changed by hand to one the write path refuses is not shown; the others are.
     p->db().exec("UPDATE answer_sources SET share = 2.5 WHERE message_id = " + std::to_string(a2));
-    p->db().exec("UPDATE answer_sources SET start_char = 20 WHERE message_id = " + std::to_string(a1) +
-                 " AND token = -1 AND ordinal = 1");
+    p->db().exec("UPDATE answer_sources SET start_char = 20 WHERE message_id = " +
+                 std::to_string(a1) + " AND token = -1 AND ordinal = 1");
     const auto damaged = p->messages(chat);
     EXPECT_TRUE(damaged[3].sources.empty());
     ASSERT_EQ(damaged[1].sources.size(), 1u);
