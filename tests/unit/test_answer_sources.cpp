@@ -3,6 +3,7 @@
 // the shares and the top sources by hand, and a project answer that keeps its sources with its
 // message, each an excerpt of its document's text.
 #include "answering/answer_sources.h"
+#include "answering/context_assembly.h"
 #include "answering/project_answer.h"
 #include "answering/state_cache.h"
 #include "engine/sekv/segmentation.h"
@@ -13,6 +14,7 @@
 
 #include <filesystem>
 #include <regex>
+#include <set>
 
 using namespace spanscope;
 using namespace spanscope::test;
@@ -321,5 +323,79 @@ TEST_F(AnswerSources, AProjectAnswerKeepsItsSourcesWithItsMessage) {
             EXPECT_EQ(saved.sources[i].excerpt, ans.sources[i].excerpt);
             EXPECT_DOUBLE_EQ(saved.sources[i].share, ans.sources[i].share);
         }
+    }
+}
+
+namespace {
+// Whitespace runs as one space, none at the ends (written here, not the excerpt's code).
+std::string squeezed(const std::string& s) {
+    std::string out;
+    for (const char c : s) {
+        const bool space = std::isspace(static_cast<unsigned char>(c)) != 0;
+        if (space && (out.empty() || out.back() == ' '))
+            continue;
+        out += space ? ' ' : c;
+    }
+    while (!out.empty() && out.back() == ' ')
+        out.pop_back();
+    return out;
+}
+} // namespace
+
+// The passages of an assembled context of two documents hold, at their context positions, the
+// tokens of their text: the tokens' bytes there spell the passage's bytes of its document
+// (whitespace aside), but for the letters of a word a cut inside it widened the passage by.
+TEST_F(AnswerSources, AssembledPassagesHoldTheirTextAtTheirPositions) {
+    auto p = Project::open(dir_.file("ctx.spanscope"), true);
+    const auto a = p->add_document("/a.txt", text_document(sample_prose(5, 700)));
+    const auto b = p->add_document("/b.txt", text_document(sample_prose(6, 600)));
+    StateCache cache(*p, *model_, chunking_);
+    SessionOptions full;
+    full.threads = 2;
+    full.ubatch = 32;
+    Session scratch(*model_, full);
+    cache.ingest(a, scratch);
+    cache.ingest(b, scratch);
+    const auto& tok = model_->tokenizer();
+    for (const char* policy : {"full", "sekv"}) {
+        SCOPED_TRACE(policy);
+        SessionOptions so = full;
+        so.global_policy = policy;
+        so.sekv.budget = 0;
+        Session session(*model_, so);
+        ProjectQuestion q;
+        q.question = "Where?";
+        q.max_tokens = 4;
+        std::vector<std::string> notes;
+        const auto question = question_tokens(tok, ChatFormat::Completion, q.question);
+        const auto ctx = assemble_context(*p, *model_, cache, scratch, session, {a, b}, question, q,
+                                          {}, nullptr, notes);
+        ASSERT_FALSE(ctx.passages.empty());
+        ASSERT_EQ(ctx.starts.size(), 2u);
+        std::set<int64_t> documents;
+        for (const auto& ps : ctx.passages) {
+            documents.insert(ps.document_id);
+            // Its section: the one its positions are in, of its document.
+            const size_t sec = ps.pos_begin >= ctx.starts[1] ? 1 : 0;
+            EXPECT_EQ(ps.document_id, sec == 0 ? a : b);
+            EXPECT_LE(ps.pos_end, sec == 0 ? ctx.starts[1] : ctx.offset);
+            std::string spelled;
+            for (int32_t pos = ps.pos_begin; pos < ps.pos_end; ++pos)
+                spelled += tok.token_bytes(ctx.tokens[static_cast<size_t>(pos)]);
+            const std::string text = p->document_text(ps.document_id);
+            const std::string bytes =
+                squeezed(text.substr(static_cast<size_t>(ps.char_begin),
+                                     static_cast<size_t>(ps.char_end - ps.char_begin)));
+            // Exactly, but for the letters a cut inside a word widened it by at either end.
+            const std::string inner = squeezed(spelled);
+            const size_t at = bytes.find(inner);
+            ASSERT_NE(at, std::string::npos)
+                << "positions " << ps.pos_begin << ": " << inner << " | " << bytes;
+            for (size_t i = 0; i < bytes.size(); ++i)
+                if (i < at || i >= at + inner.size())
+                    EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(bytes[i])))
+                        << "positions " << ps.pos_begin << ": " << inner << " | " << bytes;
+        }
+        EXPECT_EQ(documents, (std::set<int64_t>{a, b}));
     }
 }
