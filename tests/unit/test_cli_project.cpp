@@ -309,8 +309,9 @@ TEST_F(CliProject, AskReusesTheStoredDocumentAndAnswersLikeAColdAsk) {
         EXPECT_LE(src["share"].get<double>(), last_share) << src;
         last_share = src["share"];
     }
-    EXPECT_EQ(sql_count(project_, "SELECT count(*) FROM answer_sources WHERE message_id = "
-                                  "(SELECT max(id) FROM messages)"),
+    EXPECT_EQ(sql_count(project_,
+                        "SELECT count(*) FROM answer_sources WHERE token = -1 AND message_id = "
+                        "(SELECT max(id) FROM messages)"),
               static_cast<int64_t>(warm["sources"].size()));
 
     const json cold = run_json({"ask", "--doc", doc, "--model", model_, "--json", "--threads", "1",
