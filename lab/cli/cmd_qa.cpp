@@ -48,6 +48,18 @@ nlohmann::json read_qa_set(const std::string& path) {
     }
 }
 
+std::map<std::string, std::vector<nlohmann::json>>
+questions_by_document(const nlohmann::json& set, std::vector<std::string>& doc_order) {
+    std::map<std::string, std::vector<nlohmann::json>> by_doc;
+    for (const auto& q : set.at("questions")) {
+        const std::string doc = q.at("doc");
+        if (!by_doc.count(doc))
+            doc_order.push_back(doc);
+        by_doc[doc].push_back(q);
+    }
+    return by_doc;
+}
+
 int run_qa(const QaOptions& o) {
     const nlohmann::json set = read_qa_set(o.set);
     if (o.skip_missing_model && o.model.empty()) {
@@ -65,15 +77,8 @@ int run_qa(const QaOptions& o) {
     Session session(*model, so);
     SamplingParams greedy;
 
-    // Group by document, keeping the file's order.
     std::vector<std::string> doc_order;
-    std::map<std::string, std::vector<nlohmann::json>> by_doc;
-    for (const auto& q : set.at("questions")) {
-        const std::string doc = q.at("doc");
-        if (!by_doc.count(doc))
-            doc_order.push_back(doc);
-        by_doc[doc].push_back(q);
-    }
+    auto by_doc = questions_by_document(set, doc_order);
     int correct = 0, asked = 0, skipped = 0;
     nlohmann::json results = nlohmann::json::array();
     const auto t0 = std::chrono::steady_clock::now();

@@ -333,13 +333,7 @@ int run_qa_sources(const SourcesOptions& o, const Model& model, const std::vecto
                    Output& out) {
     const nlohmann::json set = read_qa_set(o.qa);
     std::vector<std::string> doc_order;
-    std::map<std::string, std::vector<nlohmann::json>> by_doc;
-    for (const auto& q : set.at("questions")) {
-        const std::string doc = q.at("doc");
-        if (!by_doc.count(doc))
-            doc_order.push_back(doc);
-        by_doc[doc].push_back(q);
-    }
+    auto by_doc = questions_by_document(set, doc_order);
     SessionOptions scratch_options;
     scratch_options.threads = o.threads;
     const int max_tokens = o.max_tokens > 0 ? o.max_tokens : 32;

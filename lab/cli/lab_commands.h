@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -171,6 +172,10 @@ bool qa_answer_matches(const std::string& answer, const std::vector<std::string>
 /// A question set (tests/qa/questions.json) parsed. Throws std::runtime_error naming the file
 /// when it cannot be read or is not JSON.
 nlohmann::json read_qa_set(const std::string& path);
+/// The questions of a set grouped by their "doc", and the documents in the order they first
+/// appear (appended to doc_order). Throws nlohmann::json's errors for a set without them.
+std::map<std::string, std::vector<nlohmann::json>>
+questions_by_document(const nlohmann::json& set, std::vector<std::string>& doc_order);
 /// Register `zoom-train` and its options on app.
 CLI::App* add_zoom_train_command(CLI::App& app, ZoomTrainCliOptions& o);
 

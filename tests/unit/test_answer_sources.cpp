@@ -34,6 +34,17 @@ protected:
         chunking_.max_unit_tokens = 1500;
         chunking_.chat_format = ChatFormat::Completion;
     }
+    /// The answering sessions' options under full: 2 threads, ubatches of 32.
+    static SessionOptions full_options() {
+        SessionOptions o;
+        o.threads = 2;
+        o.ubatch = 32;
+        return o;
+    }
+    static void ingest_all(StateCache& cache, Session& scratch, const std::vector<int64_t>& ids) {
+        for (const auto id : ids)
+            cache.ingest(id, scratch);
+    }
     TempDir dir_;
     TinyGemma3Config config_;
     std::unique_ptr<Model> model_;
@@ -265,12 +276,9 @@ TEST_F(AnswerSources, AProjectAnswerKeepsItsSourcesWithItsMessage) {
     const auto a = p->add_document("/a.txt", text_document(sample_prose(5, 900)));
     const auto b = p->add_document("/b.txt", text_document(sample_prose(6, 700)));
     StateCache cache(*p, *model_, chunking_);
-    SessionOptions full;
-    full.threads = 2;
-    full.ubatch = 32;
+    const SessionOptions full = full_options();
     Session scratch(*model_, full);
-    cache.ingest(a, scratch);
-    cache.ingest(b, scratch);
+    ingest_all(cache, scratch, {a, b});
     for (const char* policy : {"full", "sekv"}) {
         SCOPED_TRACE(policy);
         SessionOptions so = full;
@@ -287,8 +295,9 @@ TEST_F(AnswerSources, AProjectAnswerKeepsItsSourcesWithItsMessage) {
         for (size_t i = 0; i < ans.sources.size(); ++i) {
             const auto& s = ans.sources[i];
             EXPECT_GT(s.share, 0);
-            if (i > 0)
+            if (i > 0) {
                 EXPECT_LE(s.share, ans.sources[i - 1].share);
+            }
             sum += s.share;
             const auto text = p->document_text(s.document_id);
             ASSERT_LT(s.start_char, s.end_char);
@@ -350,12 +359,9 @@ TEST_F(AnswerSources, AssembledPassagesHoldTheirTextAtTheirPositions) {
     const auto a = p->add_document("/a.txt", text_document(sample_prose(5, 700)));
     const auto b = p->add_document("/b.txt", text_document(sample_prose(6, 600)));
     StateCache cache(*p, *model_, chunking_);
-    SessionOptions full;
-    full.threads = 2;
-    full.ubatch = 32;
+    const SessionOptions full = full_options();
     Session scratch(*model_, full);
-    cache.ingest(a, scratch);
-    cache.ingest(b, scratch);
+    ingest_all(cache, scratch, {a, b});
     const auto& tok = model_->tokenizer();
     for (const char* policy : {"full", "sekv"}) {
         SCOPED_TRACE(policy);
@@ -392,9 +398,10 @@ TEST_F(AnswerSources, AssembledPassagesHoldTheirTextAtTheirPositions) {
             ASSERT_NE(at, std::string::npos)
                 << "positions " << ps.pos_begin << ": " << inner << " | " << bytes;
             for (size_t i = 0; i < bytes.size(); ++i)
-                if (i < at || i >= at + inner.size())
+                if (i < at || i >= at + inner.size()) {
                     EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(bytes[i])))
                         << "positions " << ps.pos_begin << ": " << inner << " | " << bytes;
+                }
         }
         EXPECT_EQ(documents, (std::set<int64_t>{a, b}));
     }
