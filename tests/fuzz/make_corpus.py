@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Write the fuzz seed corpus (tests/fuzz/corpus/*.gguf) with gguf-py, an independent writer.
+"""Write the fuzz seed corpus (tests/fuzz/corpus/gguf/*.gguf) with gguf-py, an independent writer.
 
-    python3 tests/fuzz/make_corpus.py tests/fuzz/corpus
+    python3 tests/fuzz/make_corpus.py tests/fuzz/corpus/gguf
 
 Quantised tensors are given as bytes, shape (rows, bytes per row), as gguf-py expects.
 Seeds are kept tiny (< 2 KiB) so that libFuzzer mutates structure, not tensor payloads.

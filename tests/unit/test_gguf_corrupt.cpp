@@ -480,10 +480,10 @@ TEST(GgufCorrupt, OpenErrorsNameThePath) {
 }
 
 TEST(GgufCorrupt, SeedCorpusFilesAreHandled) {
-    // The fuzz seeds (tests/fuzz/corpus, written by gguf-py) are valid and must parse; the
+    // The fuzz seeds (tests/fuzz/corpus/gguf, written by gguf-py) are valid and must parse; the
     // committed corrupted files (bad-*.bin: truncations, bad version, magic and counts) must
     // fail with GgufError; any other file (a saved fuzz finding) must parse or fail cleanly.
-    const auto dir = test::data_dir() + "/fuzz/corpus";
+    const auto dir = test::data_dir() + "/fuzz/corpus/gguf";
     ASSERT_TRUE(std::filesystem::exists(dir)) << "the committed corpus is missing: " << dir;
     size_t n = 0, bad = 0;
     for (const auto& e : std::filesystem::directory_iterator(dir)) {
@@ -506,7 +506,7 @@ TEST(GgufCorrupt, SeedCorpusFilesAreHandled) {
 TEST(GgufCorrupt, ReadsFilesWrittenByGgufPy) {
     // all_types.gguf comes from gguf-py's GGUFWriter (tests/fuzz/make_corpus.py): an
     // independent writer for every value type and four tensor types.
-    const auto path = test::data_dir() + "/fuzz/corpus/all_types.gguf";
+    const auto path = test::data_dir() + "/fuzz/corpus/gguf/all_types.gguf";
     auto f = GgufFile::open(path);
     EXPECT_EQ(f->get_string("general.architecture"), "tiny");
     EXPECT_EQ(f->get_uint("t.u8"), 7u);
