@@ -93,11 +93,15 @@ void Project::commit_chunk_state(int64_t chunk_id, const std::string& fingerprin
     tx.commit();
 }
 
-void Project::delete_states(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint) {
-    Transaction tx(*db_);
-    auto del = db_->prepare("DELETE FROM chunk_states WHERE chunk_id = ? AND fingerprint = ?");
+namespace {
+
+/// Delete every state of these chunks for this model, SEKV states included, inside the
+/// caller's transaction.
+void delete_state_rows(Db& db, const std::vector<int64_t>& chunk_ids,
+                       const std::string& fingerprint) {
+    auto del = db.prepare("DELETE FROM chunk_states WHERE chunk_id = ? AND fingerprint = ?");
     // SEKV states are keyed "fingerprint/options" (project_sekv.cpp) and go with the states.
-    auto del_sekv = db_->prepare(
+    auto del_sekv = db.prepare(
         "DELETE FROM segmentations WHERE chunk_id = ? AND substr(fingerprint, 1, ?) = ?");
     for (const auto id : chunk_ids) {
         del.bind(1, id).bind(2, fingerprint).run();
@@ -106,6 +110,13 @@ void Project::delete_states(const std::vector<int64_t>& chunk_ids, const std::st
             .bind(3, fingerprint + "/")
             .run();
     }
+}
+
+} // namespace
+
+void Project::delete_states(const std::vector<int64_t>& chunk_ids, const std::string& fingerprint) {
+    Transaction tx(*db_);
+    delete_state_rows(*db_, chunk_ids, fingerprint);
     tx.commit();
 }
 
@@ -166,10 +177,14 @@ int64_t Project::evict_to_limit(const std::vector<int64_t>& keep) {
             const std::string what =
                 "document " + std::to_string(q.int64(0)) + " unit " + std::to_string(q.int64(2));
             q.reset();
-            delete_states(chunk_ids, fp);
+            // The states and the event that says where they went, in one transaction: a crash
+            // never leaves a unit evicted without its event.
+            Transaction tx(*db_);
+            delete_state_rows(*db_, chunk_ids, fp);
             log_event("evicted", what + ": " + std::to_string(bytes) +
                                      " bytes of chunk states (least recently used; cache limit " +
                                      std::to_string(limit) + " bytes)");
+            tx.commit();
             evicted += bytes;
             found = true;
             break;

@@ -211,6 +211,36 @@ TEST_F(ProjectTest, ChatsAreListedRenamedAndDeleted) {
     EXPECT_EQ(p->info().messages, 0);
 }
 
+TEST_F(ProjectTest, AnEvictionAndItsEventAreOneTransaction) {
+    // When the event cannot be written (here a trigger refuses it, as a full disk would), the
+    // unit's states stay: no unit is ever evicted without the event that says so.
+    auto p = Project::open(dir_ + "/p.spanscope", true);
+    std::vector<int64_t> chunk_of_doc;
+    for (int d = 0; d < 2; ++d) {
+        const auto id =
+            p->add_document("/d" + std::to_string(d), text_document("doc " + std::to_string(d)));
+        p->insert_chunks(id, "key", {one_chunk_unit(0, 5, {2, 7})});
+        std::vector<std::vector<int64_t>> ids;
+        p->load_units(id, "key", &ids);
+        chunk_of_doc.push_back(ids[0][0]);
+        p->commit_chunk_state(ids[0][0], "fp", std::vector<uint8_t>(1000, 1),
+                              std::vector<uint8_t>(0), 0);
+    }
+    p->set_cache_limit_bytes(1500);
+    p->db().exec("CREATE TEMP TRIGGER refuse_events BEFORE INSERT ON main.events BEGIN "
+                 "SELECT RAISE(ABORT, 'events refused'); END");
+    EXPECT_THROW(p->evict_to_limit(), std::exception);
+    for (const auto chunk : chunk_of_doc)
+        EXPECT_TRUE(p->state_blob(chunk, "fp", StateKind::AttentionRows))
+            << "chunk " << chunk << "'s state was deleted without its event";
+    p->db().exec("DROP TRIGGER refuse_events");
+    EXPECT_EQ(p->evict_to_limit(), 1000);
+    int evicted_events = 0;
+    for (const auto& [kind, message] : p->events())
+        evicted_events += kind == "evicted";
+    EXPECT_EQ(evicted_events, 1);
+}
+
 TEST_F(ProjectTest, EvictionTakesTheLeastRecentlyUsedUnitsFirst) {
     auto p = Project::open(dir_ + "/p.spanscope", true);
     std::vector<int64_t> chunk_of_doc;
