@@ -1,0 +1,207 @@
+// libFuzzer target for opening a project file: the input is written to a scratch
+// <name>.spanscope of this process's own, opened with Project::open(path, create = false) and
+// read as a user's session reads it — the document list, each document's text and offset map,
+// its chunkings (units, chunks, summary) and stored chunk states (metadata and blobs), full-text
+// search, the chats with their messages, answer sources and zoom traces, the settings, the event
+// log and the project summary. The rule: every step either succeeds or raises one of the
+// store's documented errors — ProjectError (an unusable or damaged project), DbError (SQLite's
+// own refusal of a damaged file) and, for a zoom trace blob, decode_zoom_trace's
+// std::runtime_error — never crashes, reads out of bounds, hits undefined behaviour or throws
+// anything else. The scratch file and its -wal, -shm and -journal are removed after each input.
+// Build and run: docs/fuzzing.md.
+#include "loader_fuzz_util.h" // ScratchFile
+#include "storage/chunk_state.h"
+#include "storage/project.h"
+#include "storage/zoom_trace_blob.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace spanscope;
+
+volatile size_t sink = 0;
+
+void touch(const std::string& s) {
+    for (const char c : s)
+        sink = sink + static_cast<unsigned char>(c);
+}
+
+void touch(const std::vector<uint8_t>& b) {
+    for (const uint8_t c : b)
+        sink = sink + c;
+}
+
+void touch(const std::vector<SourceRecord>& sources) {
+    for (const auto& s : sources) {
+        sink =
+            sink + static_cast<size_t>(s.document_id + s.start_char + s.end_char + s.page + s.line);
+        touch(s.excerpt);
+    }
+}
+
+/// Each step is tried on its own: a damaged table refuses its reads, the others still run.
+template <class F> void step(F&& f) {
+    try {
+        f();
+    } catch (const ProjectError&) {
+    } catch (const DbError&) {
+    }
+}
+
+// At most this many rows of each kind are read further (documents, chunkings, chunks,
+// chats), so that one input's time stays bounded.
+constexpr size_t kRows = 8;
+
+void read_project(Project& p) {
+    std::vector<int64_t> doc_ids;
+    std::vector<std::string> chunkings, fingerprints;
+    step([&] {
+        for (const auto& d : p.documents()) {
+            touch(d.path), touch(d.name), touch(d.format), touch(d.encoding);
+            touch(d.content_hash), touch(d.added_at);
+            for (const auto& w : d.warnings)
+                touch(w);
+            sink = sink + d.ocr_pages.size() + static_cast<size_t>(d.text_bytes);
+            if (doc_ids.size() < kRows)
+                doc_ids.push_back(d.id);
+        }
+    });
+    step([&] {
+        // The keys the stored chunkings are under (a session knows its own from its model).
+        auto q = p.db().prepare("SELECT DISTINCT chunking FROM chunks LIMIT 8");
+        while (q.step())
+            chunkings.push_back(q.text(0));
+    });
+    step([&] {
+        const ProjectInfo info = p.info();
+        sink = sink + static_cast<size_t>(info.schema_version + info.documents + info.chats +
+                                          info.messages + info.chunks + info.states +
+                                          info.state_bytes + info.cache_limit_bytes);
+        for (const auto& m : info.models) {
+            touch(m.name);
+            if (fingerprints.size() < kRows)
+                fingerprints.push_back(m.fingerprint);
+        }
+    });
+    for (const int64_t id : doc_ids) {
+        step([&] {
+            if (const auto d = p.document(id))
+                touch(d->path);
+        });
+        step([&] { touch(p.document_text(id)); });
+        step([&] {
+            for (const auto& a : p.document_offset_map(id))
+                sink =
+                    sink + static_cast<size_t>(a.text_offset + a.source_offset + a.page + a.line);
+        });
+        for (const auto& key : chunkings) {
+            step([&] {
+                if (const auto s = p.chunking_summary(id, key))
+                    sink = sink + static_cast<size_t>(s->tokens + s->chunks + s->units);
+            });
+            std::vector<int64_t> chunk_ids;
+            step([&] {
+                std::vector<std::vector<int64_t>> ids;
+                for (const auto& u : p.load_units(id, key, &ids))
+                    for (const auto& c : u.chunks) {
+                        sink = sink + static_cast<size_t>(u.index + c.char_begin + c.char_end +
+                                                          c.token_begin);
+                        if (c.token_chars.size() != c.tokens.size())
+                            __builtin_trap(); // chunking.h: one text offset per token
+                        for (size_t i = 0; i < c.tokens.size(); ++i)
+                            sink = sink + static_cast<size_t>(c.tokens[i] + c.token_chars[i]);
+                    }
+                for (const auto& unit : ids)
+                    for (const int64_t c : unit)
+                        if (chunk_ids.size() < kRows)
+                            chunk_ids.push_back(c);
+            });
+            for (const auto& fp : fingerprints) {
+                step([&] { sink = sink + static_cast<size_t>(p.state_bytes(chunk_ids, fp)); });
+                for (const int64_t c : chunk_ids)
+                    for (const auto kind : {StateKind::AttentionRows, StateKind::SlidingTail,
+                                            StateKind::RecurrentStates})
+                        step([&] {
+                            sink = sink + p.has_state(c, fp, kind) +
+                                   p.has_state_of_other_fingerprint(c, fp, kind);
+                            if (const auto blob = p.state_blob(c, fp, kind)) {
+                                touch(*blob);
+                                sink = sink + static_cast<size_t>(chunk_state_rows(*blob));
+                            }
+                        });
+            }
+        }
+    }
+    for (const auto& key : chunkings)
+        for (const char* question : {"what is the text about", "document \"quote\" NEAR(x*)"})
+            step([&] {
+                for (const auto& m : p.search_units(doc_ids, key, question))
+                    sink = sink + static_cast<size_t>(m.document_id + m.unit);
+            });
+    std::vector<int64_t> chat_ids;
+    step([&] {
+        for (const auto& c : p.chats()) {
+            touch(c.title), touch(c.created_at);
+            if (chat_ids.size() < kRows)
+                chat_ids.push_back(c.id);
+        }
+    });
+    for (const int64_t chat : chat_ids) {
+        std::vector<int64_t> message_ids;
+        step([&] {
+            sink = sink + p.has_chat(chat);
+            for (const auto& m : p.messages(chat)) {
+                touch(m.role), touch(m.text), touch(m.stats_json), touch(m.created_at);
+                touch(m.sources);
+                for (const auto& t : m.token_sources)
+                    touch(t);
+                if (message_ids.size() < kRows)
+                    message_ids.push_back(m.id);
+            }
+        });
+        for (const int64_t m : message_ids)
+            step([&] {
+                if (const auto blob = p.zoom_trace(m)) {
+                    try {
+                        const StoredZoomTrace t = decode_zoom_trace(*blob);
+                        sink = sink + t.sources.size() + t.tokens.size() + t.token_texts.size();
+                    } catch (const std::runtime_error&) {
+                        // decode_zoom_trace's refusal of a damaged trace
+                    }
+                }
+            });
+    }
+    step([&] { sink = sink + static_cast<size_t>(p.cache_limit_bytes()); });
+    step([&] {
+        for (const auto& [kind, message] : p.events())
+            touch(kind), touch(message);
+    });
+    step([&] { sink = sink + static_cast<size_t>(p.schema_version()); });
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    std::string path;
+    {
+        const spanscope::fuzz::ScratchFile file("project.spanscope", data, size);
+        path = file.path();
+        try {
+            auto project = Project::open(path, /*create=*/false);
+            read_project(*project);
+        } catch (const ProjectError&) {
+            // Refused: empty, truncated, not SQLite, not a project, newer, damaged.
+        } catch (const DbError&) {
+            // SQLite's refusal (a damaged page met while opening or migrating).
+        }
+    }
+    for (const char* suffix : {"-wal", "-shm", "-journal"})
+        std::remove((path + suffix).c_str());
+    return 0;
+}
