@@ -2,12 +2,81 @@
 
 #include <sqlite3.h>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
 namespace spanscope {
 
 namespace {
+// SQLite's message, with the cause a user can act on where the system said more: a full disk
+// (ENOSPC, a quota, or a file size limit: EFBIG, which SQLite reports as a plain I/O error), a
+// read-only file system, permissions, a project file moved or removed while open. A full disk
+// is reported as SQLITE_FULL whatever SQLite's own code, so callers tell it apart by code.
+//
+// SQLite records the system's errno only at some of its failures (and a later call may have
+// changed errno by then): where a write failed without a usable errno, the files are looked at
+// instead — a file of the project at the process's file size limit, or a file system without
+// room.
+int probe_write_failure(const std::string& path) {
+    rlimit r{};
+    if (getrlimit(RLIMIT_FSIZE, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
+        for (const char* suffix : {"", "-wal", "-journal"}) {
+            struct stat st {};
+            if (::stat((path + suffix).c_str(), &st) == 0 &&
+                static_cast<uint64_t>(st.st_size) + 65536 >= r.rlim_cur)
+                return EFBIG;
+        }
+    }
+    const auto slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "."
+                            : slash == 0               ? "/"
+                                                       : path.substr(0, slash);
+    struct statvfs v {};
+    if (::statvfs(dir.c_str(), &v) == 0 && uint64_t{v.f_bavail} * v.f_frsize < 65536)
+        return ENOSPC;
+    return 0;
+}
+
+std::string error_text(sqlite3* db, const std::string& path, int* rc,
+                       const std::string& sqlite_msg) {
+    const int primary = *rc & 0xff;
+    const bool io = primary == SQLITE_IOERR || primary == SQLITE_FULL ||
+                    primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY ||
+                    primary == SQLITE_PERM;
+    int sys = db && io ? sqlite3_system_errno(db) : 0;
+    if (primary == SQLITE_IOERR && sys != ENOSPC && sys != EDQUOT && sys != EFBIG && sys != EIO)
+        if (const int probed = probe_write_failure(path))
+            sys = probed;
+    const std::string kept = "; what was saved before is kept";
+    if (primary == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT) {
+        *rc = SQLITE_FULL;
+        return "cannot write: the disk is full (" + sqlite_msg + ")" + kept;
+    }
+    if (sys == EFBIG) {
+        *rc = SQLITE_FULL;
+        return "cannot write: the disk is full for this file, which reached the file size "
+               "limit (" +
+               std::string(std::strerror(sys)) + ")" + kept;
+    }
+    if (*rc == SQLITE_READONLY_DBMOVED || *rc == SQLITE_IOERR_VNODE)
+        return "the project file was moved or removed while it was open; nothing more is "
+               "written to it";
+    if (sys == EROFS)
+        return "cannot write: the file system is read-only (" + sqlite_msg + ")";
+    if (sys != 0 && primary != SQLITE_FULL)
+        return sqlite_msg + " (" + std::strerror(sys) + ")";
+    return sqlite_msg;
+}
+
 [[noreturn]] void fail(sqlite3* db, int rc, const std::string& context) {
     const char* msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    throw DbError(context + ": " + (msg ? msg : sqlite3_errstr(rc)), rc);
+    const std::string text = error_text(db, context, &rc, msg ? msg : sqlite3_errstr(rc));
+    throw DbError(context + ": " + text, rc);
 }
 } // namespace
 
@@ -16,10 +85,12 @@ Db::Db(const std::string& path, bool create) : path_(path) {
         SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
     const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
     if (rc != SQLITE_OK) {
-        const std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+        int code = rc;
+        const std::string msg =
+            error_text(db_, path, &code, db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
         sqlite3_close(db_);
         db_ = nullptr;
-        throw DbError(path + ": " + msg, rc);
+        throw DbError(path + ": " + msg, code);
     }
     sqlite3_extended_result_codes(db_, 1);
 }
@@ -35,7 +106,9 @@ void Db::exec(std::string_view sql) {
     if (rc != SQLITE_OK) {
         const std::string msg = err ? err : sqlite3_errstr(rc);
         sqlite3_free(err);
-        throw DbError(path_ + ": " + msg, rc);
+        int code = rc;
+        const std::string text = error_text(db_, path_, &code, msg);
+        throw DbError(path_ + ": " + text, code);
     }
 }
 

@@ -6,6 +6,7 @@
 #include "storage/document_loader.h"
 
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include <filesystem>
 #include <iostream>
@@ -15,6 +16,25 @@ namespace spanscope::cli {
 nlohmann::json documents_json(Project& project, const Model* model);
 
 namespace {
+// The project file itself failed (a full disk, an I/O error, no permission to write, another
+// program holding it): every further document would fail the same way.
+bool project_fault(const DbError& e) {
+    switch (e.code() & 0xff) {
+    case SQLITE_FULL:
+    case SQLITE_IOERR:
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return true;
+    default:
+        return false;
+    }
+}
+
 std::string plural(int64_t n, const char* one, const char* many) {
     return std::to_string(n) + " " + (n == 1 ? one : many);
 }
@@ -100,6 +120,17 @@ int run_ingest(const IngestOptions& o) {
             std::cerr << "interrupted: what was committed is kept; run the same command to "
                          "resume\n";
             return interrupted_exit_code();
+        } catch (const DbError& e) {
+            clear_progress_line();
+            if (!project_fault(e)) {
+                std::cerr << "spanscope-cli: " << given << ": " << e.what() << " (skipped)\n";
+                ++failed;
+                continue;
+            }
+            // The message names the file and the cause; the documents after it are not tried.
+            std::cerr << "spanscope-cli: " << e.what() << "; run the same command again to resume ("
+                      << given << " and the documents after it were not completed)\n";
+            return 1;
         } catch (const DocumentError& e) {
             clear_progress_line();
             std::cerr << "spanscope-cli: " << e.what() << " (skipped)\n";

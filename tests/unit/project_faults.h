@@ -1,0 +1,247 @@
+// What the tests of a project under faults share: spanscope-cli started as a child process with
+// limits set between fork and exec (a file size limit with SIGXFSZ ignored, so that write()
+// fails with EFBIG; another user id, for permission checks that root would pass), a private
+// mount namespace for small filesystems, and every committed row of a project read back for
+// byte comparison.
+#pragma once
+
+#include "storage/sqlite_db.h"
+#include "test_support.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace spanscope::test {
+
+/// How the child runs: limits and identity set in it before exec.
+struct ChildSetup {
+    int64_t file_size_limit = -1; ///< RLIMIT_FSIZE in bytes (SIGXFSZ ignored); -1: none
+    bool as_nobody = false;       ///< setgid/setuid 65534 (where this process may)
+    std::vector<std::string> env; ///< NAME=value entries added to the environment
+};
+
+/// A child's exit code (128 + signal when killed) and what it printed.
+struct ChildRun {
+    int status = -1;
+    std::string out, err;
+};
+
+/// Start spanscope-cli with `args`; stdout and stderr into out_path and err_path.
+inline pid_t start_cli(const std::vector<std::string>& args, const std::string& out_path,
+                       const std::string& err_path, const ChildSetup& setup = {}) {
+    std::vector<std::string> argv_s{SPANSCOPE_CLI};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e; ++e) {
+        const std::string kv = *e;
+        if (kv.rfind("SPANSCOPE_MODEL=", 0) != 0)
+            env_s.push_back(kv);
+    }
+    env_s.insert(env_s.end(), setup.env.begin(), setup.env.end());
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_s)
+        envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0)
+        throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) { // only async-signal-safe calls from here on
+        const int in = open("/dev/null", O_RDONLY);
+        const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (in < 0 || out < 0 || err < 0)
+            _exit(126);
+        dup2(in, 0);
+        dup2(out, 1);
+        dup2(err, 2);
+        if (setup.as_nobody &&
+            (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+            _exit(125);
+        if (setup.file_size_limit >= 0) {
+            signal(SIGXFSZ, SIG_IGN); // an ignored disposition survives exec
+            const rlim_t l = static_cast<rlim_t>(setup.file_size_limit);
+            const rlimit r{l, l};
+            if (setrlimit(RLIMIT_FSIZE, &r) != 0)
+                _exit(124);
+        }
+        execve(argv[0], argv.data(), envp.data());
+        _exit(127);
+    }
+    return pid;
+}
+
+inline ChildRun finish_cli(pid_t pid, const std::string& out_path, const std::string& err_path) {
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    ChildRun r;
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+    r.out = read_file(out_path);
+    r.err = read_file(err_path);
+    return r;
+}
+
+/// Run spanscope-cli to its end; its output goes through files in `dir`.
+inline ChildRun run_cli_in(const std::string& dir, const std::vector<std::string>& args,
+                           const ChildSetup& setup = {}) {
+    return finish_cli(start_cli(args, dir + "/out", dir + "/err", setup), dir + "/out",
+                      dir + "/err");
+}
+
+/// Lines of `text` that are not progress lines ("N of M chunks stored") nor notes.
+inline std::vector<std::string> message_lines(const std::string& text) {
+    std::vector<std::string> out;
+    size_t b = 0;
+    while (b < text.size()) {
+        size_t e = text.find('\n', b);
+        if (e == std::string::npos)
+            e = text.size();
+        const std::string line = text.substr(b, e - b);
+        if (!line.empty() && line.find(" chunks stored") == std::string::npos &&
+            line.rfind("note: ", 0) != 0)
+            out.push_back(line);
+        b = e + 1;
+    }
+    return out;
+}
+
+/// PRAGMA integrity_check's rows and foreign_key_check's, joined ("ok" for a sound file).
+inline std::string integrity_of(const std::string& project) {
+    Db db(project, /*create=*/false);
+    std::string s;
+    auto ic = db.prepare("PRAGMA integrity_check");
+    while (ic.step()) {
+        if (!s.empty())
+            s += '\n';
+        s += ic.text(0);
+    }
+    auto fk = db.prepare("PRAGMA foreign_key_check");
+    while (fk.step()) {
+        s += "\nforeign key violation in ";
+        s += fk.text(0);
+    }
+    return s;
+}
+
+/// Every row of the project's own tables (not SQLite's or the full-text index's internals),
+/// each value as its bytes with its type, by table in rowid order: two projects with equal
+/// dumps hold the same data byte for byte. Columns named in `skip` ("table.column") are left
+/// out (the least-recently-used time that reading a state moves).
+using ProjectDump = std::map<std::string, std::vector<std::string>>;
+inline ProjectDump dump_project(const std::string& project,
+                                const std::vector<std::string>& skip = {"chunk_states.last_used"}) {
+    Db db(project, /*create=*/false);
+    std::vector<std::string> tables;
+    auto t = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                        "'sqlite_%' AND name NOT LIKE 'unit_text%' ORDER BY name");
+    while (t.step())
+        tables.push_back(t.text(0));
+    ProjectDump out;
+    for (const auto& name : tables) {
+        // Each value as quote() writes it (blobs in hex, text quoted), reals with 17 digits.
+        std::string cols = "quote(rowid)";
+        auto info = db.prepare("SELECT name FROM pragma_table_info(?)");
+        info.bind(1, name);
+        while (info.step()) {
+            if (std::find(skip.begin(), skip.end(), name + "." + info.text(0)) != skip.end())
+                continue;
+            std::string c = "\"";
+            c += info.text(0);
+            c += '"';
+            cols += " || '|' || CASE typeof(" + c + ") WHEN 'real' THEN printf('%.17g', " + c +
+                    ") ELSE quote(" + c + ") END";
+        }
+        auto q = db.prepare("SELECT " + cols + " FROM \"" + name + "\" ORDER BY rowid");
+        auto& rows = out[name];
+        while (q.step())
+            rows.push_back(q.text(0));
+    }
+    return out;
+}
+
+/// The rows of `before` missing from `after` (changed or deleted), as "table: row" lines.
+inline std::vector<std::string> rows_lost(const ProjectDump& before, const ProjectDump& after) {
+    std::vector<std::string> lost;
+    for (const auto& [table, rows] : before) {
+        const auto it = after.find(table);
+        for (const auto& r : rows)
+            if (it == after.end() ||
+                std::find(it->second.begin(), it->second.end(), r) == it->second.end())
+                lost.push_back(table + ": " + r.substr(0, 200));
+    }
+    return lost;
+}
+
+/// Every chunk state keyed by its document's path, unit, chunk and kind, with its blob; and each
+/// chunk's token ids under the same key (kind 0).
+inline std::map<std::string, std::string> states_by_chunk(const std::string& project) {
+    Db db(project, /*create=*/false);
+    std::map<std::string, std::string> out;
+    auto q = db.prepare("SELECT d.path, c.unit, c.ordinal, s.kind, s.blob FROM chunk_state_blobs "
+                        "s JOIN chunks c ON c.id = s.chunk_id JOIN documents d ON d.id = "
+                        "c.document_id");
+    while (q.step()) {
+        const auto b = q.blob(4);
+        out[q.text(0) + " unit " + std::to_string(q.int64(1)) + " chunk " +
+            std::to_string(q.int64(2)) + " kind " + std::to_string(q.int64(3))] =
+            std::string(b.begin(), b.end());
+    }
+    auto c = db.prepare("SELECT d.path, c.unit, c.ordinal, c.tokens FROM chunks c JOIN documents "
+                        "d ON d.id = c.document_id");
+    while (c.step()) {
+        const auto b = c.blob(3);
+        out[c.text(0) + " unit " + std::to_string(c.int64(1)) + " chunk " +
+            std::to_string(c.int64(2)) + " tokens"] = std::string(b.begin(), b.end());
+    }
+    return out;
+}
+
+/// The keys on which two states_by_chunk maps differ (missing on one side, or other bytes).
+inline std::vector<std::string> state_differences(const std::map<std::string, std::string>& a,
+                                                  const std::map<std::string, std::string>& b) {
+    std::vector<std::string> d;
+    for (const auto& [k, v] : a) {
+        const auto it = b.find(k);
+        if (it == b.end())
+            d.push_back(k + " missing from the second");
+        else if (it->second != v)
+            d.push_back(k + " differs");
+    }
+    for (const auto& [k, v] : b)
+        if (!a.count(k))
+            d.push_back(k + " missing from the first");
+    return d;
+}
+
+/// Files in `dir` and below, as paths relative to it, sorted.
+inline std::vector<std::string> files_under(const std::string& dir) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+        out.push_back(std::filesystem::relative(it->path(), dir).string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+} // namespace spanscope::test

@@ -1,0 +1,219 @@
+// A full disk under spanscope-cli: during an ingest (a file size limit in the child, so that
+// write() fails with EFBIG, and a small tmpfs where the machine lets a test mount one, ENOSPC)
+// and while `ask --project` saves its chat. Each fault must be reported in one line that names
+// the project file and the cause, lose nothing committed before it (integrity_check, every
+// earlier row byte for byte), and the same command run once the fault is gone must finish
+// with exactly what an uninterrupted run stores.
+#include "project_faults.h"
+#include "tiny_model.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/mount.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+using namespace spanscope::test;
+
+namespace {
+
+class DiskFull : public ::testing::Test {
+protected:
+    void SetUp() override {
+        model_ = dir_.file("tiny.gguf");
+        TinyGemma3Config c;
+        c.n_ctx = 2048;
+        c.sliding_window = 16;
+        write_tiny_gemma3(model_, c);
+        first_ = dir_.file("first.txt");
+        second_ = dir_.file("second.txt");
+        std::ofstream(first_, std::ios::binary) << sample_prose(3, 900);
+        std::ofstream(second_, std::ios::binary) << sample_prose(7, 2200);
+    }
+
+    std::vector<std::string> ingest(const std::string& project, const std::string& doc) const {
+        return {"ingest",    "--project", project,          "--model", model_,
+                "--threads", "1",         "--chunk-tokens", "32",      doc};
+    }
+    std::vector<std::string> ask(const std::string& project, const std::string& q) const {
+        return {"ask",       "--project", project,        "--model", model_,
+                "--threads", "1",         "--max-tokens", "6",       q};
+    }
+
+    ChildRun run(const std::vector<std::string>& args, const ChildSetup& s = {}) const {
+        return run_cli_in(dir_.path, args, s);
+    }
+
+    /// The project after an uninterrupted ingest of both documents, and its size after each.
+    void reference(const std::string& path, int64_t* after_first, int64_t* after_both) const {
+        ASSERT_EQ(run(ingest(path, first_)).status, 0);
+        *after_first = static_cast<int64_t>(std::filesystem::file_size(path));
+        const auto r = run(ingest(path, second_));
+        ASSERT_EQ(r.status, 0) << r.err;
+        *after_both = static_cast<int64_t>(std::filesystem::file_size(path));
+    }
+
+    /// The fault's report: exit status 1 and one line that names the project file and says the
+    /// disk is full (or the file size limit was reached).
+    static void expect_disk_full_report(const ChildRun& r, const std::string& project,
+                                        const std::string& where) {
+        EXPECT_EQ(r.status, 1) << where << "\n" << r.err;
+        const auto lines = message_lines(r.err);
+        const auto named = std::count_if(lines.begin(), lines.end(), [&](const std::string& l) {
+            return l.find(project) != std::string::npos &&
+                   (l.find("disk is full") != std::string::npos ||
+                    l.find("file size limit") != std::string::npos);
+        });
+        EXPECT_EQ(named, 1) << where << ": want one line naming " << project
+                            << " and the full disk:\n"
+                            << r.err;
+        EXPECT_EQ(r.err.find("disk I/O error"), std::string::npos) << where << "\n" << r.err;
+    }
+
+    TempDir dir_;
+    std::string model_, first_, second_;
+};
+
+} // namespace
+
+TEST_F(DiskFull, IngestStopsAtAFileSizeLimitKeepsWhatWasCommittedAndResumes) {
+    const std::string ref = dir_.file("reference.spanscope");
+    int64_t after_first = 0, after_both = 0;
+    reference(ref, &after_first, &after_both);
+    const auto want = states_by_chunk(ref);
+
+    const std::string p = dir_.file("p.spanscope");
+    ASSERT_EQ(run(ingest(p, first_)).status, 0);
+    const auto before = dump_project(p);
+    // The second document's writes go to the write-ahead log from its start: a limit of half
+    // what they add stops the ingest in its middle (never below the 32 KiB shared-memory file).
+    const int64_t limit = std::max<int64_t>(48 << 10, (after_both - after_first) / 2);
+    ChildSetup s;
+    s.file_size_limit = limit;
+    const auto r = run(ingest(p, second_), s);
+    std::printf("[ limit ] %lld bytes (the second document adds %lld)\n",
+                static_cast<long long>(limit), static_cast<long long>(after_both - after_first));
+    expect_disk_full_report(r, p, "ingest under RLIMIT_FSIZE");
+    std::printf("[ message ] %s",
+                message_lines(r.err).empty() ? "\n" : (message_lines(r.err).back() + "\n").c_str());
+    EXPECT_EQ(integrity_of(p), "ok");
+    EXPECT_EQ(rows_lost(before, dump_project(p)), std::vector<std::string>{});
+    const auto part = states_by_chunk(p);
+    int64_t stored = 0;
+    for (const auto& [k, v] : part) {
+        if (k.find(second_) == 0 && k.find(" kind 1") != std::string::npos)
+            ++stored;
+        const auto it = want.find(k);
+        // A committed attention-row state is final; a sliding tail is replaced as chunks follow.
+        if (k.find(" kind 2") == std::string::npos) {
+            ASSERT_NE(it, want.end()) << k;
+            EXPECT_TRUE(it->second == v) << k << " differs from the uninterrupted ingest";
+        }
+    }
+    int64_t total = 0;
+    for (const auto& [k, v] : want)
+        total += k.find(second_) == 0 && k.find(" kind 1") != std::string::npos ? 1 : 0;
+    std::printf("[ fault ] %lld of %lld chunks of the second document committed\n",
+                static_cast<long long>(stored), static_cast<long long>(total));
+    EXPECT_LT(stored, total) << "the limit did not interrupt the ingest";
+
+    // The fault gone: the same command completes, with exactly the reference's states.
+    const auto again = run(ingest(p, second_));
+    EXPECT_EQ(again.status, 0) << again.err;
+    EXPECT_EQ(integrity_of(p), "ok");
+    EXPECT_EQ(state_differences(want, states_by_chunk(p)), std::vector<std::string>{});
+}
+
+TEST_F(DiskFull, IngestOnAFullSmallFilesystemKeepsWhatWasCommittedAndResumes) {
+    // A private mount namespace: the filesystem is this process's and its children's alone.
+    if (unshare(CLONE_NEWNS) != 0)
+        GTEST_SKIP() << "cannot make a private mount namespace (unshare: " << std::strerror(errno)
+                     << "); the file size limit test covers the full disk";
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+        GTEST_SKIP() << "cannot make the mounts private: " << std::strerror(errno);
+    const std::string ref = dir_.file("reference.spanscope");
+    int64_t after_first = 0, after_both = 0;
+    reference(ref, &after_first, &after_both);
+    const auto want = states_by_chunk(ref);
+
+    // The project after the first document, copied onto a filesystem with room for it, its
+    // shared-memory file and half of what the second document adds.
+    const std::string p0 = dir_.file("p0.spanscope");
+    ASSERT_EQ(run(ingest(p0, first_)).status, 0);
+    const std::string small = dir_.file("small");
+    std::filesystem::create_directory(small);
+    const int64_t room = after_first + (64 << 10) + (after_both - after_first) / 2;
+    const std::string size = "size=" + std::to_string((room + 4095) / 4096 * 4096);
+    if (mount("tmpfs", small.c_str(), "tmpfs", 0, size.c_str()) != 0)
+        GTEST_SKIP() << "cannot mount a small tmpfs (" << std::strerror(errno)
+                     << "); the file size limit test covers the full disk";
+    struct Unmount {
+        std::string at;
+        ~Unmount() { umount2(at.c_str(), MNT_DETACH); }
+    } unmount{small};
+    const std::string p = small + "/p.spanscope";
+    std::filesystem::copy_file(p0, p);
+    const auto before = dump_project(p);
+    const auto r = run(ingest(p, second_));
+    expect_disk_full_report(r, p, "ingest on a full tmpfs");
+    std::printf("[ message ] %s",
+                message_lines(r.err).empty() ? "\n" : (message_lines(r.err).back() + "\n").c_str());
+    EXPECT_EQ(integrity_of(p), "ok");
+    EXPECT_EQ(rows_lost(before, dump_project(p)), std::vector<std::string>{});
+
+    // The filesystem grown: the same command completes with the reference's states.
+    ASSERT_EQ(mount("tmpfs", small.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0)
+        << std::strerror(errno);
+    const auto again = run(ingest(p, second_));
+    EXPECT_EQ(again.status, 0) << again.err;
+    EXPECT_EQ(integrity_of(p), "ok");
+    EXPECT_EQ(state_differences(want, states_by_chunk(p)), std::vector<std::string>{});
+}
+
+TEST_F(DiskFull, AskThatCannotSaveItsChatSaysSoAndKeepsTheEarlierChats) {
+    const std::string p = dir_.file("p.spanscope");
+    ASSERT_EQ(run(ingest(p, first_)).status, 0);
+
+    // A connection held open here keeps the write-ahead log from being reset between the asks
+    // (a second program on the project), so each ask writes past its end: a limit a little past
+    // the log's size stops the ask while it saves its chat. Limits grow until an ask saves it;
+    // each one that fails must say so and lose nothing.
+    spanscope::Db keep(p, /*create=*/false);
+    keep.exec("SELECT count(*) FROM chats");
+    const auto first_ask = run(ask(p, "Where is the river?"));
+    ASSERT_EQ(first_ask.status, 0) << first_ask.err;
+    const auto before = dump_project(p);
+    ASSERT_EQ(before.at("chats").size(), 1u);
+    int failed = 0;
+    bool saved = false;
+    for (int64_t step = 1; !saved && step < (1 << 20); step = step * 2 + 1024) {
+        std::error_code ec;
+        const auto wal = std::filesystem::file_size(p + "-wal", ec);
+        ChildSetup s;
+        const int64_t limit =
+            std::max<int64_t>(33 << 10, (ec ? 0 : static_cast<int64_t>(wal)) + step);
+        s.file_size_limit = limit;
+        const auto r = run(ask(p, "Which garden is quiet?"), s);
+        const std::string where = "ask under a limit of " + std::to_string(limit) + " bytes";
+        ASSERT_EQ(integrity_of(p), "ok") << where;
+        EXPECT_EQ(rows_lost(before, dump_project(p)), std::vector<std::string>{}) << where;
+        if (r.status == 0) {
+            saved = true;
+        } else {
+            ++failed;
+            expect_disk_full_report(r, p, where);
+        }
+        std::printf("[ ask ] limit %7lld bytes: %s\n", static_cast<long long>(limit),
+                    r.status == 0 ? "saved" : r.err.c_str());
+    }
+    EXPECT_GT(failed, 0) << "no limit made the save fail";
+    // The fault gone: an ask works and its chat is kept beside the earlier ones.
+    const auto later = run(ask(p, "What did the letter say?"));
+    EXPECT_EQ(later.status, 0) << later.err;
+    EXPECT_EQ(integrity_of(p), "ok");
+    const auto after = dump_project(p);
+    EXPECT_EQ(rows_lost(before, after), std::vector<std::string>{});
+    EXPECT_GE(after.at("chats").size(), 2u);
+}
