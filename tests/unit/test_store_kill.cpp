@@ -7,8 +7,10 @@
 // stores; the same command run again completes and leaves exactly what an uninterrupted run
 // leaves.
 //
-// Each test makes 8 kills (SPANSCOPE_KILLS=N: N each); the moments are fixed by the seed
-// (SPANSCOPE_KILL_SEED=N), printed with every kill.
+// Each test makes 8 kills (SPANSCOPE_KILLS=N: N each): half spread over the command's run, half
+// drawn between the latest moment a kill found its write not yet done and the earliest it found
+// it done, so that they close in on that write. The draws are fixed by the seed
+// (SPANSCOPE_KILL_SEED=N); the moments also depend on the machine's speed.
 #include "kill_support.h"
 #include "test_support.h"
 #include "tiny_model.h"
@@ -17,6 +19,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -113,6 +116,25 @@ protected:
     std::uniform_real_distribution<double> within_{0.0, 1.0};
 };
 
+/// Where a command's last write happens, narrowed kill by kill: `lo` the latest moment a kill
+/// found the write not yet done, `hi` the earliest it found it done. Drawing kills between them
+/// concentrates them on the write (the moments shift with the machine's load, so the bracket is
+/// widened again when it closes).
+struct Bracket {
+    double lo = 0, hi = 0;
+    double next(std::mt19937& rng) {
+        if (hi - lo < 1e-4)
+            lo = std::max(0.0, hi - 0.2 * hi), hi = hi + 0.1 * hi;
+        return std::uniform_real_distribution<double>(lo, hi)(rng);
+    }
+    void observe(double at, bool done) {
+        if (done)
+            hi = std::min(hi, at);
+        else
+            lo = std::max(lo, at);
+    }
+};
+
 void expect_same_states(const Snapshot& got, const Snapshot& want, const std::string& where) {
     ASSERT_EQ(got.states.size(), want.states.size()) << where << ": chunk states";
     for (size_t i = 0; i < got.states.size(); ++i) {
@@ -187,13 +209,13 @@ TEST_F(StoreKill, KillsWhileAnAnswerIsSavedLoseNothing) {
     std::printf("[ reference ] ask took %.0f ms; %zu SEKV states, %zu source rows\n", T * 1000,
                 ref.sekv.size(), answer.sources.size());
 
-    // Half the kills spread over the whole ask, half over its end, where the answer is saved.
+    // Half the kills spread over the whole ask, half on the moment its answer is saved.
     rng_.seed(seed_);
+    Bracket save{0.5 * T, 1.3 * T};
     const int n = kills_wanted(8);
     int interrupted = 0, nothing = 0, question_only = 0, answered = 0;
     for (int i = 0; i < n; ++i) {
-        const double at = i % 2 == 0 ? moment(i / 2, (n + 1) / 2, 1.1 * T)
-                                     : 0.75 * T + moment(i / 2, n / 2, 0.3 * T);
+        const double at = i % 2 == 0 ? moment(i / 2, (n + 1) / 2, 1.2 * T) : save.next(rng_);
         const std::string k = dir_ + "/killed.spanscope";
         const std::string where = "kill " + std::to_string(i) + " after " +
                                   std::to_string(static_cast<int>(at * 1000)) + " ms";
@@ -208,6 +230,7 @@ TEST_F(StoreKill, KillsWhileAnAnswerIsSavedLoseNothing) {
             expect_same_message(s.messages[0], question, where);
         if (s.messages.size() == 2)
             expect_same_message(s.messages[1], answer, where);
+        save.observe(at, s.messages.size() == 2);
         const char* outcome[] = {"nothing saved", "the question saved", "the answer saved"};
         (s.messages.empty() ? nothing : s.messages.size() == 1 ? question_only : answered) += 1;
         // The same ask again completes and answers as the uninterrupted one did.
@@ -252,24 +275,28 @@ TEST_F(StoreKill, KillsDuringVacuumLoseNothing) {
                 static_cast<uintmax_t>(std::filesystem::file_size(base)),
                 static_cast<uintmax_t>(ref_size));
 
+    // Half the kills spread over the whole command, half on the moment the vacuum commits.
     rng_.seed(seed_ + 1);
+    Bracket commit{0.0, 1.3 * T};
     const int n = kills_wanted(8);
     int interrupted = 0, mid_vacuum = 0;
     for (int i = 0; i < n; ++i) {
-        const double at = moment(i, n, 1.2 * T);
+        const double at = i % 2 == 0 ? moment(i / 2, (n + 1) / 2, 1.2 * T) : commit.next(rng_);
         const std::string k = dir_ + "/killed.spanscope";
         const std::string where = "kill " + std::to_string(i) + " after " +
                                   std::to_string(static_cast<int>(at * 1000)) + " ms";
         const bool hit = killed_run(base, k, vacuum(k), at);
         interrupted += hit ? 1 : 0;
-        // A write-ahead log left behind: the kill came while the vacuum was writing.
+        // A write-ahead log with frames (more than its 32-byte header) left behind: the kill
+        // came while the vacuum was writing.
         const int64_t wal = wal_bytes(k);
-        mid_vacuum += hit && wal > 0 ? 1 : 0;
+        mid_vacuum += hit && wal > 32 ? 1 : 0;
         const Snapshot s = snapshot(k);
         ASSERT_EQ(s.integrity, "ok") << where;
         EXPECT_EQ(s.documents, before.documents) << where;
         EXPECT_EQ(s.chunks, before.chunks) << where;
         expect_same_states(s, before, where);
+        commit.observe(at, std::filesystem::file_size(k) == ref_size);
         run_ok(vacuum(k));
         const Snapshot r = snapshot(k);
         ASSERT_EQ(r.integrity, "ok") << where << ", vacuumed again";
@@ -323,11 +350,13 @@ TEST_F(StoreKill, KillsDuringEvictionLoseNothing) {
     std::printf("[ reference ] eviction took %.0f ms: %zu of %zu units evicted\n", T * 1000,
                 all_units.size() - ref_units.size(), all_units.size());
 
+    // Half the kills spread over the whole command, half on the evictions.
     rng_.seed(seed_ + 2);
+    Bracket evictions{0.0, 1.3 * T};
     const int n = kills_wanted(8);
     int interrupted = 0, partial = 0;
     for (int i = 0; i < n; ++i) {
-        const double at = moment(i, n, 1.2 * T);
+        const double at = i % 2 == 0 ? moment(i / 2, (n + 1) / 2, 1.2 * T) : evictions.next(rng_);
         const std::string k = dir_ + "/killed.spanscope";
         const std::string where = "kill " + std::to_string(i) + " after " +
                                   std::to_string(static_cast<int>(at * 1000)) + " ms";
@@ -361,6 +390,10 @@ TEST_F(StoreKill, KillsDuringEvictionLoseNothing) {
         for (const auto& u : ref_units)
             EXPECT_TRUE(left.count(u)) << where << ": evicted a unit the limit keeps";
         partial += left.size() != all_units.size() && left.size() != ref_units.size() ? 1 : 0;
+        if (left.size() == ref_units.size())
+            evictions.observe(at, true);
+        else if (left.size() == all_units.size())
+            evictions.observe(at, false);
         run_ok(limit(k));
         const Snapshot r = snapshot(k);
         ASSERT_EQ(r.integrity, "ok") << where << ", limited again";
