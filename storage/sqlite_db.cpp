@@ -63,6 +63,10 @@ std::string error_text(sqlite3* db, const std::string& path, int* rc,
                "limit (" +
                std::string(std::strerror(sys)) + ")" + kept;
     }
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+        return "another program (or another Spanscope window) is writing to this project and "
+               "kept it locked past the wait (" +
+               sqlite_msg + "); what was saved before is kept";
     if (*rc == SQLITE_READONLY_DBMOVED || *rc == SQLITE_IOERR_VNODE)
         return "the project file was moved or removed while it was open; nothing more is "
                "written to it";
