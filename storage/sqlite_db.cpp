@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -13,6 +14,11 @@
 namespace spanscope {
 
 namespace {
+std::string parent_folder(const std::string& path) {
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 // SQLite's message, with the cause a user can act on where the system said more: a full disk
 // (ENOSPC, a quota, or a file size limit: EFBIG, which SQLite reports as a plain I/O error), a
 // read-only file system, permissions, a project file moved or removed while open. A full disk
@@ -32,14 +38,23 @@ int probe_write_failure(const std::string& path) {
                 return EFBIG;
         }
     }
-    const auto slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "."
-                            : slash == 0               ? "/"
-                                                       : path.substr(0, slash);
+    const std::string dir = parent_folder(path);
     struct statvfs v {};
     if (::statvfs(dir.c_str(), &v) == 0 && uint64_t{v.f_bavail} * v.f_frsize < 65536)
         return ENOSPC;
     return 0;
+}
+
+// Why a project cannot be written, as far as the file system tells.
+std::string read_only_cause(const std::string& path) {
+    struct statvfs v {};
+    if (::statvfs(path.c_str(), &v) == 0 && (v.f_flag & ST_RDONLY))
+        return "the file system it is on is read-only";
+    if (::access(path.c_str(), W_OK) != 0)
+        return "the project file is read-only (its permissions)";
+    if (::access(parent_folder(path).c_str(), W_OK) != 0)
+        return "its folder is read-only (SQLite needs to write its log beside the project)";
+    return "the project file is read-only";
 }
 
 std::string error_text(sqlite3* db, const std::string& path, int* rc,
@@ -70,11 +85,40 @@ std::string error_text(sqlite3* db, const std::string& path, int* rc,
     if (*rc == SQLITE_READONLY_DBMOVED || *rc == SQLITE_IOERR_VNODE)
         return "the project file was moved or removed while it was open; nothing more is "
                "written to it";
-    if (sys == EROFS)
-        return "cannot write: the file system is read-only (" + sqlite_msg + ")";
+    if (primary == SQLITE_READONLY || sys == EROFS || sys == EACCES || sys == EPERM)
+        return "cannot write: " + read_only_cause(path) + " (" + sqlite_msg + ")";
     if (sys != 0 && primary != SQLITE_FULL)
         return sqlite_msg + " (" + std::strerror(sys) + ")";
     return sqlite_msg;
+}
+
+// A database this process cannot write, nor write its log beside (a read-only file, folder or
+// file system), with no write-ahead log left to replay: SQLite would either fail to open it in
+// WAL mode or leave a log and shared-memory file behind that it cannot remove. It is opened
+// read-only and immutable instead (nothing is created, every write is refused as read-only).
+bool read_only_place(const std::string& path, bool create) {
+    if (create || ::access(path.c_str(), R_OK) != 0)
+        return false;
+    if (::access(path.c_str(), W_OK) == 0 && ::access(parent_folder(path).c_str(), W_OK) == 0)
+        return false;
+    struct stat wal {};
+    return ::stat((path + "-wal").c_str(), &wal) != 0 || wal.st_size == 0;
+}
+
+// "file:PATH?immutable=1" with the characters a URI path cannot hold escaped.
+std::string immutable_uri(const std::string& path) {
+    static const char* hex = "0123456789ABCDEF";
+    std::string uri = "file:";
+    for (const unsigned char c : path) {
+        if (c == '%' || c == '?' || c == '#' || c <= ' ' || c >= 0x7f) {
+            uri += '%';
+            uri += hex[c >> 4];
+            uri += hex[c & 15];
+        } else {
+            uri += static_cast<char>(c);
+        }
+    }
+    return uri + "?immutable=1";
 }
 
 [[noreturn]] void fail(sqlite3* db, int rc, const std::string& context) {
@@ -87,7 +131,11 @@ std::string error_text(sqlite3* db, const std::string& path, int* rc,
 Db::Db(const std::string& path, bool create) : path_(path) {
     const int flags =
         SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
-    const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    const int rc =
+        read_only_place(path, create)
+            ? sqlite3_open_v2(immutable_uri(path).c_str(), &db_,
+                              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr)
+            : sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
     if (rc != SQLITE_OK) {
         int code = rc;
         const std::string msg =
@@ -227,6 +275,14 @@ bool Stmt::is_null(int col) const {
 }
 
 Transaction::Transaction(Db& db) : db_(db) {
+    // Writes to a file that was removed or renamed since it was opened would go where no one
+    // finds them (or into a file the user moved away): refused before they start.
+    int moved = 0;
+    if (sqlite3_file_control(db_.handle(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
+        moved)
+        throw DbError(db_.path() + ": the project file was moved or removed while it was open; "
+                                   "nothing more is written to it",
+                      SQLITE_READONLY_DBMOVED);
     db_.exec("BEGIN IMMEDIATE");
 }
 

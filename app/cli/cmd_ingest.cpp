@@ -128,8 +128,14 @@ int run_ingest(const IngestOptions& o) {
                 continue;
             }
             // The message names the file and the cause; the documents after it are not tried.
-            std::cerr << "spanscope-cli: " << e.what() << "; run the same command again to resume ("
-                      << given << " and the documents after it were not completed)\n";
+            // A fault that passes (space freed, the other program done) is resumed by the same
+            // command; a file that cannot be written or was moved away is not.
+            const int code = e.code() & 0xff;
+            std::cerr << "spanscope-cli: " << e.what();
+            if (code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_BUSY ||
+                code == SQLITE_LOCKED)
+                std::cerr << "; run the same command again to resume";
+            std::cerr << " (" << given << " and the documents after it were not completed)\n";
             return 1;
         } catch (const DocumentError& e) {
             clear_progress_line();
