@@ -67,8 +67,8 @@ SekvExpectation derived_expectation(const std::vector<uint8_t>& b) {
     const auto n_spans = c.get<uint32_t>();
     std::vector<int64_t> sizes;
     for (uint32_t i = 0; c.ok && i < n_spans; ++i) {
-        const auto begin = c.get<int64_t>(), end = c.get<int64_t>();
-        sizes.push_back(end - begin);
+        const auto begin = c.get<uint64_t>(), end = c.get<uint64_t>();
+        sizes.push_back(static_cast<int64_t>(end - begin)); // (any two values: no overflow)
     }
     c.skip(2 * 8 * uint64_t{n_spans}); // span character ranges
     const auto n_layers = std::min<uint32_t>(c.get<uint32_t>(), 64);
