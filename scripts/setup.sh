@@ -5,6 +5,9 @@
 #                                open the window on the GPL-3 and ask about it
 #   bash scripts/setup.sh test   install, build (the lab too), run the whole test suite (exit != 0
 #                                on failure)
+#   bash scripts/setup.sh asan   install, build with ASan and UBSan (the lab too), run the whole
+#                                test suite under them
+#   bash scripts/setup.sh tsan   install, build with TSan, run the threaded tests under it
 #   bash scripts/setup.sh deps | model | build    one step only (model: the default model and
 #                                SmolLM2-135M-Instruct, which the BPE tokenizer tests read)
 #
@@ -102,10 +105,39 @@ step_product_build() {
 }
 
 step_fuzz_build() {
+    echo "== building the fuzz targets in $BUILD-fuzz"
     cmake -S "$ROOT" -B "$BUILD-fuzz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+        -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSPANSCOPE_CUDA=OFF \
         -DSPANSCOPE_FUZZ=ON -DSPANSCOPE_BUILD_TESTS=ON >/dev/null
-    cmake --build "$BUILD-fuzz" -j "$JOBS" --target fuzz_gguf
+    cmake --build "$BUILD-fuzz" -j "$JOBS" --target fuzz_targets
+}
+
+# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer (docs/fuzzing.md,
+# "Sanitizers"). The CUDA backend is left out: its kernels run only on a GPU, where
+# scripts/gpu-check.sh runs compute-sanitizer over them.
+step_asan() {
+    echo "== building with AddressSanitizer and UndefinedBehaviorSanitizer in $BUILD-asan"
+    cmake -S "$ROOT" -B "$BUILD-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DSPANSCOPE_SANITIZE=ON -DSPANSCOPE_LAB=ON -DSPANSCOPE_CUDA=OFF >/dev/null
+    cmake --build "$BUILD-asan" -j "$JOBS"
+    echo "== running the test suite under ASan and UBSan"
+    ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1" \
+    LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+        ctest --test-dir "$BUILD-asan" --output-on-failure -j "$JOBS" "$@"
+}
+
+# The threaded tests (engine: thread pool, kernels, sessions; the store; the desktop
+# application's workers) under ThreadSanitizer.
+TSAN_TESTS='^(TinyGemma3|SekvMemory|Models/LlamaTiny|Archs/|AttentionMass|PicAssembly|StateCacheTest|qgemm|Simd/|ProjectTest|SekvProjectTest|ChunkState|SekvBlobs|IngestKill|StoreKill|DiskFull|CliProject|test_gui_)'
+step_tsan() {
+    echo "== building with ThreadSanitizer in $BUILD-tsan"
+    cmake -S "$ROOT" -B "$BUILD-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DSPANSCOPE_TSAN=ON -DSPANSCOPE_LAB=OFF -DSPANSCOPE_CUDA=OFF >/dev/null
+    cmake --build "$BUILD-tsan" -j "$JOBS"
+    echo "== running the threaded tests under TSan"
+    TSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
+        ctest --test-dir "$BUILD-tsan" --output-on-failure -j "$JOBS" -R "$TSAN_TESTS" "$@"
 }
 
 case "${1:-}" in
@@ -124,6 +156,17 @@ demo)
     echo "== spanscope --ask \"$q\" $doc"
     "$BUILD/app/gui/spanscope" --ask "$q" "$doc"
     ;;
+asan)
+    step_deps
+    step_model
+    step_smollm2
+    step_asan
+    ;;
+tsan)
+    step_deps
+    step_model
+    step_tsan
+    ;;
 test)
     step_deps
     step_model
@@ -137,7 +180,7 @@ test)
     ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
     ;;
 *)
-    sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
