@@ -110,9 +110,13 @@ HtmlNotes find_html_notes(xmlDoc* doc) {
         const auto it = notes.find(href.substr(1));
         if (it == notes.end())
             continue;
-        const std::string label = visible_text(ref), text = visible_text(it->second);
+        // The note's text at its first reference only: a page that references one note many
+        // times must not multiply its text (a few kilobytes of references would make
+        // gigabytes of text).
+        const bool first = out.skipped.insert(it->second).second;
+        const std::string label = visible_text(ref);
+        const std::string text = first ? visible_text(it->second) : std::string();
         out.replacement[ref] = "[" + label + (text.empty() ? "" : ": " + text) + "]";
-        out.skipped.insert(it->second);
     }
     return out;
 }

@@ -14,7 +14,8 @@ namespace spanscope {
 struct HtmlNotes {
     /// Each note reference (an <a>) and the text that replaces it: "[label: note text]", the
     /// label being the reference's own text ("1"), the note's text its visible text with runs
-    /// of whitespace collapsed (its backlinks left out).
+    /// of whitespace collapsed (its backlinks left out). A later reference to a note already
+    /// placed is its label alone ("[1]"): the text is not repeated.
     std::unordered_map<const xmlNode*, std::string> replacement;
     /// Elements whose text is not read where they stand: the notes moved to their references,
     /// and every backlink from a note to its reference ("↩").

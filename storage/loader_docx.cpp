@@ -300,7 +300,7 @@ private:
             } else if (is_w(n, "noBreakHyphen")) {
                 out.append("-");
             } else if ((is_w(n, "footnoteReference") || is_w(n, "endnoteReference")) && !in_note) {
-                const auto& notes = is_w(n, "footnoteReference") ? footnotes_ : endnotes_;
+                auto& notes = is_w(n, "footnoteReference") ? footnotes_ : endnotes_;
                 const auto it = notes.find(attribute(n, ns_.data(), "id"));
                 ++note_count_;
                 out.append("[");
@@ -310,6 +310,11 @@ private:
                     out.append(it->second);
                 }
                 out.append("]");
+                // The note's text at its first reference only: a later reference to the same
+                // note is its number alone, so that references (a few bytes each, compressed
+                // to less) cannot multiply a note's text into gigabytes.
+                if (it != notes.end())
+                    notes.erase(it);
             } else if (is_element(n, kMc, "AlternateContent")) {
                 if (const xmlNode* choice = child_element(n, kMc, "Choice"))
                     inline_content(choice, out, in_note);

@@ -6,7 +6,8 @@
 // otherwise). Inputs that are not ZIP archives (no "PK" magic) are left to the other targets.
 // The rule: any input either loads or raises DocumentError — never crashes, reads out of
 // bounds, hits undefined behaviour or throws anything else; an archive that inflates past the
-// limit is refused (a ZIP bomb). What loads passes check_document (loader_fuzz_util.h).
+// limit is refused (a ZIP bomb). What loads passes check_document (loader_fuzz_util.h) and
+// holds at most 8 bytes of text per byte the limit lets inflate.
 // Build and run: docs/fuzzing.md.
 #include "loader_fuzz_util.h"
 
@@ -31,6 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const auto doc =
             spanscope::load_document(file.path(), spanscope::fuzz::fuzz_load_options(kMaxBytes));
         spanscope::fuzz::check_document(doc, kMaxBytes, /*complete=*/true);
+        // At most 8 bytes of text per byte inflated (markup only shrinks, a list label is a
+        // few bytes per paragraph): anything more is text multiplied.
+        if (doc.text.size() > 8 * kMaxBytes + 1024)
+            __builtin_trap();
     } catch (const spanscope::DocumentError&) {
         // Refused: damaged, truncated, encrypted, too large, or not one of the three kinds.
     }

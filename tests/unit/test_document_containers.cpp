@@ -384,6 +384,35 @@ TEST(DocumentContainers, ALyingSizeInTheHeadersDoesNotGetPastTheBound) {
         << msg;
 }
 
+TEST(DocumentContainers, ANoteReferencedManyTimesIsReadOnce) {
+    TempDir dir;
+    // A 2 KB footnote referenced 40 000 times: the references compress to a few kilobytes, so a
+    // loader that read the note at each one would make 80 MB of text from a 5 KB file.
+    const std::string w =
+        "xmlns:w=\"http://schemas.openxmlformats.org/wordprocessingml/2006/main\"";
+    std::string xml =
+        "<?xml version=\"1.0\"?><w:document " + w + "><w:body><w:p><w:r><w:t>See" + "</w:t></w:r>";
+    for (int i = 0; i < 40000; ++i)
+        xml += "<w:r><w:footnoteReference w:id=\"1\"/></w:r>";
+    xml += "</w:p></w:body></w:document>";
+    std::string note;
+    while (note.size() < 2000)
+        note += "note text ";
+    note.pop_back();
+    const std::string notes = "<?xml version=\"1.0\"?><w:footnotes " + w +
+                              "><w:footnote w:id=\"1\"><w:p><w:r><w:t>" + note +
+                              "</w:t></w:r></w:p></w:footnote></w:footnotes>";
+    ASSERT_FALSE(make_zip(dir.file("notes.docx"),
+                          {{"word/document.xml", xml}, {"word/footnotes.xml", notes}})
+                     .empty());
+    EXPECT_LT(fs::file_size(dir.file("notes.docx")), 64u << 10);
+    const LoadedDocument doc = load_document(dir.file("notes.docx"));
+    // The note's text at its first reference, the later references their number alone.
+    EXPECT_TRUE(doc.text.starts_with("See[1: " + note + "][2][3]")) << doc.text.substr(0, 100);
+    EXPECT_TRUE(doc.text.ends_with("[40000]"));
+    EXPECT_LT(doc.text.size(), 1u << 20);
+}
+
 TEST(DocumentContainers, EntitiesAreNeitherFetchedNorExpandedAndHugeTreesRefused) {
     TempDir dir;
     // An external entity (a file of this machine) is not read, an internal one not expanded.

@@ -339,6 +339,26 @@ TEST(DocumentLoader, HtmlCharsetFromMetaAndUndeclaredLatin1) {
         << doc.source_encoding << ": " << doc.text;
 }
 
+TEST(DocumentLoader, HtmlNoteReferencedManyTimesIsReadOnce) {
+    TempDir dir;
+    // A 3 KB note referenced 2 000 times: read at each reference it would make 6 MB of text from
+    // an 80 KB page (and gigabytes from a larger one).
+    std::string note;
+    while (note.size() < 3000)
+        note += "note text ";
+    note.pop_back();
+    std::string page = "<html><body><p>See";
+    for (int i = 1; i <= 2000; ++i)
+        page += "<a epub:type=\"noteref\" href=\"#n\">" + std::to_string(i) + "</a>";
+    page += "</p><aside epub:type=\"footnote\" id=\"n\"><p>" + note + "</p></aside></body></html>";
+    ASSERT_TRUE(write_file(dir.file("notes.html"), page));
+    const LoadedDocument doc = load_document(dir.file("notes.html"));
+    // The note's text at its first reference, the later references their label alone.
+    EXPECT_TRUE(doc.text.starts_with("See[1: " + note + "][2][3]")) << doc.text.substr(0, 100);
+    EXPECT_TRUE(doc.text.ends_with("[2000]"));
+    EXPECT_LT(doc.text.size(), page.size());
+}
+
 TEST(DocumentLoader, RealHtmlFile) {
     const std::string path = "/usr/share/doc/shared-mime-info/shared-mime-info-spec.html/x34.html";
     if (!fs::exists(path))
