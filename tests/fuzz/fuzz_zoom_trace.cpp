@@ -74,12 +74,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (s.first_span < 0 || s.n_spans < 0 ||
             int64_t{s.first_span} + s.n_spans > t.trace.n_spans)
             __builtin_trap();
-    volatile int64_t sink = 0;
+    volatile uint64_t sink = 0; // unsigned: the sums of forged values wrap, defined
     volatile float fsink = 0;
     for (size_t i = 0; i < steps.size(); ++i) {
-        sink = sink + t.tokens[i] + steps[i].fast_tier_bytes + steps[i].host_tier_bytes;
+        sink = sink + static_cast<uint64_t>(t.tokens[i]) +
+               static_cast<uint64_t>(steps[i].fast_tier_bytes) +
+               static_cast<uint64_t>(steps[i].host_tier_bytes);
         for (const char c : t.token_texts[i])
-            sink = sink + c;
+            sink = sink + static_cast<unsigned char>(c);
         for (const auto& l : steps[i].layers)
             for (const auto& h : l.heads) {
                 if (h.relevance.size() != h.spans.size() ||
