@@ -121,6 +121,17 @@ std::string immutable_uri(const std::string& path) {
     return uri + "?immutable=1";
 }
 
+// Writes to a file that was removed or renamed since it was opened would go where no one finds
+// them (or into a file the user moved away): refused before they start.
+void refuse_if_moved(Db& db) {
+    int moved = 0;
+    if (sqlite3_file_control(db.handle(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
+        moved)
+        throw DbError(db.path() + ": the project file was moved or removed while it was open; "
+                                  "nothing more is written to it",
+                      SQLITE_READONLY_DBMOVED);
+}
+
 [[noreturn]] void fail(sqlite3* db, int rc, const std::string& context) {
     const char* msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     const std::string text = error_text(db, context, &rc, msg ? msg : sqlite3_errstr(rc));
@@ -230,6 +241,8 @@ Stmt& Stmt::bind_null(int i) {
 }
 
 bool Stmt::step() {
+    if (!sqlite3_stmt_busy(st_) && !sqlite3_stmt_readonly(st_))
+        refuse_if_moved(*db_);
     const int rc = sqlite3_step(st_);
     if (rc == SQLITE_ROW)
         return true;
@@ -275,14 +288,7 @@ bool Stmt::is_null(int col) const {
 }
 
 Transaction::Transaction(Db& db) : db_(db) {
-    // Writes to a file that was removed or renamed since it was opened would go where no one
-    // finds them (or into a file the user moved away): refused before they start.
-    int moved = 0;
-    if (sqlite3_file_control(db_.handle(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK &&
-        moved)
-        throw DbError(db_.path() + ": the project file was moved or removed while it was open; "
-                                   "nothing more is written to it",
-                      SQLITE_READONLY_DBMOVED);
+    refuse_if_moved(db_);
     db_.exec("BEGIN IMMEDIATE");
 }
 

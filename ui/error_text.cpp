@@ -46,6 +46,12 @@ QString describe_error(const QString& what, const std::exception& e) {
     QString out = what + ": " + msg;
     if (!out.endsWith('.'))
         out += '.';
+    // The store's message already says it (storage/sqlite_db.cpp): what to do, once.
+    if (msg.contains(QLatin1String("disk is full")))
+        cause = QStringLiteral("Free some space and try again.");
+    else if (msg.contains(QLatin1String("read-only")) ||
+             msg.contains(QLatin1String("moved or removed")))
+        cause.clear();
     if (!cause.isEmpty())
         out += ' ' + cause;
     return out;

@@ -8,16 +8,72 @@
 #include "ui/chat_export.h"
 #include "ui/error_text.h"
 
+#include <QFile>
 #include <QLocale>
-#include <QSaveFile>
 
 #include <nlohmann/json.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 namespace spanscope::gui {
 
 namespace {
 QString q(const std::string& s) {
     return QString::fromStdString(s);
+}
+
+// Write `bytes` to `path` whole or not at all: into a temporary file beside it, every write()
+// checked (a short write is an error: QSaveFile took a write cut short by a full disk or a file
+// size limit for success and renamed the truncated file into place), synced, then renamed over
+// the target. On failure the temporary file is removed and `why` says what happened.
+bool write_file_whole(const QString& path, const QByteArray& bytes, QString* why) {
+    const QByteArray target = QFile::encodeName(path);
+    QByteArray tmp = target + ".XXXXXX";
+    const int fd = ::mkstemp(tmp.data());
+    if (fd < 0) {
+        *why = QString::fromLocal8Bit(std::strerror(errno));
+        return false;
+    }
+    struct stat st {};
+    ::fchmod(fd, ::stat(target.constData(), &st) == 0 ? (st.st_mode & 07777) : 0644);
+    int err = 0;
+    const char* p = bytes.constData();
+    qint64 left = bytes.size();
+    while (left > 0 && err == 0) {
+        const ssize_t n = ::write(fd, p, static_cast<size_t>(left));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            err = n < 0 ? errno : EIO;
+            break;
+        }
+        p += n;
+        left -= n;
+    }
+    if (err == 0 && ::fsync(fd) != 0)
+        err = errno;
+    if (::close(fd) != 0 && err == 0)
+        err = errno;
+    if (err == 0 && ::rename(tmp.constData(), target.constData()) != 0)
+        err = errno;
+    if (err == 0)
+        return true;
+    ::unlink(tmp.constData());
+    const QString sys = QString::fromLocal8Bit(std::strerror(err));
+    if (err == ENOSPC || err == EDQUOT)
+        *why = QStringLiteral("the disk is full (%1)").arg(sys);
+    else if (err == EFBIG)
+        *why = QStringLiteral("the disk is full for this file, which reached the file size "
+                              "limit (%1)")
+                   .arg(sys);
+    else
+        *why = sys;
+    return false;
 }
 } // namespace
 
@@ -195,11 +251,11 @@ void StoreWorker::export_chat(qint64 chat_id, const QString& path) {
         for (const auto& c : project_->chats())
             if (c.id == chat_id)
                 title = q(c.title);
-        QSaveFile f(path);
         const QByteArray md = chat_markdown(title, message_rows(*project_, chat_id)).toUtf8();
-        if (!f.open(QIODevice::WriteOnly) || f.write(md) != md.size() || !f.commit()) {
+        QString why;
+        if (!write_file_whole(path, md, &why)) {
             emit error(QStringLiteral("Exporting the chat to %1 failed: %2. Nothing was written.")
-                           .arg(path, f.errorString()));
+                           .arg(path, why));
             return;
         }
         emit chat_exported(chat_id, path);
