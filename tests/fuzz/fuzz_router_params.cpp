@@ -4,11 +4,11 @@
 // allocates for a forged size, or throws anything else.
 //
 // The reader takes a path, so the input (after its mode byte) is written to one file per process
-// in $TMPDIR (or /tmp), rewritten for every input. Mode bit 0: expect the seeds' model
-// fingerprint (seed_shapes.h), so a file for another model is refused; otherwise expect none.
-// The file is a GGUF file without a checksum, so there is no re-sealing mode. Parameters it
-// accepts are then used: both digests, and the router and rank gate built from every layer,
-// the gate evaluated once. Build and run: docs/fuzzing.md.
+// in $TMPDIR (or /tmp), rewritten for every input and removed at exit. Mode bit 0: expect the
+// seeds' model fingerprint (seed_shapes.h), so a file for another model is refused; otherwise
+// expect none. The file is a GGUF file without a checksum, so there is no re-sealing mode.
+// Parameters it accepts are then used: both digests, and the router and rank gate built from every
+// layer, the gate evaluated once. Build and run: docs/fuzzing.md.
 #include "engine/sekv/router_params.h"
 #include "engine/sekv/sekv_spans.h" // RankGatePredictor
 #include "seed_shapes.h"
@@ -34,6 +34,8 @@ const std::string& input_path() {
         return std::string(dir && *dir ? dir : "/tmp") + "/fuzz_router_params." +
                std::to_string(getpid()) + ".gguf";
     }();
+    static const bool removed_at_exit = std::atexit([] { std::remove(path.c_str()); }) == 0;
+    (void)removed_at_exit;
     return path;
 }
 
