@@ -112,12 +112,17 @@ step_fuzz_build() {
     cmake --build "$BUILD-fuzz" -j "$JOBS" --target fuzz_targets
 }
 
+# Sanitizer builds: optimised (the real-model tests stay fast enough), line tables only (-g1:
+# file and line in every report, a fraction of full debug information's build time).
+SANITIZER_FLAGS="-O2 -g1 -DNDEBUG"
+
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer (docs/fuzzing.md,
 # "Sanitizers"). The CUDA backend is left out: its kernels run only on a GPU, where
 # scripts/gpu-check.sh runs compute-sanitizer over them.
 step_asan() {
     echo "== building with AddressSanitizer and UndefinedBehaviorSanitizer in $BUILD-asan"
     cmake -S "$ROOT" -B "$BUILD-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" \
         -DSPANSCOPE_SANITIZE=ON -DSPANSCOPE_LAB=ON -DSPANSCOPE_CUDA=OFF >/dev/null
     cmake --build "$BUILD-asan" -j "$JOBS"
     echo "== running the test suite under ASan and UBSan"
@@ -129,10 +134,11 @@ step_asan() {
 
 # The threaded tests (engine: thread pool, kernels, sessions; the store; the desktop
 # application's workers) under ThreadSanitizer.
-TSAN_TESTS='^(TinyGemma3|SekvMemory|Models/LlamaTiny|Archs/|AttentionMass|PicAssembly|StateCacheTest|qgemm|Simd/|ProjectTest|SekvProjectTest|ChunkState|SekvBlobs|IngestKill|StoreKill|DiskFull|CliProject|test_gui_)'
+TSAN_TESTS='^(TinyGemma3|SekvMemory|Models/LlamaTiny|Archs/|AttentionMass|PicAssembly|StateCacheTest|qgemm|Simd/|ProjectTest|SekvProjectTest|ChunkState|SekvBlobs|IngestKill|StoreKill|DiskFull|TwoPrograms|ReadOnlyProject|CliProject|test_gui_)'
 step_tsan() {
     echo "== building with ThreadSanitizer in $BUILD-tsan"
     cmake -S "$ROOT" -B "$BUILD-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" \
         -DSPANSCOPE_TSAN=ON -DSPANSCOPE_LAB=OFF -DSPANSCOPE_CUDA=OFF >/dev/null
     cmake --build "$BUILD-tsan" -j "$JOBS"
     echo "== running the threaded tests under TSan"
