@@ -27,6 +27,12 @@ using namespace spanscope;
 
 volatile size_t sink = 0;
 
+/// Adds each value to the sink on its own, as size_t: a damaged row's numbers may be anything,
+/// and their sum in int64_t could overflow (undefined behaviour in the harness, not the store).
+template <class... T> void add(T... xs) {
+    ((void)(sink = sink + static_cast<size_t>(xs)), ...);
+}
+
 void touch(const std::string& s) {
     for (const char c : s)
         sink = sink + static_cast<unsigned char>(c);
@@ -39,8 +45,7 @@ void touch(const std::vector<uint8_t>& b) {
 
 void touch(const std::vector<SourceRecord>& sources) {
     for (const auto& s : sources) {
-        sink =
-            sink + static_cast<size_t>(s.document_id + s.start_char + s.end_char + s.page + s.line);
+        add(s.document_id, s.start_char, s.end_char, s.page, s.line);
         touch(s.excerpt);
     }
 }
@@ -80,9 +85,8 @@ void read_project(Project& p) {
     });
     step([&] {
         const ProjectInfo info = p.info();
-        sink = sink + static_cast<size_t>(info.schema_version + info.documents + info.chats +
-                                          info.messages + info.chunks + info.states +
-                                          info.state_bytes + info.cache_limit_bytes);
+        add(info.schema_version, info.documents, info.chats, info.messages, info.chunks,
+            info.states, info.state_bytes, info.cache_limit_bytes);
         for (const auto& m : info.models) {
             touch(m.name);
             if (fingerprints.size() < kRows)
@@ -97,25 +101,23 @@ void read_project(Project& p) {
         step([&] { touch(p.document_text(id)); });
         step([&] {
             for (const auto& a : p.document_offset_map(id))
-                sink =
-                    sink + static_cast<size_t>(a.text_offset + a.source_offset + a.page + a.line);
+                add(a.text_offset, a.source_offset, a.page, a.line);
         });
         for (const auto& key : chunkings) {
             step([&] {
                 if (const auto s = p.chunking_summary(id, key))
-                    sink = sink + static_cast<size_t>(s->tokens + s->chunks + s->units);
+                    add(s->tokens, s->chunks, s->units);
             });
             std::vector<int64_t> chunk_ids;
             step([&] {
                 std::vector<std::vector<int64_t>> ids;
                 for (const auto& u : p.load_units(id, key, &ids))
                     for (const auto& c : u.chunks) {
-                        sink = sink + static_cast<size_t>(u.index + c.char_begin + c.char_end +
-                                                          c.token_begin);
+                        add(u.index, c.char_begin, c.char_end, c.token_begin);
                         if (c.token_chars.size() != c.tokens.size())
                             __builtin_trap(); // chunking.h: one text offset per token
                         for (size_t i = 0; i < c.tokens.size(); ++i)
-                            sink = sink + static_cast<size_t>(c.tokens[i] + c.token_chars[i]);
+                            add(c.tokens[i], c.token_chars[i]);
                     }
                 for (const auto& unit : ids)
                     for (const int64_t c : unit)
@@ -123,7 +125,7 @@ void read_project(Project& p) {
                             chunk_ids.push_back(c);
             });
             for (const auto& fp : fingerprints) {
-                step([&] { sink = sink + static_cast<size_t>(p.state_bytes(chunk_ids, fp)); });
+                step([&] { add(p.state_bytes(chunk_ids, fp)); });
                 for (const int64_t c : chunk_ids)
                     for (const auto kind : {StateKind::AttentionRows, StateKind::SlidingTail,
                                             StateKind::RecurrentStates})
@@ -132,7 +134,7 @@ void read_project(Project& p) {
                                    p.has_state_of_other_fingerprint(c, fp, kind);
                             if (const auto blob = p.state_blob(c, fp, kind)) {
                                 touch(*blob);
-                                sink = sink + static_cast<size_t>(chunk_state_rows(*blob));
+                                add(chunk_state_rows(*blob));
                             }
                         });
             }
@@ -142,7 +144,7 @@ void read_project(Project& p) {
         for (const char* question : {"what is the text about", "document \"quote\" NEAR(x*)"})
             step([&] {
                 for (const auto& m : p.search_units(doc_ids, key, question))
-                    sink = sink + static_cast<size_t>(m.document_id + m.unit);
+                    add(m.document_id, m.unit);
             });
     std::vector<int64_t> chat_ids;
     step([&] {
@@ -177,12 +179,12 @@ void read_project(Project& p) {
                 }
             });
     }
-    step([&] { sink = sink + static_cast<size_t>(p.cache_limit_bytes()); });
+    step([&] { add(p.cache_limit_bytes()); });
     step([&] {
         for (const auto& [kind, message] : p.events())
             touch(kind), touch(message);
     });
-    step([&] { sink = sink + static_cast<size_t>(p.schema_version()); });
+    step([&] { add(p.schema_version()); });
 }
 
 } // namespace
