@@ -211,21 +211,30 @@ TEST_F(ProjectTest, ChatsAreListedRenamedAndDeleted) {
     EXPECT_EQ(p->info().messages, 0);
 }
 
+namespace {
+/// `n` documents of one one-chunk unit each, each chunk with a 1000-byte state of model "fp";
+/// the chunk ids, in document order.
+std::vector<int64_t> documents_with_a_state(Project& p, int n) {
+    std::vector<int64_t> chunk_of_doc;
+    for (int d = 0; d < n; ++d) {
+        const auto id =
+            p.add_document("/d" + std::to_string(d), text_document("doc " + std::to_string(d)));
+        p.insert_chunks(id, "key", {one_chunk_unit(0, 5, {2, 7})});
+        std::vector<std::vector<int64_t>> ids;
+        p.load_units(id, "key", &ids);
+        chunk_of_doc.push_back(ids[0][0]);
+        p.commit_chunk_state(ids[0][0], "fp", std::vector<uint8_t>(1000, 1),
+                             std::vector<uint8_t>(0), 0);
+    }
+    return chunk_of_doc;
+}
+} // namespace
+
 TEST_F(ProjectTest, AnEvictionAndItsEventAreOneTransaction) {
     // When the event cannot be written (here a trigger refuses it, as a full disk would), the
     // unit's states stay: no unit is ever evicted without the event that says so.
     auto p = Project::open(dir_ + "/p.spanscope", true);
-    std::vector<int64_t> chunk_of_doc;
-    for (int d = 0; d < 2; ++d) {
-        const auto id =
-            p->add_document("/d" + std::to_string(d), text_document("doc " + std::to_string(d)));
-        p->insert_chunks(id, "key", {one_chunk_unit(0, 5, {2, 7})});
-        std::vector<std::vector<int64_t>> ids;
-        p->load_units(id, "key", &ids);
-        chunk_of_doc.push_back(ids[0][0]);
-        p->commit_chunk_state(ids[0][0], "fp", std::vector<uint8_t>(1000, 1),
-                              std::vector<uint8_t>(0), 0);
-    }
+    const std::vector<int64_t> chunk_of_doc = documents_with_a_state(*p, 2);
     p->set_cache_limit_bytes(1500);
     p->db().exec("CREATE TEMP TRIGGER refuse_events BEFORE INSERT ON main.events BEGIN "
                  "SELECT RAISE(ABORT, 'events refused'); END");
@@ -243,17 +252,7 @@ TEST_F(ProjectTest, AnEvictionAndItsEventAreOneTransaction) {
 
 TEST_F(ProjectTest, EvictionTakesTheLeastRecentlyUsedUnitsFirst) {
     auto p = Project::open(dir_ + "/p.spanscope", true);
-    std::vector<int64_t> chunk_of_doc;
-    for (int d = 0; d < 3; ++d) {
-        const auto id =
-            p->add_document("/d" + std::to_string(d), text_document("doc " + std::to_string(d)));
-        p->insert_chunks(id, "key", {one_chunk_unit(0, 5, {2, 7})});
-        std::vector<std::vector<int64_t>> ids;
-        p->load_units(id, "key", &ids);
-        chunk_of_doc.push_back(ids[0][0]);
-        p->commit_chunk_state(ids[0][0], "fp", std::vector<uint8_t>(1000, 1),
-                              std::vector<uint8_t>(0), 0);
-    }
+    const std::vector<int64_t> chunk_of_doc = documents_with_a_state(*p, 3);
     // Use order: doc 1 oldest, then doc 0, then doc 2.
     p->db().exec("UPDATE chunk_states SET last_used = 100 WHERE chunk_id = " +
                  std::to_string(chunk_of_doc[1]));
