@@ -116,15 +116,23 @@ step_fuzz_build() {
 # file and line in every report, a fraction of full debug information's build time).
 SANITIZER_FLAGS="-O2 -g1 -DNDEBUG"
 
+# sanitizer_build NAME CMAKE_OPTION...: configure and build $BUILD-NAME with those flags and the
+# given options (no CUDA).
+sanitizer_build() {
+    local dir="$BUILD-$1"
+    shift
+    cmake -S "$ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" \
+        -DSPANSCOPE_CUDA=OFF "$@" >/dev/null
+    cmake --build "$dir" -j "$JOBS"
+}
+
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer (docs/fuzzing.md,
 # "Sanitizers"). The CUDA backend is left out: its kernels run only on a GPU, where
 # scripts/gpu-check.sh runs compute-sanitizer over them.
 step_asan() {
     echo "== building with AddressSanitizer and UndefinedBehaviorSanitizer in $BUILD-asan"
-    cmake -S "$ROOT" -B "$BUILD-asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_C_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" \
-        -DSPANSCOPE_SANITIZE=ON -DSPANSCOPE_LAB=ON -DSPANSCOPE_CUDA=OFF >/dev/null
-    cmake --build "$BUILD-asan" -j "$JOBS"
+    sanitizer_build asan -DSPANSCOPE_SANITIZE=ON -DSPANSCOPE_LAB=ON
     echo "== running the test suite under ASan and UBSan"
     ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1" \
     LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
@@ -137,10 +145,7 @@ step_asan() {
 TSAN_TESTS='^(TinyGemma3|SekvMemory|Models/LlamaTiny|Archs/|AttentionMass|PicAssembly|StateCacheTest|qgemm|Simd/|ProjectTest|SekvProjectTest|ChunkState|SekvBlobs|IngestKill|StoreKill|DiskFull|TwoPrograms|ReadOnlyProject|CliProject|test_gui_)'
 step_tsan() {
     echo "== building with ThreadSanitizer in $BUILD-tsan"
-    cmake -S "$ROOT" -B "$BUILD-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_C_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$SANITIZER_FLAGS" \
-        -DSPANSCOPE_TSAN=ON -DSPANSCOPE_LAB=OFF -DSPANSCOPE_CUDA=OFF >/dev/null
-    cmake --build "$BUILD-tsan" -j "$JOBS"
+    sanitizer_build tsan -DSPANSCOPE_TSAN=ON -DSPANSCOPE_LAB=OFF
     echo "== running the threaded tests under TSan"
     TSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
         ctest --test-dir "$BUILD-tsan" --output-on-failure -j "$JOBS" -R "$TSAN_TESTS" "$@"
