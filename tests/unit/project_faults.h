@@ -7,6 +7,7 @@
 
 #include "storage/sqlite_db.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -21,6 +22,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -106,6 +108,29 @@ inline ChildRun run_cli_in(const std::string& dir, const std::vector<std::string
                            const ChildSetup& setup = {}) {
     return finish_cli(start_cli(args, dir + "/out", dir + "/err", setup), dir + "/out",
                       dir + "/err");
+}
+
+/// The tiny model the fault tests' spanscope-cli runs load (context 2048, sliding window 16),
+/// written at `path`; returns `path`.
+inline std::string write_fault_model(const std::string& path) {
+    TinyGemma3Config c;
+    c.n_ctx = 2048;
+    c.sliding_window = 16;
+    write_tiny_gemma3(path, c);
+    return path;
+}
+
+/// sample_prose(seed, min_bytes) written at `path`; returns `path`.
+inline std::string write_prose(const std::string& path, uint32_t seed, size_t min_bytes) {
+    std::ofstream(path, std::ios::binary) << sample_prose(seed, min_bytes);
+    return path;
+}
+
+/// spanscope-cli's ingest of `doc` into `project` with `model`: one thread, 32-token chunks.
+inline std::vector<std::string> ingest_args(const std::string& project, const std::string& model,
+                                            const std::string& doc) {
+    return {"ingest",    "--project", project,          "--model", model,
+            "--threads", "1",         "--chunk-tokens", "32",      doc};
 }
 
 /// Lines of `text` that are not progress lines ("N of M chunks stored") nor notes.

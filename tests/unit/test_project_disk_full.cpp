@@ -5,7 +5,6 @@
 // earlier row byte for byte), and the same command run once the fault is gone must finish
 // with exactly what an uninterrupted run stores.
 #include "project_faults.h"
-#include "tiny_model.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +12,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 using namespace spanscope::test;
 
@@ -22,20 +20,13 @@ namespace {
 class DiskFull : public ::testing::Test {
 protected:
     void SetUp() override {
-        model_ = dir_.file("tiny.gguf");
-        TinyGemma3Config c;
-        c.n_ctx = 2048;
-        c.sliding_window = 16;
-        write_tiny_gemma3(model_, c);
-        first_ = dir_.file("first.txt");
-        second_ = dir_.file("second.txt");
-        std::ofstream(first_, std::ios::binary) << sample_prose(3, 900);
-        std::ofstream(second_, std::ios::binary) << sample_prose(7, 2200);
+        model_ = write_fault_model(dir_.file("tiny.gguf"));
+        first_ = write_prose(dir_.file("first.txt"), 3, 900);
+        second_ = write_prose(dir_.file("second.txt"), 7, 2200);
     }
 
     std::vector<std::string> ingest(const std::string& project, const std::string& doc) const {
-        return {"ingest",    "--project", project,          "--model", model_,
-                "--threads", "1",         "--chunk-tokens", "32",      doc};
+        return ingest_args(project, model_, doc);
     }
     std::vector<std::string> ask(const std::string& project, const std::string& q) const {
         return {"ask",       "--project", project,        "--model", model_,

@@ -4,14 +4,12 @@
 // finishes); afterwards the project passes integrity_check and holds every chunk and chunk
 // state of every document, byte for byte those of ingests run one at a time.
 #include "project_faults.h"
-#include "tiny_model.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 using namespace spanscope::test;
 
@@ -20,20 +18,13 @@ namespace {
 class TwoPrograms : public ::testing::Test {
 protected:
     void SetUp() override {
-        model_ = dir_.file("tiny.gguf");
-        TinyGemma3Config c;
-        c.n_ctx = 2048;
-        c.sliding_window = 16;
-        write_tiny_gemma3(model_, c);
-        a_ = dir_.file("a.txt");
-        b_ = dir_.file("b.txt");
-        std::ofstream(a_, std::ios::binary) << sample_prose(5, 2200);
-        std::ofstream(b_, std::ios::binary) << sample_prose(6, 2000);
+        model_ = write_fault_model(dir_.file("tiny.gguf"));
+        a_ = write_prose(dir_.file("a.txt"), 5, 2200);
+        b_ = write_prose(dir_.file("b.txt"), 6, 2000);
     }
 
     std::vector<std::string> ingest(const std::string& project, const std::string& doc) const {
-        return {"ingest",    "--project", project,          "--model", model_,
-                "--threads", "1",         "--chunk-tokens", "32",      doc};
+        return ingest_args(project, model_, doc);
     }
 
     /// Two ingests started together into `project`; each one refused is run again once the
@@ -85,8 +76,7 @@ TEST_F(TwoPrograms, IngestsOfTwoDocumentsAtOnceStoreEveryChunkOfBoth) {
     EXPECT_EQ(state_differences(want, states_by_chunk(fresh)), std::vector<std::string>{});
 
     const std::string existing = dir_.file("existing.spanscope");
-    const std::string c = dir_.file("c.txt");
-    std::ofstream(c, std::ios::binary) << sample_prose(9, 300);
+    const std::string c = write_prose(dir_.file("c.txt"), 9, 300);
     ASSERT_EQ(run_cli_in(dir_.path, ingest(existing, c)).status, 0);
     const auto before = dump_project(existing);
     for (const auto& how : run_together(existing, a_, b_))
@@ -125,8 +115,7 @@ TEST_F(TwoPrograms, AnIngestWaitsForAnotherProgramsWriteThenRefusesClearly) {
     const auto want = states_by_chunk(ref);
 
     const std::string p = dir_.file("p.spanscope");
-    const std::string c = dir_.file("c.txt");
-    std::ofstream(c, std::ios::binary) << sample_prose(9, 300);
+    const std::string c = write_prose(dir_.file("c.txt"), 9, 300);
     ASSERT_EQ(run_cli_in(dir_.path, ingest(p, c)).status, 0);
     const auto before = dump_project(p);
     {
