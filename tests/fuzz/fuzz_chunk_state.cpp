@@ -40,22 +40,16 @@ StateExpectation derived_expectation(const std::vector<uint8_t>& b) {
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    if (size < 1)
-        return 0;
-    const uint8_t mode = data[0];
-    std::vector<uint8_t> blob(data + 1, data + size);
-    if (mode & kReseal)
-        reseal_chunk_state(blob);
-    const StateExpectation e =
-        (mode & kDerive)
-            ? derived_expectation(blob)
-            : attention_expectation((mode & 4) ? StateKind::SlidingTail : StateKind::AttentionRows);
-    ChunkState s;
-    try {
-        s = decode_chunk_state(blob.data(), blob.size(), e);
-    } catch (const StateError&) {
-        return 0; // refused: the expected outcome for most inputs
-    }
+    const auto in = decode_input(
+        data, size, reseal_chunk_state, derived_expectation,
+        [](uint8_t mode) {
+            return attention_expectation((mode & 4) ? StateKind::SlidingTail
+                                                    : StateKind::AttentionRows);
+        },
+        decode_chunk_state);
+    if (!in)
+        return 0; // empty or refused: the expected outcome for most inputs
+    const auto& [blob, e, s] = *in;
     // What the reader promises: the expectation's shape, every layer in order.
     const auto per_matrix = static_cast<size_t>(e.n_rows) * e.n_kv_head * e.head_dim;
     if (s.kind != e.kind || s.fingerprint != e.fingerprint || s.token_hash != e.token_hash ||

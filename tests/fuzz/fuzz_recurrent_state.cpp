@@ -48,20 +48,12 @@ StateExpectation derived_expectation(const std::vector<uint8_t>& b) {
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    if (size < 1)
-        return 0;
-    const uint8_t mode = data[0];
-    std::vector<uint8_t> blob(data + 1, data + size);
-    if (mode & kReseal)
-        reseal_chunk_state(blob);
-    const StateExpectation e =
-        (mode & kDerive) ? derived_expectation(blob) : recurrent_expectation();
-    ChunkState s;
-    try {
-        s = decode_chunk_state(blob.data(), blob.size(), e);
-    } catch (const StateError&) {
-        return 0; // refused: the expected outcome for most inputs
-    }
+    const auto in = decode_input(
+        data, size, reseal_chunk_state, derived_expectation,
+        [](uint8_t) { return recurrent_expectation(); }, decode_chunk_state);
+    if (!in)
+        return 0; // empty or refused: the expected outcome for most inputs
+    const auto& [blob, e, s] = *in;
     // What the reader promises: one state per expected layer, of that layer's kind and sizes.
     if (s.kind != StateKind::RecurrentStates || s.fingerprint != e.fingerprint ||
         s.token_hash != e.token_hash || s.n_rows != e.n_rows || !s.layers.empty() ||

@@ -95,19 +95,12 @@ SekvExpectation derived_expectation(const std::vector<uint8_t>& b) {
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    if (size < 1)
-        return 0;
-    const uint8_t mode = data[0];
-    std::vector<uint8_t> blob(data + 1, data + size);
-    if (mode & kReseal)
-        reseal_trailer(blob);
-    const SekvExpectation e = (mode & kDerive) ? derived_expectation(blob) : sekv_expectation();
-    SekvUnitState s;
-    try {
-        s = decode_sekv_state(blob.data(), blob.size(), e);
-    } catch (const StateError&) {
-        return 0; // refused: the expected outcome for most inputs
-    }
+    const auto in = decode_input(
+        data, size, reseal_trailer, derived_expectation, [](uint8_t) { return sekv_expectation(); },
+        decode_sekv_state);
+    if (!in)
+        return 0; // empty or refused: the expected outcome for most inputs
+    const auto& [blob, e, s] = *in;
     const auto& seg = s.segmentation;
     const auto n_heads = static_cast<size_t>(e.n_kv_head);
     const auto summary = n_heads * static_cast<size_t>(e.head_dim);

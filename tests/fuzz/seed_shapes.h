@@ -1,7 +1,7 @@
 // The shapes of the project-store blobs in the committed seed corpora (make_seeds.cpp writes
 // them) and the fixed expectations the fuzz targets decode against in their fixed mode, so that
-// an unmutated seed decodes there. Also the input's mode byte and the XXH3 re-sealing the
-// targets share.
+// an unmutated seed decodes there. Also the input's mode byte, the XXH3 re-sealing and the
+// decoding of an input that the targets share.
 #pragma once
 
 #include "storage/chunk_state.h"
@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,38 @@ template <class T> T load(const std::vector<uint8_t>& b, size_t at) {
     if (at + sizeof v <= b.size())
         std::memcpy(&v, b.data() + at, sizeof v);
     return v;
+}
+
+/// A target's input as the reader accepted it: the blob after the mode byte (re-sealed where the
+/// mode asked), the expectation it was decoded against and the state decoded.
+template <class State, class Expectation> struct DecodedInput {
+    std::vector<uint8_t> blob;
+    Expectation expected;
+    State state;
+};
+
+/// Splits `data` into its mode byte and blob, re-seals the blob with `reseal` where the mode has
+/// kReseal, takes the expectation from the blob with `derive` where it has kDerive (else
+/// `fixed(mode)`) and decodes the blob with `decode`. Nothing for an empty input or a blob the
+/// reader refuses with StateError, the expected outcome for most inputs.
+template <class State, class Expectation, class Fixed>
+std::optional<DecodedInput<State, Expectation>>
+decode_input(const uint8_t* data, size_t size, void (*reseal)(std::vector<uint8_t>&),
+             Expectation (*derive)(const std::vector<uint8_t>&), Fixed fixed,
+             State (*decode)(const uint8_t*, size_t, const Expectation&)) {
+    if (size < 1)
+        return std::nullopt;
+    const uint8_t mode = data[0];
+    DecodedInput<State, Expectation> in{{data + 1, data + size}, {}, {}};
+    if (mode & kReseal)
+        reseal(in.blob);
+    in.expected = (mode & kDerive) ? derive(in.blob) : fixed(mode);
+    try {
+        in.state = decode(in.blob.data(), in.blob.size(), in.expected);
+    } catch (const StateError&) {
+        return std::nullopt;
+    }
+    return in;
 }
 
 } // namespace spanscope::fuzz
