@@ -12,6 +12,7 @@
 #include "engine/sekv/router_params.h"
 #include "seed_shapes.h"
 #include "storage/zoom_trace_blob.h"
+#include "tests/state_patterns.h"
 
 #include <unistd.h>
 #include <xxhash.h>
@@ -30,6 +31,7 @@
 
 using namespace spanscope;
 using namespace spanscope::fuzz;
+using namespace spanscope::patterns;
 namespace fs = std::filesystem;
 
 namespace {
@@ -62,13 +64,6 @@ Bytes flipped(Bytes b, size_t at) {
 Bytes truncated(Bytes b, size_t n) {
     b.resize(n);
     return b;
-}
-
-std::vector<float> ramp(int64_t n, float a) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-        v[static_cast<size_t>(i)] = std::sin(a + 0.37f * static_cast<float>(i));
-    return v;
 }
 
 ChunkState attention_state(StateKind kind) {
@@ -113,25 +108,7 @@ void chunk_state_seeds() {
 ChunkState recurrent_state(bool with_transition) {
     const auto e = recurrent_expectation();
     ChunkState s = state_header(e);
-    for (const auto& shape : e.recurrent) {
-        RecurrentLayerState r;
-        r.layer = shape.layer;
-        if (shape.mamba2) {
-            Mamba2State m;
-            m.ssm = ramp(shape.state, 1.0f);
-            m.conv = ramp(shape.conv, 2.0f);
-            m.log_decay = ramp(shape.decay, 3.0f);
-            r.mamba2 = m;
-        } else {
-            GatedDeltaNetState g;
-            g.s = ramp(shape.state, 4.0f + static_cast<float>(shape.layer));
-            g.conv = ramp(shape.conv, 5.0f);
-            if (with_transition && shape.layer == 2)
-                g.transition = ramp(shape.transition, 6.0f);
-            r.gated_deltanet = g;
-        }
-        s.recurrent.push_back(r);
-    }
+    s.recurrent = recurrent_layers(e.recurrent, with_transition);
     return s;
 }
 
@@ -167,41 +144,13 @@ SpanFactors factors(int64_t rows, int64_t dim, int rank, float phase, TensorType
     return f;
 }
 
-// 12 tokens: anchors 0, 5, 11; spans [1, 5) and [6, 11); n_kv heads of dim d; layers 1 and 3.
+// The unit tests' SEKV state (state_patterns.h) with ramps for factors of type `type`.
 SekvUnitState sekv_state(int n_kv, int d, TensorType type) {
     const auto e = sekv_expectation();
-    SekvUnitState s;
-    s.options_key = e.options_key;
-    s.n_tokens = e.n_tokens;
-    s.alpha = 1.25;
-    s.segmentation.threshold = 4.5;
-    s.segmentation.anchors = {0, 5, 11};
-    s.segmentation.spans = {{1, 5}, {6, 11}};
-    s.segmentation.full_resolution = {0, 5, 11};
-    for (int i = 0; i < 12; ++i)
-        s.token_surprisal.push_back(i == 0 ? NAN : 0.5f * static_cast<float>(i));
-    s.anchor_chars = {-1, -1, 10, 14, 40, 45};
-    s.span_chars = {0, 10, 14, 40};
-    for (const int layer : e.layers) {
-        SekvLayerState l;
-        l.layer = layer;
-        for (const auto& t : s.segmentation.spans) {
-            SekvSpan sp;
-            sp.begin = static_cast<int32_t>(t.begin);
-            sp.size = t.size();
-            for (int j = 0; j < n_kv * d; ++j) {
-                sp.summary_k.push_back(0.125f * static_cast<float>(j + layer));
-                sp.summary_v.push_back(-0.25f * static_cast<float>(j - layer));
-            }
-            for (int g = 0; g < n_kv; ++g) {
-                sp.k.push_back(factors(t.size(), d, 2, static_cast<float>(layer + g), type));
-                sp.v.push_back(factors(t.size(), d, 1, static_cast<float>(layer - g), type));
-            }
-            l.spans.push_back(std::move(sp));
-        }
-        s.layers.push_back(std::move(l));
-    }
-    return s;
+    return sekv_pattern_state(e.options_key, e.layers, n_kv, d,
+                              [type](int64_t rows, int64_t dim, int rank, float phase) {
+                                  return factors(rows, dim, rank, phase, type);
+                              });
 }
 
 void sekv_state_seeds() {
@@ -230,30 +179,6 @@ void sekv_state_seeds() {
     write(t, "bad-huge-rank-resealed", kReseal, with<uint32_t>(b, first_rank_at, 0xFFFFFFFFu));
 }
 
-StoredZoomTrace zoom_trace(bool with_mass) {
-    StoredZoomTrace t;
-    t.trace.n_spans = 7;
-    t.sources = {{4, 0, 0, 2, 0}, {9, 2, 2, 5, 12}};
-    for (int step = 0; step < 3; ++step) {
-        ZoomStep st;
-        st.fast_tier_bytes = 1000 + step;
-        st.host_tier_bytes = 2000 + step;
-        for (const int layer : {1, 3}) {
-            LayerZoom lz{layer, {}};
-            for (int h = 0; h < 2; ++h) {
-                lz.heads.push_back({{step, 6 - h}, {0.5f + 0.125f * h, 0.25f}, {}});
-                if (with_mass && layer == 3)
-                    lz.heads.back().mass = {0.375f, 0.0625f * static_cast<float>(h + step)};
-            }
-            st.layers.push_back(lz);
-        }
-        t.trace.steps.push_back(st);
-        t.tokens.push_back(40 + step);
-        t.token_texts.push_back(std::string("t") + static_cast<char>('a' + step));
-    }
-    return t;
-}
-
 // The stream inside a stored trace, without its trailing checksum (fuzz_zoom_trace.cpp mode 1).
 Bytes zoom_stream(const Bytes& blob) {
     uint64_t n = 0;
@@ -268,8 +193,8 @@ Bytes zoom_stream(const Bytes& blob) {
 
 void zoom_trace_seeds() {
     const std::string t = "zoom_trace";
-    const Bytes blob = encode_zoom_trace(zoom_trace(true));
-    const Bytes plain = encode_zoom_trace(zoom_trace(false));
+    const Bytes blob = encode_zoom_trace(zoom_trace_pattern(true));
+    const Bytes plain = encode_zoom_trace(zoom_trace_pattern(false));
     const Bytes stream = zoom_stream(blob);
     Bytes declared(8);
     const uint64_t true_size = stream.size() + 8;

@@ -4,6 +4,7 @@
 #include "engine/kernels/fp16.h"
 #include "storage/chunk_state.h"
 #include "test_support.h"
+#include "tests/state_patterns.h"
 
 #include <gtest/gtest.h>
 #include <xxhash.h>
@@ -211,13 +212,6 @@ ModelInfo hybrid_info() {
     return info; // layer 1 is attention
 }
 
-std::vector<float> ramp(int64_t n, float a) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-        v[static_cast<size_t>(i)] = std::sin(a + 0.37f * static_cast<float>(i));
-    return v;
-}
-
 ChunkState recurrent_state() {
     ChunkState s;
     s.kind = StateKind::RecurrentStates;
@@ -225,25 +219,7 @@ ChunkState recurrent_state() {
         s.fingerprint[i] = static_cast<uint8_t>(0xC0 + i);
     s.token_hash = token_ids_hash({2, 9, 8});
     s.n_rows = 40;
-    for (const auto& shape : recurrent_layer_shapes(hybrid_info())) {
-        RecurrentLayerState r;
-        r.layer = shape.layer;
-        if (shape.mamba2) {
-            Mamba2State m;
-            m.ssm = ramp(shape.state, 1.0f);
-            m.conv = ramp(shape.conv, 2.0f);
-            m.log_decay = ramp(shape.decay, 3.0f);
-            r.mamba2 = m;
-        } else {
-            GatedDeltaNetState g;
-            g.s = ramp(shape.state, 4.0f + static_cast<float>(shape.layer));
-            g.conv = ramp(shape.conv, 5.0f);
-            if (shape.layer == 2)
-                g.transition = ramp(shape.transition, 6.0f);
-            r.gated_deltanet = g;
-        }
-        s.recurrent.push_back(r);
-    }
+    s.recurrent = patterns::recurrent_layers(recurrent_layer_shapes(hybrid_info()), true);
     return s;
 }
 

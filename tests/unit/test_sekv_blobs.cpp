@@ -5,6 +5,7 @@
 #include "storage/sekv_state.h"
 #include "storage/zoom_trace_blob.h"
 #include "test_support.h"
+#include "tests/state_patterns.h"
 
 #include <gtest/gtest.h>
 
@@ -47,38 +48,8 @@ SpanFactors pattern_factors(int64_t rows, int64_t dim, int rank, float phase) {
 
 // 12 tokens: anchors 0, 5, 11; spans [1, 5) and [6, 11); 2 KV heads of dim 4; layers 1 and 3.
 SekvUnitState pattern_state() {
-    SekvUnitState s;
-    s.options_key = "a1-m4-x32-r32-e0.999-b0.35-t128-l1.3";
-    s.n_tokens = 12;
-    s.alpha = 1.25;
-    s.segmentation.threshold = 4.5;
-    s.segmentation.anchors = {0, 5, 11};
-    s.segmentation.spans = {{1, 5}, {6, 11}};
-    s.segmentation.full_resolution = {0, 5, 11};
-    for (int i = 0; i < 12; ++i)
-        s.token_surprisal.push_back(i == 0 ? NAN : 0.5f * static_cast<float>(i));
-    s.anchor_chars = {-1, -1, 10, 14, 40, 45};
-    s.span_chars = {0, 10, 14, 40};
-    for (const int layer : {1, 3}) {
-        SekvLayerState l;
-        l.layer = layer;
-        for (const auto& t : s.segmentation.spans) {
-            SekvSpan sp;
-            sp.begin = static_cast<int32_t>(t.begin);
-            sp.size = t.size();
-            for (int j = 0; j < 8; ++j) {
-                sp.summary_k.push_back(0.125f * static_cast<float>(j + layer));
-                sp.summary_v.push_back(-0.25f * static_cast<float>(j - layer));
-            }
-            for (int g = 0; g < 2; ++g) {
-                sp.k.push_back(pattern_factors(t.size(), 4, 2, static_cast<float>(layer + g)));
-                sp.v.push_back(pattern_factors(t.size(), 4, 1, static_cast<float>(layer - g)));
-            }
-            l.spans.push_back(std::move(sp));
-        }
-        s.layers.push_back(std::move(l));
-    }
-    return s;
+    return patterns::sekv_pattern_state("a1-m4-x32-r32-e0.999-b0.35-t128-l1.3", {1, 3}, 2, 4,
+                                        pattern_factors);
 }
 
 SekvExpectation expectation() {
@@ -92,29 +63,8 @@ SekvExpectation expectation() {
     return e;
 }
 
-// with_mass: layer 3's heads carry attention masses (format version 2), layer 1's none.
 StoredZoomTrace pattern_trace(bool with_mass = false) {
-    StoredZoomTrace t;
-    t.trace.n_spans = 7;
-    t.sources = {{4, 0, 0, 2, 0}, {9, 2, 2, 5, 12}};
-    for (int step = 0; step < 3; ++step) {
-        ZoomStep st;
-        st.fast_tier_bytes = 1000 + step;
-        st.host_tier_bytes = 2000 + step;
-        for (const int layer : {1, 3}) {
-            LayerZoom lz{layer, {}};
-            for (int h = 0; h < 2; ++h) {
-                lz.heads.push_back({{step, 6 - h}, {0.5f + 0.125f * h, 0.25f}, {}});
-                if (with_mass && layer == 3)
-                    lz.heads.back().mass = {0.375f, 0.0625f * static_cast<float>(h + step)};
-            }
-            st.layers.push_back(lz);
-        }
-        t.trace.steps.push_back(st);
-        t.tokens.push_back(40 + step);
-        t.token_texts.push_back(std::string("t") + static_cast<char>('a' + step));
-    }
-    return t;
+    return patterns::zoom_trace_pattern(with_mass);
 }
 
 std::vector<uint8_t> golden(const std::string& name, const std::vector<uint8_t>& fresh) {
