@@ -7,7 +7,7 @@
 
 #include <array>
 #include <cstring>
-#include <fstream>
+#include <vector>
 
 namespace spanscope {
 
@@ -138,6 +138,33 @@ uint32_t be32(const unsigned char* p) {
     return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
 }
 
+// The file's first bytes, read through SQLite's own file layer. Closing a descriptor of a file
+// drops every POSIX lock this process holds on it (fcntl), so a plain open and close here would
+// silently release the locks of the project's other connections in this process (the desktop
+// application's engine and store): another program closing the project would then take it for
+// the last connection, checkpoint it and delete its log under them. SQLite's layer keeps such a
+// descriptor open until those locks go. False when the file is shorter than `h`.
+bool read_header(const std::string& path, std::array<unsigned char, 100>& h) {
+    sqlite3_vfs* vfs = sqlite3_vfs_find(nullptr);
+    if (!vfs)
+        refuse(path, "cannot be read (SQLite has no file layer)");
+    std::vector<sqlite3_int64> mem(static_cast<size_t>(vfs->szOsFile) / sizeof(sqlite3_int64) + 1);
+    auto* file = reinterpret_cast<sqlite3_file*>(mem.data());
+    const std::string name = path + '\0'; // a database name is followed by its URI parameters
+    int flags = 0;
+    int rc =
+        vfs->xOpen(vfs, name.c_str(), file, SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_READONLY, &flags);
+    if (rc == SQLITE_OK)
+        rc = file->pMethods->xRead(file, h.data(), static_cast<int>(h.size()), 0);
+    if (file->pMethods)
+        file->pMethods->xClose(file);
+    if (rc == SQLITE_IOERR_SHORT_READ)
+        return false;
+    if (rc != SQLITE_OK)
+        refuse(path, std::string("cannot be read (") + sqlite3_errstr(rc) + ")");
+    return true;
+}
+
 } // namespace
 
 void check_project_file(const std::string& path) {
@@ -148,9 +175,8 @@ void check_project_file(const std::string& path) {
         refuse(path, "is not a regular file");
     if (st.st_size == 0)
         refuse(path, "is empty (0 bytes), not a Spanscope project");
-    std::ifstream f(path, std::ios::binary);
     std::array<unsigned char, 100> h{};
-    if (!f.read(reinterpret_cast<char*>(h.data()), h.size()))
+    if (!read_header(path, h))
         refuse(path,
                "is too short (" + std::to_string(st.st_size) + " bytes) to be a Spanscope project");
     if (std::memcmp(h.data(), "SQLite format 3", 16) != 0)
