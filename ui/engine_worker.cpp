@@ -197,8 +197,11 @@ void EngineWorker::open_project(const QString& path, bool create) {
             emit note(q(warning));
         QList<DocumentRow> rows;
         qint64 restored = 0;
+        listed_.clear();
+        data_version_ = data_version();
         for (const auto id : list.order) {
             rows << row_for(id);
+            remember_row(rows.back());
             rows.back().in_context =
                 std::find(list.excluded.begin(), list.excluded.end(), id) == list.excluded.end();
             restored += rows.back().chunks_stored;
@@ -212,6 +215,8 @@ void EngineWorker::open_project(const QString& path, bool create) {
 }
 
 void EngineWorker::close_project() {
+    listed_.clear();
+    data_version_ = -1;
     if (!project_)
         return;
     cache_.reset();
@@ -283,6 +288,7 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
             });
             row = row_for(row.id);
             row.status = DocumentRow::Status::Ready;
+            remember_row(row);
             emit document_updated(row);
             ++added;
         } catch (const Cancelled&) {
@@ -293,6 +299,7 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
                     row = row_for(row.id); // what was committed stays
                     if (row.status != DocumentRow::Status::Ready)
                         row.status = DocumentRow::Status::Partial;
+                    remember_row(row);
                 }
             } catch (const std::exception& e) {
                 emit error(describe_error(QStringLiteral("Reading %1's state").arg(row.name), e));
@@ -323,15 +330,61 @@ void EngineWorker::add_documents(quint64 serial, const QStringList& paths) {
     } catch (const std::exception& e) {
         emit error(describe_error(QStringLiteral("Keeping the cache within its limit"), e));
     }
+    refresh_documents(); // what another program added meanwhile, before the window hears it ended
     emit ingest_finished(serial, added, failed, cancelled);
+}
+
+void EngineWorker::remember_row(const DocumentRow& row) {
+    if (row.id > 0)
+        listed_[row.id] = {static_cast<int>(row.status), row.chunks_stored};
+}
+
+qint64 EngineWorker::data_version() {
+    auto v = project_->db().prepare("PRAGMA data_version");
+    return v.step() ? v.int64(0) : -1;
+}
+
+void EngineWorker::refresh_documents() {
+    if (!project_)
+        return;
+    try {
+        // data_version changes when another connection (another program, this application's
+        // store worker) commits, never for this one's own writes, which the window hears of.
+        const qint64 version = data_version();
+        if (version == data_version_)
+            return;
+        const DocumentListState list = project_document_list(*project_);
+        std::map<qint64, std::pair<int, qint64>> now;
+        QList<DocumentRow> changed;
+        for (const auto id : list.order) {
+            DocumentRow row = row_for(id);
+            row.in_context =
+                std::find(list.excluded.begin(), list.excluded.end(), id) == list.excluded.end();
+            now[id] = {static_cast<int>(row.status), row.chunks_stored};
+            const auto it = listed_.find(id);
+            if (it == listed_.end() || it->second != now[id])
+                changed << row;
+        }
+        for (const auto& [id, seen] : listed_)
+            if (!now.count(id))
+                emit document_removed(id);
+        for (const auto& row : changed)
+            emit document_updated(row);
+        listed_ = std::move(now);
+        data_version_ = version;
+    } catch (const std::exception&) {
+        // The list keeps what it shows; read again at the next look.
+    }
 }
 
 void EngineWorker::remove_document(qint64 id) {
     if (!project_)
         return;
     try {
-        if (project_->remove_document(id))
+        if (project_->remove_document(id)) {
+            listed_.erase(id);
             emit document_removed(id);
+        }
     } catch (const std::exception& e) {
         emit error(describe_error(QStringLiteral("Removing the document"), e));
     }

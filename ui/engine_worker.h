@@ -11,6 +11,7 @@
 #include <QObject>
 
 #include <atomic>
+#include <map>
 #include <memory>
 
 namespace spanscope {
@@ -64,6 +65,11 @@ public slots:
     /// be stored). Emits document_spans, with the reason in words when there are none.
     void load_document_spans(quint64 serial, qint64 id, const spanscope::gui::MemorySettings& m);
     void set_cache_limit(qint64 bytes);
+    /// Documents another program (spanscope-cli, another window) added to the open project or
+    /// removed from it, and states it stored for them, since this worker last looked: a
+    /// document_updated or document_removed for each. Cheap when nothing changed (SQLite's
+    /// data_version of this connection); also run at the end of every ingest.
+    void refresh_documents();
 
 signals:
     /// The model loaded: "FILE (base model)" or "FILE (instruction-tuned, FORMAT)", and the key/
@@ -113,6 +119,13 @@ private:
     /// The session options of `m` for an answer joined by `selector` ("none": no selector).
     SessionOptions session_options(const MemorySettings& m, const std::string& selector = "none");
     void open_cache();
+
+    /// What the window was told of each document (its status and chunks stored), by id; and
+    /// the project's data_version when refresh_documents last read it.
+    std::map<qint64, std::pair<int, qint64>> listed_;
+    qint64 data_version_ = -1;
+    void remember_row(const DocumentRow& row);
+    qint64 data_version();
 
     std::unique_ptr<Model> model_;
     QString model_problem_; ///< why the last load failed, with the advice; empty once loaded

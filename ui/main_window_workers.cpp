@@ -157,6 +157,15 @@ void MainWindow::connect_workers() {
         show_status(t, 3600 * 1000);
     });
     connect(e, &EngineWorker::error, this, [this](const QString& t) { show_banner(t, true); });
+    // Another program (spanscope-cli, another window) may add documents to the open project:
+    // the engine looks every two seconds while it is idle (a cheap check when nothing changed).
+    auto* look = new QTimer(this);
+    look->setInterval(2000);
+    connect(look, &QTimer::timeout, this, [this] {
+        if (!project_path_.isEmpty() && !ingesting() && !answering_)
+            QMetaObject::invokeMethod(engine_, &EngineWorker::refresh_documents);
+    });
+    look->start();
 
     auto* s = store_;
     connect(s, &StoreWorker::error, this, [this](const QString& t) { show_banner(t, true); });
