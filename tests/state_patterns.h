@@ -51,6 +51,22 @@ recurrent_layers(const std::vector<RecurrentLayerShape>& shapes, bool with_trans
     return out;
 }
 
+/// The options key of the SEKV pattern state.
+inline const std::string kSekvPatternKey = "a1-m4-x32-r32-e0.999-b0.35-t128-l1.3";
+
+/// What sekv_pattern_state(kSekvPatternKey, {1, 3}, 2, 4, ...) decodes against, for a model of
+/// fingerprint `f`.
+inline SekvExpectation sekv_pattern_expectation(const Fingerprint& f) {
+    SekvExpectation e;
+    e.fingerprint = f;
+    e.options_key = kSekvPatternKey;
+    e.n_tokens = 12;
+    e.layers = {1, 3};
+    e.n_kv_head = 2;
+    e.head_dim = 4;
+    return e;
+}
+
 /// A SEKV state of 12 tokens: anchors 0, 5, 11; spans [1, 5) and [6, 11); `n_kv` heads of dim
 /// `d` in each of `layers`. `factors(rows, d, rank, phase)` makes each head's factors (rank 2
 /// for K, 1 for V).

@@ -6,6 +6,7 @@
 
 #include "storage/chunk_state.h"
 #include "storage/sekv_state.h"
+#include "tests/state_patterns.h"
 
 #include <xxhash.h>
 
@@ -87,14 +88,7 @@ inline StateExpectation recurrent_expectation() {
 
 // SEKV state: 12 tokens, layers {1, 3}, 2 KV heads of dim 4.
 inline SekvExpectation sekv_expectation() {
-    SekvExpectation e;
-    e.fingerprint = seed_fingerprint();
-    e.options_key = "a1-m4-x32-r32-e0.999-b0.35-t128-l1.3";
-    e.n_tokens = 12;
-    e.layers = {1, 3};
-    e.n_kv_head = 2;
-    e.head_dim = 4;
-    return e;
+    return patterns::sekv_pattern_expectation(seed_fingerprint());
 }
 
 // The router parameters' model fingerprint (fingerprint_hex of seed_fingerprint()).

@@ -48,19 +48,11 @@ SpanFactors pattern_factors(int64_t rows, int64_t dim, int rank, float phase) {
 
 // 12 tokens: anchors 0, 5, 11; spans [1, 5) and [6, 11); 2 KV heads of dim 4; layers 1 and 3.
 SekvUnitState pattern_state() {
-    return patterns::sekv_pattern_state("a1-m4-x32-r32-e0.999-b0.35-t128-l1.3", {1, 3}, 2, 4,
-                                        pattern_factors);
+    return patterns::sekv_pattern_state(patterns::kSekvPatternKey, {1, 3}, 2, 4, pattern_factors);
 }
 
 SekvExpectation expectation() {
-    SekvExpectation e;
-    e.fingerprint = pattern_fingerprint();
-    e.options_key = "a1-m4-x32-r32-e0.999-b0.35-t128-l1.3";
-    e.n_tokens = 12;
-    e.layers = {1, 3};
-    e.n_kv_head = 2;
-    e.head_dim = 4;
-    return e;
+    return patterns::sekv_pattern_expectation(pattern_fingerprint());
 }
 
 StoredZoomTrace pattern_trace(bool with_mass = false) {
