@@ -2,11 +2,14 @@
 // clear error, the file untouched), documents, chunks, chats, least-recently-used eviction of
 // chunk states, the committed project of schema version 1 (tests/README.md, failure mode 15) and
 // its upgrade, and the full-text index of units (FTS5).
+#include "kill_support.h"
 #include "storage/project.h"
 #include "storage/project_schema.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
+
+#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -209,6 +212,26 @@ TEST_F(ProjectTest, ChatsAreListedRenamedAndDeleted) {
     EXPECT_EQ(chats[0].title, "renamed");
     EXPECT_TRUE(p->messages(a).empty()) << "messages go with their chat";
     EXPECT_EQ(p->info().messages, 0);
+}
+
+TEST_F(ProjectTest, OpeningAProjectTwiceInOneProcessKeepsItsLocks) {
+    // The desktop application opens its project twice (engine and store worker). Closing any
+    // descriptor of a file drops every POSIX lock the process holds on it, so the second open
+    // must not read the file with a descriptor of its own: another program closing the project
+    // would then take itself for its last user and delete the log and shared memory under us.
+    const std::string path = dir_ + "/p.spanscope";
+    auto first = Project::open(path, true);
+    first->add_document("/a", text_document("first document"));
+    auto second = Project::open(path, false);
+    const std::string err = dir_ + "/stderr.txt";
+    const int st = test::wait_status(
+        test::spawn_program(SPANSCOPE_CLI, {"project", "info", "--project", path}, err));
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << test::read_file(err);
+    EXPECT_TRUE(fs::exists(path + "-wal")) << "the log was deleted under two open connections";
+    EXPECT_TRUE(fs::exists(path + "-shm")) << "the shared memory was deleted under two open "
+                                              "connections";
+    EXPECT_NO_THROW(first->add_document("/b", text_document("second document")));
+    EXPECT_EQ(second->documents().size(), 2u);
 }
 
 namespace {
