@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -77,11 +78,20 @@ protected:
                                                            << read_file(err_);
     }
 
-    /// Seconds an uninterrupted run of `args` takes.
-    double timed_run(const std::vector<std::string>& args) {
-        const auto t0 = Clock::now();
-        run_ok(args);
-        return std::chrono::duration<double>(Clock::now() - t0).count();
+    /// Run `command(ref)` uninterrupted on a fresh copy of `base` at `ref` three times (the last
+    /// is the reference); the shortest time in seconds. Kills drawn from it land inside the
+    /// command even when one run was slowed (cold caches, a busy machine).
+    double
+    reference_run(const std::string& base, const std::string& ref,
+                  const std::function<std::vector<std::string>(const std::string&)>& command) {
+        double best = 1e9;
+        for (int run = 0; run < 3; ++run) {
+            copy_project(base, ref);
+            const auto t0 = Clock::now();
+            run_ok(command(ref));
+            best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+        return best;
     }
 
     std::vector<std::string> ingest(const std::string& project,
@@ -194,8 +204,7 @@ TEST_F(StoreKill, KillsWhileAnAnswerIsSavedLoseNothing) {
     };
     // The reference: an uninterrupted ask on a copy, and how long it takes.
     const std::string ref_path = dir_ + "/reference.spanscope";
-    copy_project(base, ref_path);
-    const double T = timed_run(ask(ref_path));
+    const double T = reference_run(base, ref_path, ask);
     const Snapshot ref = snapshot(ref_path);
     ASSERT_EQ(ref.integrity, "ok");
     ASSERT_EQ(ref.messages.size(), 2u) << "the question and the answer";
@@ -266,8 +275,7 @@ TEST_F(StoreKill, KillsDuringVacuumLoseNothing) {
         return std::vector<std::string>{"project", "vacuum", "--project", project};
     };
     const std::string ref_path = dir_ + "/reference.spanscope";
-    copy_project(base, ref_path);
-    const double T = timed_run(vacuum(ref_path));
+    const double T = reference_run(base, ref_path, vacuum);
     const auto ref_size = std::filesystem::file_size(ref_path);
     ASSERT_LT(ref_size, std::filesystem::file_size(base)) << "the vacuum gave nothing back";
     expect_same_states(snapshot(ref_path), before, "reference");
@@ -332,8 +340,7 @@ TEST_F(StoreKill, KillsDuringEvictionLoseNothing) {
                                         std::to_string(total / 4)};
     };
     const std::string ref_path = dir_ + "/reference.spanscope";
-    copy_project(base, ref_path);
-    const double T = timed_run(limit(ref_path));
+    const double T = reference_run(base, ref_path, limit);
     const Snapshot ref = snapshot(ref_path);
     ASSERT_EQ(ref.integrity, "ok");
     const auto ref_units = units_with_states(ref);
