@@ -7,7 +7,7 @@
 //
 // The kills are random but reproducible in their sequence: the seed is printed, and
 // SPANSCOPE_KILL_SEED=N runs the test with another one; SPANSCOPE_KILLS=N asks for N kills that
-// interrupt an ingest instead of 20 (the long run of docs/project-store.md, "Crash safety").
+// interrupt an ingest instead of 20 (the long run of docs/faults.md, "Kills").
 #include "kill_support.h"
 #include "test_support.h"
 #include "tiny_model.h"

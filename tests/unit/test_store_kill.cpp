@@ -1,4 +1,4 @@
-// Crash safety of the project's other writers (docs/project-store.md, "Crash safety"): the
+// Crash safety of the project's other writers (docs/faults.md, "Kills"): the
 // commands that change a project besides ingest are killed with SIGKILL at moments spread over
 // their run — `ask --project` (which saves SEKV states, the question, the answer with its zoom
 // trace and sources), `project vacuum` and the eviction of `project set-cache-limit`. After
