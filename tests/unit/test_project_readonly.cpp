@@ -175,19 +175,33 @@ LongIngest long_ingest(const std::string& dir) {
     return l;
 }
 
-/// Start an ingest into `p` and return once it has stored `chunks` chunks (its progress line).
-pid_t start_ingest_until(const LongIngest& l, const std::string& p, const std::string& out,
-                         int chunks) {
+/// An ingest started by start_ingest_until: its process, and whether it printed the progress
+/// line asked for before the wait ended.
+struct RunningIngest {
+    pid_t pid = -1;
+    bool reached = false;
+};
+
+/// Start an ingest into `p` and return once it has stored `chunks` chunks (its progress line),
+/// once it has ended, or after 60 s.
+RunningIngest start_ingest_until(const LongIngest& l, const std::string& p, const std::string& out,
+                                 int chunks) {
     std::filesystem::remove(out + "/err"); // not the progress of an earlier run
-    const pid_t pid = start_cli({"ingest", "--project", p, "--model", l.model, "--threads", "1",
-                                 "--chunk-tokens", "32", l.doc},
-                                out + "/out", out + "/err");
+    RunningIngest r{start_cli(ingest_args(p, l.model, l.doc), out + "/out", out + "/err")};
     const std::string mark = ": " + std::to_string(chunks) + " of ";
     const auto t0 = std::chrono::steady_clock::now();
-    while (read_file(out + "/err").find(mark) == std::string::npos &&
-           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+        if (read_file(out + "/err").find(mark) != std::string::npos) {
+            r.reached = true;
+            break;
+        }
+        siginfo_t info{};
+        if (waitid(P_PID, static_cast<id_t>(r.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            info.si_pid == r.pid)
+            break; // ended (left for finish_cli to reap)
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    return pid;
+    }
+    return r;
 }
 } // namespace
 
@@ -198,7 +212,15 @@ TEST_F(ReadOnlyProject, AFolderRemovedOrRenamedUnderAnIngestEndsItClearly) {
         const std::string folder = dir_.file(rename ? "renamed-from" : "removed");
         std::filesystem::create_directory(folder);
         const std::string p = folder + "/p.spanscope";
-        const pid_t pid = start_ingest_until(l, p, out_, 3);
+        const auto ingest = start_ingest_until(l, p, out_, 3);
+        if (!ingest.reached) { // renaming now would test an ingest that has made nothing yet
+            kill(ingest.pid, SIGKILL);
+            const auto r = finish_cli(ingest.pid, out_ + "/out", out_ + "/err");
+            FAIL() << where << ": the ingest did not store 3 chunks within 60 s (exit " << r.status
+                   << ")\n"
+                   << r.err;
+        }
+        const pid_t pid = ingest.pid;
         const std::string moved = dir_.file("renamed-to");
         if (rename)
             std::filesystem::rename(folder, moved);
