@@ -189,7 +189,7 @@ StoredZoomTrace decode_zoom_trace(const std::vector<uint8_t>& blob) {
             r.fail("has trailing bytes");
         return t;
     } catch (const BlobError& e) {
-        throw std::runtime_error(e.what());
+        throw ZoomTraceError(e.what());
     }
 }
 

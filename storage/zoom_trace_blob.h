@@ -15,6 +15,7 @@
 #include "engine/sekv/zoom_trace.h"
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,18 @@ std::vector<uint8_t> encode_zoom_trace(const StoredZoomTrace& t);
 /// relevances stay, the mass reads as not measured. Returns the number of heads cleared.
 int clear_invalid_masses(ZoomTrace& trace);
 
+/// decode_zoom_trace's refusal of a blob: too short, an impossible declared size, not
+/// decompressing, a checksum mismatch, or content that breaks the format (wrong magic or
+/// version, a count past the bytes left, a span id outside the context, trailing bytes, ...).
+/// Its message names the problem. Every other exception from decode_zoom_trace is a failure of
+/// the process (std::bad_alloc), not of the blob.
+class ZoomTraceError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
 /// Decompress, parse and check (span ids inside n_spans, sizes, checksum).
-/// Throws std::runtime_error with a message that names the problem.
+/// Throws ZoomTraceError (a std::runtime_error) with a message that names the problem.
 StoredZoomTrace decode_zoom_trace(const std::vector<uint8_t>& blob);
 
 } // namespace spanscope

@@ -6,7 +6,7 @@
 // log and the project summary. The rule: every step either succeeds or raises one of the
 // store's documented errors — ProjectError (an unusable or damaged project), DbError (SQLite's
 // own refusal of a damaged file) and, for a zoom trace blob, decode_zoom_trace's
-// std::runtime_error — never crashes, reads out of bounds, hits undefined behaviour or throws
+// ZoomTraceError — never crashes, reads out of bounds, hits undefined behaviour or throws
 // anything else. The scratch file and its -wal, -shm and -journal are removed after each input.
 // Build and run: docs/fuzzing.md.
 #include "loader_fuzz_util.h" // ScratchFile
@@ -177,7 +177,7 @@ void read_project(Project& p) {
                     try {
                         const StoredZoomTrace t = decode_zoom_trace(*blob);
                         sink = sink + t.sources.size() + t.tokens.size() + t.token_texts.size();
-                    } catch (const std::runtime_error&) {
+                    } catch (const ZoomTraceError&) {
                         // decode_zoom_trace's refusal of a damaged trace
                     }
                 }

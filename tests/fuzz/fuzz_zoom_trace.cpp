@@ -1,5 +1,5 @@
 // libFuzzer target for the zoom trace reader: decode_zoom_trace() on any bytes either returns a
-// trace whose every span id, count and size is consistent, or throws std::runtime_error (its
+// trace whose every span id, count and size is consistent, or throws ZoomTraceError (its
 // documented error) — never crashes, reads out of bounds, inflates or allocates for a forged
 // size, or throws anything else.
 //
@@ -63,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     StoredZoomTrace t;
     try {
         t = decode_zoom_trace(blob);
-    } catch (const std::runtime_error&) {
+    } catch (const ZoomTraceError&) {
         return 0; // refused: the expected outcome for most inputs
     }
     const auto& steps = t.trace.steps;
