@@ -300,9 +300,19 @@ private:
             } else if (is_w(n, "noBreakHyphen")) {
                 out.append("-");
             } else if ((is_w(n, "footnoteReference") || is_w(n, "endnoteReference")) && !in_note) {
-                auto& notes = is_w(n, "footnoteReference") ? footnotes_ : endnotes_;
-                const auto it = notes.find(attribute(n, ns_.data(), "id"));
-                ++note_count_;
+                const bool footnote = is_w(n, "footnoteReference");
+                auto& notes = footnote ? footnotes_ : endnotes_;
+                auto& numbers = footnote ? footnote_numbers_ : endnote_numbers_;
+                const std::string id = attribute(n, ns_.data(), "id");
+                // A later reference to a note is the first one's number alone: the note's text
+                // is read once, so that references (a few bytes each, compressed to less)
+                // cannot multiply it into gigabytes, and the number still names that note.
+                if (const auto seen = numbers.find(id); seen != numbers.end()) {
+                    out.append("[" + std::to_string(seen->second) + "]");
+                    continue;
+                }
+                numbers[id] = ++note_count_;
+                const auto it = notes.find(id);
                 out.append("[");
                 out.append(std::to_string(note_count_));
                 if (it != notes.end() && !it->second.empty()) {
@@ -310,11 +320,6 @@ private:
                     out.append(it->second);
                 }
                 out.append("]");
-                // The note's text at its first reference only: a later reference to the same
-                // note is its number alone, so that references (a few bytes each, compressed
-                // to less) cannot multiply a note's text into gigabytes.
-                if (it != notes.end())
-                    notes.erase(it);
             } else if (is_element(n, kMc, "AlternateContent")) {
                 if (const xmlNode* choice = child_element(n, kMc, "Choice"))
                     inline_content(choice, out, in_note);
@@ -331,6 +336,7 @@ private:
     std::map<int, std::vector<int>> counters_; ///< by w:numId: each level's last number
     std::map<int, int> list_groups_;           ///< by w:numId: its ParagraphText group
     std::map<std::string, std::string> footnotes_, endnotes_;
+    std::map<std::string, int> footnote_numbers_, endnote_numbers_; ///< by w:id: its number
     ParagraphText text_;
     int32_t paragraphs_ = 0;
     int note_count_ = 0;
