@@ -2,13 +2,13 @@
 // runs LLVMFuzzerTestOneInput once on every file of the directories (or files) given, in name
 // order, as `fuzz_<target> -runs=0 <corpus>` does under libFuzzer. A harness signals a finding by
 // crashing (an escaping exception, a failed check), so reaching the end is the pass. An empty
-// or missing corpus fails: a replay of nothing proves nothing.
+// or missing corpus fails, and so does an input that cannot be read: a replay of nothing proves
+// nothing.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -37,8 +37,16 @@ int main(int argc, char** argv) {
     }
     std::sort(inputs.begin(), inputs.end());
     for (const auto& p : inputs) {
+        // An input that cannot be read fails the replay: read as empty, it would pass untested.
+        std::error_code ec;
+        const auto size = fs::file_size(p, ec);
+        std::vector<uint8_t> bytes(ec ? 0 : size);
         std::ifstream in(p, std::ios::binary);
-        const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+        if (ec || !in ||
+            !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size))) {
+            std::fprintf(stderr, "replay: cannot read %s\n", p.c_str());
+            return 2;
+        }
         // A copy the size of the input, as libFuzzer hands it: reads past the end are caught by
         // a sanitizer build, not hidden by a larger buffer.
         auto* data = new uint8_t[bytes.size() ? bytes.size() : 1];
