@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Writes the seed corpora of the document-loader fuzz targets (text, html, gzip, zip) with
+# Writes the seed corpora of the document-loader fuzz targets (text, html, gzip, zip, pdf) with
 # tools independent of the loaders: iconv (encodings), gzip(1), pandoc (DOCX, ODT, EPUB from a
-# small Markdown file) and Python's zipfile (damaged containers, a ZIP bomb).
+# small Markdown file), Python's zipfile (damaged containers, a ZIP bomb) and PDFs written
+# object by object in Python (valid, damaged, encrypted-looking).
 #
 #   bash tests/fuzz/make_loader_seeds.sh [CORPUS_DIR]     (default: tests/fuzz/corpus)
 #
@@ -175,3 +176,114 @@ with open(f"{z}/empty_archive.zip", "wb") as f:
     f.write(b"PK\x05\x06" + b"\0" * 18)
 EOF
 ls -la "$out/text" "$out/html" "$out/gzip" "$out/zip" | awk '$5 > 16384 { print "too large:", $0; bad = 1 } END { exit bad }'
+
+# --- pdf ----------------------------------------------------------------------------------
+# Written object by object with Python (no PDF library): the byte offsets in each xref table
+# are computed, so that the valid files are valid and the damaged ones damaged on purpose.
+mkdir -p "$out/pdf"
+python3 - "$out/pdf" <<'EOF'
+import sys, zlib
+d = sys.argv[1]
+
+def pdf(objects, trailer_extra=b"", version=b"1.4", xref=True, tail=b""):
+    """objects: the bodies of objects 1..n (bytes); object 1 is the catalog."""
+    out = bytearray(b"%PDF-" + version + b"\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for i, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % i + body + b"\nendobj\n"
+    start = len(out)
+    if xref:
+        out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+        for o in offsets:
+            out += b"%010d 00000 n \n" % o
+    out += b"trailer\n<< /Size %d /Root 1 0 R " % (len(objects) + 1) + trailer_extra + b">>\n"
+    out += b"startxref\n%d\n%%%%EOF\n" % start + tail
+    return bytes(out)
+
+def stream(data, extra=b""):
+    return b"<< /Length %d " % len(data) + extra + b">>\nstream\n" + data + b"\nendstream"
+
+FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+
+def text_ops(lines, size=12):
+    ops = b"BT /F1 %d Tf 72 720 Td %d TL\n" % (size, size + 2)
+    for l in lines:
+        ops += b"(" + l + b") Tj T*\n"
+    return ops + b"ET"
+
+def document(pages, **kw):
+    """pages: a list of content streams (None: a page without content)."""
+    n = len(pages)
+    objs = [b"<< /Type /Catalog /Pages 2 0 R >>", None, FONT]
+    kids = []
+    for content in pages:
+        page_no = len(objs) + 1
+        kids.append(b"%d 0 R" % page_no)
+        page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >>"
+        if content is None:
+            objs.append(page + b" >>")
+        else:
+            objs.append(page + b" /Contents %d 0 R >>" % (page_no + 1))
+            objs.append(content)
+    objs[1] = b"<< /Type /Pages /Kids [" + b" ".join(kids) + b"] /Count %d >>" % n
+    return pdf(objs, **kw)
+
+def write(name, data):
+    open(f"{d}/{name}", "wb").write(data)
+
+one = stream(text_ops([b"Spanscope reads long documents.", b"Caf\xe9 na\xefve \x93quoted\x94 \x96 done."]))
+two = stream(text_ops([b"The second page.", b"(Parentheses \\( escaped \\)) and \\\\ a backslash."]))
+write("one_page.pdf", document([one]))
+write("two_pages.pdf", document([one, two]))
+write("empty_page_between.pdf", document([one, None, two]))
+write("only_empty_page.pdf", document([None]))
+write("no_pages.pdf", pdf([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]))
+write("flate_content.pdf", document([stream(zlib.compress(text_ops([b"Compressed content stream."] * 20)), b"/Filter /FlateDecode ")]))
+full = document([one, two])
+write("truncated.pdf", full[: len(full) * 2 // 3])
+write("no_xref.pdf", document([one], xref=False))
+# Every xref offset shifted: poppler rebuilds the table by scanning for "n 0 obj".
+damaged = bytearray(full)
+i = damaged.index(b"xref\n")
+for k in range(i, len(damaged) - 1):
+    if damaged[k:k + 2] == b"00" and damaged[k - 1:k] == b"\n":
+        damaged[k + 9] = ord("7")
+write("xref_damaged.pdf", bytes(damaged))
+write("startxref_wrong.pdf", full.replace(b"startxref\n", b"startxref\n9").replace(b"%%EOF", b"%%EOF"))
+# A Standard security handler dictionary (RC4, 40-bit) whose keys are not those of any password.
+enc = b"/Encrypt << /Filter /Standard /V 1 /R 2 /O <" + b"28BF4E5E4E758A41" * 4 + b"> /U <" + b"00" * 32 + b"> /P -44 >> /ID [<0123456789abcdef0123456789abcdef> <0123456789abcdef0123456789abcdef>] "
+write("encrypted_looking.pdf", document([one], trailer_extra=enc))
+# A font whose ToUnicode CMap maps one byte to three characters, and text in hex strings.
+cmap = (b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /T def "
+        b"1 begincodespacerange <00> <FF> endcodespacerange 2 beginbfchar <41> <00660066> <42> <00e9> endbfchar "
+        b"1 beginbfrange <61> <7a> <0061> endbfrange endcmap CMapName currentdict /CMap defineresource pop end end")
+objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 6 0 R >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>",
+        stream(b"BT /F1 12 Tf 72 720 Td <41426869> Tj (ABabc) Tj ET"), stream(cmap)]
+write("tounicode.pdf", pdf(objs))
+# Rotated page, an annotation, an outline and an info dictionary.
+objs = [b"<< /Type /Catalog /Pages 2 0 R /Outlines 6 0 R >>", b"<< /Type /Pages /Kids [4 0 R] /Count 1 /Rotate 90 >>", FONT,
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R /Annots [<< /Type /Annot /Subtype /Text /Rect [0 0 10 10] /Contents (note) >>] >>",
+        one, b"<< /Type /Outlines /Count 0 >>", b"<< /Title (A title) /Author (Someone) >>"]
+write("rotated_annotated.pdf", pdf(objs, trailer_extra=b"/Info 7 0 R "))
+# Two revisions: an incremental update that replaces the page's content.
+base = document([one])
+new_content = stream(text_ops([b"Updated in a second revision."]))
+prev = base.rindex(b"startxref\n") + len(b"startxref\n")
+prev_off = int(base[prev:base.index(b"\n", prev)])
+off = len(base)
+upd = base + b"5 0 obj\n" + new_content + b"\nendobj\n"
+x = len(upd)
+upd += b"xref\n0 1\n0000000000 65535 f \n5 1\n%010d 00000 n \ntrailer\n<< /Size 6 /Root 1 0 R /Prev %d >>\nstartxref\n%d\n%%%%EOF\n" % (off, prev_off, x)
+write("incremental_update.pdf", upd)
+# A page tree with a nested Pages node and a kid that loops back to the root.
+objs = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [6 0 R 2 0 R] /Count 2 >>", FONT,
+        b"<< /Type /Page /Parent 6 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R >> >> /Contents 5 0 R >>",
+        one, b"<< /Type /Pages /Parent 2 0 R /Kids [4 0 R] /Count 1 >>"]
+write("page_tree_loop.pdf", pdf(objs))
+# Junk before the header (poppler accepts up to 1 KiB of it) and a header of another version.
+write("junk_before_header.pdf", b"junk line\n" * 10 + document([one], version=b"1.7"))
+EOF
+ls -la "$out/pdf" | awk '$5 > 16384 { print "too large:", $0; bad = 1 } END { exit bad }'
