@@ -2,13 +2,16 @@
 // <name>.spanscope of this process's own, opened with Project::open(path, create = false) and
 // read as a user's session reads it — the document list, each document's text and offset map,
 // its chunkings (units, chunks, summary) and stored chunk states (metadata and blobs), full-text
-// search, the chats with their messages, answer sources and zoom traces, the settings, the event
-// log and the project summary. The rule: every step either succeeds or raises one of the
-// store's documented errors — ProjectError (an unusable or damaged project), DbError (SQLite's
-// own refusal of a damaged file) and, for a zoom trace blob, decode_zoom_trace's
-// ZoomTraceError — never crashes, reads out of bounds, hits undefined behaviour or throws
-// anything else. The scratch file and its -wal, -shm and -journal are removed after each input.
-// Build and run: docs/fuzzing.md.
+// search, the chats with their messages, answer sources and zoom traces, the settings (the
+// cache limit, the chunk size and the document list, read as answering/ reads them: a damaged
+// value gives the default and a warning), the event log and the project summary. The rule: every
+// step either succeeds or raises one of the store's documented errors — ProjectError (an unusable
+// or damaged project), DbError (SQLite's own refusal of a damaged file) and, for a zoom trace blob,
+// decode_zoom_trace's ZoomTraceError — never crashes, reads out of bounds, hits undefined behaviour
+// or throws anything else. The scratch file and its -wal, -shm and -journal are removed after each
+// input. Build and run: docs/fuzzing.md.
+#include "answering/document_list.h"
+#include "answering/project_settings.h"
 #include "loader_fuzz_util.h" // ScratchFile
 #include "storage/chunk_state.h"
 #include "storage/project.h"
@@ -18,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -184,6 +188,31 @@ void read_project(Project& p) {
             });
     }
     step([&] { add(p.cache_limit_bytes()); });
+    step([&] {
+        std::string warning;
+        const int64_t tokens = project_chunk_tokens(p, &warning);
+        if (tokens < 16 || tokens > 8192)
+            __builtin_trap(); // project_settings.h: in [16, 8192], 1024 for a damaged value
+        touch(warning);
+    });
+    step([&] {
+        std::string warning;
+        const DocumentListState list = project_document_list(p, &warning);
+        touch(warning);
+        // document_list.h: every document of the project once, the excluded ones among them.
+        std::set<int64_t> ids;
+        for (const auto& d : p.documents())
+            ids.insert(d.id);
+        const std::set<int64_t> order(list.order.begin(), list.order.end());
+        if (order.size() != list.order.size() || order != ids)
+            __builtin_trap();
+        const std::set<int64_t> excluded(list.excluded.begin(), list.excluded.end());
+        if (excluded.size() != list.excluded.size())
+            __builtin_trap();
+        for (const int64_t id : excluded)
+            if (!order.count(id))
+                __builtin_trap();
+    });
     step([&] {
         for (const auto& [kind, message] : p.events())
             touch(kind), touch(message);
