@@ -150,14 +150,20 @@ bool read_header(const std::string& path, std::array<unsigned char, 100>& h) {
         refuse(path, "cannot be read (SQLite has no file layer)");
     std::vector<sqlite3_int64> mem(static_cast<size_t>(vfs->szOsFile) / sizeof(sqlite3_int64) + 1);
     auto* file = reinterpret_cast<sqlite3_file*>(mem.data());
-    const std::string name = path + '\0'; // a database name is followed by its URI parameters
+    // A main database's name must come from sqlite3_create_filename (the file layer reads the
+    // names of its log and journal, and its URI parameters, after it).
+    const std::string wal = path + "-wal", journal = path + "-journal";
+    sqlite3_filename name =
+        sqlite3_create_filename(path.c_str(), journal.c_str(), wal.c_str(), 0, nullptr);
+    if (!name)
+        refuse(path, "cannot be read (out of memory)");
     int flags = 0;
-    int rc =
-        vfs->xOpen(vfs, name.c_str(), file, SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_READONLY, &flags);
+    int rc = vfs->xOpen(vfs, name, file, SQLITE_OPEN_MAIN_DB | SQLITE_OPEN_READONLY, &flags);
     if (rc == SQLITE_OK)
         rc = file->pMethods->xRead(file, h.data(), static_cast<int>(h.size()), 0);
     if (file->pMethods)
         file->pMethods->xClose(file);
+    sqlite3_free_filename(name);
     if (rc == SQLITE_IOERR_SHORT_READ)
         return false;
     if (rc != SQLITE_OK)

@@ -19,15 +19,8 @@ std::string parent_folder(const std::string& path) {
     return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// SQLite's message, with the cause a user can act on where the system said more: a full disk
-// (ENOSPC, a quota, or a file size limit: EFBIG, which SQLite reports as a plain I/O error), a
-// read-only file system, permissions, a project file moved or removed while open. A full disk
-// is reported as SQLITE_FULL whatever SQLite's own code, so callers tell it apart by code.
-//
-// SQLite records the system's errno only at some of its failures (and a later call may have
-// changed errno by then): where a write failed without a usable errno, the files are looked at
-// instead — a file of the project at the process's file size limit, or a file system without
-// room.
+// Where SQLite says a write failed without a usable errno, the files are looked at instead: a
+// file of the project at the process's file size limit, or a file system without room.
 int probe_write_failure(const std::string& path) {
     rlimit r{};
     if (getrlimit(RLIMIT_FSIZE, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
@@ -45,6 +38,21 @@ int probe_write_failure(const std::string& path) {
     return 0;
 }
 
+// The I/O errors of a write (to the database, its log or its shared memory): the only ones a
+// full disk or a file size limit can cause.
+bool write_error(int rc) {
+    switch (rc) {
+    case SQLITE_IOERR_WRITE:
+    case SQLITE_IOERR_FSYNC:
+    case SQLITE_IOERR_DIR_FSYNC:
+    case SQLITE_IOERR_TRUNCATE:
+    case SQLITE_IOERR_SHMSIZE:
+        return true;
+    default:
+        return false;
+    }
+}
+
 // Why a project cannot be written, as far as the file system tells.
 std::string read_only_cause(const std::string& path) {
     struct statvfs v {};
@@ -57,52 +65,113 @@ std::string read_only_cause(const std::string& path) {
     return "the project file is read-only";
 }
 
-std::string error_text(sqlite3* db, const std::string& path, int* rc,
-                       const std::string& sqlite_msg) {
-    const int primary = *rc & 0xff;
-    const bool io = primary == SQLITE_IOERR || primary == SQLITE_FULL ||
-                    primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY ||
-                    primary == SQLITE_PERM;
-    int sys = db && io ? sqlite3_system_errno(db) : 0;
-    if (primary == SQLITE_IOERR && sys != ENOSPC && sys != EDQUOT && sys != EFBIG && sys != EIO)
+struct Described {
+    std::string text;
+    int code;
+    int sys; // ENOSPC, EDQUOT or EFBIG where a write found no room
+};
+
+// SQLite's message, with the cause a user can act on where the system said more: a full disk
+// (ENOSPC, a quota) or a file size limit (EFBIG, which SQLite reports as a plain I/O error),
+// both reported as SQLITE_FULL whatever SQLite's own code; a read-only file system,
+// permissions; a project file moved or removed while open. SQLite records the system's errno
+// only for I/O errors and failed opens.
+Described describe(sqlite3* db, const std::string& path, int rc, const std::string& sqlite_msg) {
+    const int primary = rc & 0xff;
+    int sys = db && (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN)
+                  ? sqlite3_system_errno(db)
+                  : 0;
+    if (rc == SQLITE_READONLY_DBMOVED || rc == SQLITE_IOERR_VNODE)
+        return {"the project file was moved or removed while it was open; nothing more is "
+                "written to it",
+                rc, 0};
+    if (write_error(rc) && sys != ENOSPC && sys != EDQUOT && sys != EFBIG)
         if (const int probed = probe_write_failure(path))
             sys = probed;
-    const std::string kept = "; what was saved before is kept";
-    if (primary == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT) {
-        *rc = SQLITE_FULL;
-        return "cannot write: the disk is full (" + sqlite_msg + ")" + kept;
+    if (primary == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT || sys == EFBIG) {
+        const int why = sys == EFBIG || sys == EDQUOT ? sys : ENOSPC;
+        return {"cannot write: " +
+                    (why == EFBIG ? no_room_text(why, "the project file")
+                                  : "the disk is full (" + sqlite_msg + ")") +
+                    "; what was saved before is kept",
+                SQLITE_FULL, why};
     }
-    if (sys == EFBIG) {
-        *rc = SQLITE_FULL;
-        return "cannot write: the disk is full for this file, which reached the file size "
-               "limit (" +
-               std::string(std::strerror(sys)) + ")" + kept;
-    }
-    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
-        return "another program (or another Spanscope window) is writing to this project and "
-               "kept it locked past the wait (" +
-               sqlite_msg + "); what was saved before is kept";
-    if (*rc == SQLITE_READONLY_DBMOVED || *rc == SQLITE_IOERR_VNODE)
-        return "the project file was moved or removed while it was open; nothing more is "
-               "written to it";
+    if (rc == SQLITE_BUSY_SNAPSHOT)
+        return {"another program changed the project while this read was under way (" + sqlite_msg +
+                    "); try again, what was saved before is kept",
+                rc, 0};
+    if (primary == SQLITE_BUSY)
+        return {"another program (or another Spanscope window) is writing to this project and "
+                "kept it locked past the wait (" +
+                    sqlite_msg + "); what was saved before is kept",
+                rc, 0};
+    if (primary == SQLITE_LOCKED)
+        return {"a table of the project is in use by another statement of this program (" +
+                    sqlite_msg + "); nothing was changed",
+                rc, 0};
     if (primary == SQLITE_READONLY || sys == EROFS || sys == EACCES || sys == EPERM)
-        return "cannot write: " + read_only_cause(path) + " (" + sqlite_msg + ")";
-    if (sys != 0 && primary != SQLITE_FULL)
-        return sqlite_msg + " (" + std::strerror(sys) + ")";
-    return sqlite_msg;
+        return {"cannot write: " + read_only_cause(path) + " (" + sqlite_msg + ")", rc, 0};
+    if (sys != 0)
+        return {sqlite_msg + " (" + std::strerror(sys) + ")", rc, 0};
+    return {sqlite_msg, rc, 0};
 }
 
-// A database this process cannot write, nor write its log beside (a read-only file, folder or
-// file system), with no write-ahead log left to replay: SQLite would either fail to open it in
-// WAL mode or leave a log and shared-memory file behind that it cannot remove. It is opened
-// read-only and immutable instead (nothing is created, every write is refused as read-only).
-bool read_only_place(const std::string& path, bool create) {
+[[noreturn]] void throw_error(sqlite3* db, const std::string& path, int rc,
+                              const std::string& sqlite_msg) {
+    const Described d = describe(db, path, rc, sqlite_msg);
+    throw DbError(path + ": " + d.text, d.code, d.sys);
+}
+
+// How a project is opened where this process cannot write it, or its folder.
+enum class OpenAs {
+    read_write, // it can (or it is created): SQLite's ordinary open
+    read_only,  // SQLITE_OPEN_READONLY with SQLite's locking: its log and shared memory are
+                // there (a program has it open, or left them), so SQLite reads them, sees every
+                // commit of another program, and creates nothing
+    immutable,  // on a read-only file system, which nobody can change
+    watched,    // no log and no shared memory: SQLite could read it only by creating them beside
+                // it (where the folder allows), files its owner did not have and may then be
+                // unable to write; it is read as it is instead (immutable) and every statement
+                // checks that no other program has started changing it
+};
+
+OpenAs open_as(const std::string& path, bool create) {
     if (create || ::access(path.c_str(), R_OK) != 0)
-        return false;
+        return OpenAs::read_write;
     if (::access(path.c_str(), W_OK) == 0 && ::access(parent_folder(path).c_str(), W_OK) == 0)
-        return false;
-    struct stat wal {};
-    return ::stat((path + "-wal").c_str(), &wal) != 0 || wal.st_size == 0;
+        return OpenAs::read_write;
+    struct statvfs v {};
+    if (::statvfs(path.c_str(), &v) == 0 && (v.f_flag & ST_RDONLY))
+        return OpenAs::immutable;
+    struct stat wal {
+    }, shm{};
+    const bool has_wal = ::stat((path + "-wal").c_str(), &wal) == 0;
+    const bool has_shm = ::stat((path + "-shm").c_str(), &shm) == 0;
+    if (has_wal && has_shm)
+        return OpenAs::read_only;
+    // A log with commits in it and no shared memory: only SQLite can replay it.
+    if (has_wal && wal.st_size > 0)
+        return OpenAs::read_write;
+    return OpenAs::watched;
+}
+
+// The project file and its log as the file system describes them: any commit or checkpoint by
+// another program changes it (the log appears, grows, or the file is written).
+std::string identity(const std::string& path) {
+    std::string id;
+    for (const char* suffix : {"", "-wal"}) {
+        struct stat st {};
+        if (::stat((path + suffix).c_str(), &st) != 0) {
+            id += "none;";
+            continue;
+        }
+        for (const auto v : {uint64_t(st.st_dev), uint64_t(st.st_ino), uint64_t(st.st_size),
+                             uint64_t(st.st_mtim.tv_sec), uint64_t(st.st_mtim.tv_nsec),
+                             uint64_t(st.st_ctim.tv_sec), uint64_t(st.st_ctim.tv_nsec)})
+            id += std::to_string(v) + ',';
+        id += ';';
+    }
+    return id;
 }
 
 // "file:PATH?immutable=1" with the characters a URI path cannot hold escaped.
@@ -134,28 +203,55 @@ void refuse_if_moved(Db& db) {
 
 [[noreturn]] void fail(sqlite3* db, int rc, const std::string& context) {
     const char* msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    const std::string text = error_text(db, context, &rc, msg ? msg : sqlite3_errstr(rc));
-    throw DbError(context + ": " + text, rc);
+    throw_error(db, context, rc, msg ? msg : sqlite3_errstr(rc));
 }
 } // namespace
 
+std::string no_room_text(int system_errno, const std::string& file) {
+    if (system_errno == EFBIG)
+        return file + " reached this process's file size limit (ulimit -f)";
+    return "the disk is full (" + std::string(std::strerror(system_errno)) + ")";
+}
+
 Db::Db(const std::string& path, bool create) : path_(path) {
-    const int flags =
-        SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
-    const int rc =
-        read_only_place(path, create)
-            ? sqlite3_open_v2(immutable_uri(path).c_str(), &db_,
-                              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr)
-            : sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    const OpenAs as = open_as(path, create);
+    int rc = SQLITE_OK;
+    switch (as) {
+    case OpenAs::read_write:
+        rc = sqlite3_open_v2(path.c_str(), &db_,
+                             SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) |
+                                 SQLITE_OPEN_NOMUTEX,
+                             nullptr);
+        break;
+    case OpenAs::read_only:
+        rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+                             nullptr);
+        break;
+    case OpenAs::immutable:
+    case OpenAs::watched:
+        identity_ = identity(path);
+        watched_ = as == OpenAs::watched;
+        rc = sqlite3_open_v2(immutable_uri(path).c_str(), &db_,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+        break;
+    }
     if (rc != SQLITE_OK) {
-        int code = rc;
-        const std::string msg =
-            error_text(db_, path, &code, db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
+        const std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+        const Described d = describe(db_, path, rc, msg);
         sqlite3_close(db_);
         db_ = nullptr;
-        throw DbError(path + ": " + msg, code);
+        throw DbError(path + ": " + d.text, d.code, d.sys);
     }
     sqlite3_extended_result_codes(db_, 1);
+}
+
+void Db::check_unchanged() {
+    if (watched_ && identity(path_) != identity_)
+        throw DbError(path_ + ": another program has changed the project since it was opened here "
+                              "read-only (it was read as it was then: SQLite could follow changes "
+                              "only by creating its log beside it, which this program may not do); "
+                              "open it again to see the changes",
+                      SQLITE_BUSY_SNAPSHOT);
 }
 
 Db::~Db() {
@@ -163,15 +259,15 @@ Db::~Db() {
 }
 
 void Db::exec(std::string_view sql) {
+    check_unchanged();
     char* err = nullptr;
     const std::string s(sql);
     const int rc = sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err);
+    check_unchanged();
     if (rc != SQLITE_OK) {
         const std::string msg = err ? err : sqlite3_errstr(rc);
         sqlite3_free(err);
-        int code = rc;
-        const std::string text = error_text(db_, path_, &code, msg);
-        throw DbError(path_ + ": " + text, code);
+        throw_error(db_, path_, rc, msg);
     }
 }
 
@@ -243,7 +339,11 @@ Stmt& Stmt::bind_null(int i) {
 bool Stmt::step() {
     if (!sqlite3_stmt_busy(st_) && !sqlite3_stmt_readonly(st_))
         refuse_if_moved(*db_);
+    // Where the project is read as it was at opening, every row is checked: a page another
+    // program wrote meanwhile may have been read beside older ones.
+    db_->check_unchanged();
     const int rc = sqlite3_step(st_);
+    db_->check_unchanged();
     if (rc == SQLITE_ROW)
         return true;
     if (rc == SQLITE_DONE)

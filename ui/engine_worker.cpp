@@ -190,6 +190,9 @@ void EngineWorker::open_project(const QString& path, bool create) {
     try {
         project_ = Project::open(path.toStdString(), create);
         open_cache();
+        // data_version before the list: a commit by another program after it is read is then
+        // seen by the next refresh_documents (read after the list, it would be taken as shown).
+        data_version_ = data_version();
         // The list as the user left it: its order, and which documents are in context.
         std::string warning;
         const DocumentListState list = project_document_list(*project_, &warning);
@@ -198,7 +201,6 @@ void EngineWorker::open_project(const QString& path, bool create) {
         QList<DocumentRow> rows;
         qint64 restored = 0;
         listed_.clear();
-        data_version_ = data_version();
         for (const auto id : list.order) {
             rows << row_for(id);
             remember_row(rows.back());

@@ -3,6 +3,7 @@
 #include "answering/chat_history.h"
 #include "answering/document_list.h"
 #include "storage/project.h"
+#include "storage/sqlite_db.h"
 #include "ui/answer_citations.h"
 #include "ui/answer_stats_json.h"
 #include "ui/chat_export.h"
@@ -13,9 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -27,21 +30,43 @@ QString q(const std::string& s) {
     return QString::fromStdString(s);
 }
 
-// Write `bytes` to `path` whole or not at all: into a temporary file beside it, every write()
-// checked (a short write is an error: QSaveFile took a write cut short by a full disk or a file
-// size limit for success and renamed the truncated file into place), synced, then renamed over
-// the target. On failure the temporary file is removed and `why` says what happened.
+// Write `bytes` to `path` whole or not at all: into a new file beside it (created with mode
+// 0666 less the umask, or the mode of the file it replaces), every write() checked (a short
+// write is an error: QSaveFile took a write cut short by a full disk or a file size limit for
+// success and renamed the truncated file into place), synced, renamed over the target and the
+// folder synced. A symbolic link is followed: its target is replaced and the link kept. On
+// failure the temporary file is removed and `why` says what happened.
 bool write_file_whole(const QString& path, const QByteArray& bytes, QString* why) {
-    const QByteArray target = QFile::encodeName(path);
-    QByteArray tmp = target + ".XXXXXX";
-    const int fd = ::mkstemp(tmp.data());
+    QByteArray target = QFile::encodeName(path);
+    struct stat link {};
+    if (::lstat(target.constData(), &link) == 0 && S_ISLNK(link.st_mode)) {
+        char* real = ::realpath(target.constData(), nullptr);
+        if (!real) {
+            *why = QStringLiteral("the link's target cannot be found (%1)")
+                       .arg(QString::fromLocal8Bit(std::strerror(errno)));
+            return false;
+        }
+        target = real;
+        std::free(real);
+    }
+    const QByteArray folder = target.left(std::max<qsizetype>(target.lastIndexOf('/'), 1));
+    struct stat st {};
+    const bool replaces = ::stat(target.constData(), &st) == 0;
+    QByteArray tmp;
+    int fd = -1;
+    for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+        tmp = target + '.' + QByteArray::number(::getpid()) + '.' + QByteArray::number(attempt);
+        fd = ::open(tmp.constData(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
     if (fd < 0) {
         *why = QString::fromLocal8Bit(std::strerror(errno));
         return false;
     }
-    struct stat st {};
-    ::fchmod(fd, ::stat(target.constData(), &st) == 0 ? (st.st_mode & 07777) : 0644);
     int err = 0;
+    if (replaces && ::fchmod(fd, st.st_mode & 07777) != 0)
+        err = errno;
     const char* p = bytes.constData();
     qint64 left = bytes.size();
     while (left > 0 && err == 0) {
@@ -61,18 +86,20 @@ bool write_file_whole(const QString& path, const QByteArray& bytes, QString* why
         err = errno;
     if (err == 0 && ::rename(tmp.constData(), target.constData()) != 0)
         err = errno;
-    if (err == 0)
+    if (err == 0) {
+        // The rename itself is kept only once the folder is synced.
+        const int dir = ::open(folder.constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir >= 0) {
+            ::fsync(dir);
+            ::close(dir);
+        }
         return true;
+    }
     ::unlink(tmp.constData());
-    const QString sys = QString::fromLocal8Bit(std::strerror(err));
-    if (err == ENOSPC || err == EDQUOT)
-        *why = QStringLiteral("the disk is full (%1)").arg(sys);
-    else if (err == EFBIG)
-        *why = QStringLiteral("the disk is full for this file, which reached the file size "
-                              "limit (%1)")
-                   .arg(sys);
+    if (err == ENOSPC || err == EDQUOT || err == EFBIG)
+        *why = q(no_room_text(err, "the file"));
     else
-        *why = sys;
+        *why = QString::fromLocal8Bit(std::strerror(err));
     return false;
 }
 } // namespace
