@@ -15,7 +15,6 @@
 #include <QtTest>
 
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <filesystem>
 #include <fstream>
@@ -25,25 +24,6 @@ using namespace spanscope::gui;
 using namespace spanscope::test;
 
 namespace {
-
-/// RLIMIT_FSIZE of this process at `bytes` while in scope (SIGXFSZ ignored: write() fails with
-/// EFBIG instead of the signal killing the process).
-struct FileSizeLimit {
-    rlimit old{};
-    explicit FileSizeLimit(int64_t bytes) {
-        signal(SIGXFSZ, SIG_IGN);
-        getrlimit(RLIMIT_FSIZE, &old);
-        const rlimit r{static_cast<rlim_t>(bytes), old.rlim_max};
-        setrlimit(RLIMIT_FSIZE, &r);
-    }
-    ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &old); }
-};
-
-int64_t file_bytes(const std::string& path) {
-    std::error_code ec;
-    const auto n = std::filesystem::file_size(path, ec);
-    return ec ? 0 : static_cast<int64_t>(n);
-}
 
 /// A project with one document and two chats of two messages each; returns the chats' ids.
 std::vector<int64_t> make_project(const std::string& path, const std::string& doc_path) {
@@ -106,7 +86,9 @@ void GuiStoreFaults::writesOnAFullDiskSayWhyAndLoseNothing() {
             const QString m = e[0].toString();
             qInfo("%s", qPrintable(m));
             QVERIFY2(m.contains(QString::fromStdString(p)), qPrintable(m));
-            QVERIFY2(m.contains(QStringLiteral("disk is full")), qPrintable(m));
+            QVERIFY2(m.contains(QStringLiteral("file size limit (ulimit -f)")) &&
+                         !m.contains(QStringLiteral("Free some space")),
+                     qPrintable(m));
         }
         QCOMPARE(QString::fromStdString(integrity_of(p)), QStringLiteral("ok"));
         QVERIFY(rows_lost(before, dump_project(p)).empty());
@@ -151,7 +133,9 @@ void GuiStoreFaults::exportOnAFullDiskLeavesNoFile() {
     for (const auto& e : errors) {
         const QString m = e[0].toString();
         qInfo("%s", qPrintable(m));
-        QVERIFY2(m.contains(QStringLiteral("disk is full")), qPrintable(m));
+        QVERIFY2(m.contains(QStringLiteral("file size limit (ulimit -f)")) &&
+                     !m.contains(QStringLiteral("Free some space")),
+                 qPrintable(m));
     }
     QVERIFY(errors[0][0].toString().contains(target));
     // Nothing under the target's name, no temporary file left, the earlier export unchanged.
@@ -202,23 +186,13 @@ void GuiStoreFaults::folderRemovedOrRenamedWhileOpen() {
 
 void GuiStoreFaults::cliIngestWhileTheWorkerUsesTheProject() {
     TempDir dir;
-    const std::string model = dir.file("tiny.gguf");
-    TinyGemma3Config c;
-    c.n_ctx = 2048;
-    c.sliding_window = 16;
-    write_tiny_gemma3(model, c);
-    const std::string a = dir.file("a.txt"), b = dir.file("b.txt");
-    std::ofstream(a, std::ios::binary) << sample_prose(5, 900);
-    std::ofstream(b, std::ios::binary) << sample_prose(6, 2200);
-    const auto ingest = [&](const std::string& project, const std::string& d) {
-        return std::vector<std::string>{
-            "ingest",    "--project", project,          "--model", model,
-            "--threads", "1",         "--chunk-tokens", "32",      d};
-    };
+    const std::string model = write_fault_model(dir.file("tiny.gguf"));
+    const std::string a = write_prose(dir.file("a.txt"), 5, 900);
+    const std::string b = write_prose(dir.file("b.txt"), 6, 2200);
     const std::string ref = dir.file("reference.spanscope"), p = dir.file("p.spanscope");
-    QCOMPARE(run_cli_in(dir.path, ingest(ref, a)).status, 0);
-    QCOMPARE(run_cli_in(dir.path, ingest(ref, b)).status, 0);
-    QCOMPARE(run_cli_in(dir.path, ingest(p, a)).status, 0);
+    QCOMPARE(run_cli_in(dir.path, ingest_args(ref, model, a)).status, 0);
+    QCOMPARE(run_cli_in(dir.path, ingest_args(ref, model, b)).status, 0);
+    QCOMPARE(run_cli_in(dir.path, ingest_args(p, model, a)).status, 0);
     int64_t chat = 0;
     {
         auto project = Project::open(p, false);
@@ -229,7 +203,7 @@ void GuiStoreFaults::cliIngestWhileTheWorkerUsesTheProject() {
     QSignalSpy errors(&w, &StoreWorker::error);
     QSignalSpy texts(&w, &StoreWorker::document_text);
     w.open_project(QString::fromStdString(p));
-    const pid_t pid = start_cli(ingest(p, b), dir.file("out"), dir.file("err"));
+    const pid_t pid = start_cli(ingest_args(p, model, b), dir.file("out"), dir.file("err"));
     int rounds = 0;
     for (;;) {
         w.rename_chat(chat, QStringLiteral("Round %1").arg(rounds));

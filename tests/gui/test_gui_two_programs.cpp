@@ -20,7 +20,6 @@
 #include <QtTest>
 
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <filesystem>
 #include <fstream>
@@ -30,27 +29,6 @@ using namespace spanscope::gui;
 using namespace spanscope::test;
 
 namespace {
-
-constexpr int kChunkTokens = 32;
-
-/// RLIMIT_FSIZE of this process at `bytes` while in scope (SIGXFSZ ignored: write() fails with
-/// EFBIG instead of the signal killing the process).
-struct FileSizeLimit {
-    rlimit old{};
-    explicit FileSizeLimit(int64_t bytes) {
-        signal(SIGXFSZ, SIG_IGN);
-        getrlimit(RLIMIT_FSIZE, &old);
-        const rlimit r{static_cast<rlim_t>(bytes), old.rlim_max};
-        setrlimit(RLIMIT_FSIZE, &r);
-    }
-    ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &old); }
-};
-
-int64_t file_bytes(const std::string& path) {
-    std::error_code ec;
-    const auto n = std::filesystem::file_size(path, ec);
-    return ec ? 0 : static_cast<int64_t>(n);
-}
 
 /// Drops `files` on the window, as a file manager does.
 void drop(MainWindow& w, const QStringList& files) {
@@ -100,10 +78,7 @@ private:
     /// missing); false (reason in `why`) on failure.
     bool open_window(std::unique_ptr<MainWindow>& w, const std::string& project, QString* why);
     std::vector<std::string> ingest(const std::string& project, const std::string& doc) const {
-        return {"ingest",  "--project",      project,
-                "--model", model_,           "--threads",
-                "1",       "--chunk-tokens", std::to_string(kChunkTokens),
-                doc};
+        return ingest_args(project, model_, doc);
     }
     TempDir dir_;
     std::string model_;
@@ -111,11 +86,7 @@ private:
 
 void GuiTwoPrograms::initTestCase() {
     QStandardPaths::setTestModeEnabled(true);
-    model_ = dir_.file("tiny.gguf");
-    TinyGemma3Config c;
-    c.n_ctx = 2048;
-    c.sliding_window = 16;
-    write_tiny_gemma3(model_, c);
+    model_ = write_fault_model(dir_.file("tiny.gguf"));
 }
 
 bool GuiTwoPrograms::open_window(std::unique_ptr<MainWindow>& w, const std::string& project,
@@ -124,7 +95,7 @@ bool GuiTwoPrograms::open_window(std::unique_ptr<MainWindow>& w, const std::stri
     // window's engine as by spanscope-cli.
     {
         auto p = Project::open(project, /*create=*/true);
-        set_project_chunk_tokens(*p, kChunkTokens);
+        set_project_chunk_tokens(*p, kFaultChunkTokens);
     }
     AppSettings s;
     s.model_path = QString::fromStdString(model_);
@@ -280,13 +251,17 @@ void GuiTwoPrograms::answerSavedOnAFullDiskSaysWhyAndLosesNothing() {
     QCOMPARE(failed.count(), 1);
     const QString message = failed[0][0].toString();
     qInfo("the window says: %s", qPrintable(message));
-    QVERIFY2(message.contains(QStringLiteral("disk is full")), qPrintable(message));
+    QVERIFY2(message.contains(QStringLiteral("file size limit (ulimit -f)")) &&
+                 !message.contains(QStringLiteral("Free some space")),
+             qPrintable(message));
     QVERIFY2(w->banner_text().contains(message), qPrintable(w->banner_text()));
     auto* chat = w->chat_model();
     const QString shown =
         chat->data(chat->index(chat->rowCount() - 1), ChatModel::DetailsRole).toString();
     qInfo("the chat shows under the question: %s", qPrintable(shown));
-    QVERIFY2(shown.contains(QStringLiteral("disk is full")), qPrintable(shown));
+    QVERIFY2(shown.contains(QStringLiteral("file size limit (ulimit -f)")) &&
+                 !shown.contains(QStringLiteral("Free some space")),
+             qPrintable(shown));
     // The question stays in its chat with no answer; nothing saved before is lost.
     QCOMPARE(QString::fromStdString(integrity_of(p)), QStringLiteral("ok"));
     const auto lost = rows_lost(before, dump_project(p));

@@ -3,6 +3,8 @@
 #include "storage/project.h"
 #include "storage/sqlite_db.h"
 
+#include <sqlite3.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -75,19 +77,18 @@ int64_t Snapshot::rows_committed() const {
     return n;
 }
 
-namespace {
-
-void check_integrity(Db& db, Snapshot& s) {
+std::string integrity_of(Db& db) {
+    std::string out;
     auto ic = db.prepare("PRAGMA integrity_check");
     while (ic.step()) {
-        if (!s.integrity.empty())
-            s.integrity += "\n";
-        s.integrity += ic.text(0);
+        if (!out.empty())
+            out += "\n";
+        out += ic.text(0);
     }
     auto fk = db.prepare("PRAGMA foreign_key_check");
     while (fk.step()) {
-        s.integrity += "\nforeign key violation in ";
-        s.integrity += fk.text(0);
+        out += "\nforeign key violation in ";
+        out += fk.text(0);
     }
     // The full-text index goes with the chunks (one transaction): one row per unit, keyed by
     // its first chunk, and none without its unit; FTS5's own check of its structures.
@@ -95,18 +96,23 @@ void check_integrity(Db& db, Snapshot& s) {
                               "(SELECT 1 FROM unit_text t WHERE t.rowid = c.id)");
     missing.step();
     if (missing.int64(0) != 0)
-        s.integrity += '\n' + std::to_string(missing.int64(0)) + " units without an index row";
+        out += '\n' + std::to_string(missing.int64(0)) + " units without an index row";
     auto orphans = db.prepare("SELECT count(*) FROM unit_text t WHERE NOT EXISTS (SELECT 1 FROM "
                               "chunks c WHERE c.id = t.rowid AND c.ordinal = 0)");
     orphans.step();
     if (orphans.int64(0) != 0)
-        s.integrity += '\n' + std::to_string(orphans.int64(0)) + " index rows without a unit";
-    try {
-        db.exec("INSERT INTO unit_text(unit_text) VALUES ('integrity-check')");
-    } catch (const std::exception& e) {
-        s.integrity += std::string("\nFTS5 integrity-check: ") + e.what();
+        out += '\n' + std::to_string(orphans.int64(0)) + " index rows without a unit";
+    if (sqlite3_db_readonly(db.handle(), "main") == 0) {
+        try {
+            db.exec("INSERT INTO unit_text(unit_text) VALUES ('integrity-check')");
+        } catch (const std::exception& e) {
+            out += std::string("\nFTS5 integrity-check: ") + e.what();
+        }
     }
+    return out;
 }
+
+namespace {
 
 int64_t count(Db& db, const char* sql) {
     auto q = db.prepare(sql);
@@ -120,7 +126,7 @@ Snapshot snapshot(const std::string& path) {
     auto project = Project::open(path, /*create=*/false);
     auto& db = project->db();
     Snapshot s;
-    check_integrity(db, s);
+    s.integrity = integrity_of(db);
     s.documents = count(db, "SELECT count(*) FROM documents");
     s.chunks = count(db, "SELECT count(*) FROM chunks");
     auto q = db.prepare("SELECT c.document_id, c.unit, c.ordinal, s.kind, s.blob FROM "

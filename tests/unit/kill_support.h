@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+namespace spanscope {
+class Db;
+}
+
 namespace spanscope::test {
 
 /// Start `exe` with `args` as a separate process: stdin and stdout /dev/null, stderr to
@@ -47,10 +51,13 @@ struct MessageRow {
     std::vector<std::string> sources; ///< each answer_sources row as text, in key order
 };
 
+/// PRAGMA integrity_check and foreign_key_check, the full-text index against the units (one row
+/// per unit, none without its unit) and FTS5's own check: "ok" when all hold, else what failed,
+/// one line each. FTS5 runs its check as an INSERT: a connection that cannot write leaves it out.
+std::string integrity_of(Db& db);
+
 struct Snapshot {
-    /// PRAGMA integrity_check and foreign_key_check, the full-text index against the units and
-    /// FTS5's own check: "ok" when all hold, else what failed, one line each.
-    std::string integrity;
+    std::string integrity; ///< integrity_of()
     int64_t documents = 0;
     int64_t chunks = 0;           ///< chunk rows (0 before a document was chunked)
     std::vector<StateRow> states; ///< ordered by document, unit, ordinal, kind

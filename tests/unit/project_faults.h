@@ -1,10 +1,11 @@
 // What the tests of a project under faults share: spanscope-cli started as a child process with
 // limits set between fork and exec (a file size limit with SIGXFSZ ignored, so that write()
 // fails with EFBIG; another user id, for permission checks that root would pass), a private
-// mount namespace for small filesystems, and every committed row of a project read back for
-// byte comparison.
+// mount namespace for small filesystems, a file size limit on this process, and every committed
+// row of a project read back for byte comparison.
 #pragma once
 
+#include "kill_support.h"
 #include "storage/sqlite_db.h"
 #include "test_support.h"
 #include "tiny_model.h"
@@ -17,6 +18,8 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -126,11 +129,15 @@ inline std::string write_prose(const std::string& path, uint32_t seed, size_t mi
     return path;
 }
 
-/// spanscope-cli's ingest of `doc` into `project` with `model`: one thread, 32-token chunks.
+/// The chunk size of the fault tests' ingests, in tokens.
+inline constexpr int kFaultChunkTokens = 32;
+
+/// spanscope-cli's ingest of `doc` into `project` with `model`: one thread, kFaultChunkTokens.
 inline std::vector<std::string> ingest_args(const std::string& project, const std::string& model,
                                             const std::string& doc) {
+    const std::string chunk = std::to_string(kFaultChunkTokens);
     return {"ingest",    "--project", project,          "--model", model,
-            "--threads", "1",         "--chunk-tokens", "32",      doc};
+            "--threads", "1",         "--chunk-tokens", chunk,     doc};
 }
 
 /// Lines of `text` that are not progress lines ("N of M chunks stored") nor notes.
@@ -150,22 +157,34 @@ inline std::vector<std::string> message_lines(const std::string& text) {
     return out;
 }
 
-/// PRAGMA integrity_check's rows and foreign_key_check's, joined ("ok" for a sound file).
+/// integrity_of() (kill_support.h) of the project at `project`, on a connection of its own that
+/// waits up to 5 s for another program's write to end.
 inline std::string integrity_of(const std::string& project) {
     Db db(project, /*create=*/false);
-    std::string s;
-    auto ic = db.prepare("PRAGMA integrity_check");
-    while (ic.step()) {
-        if (!s.empty())
-            s += '\n';
-        s += ic.text(0);
+    sqlite3_busy_timeout(db.handle(), 5000);
+    return integrity_of(db);
+}
+
+/// RLIMIT_FSIZE of this process at `bytes` while in scope (SIGXFSZ ignored: write() fails with
+/// EFBIG instead of the signal killing the process).
+struct FileSizeLimit {
+    rlimit old{};
+    explicit FileSizeLimit(int64_t bytes) {
+        signal(SIGXFSZ, SIG_IGN);
+        getrlimit(RLIMIT_FSIZE, &old);
+        const rlimit r{static_cast<rlim_t>(bytes), old.rlim_max};
+        setrlimit(RLIMIT_FSIZE, &r);
     }
-    auto fk = db.prepare("PRAGMA foreign_key_check");
-    while (fk.step()) {
-        s += "\nforeign key violation in ";
-        s += fk.text(0);
-    }
-    return s;
+    ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &old); }
+    FileSizeLimit(const FileSizeLimit&) = delete;
+    FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+};
+
+/// The size of the file at `path` (0 when there is none).
+inline int64_t file_bytes(const std::string& path) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(path, ec);
+    return ec ? 0 : static_cast<int64_t>(n);
 }
 
 /// Every row of the project's own tables (not SQLite's or the full-text index's internals),

@@ -83,9 +83,7 @@ protected:
                     list.status == 0 ? "works" : list.err.c_str());
 
         const std::vector<std::pair<const char*, std::vector<std::string>>> writes{
-            {"ingest",
-             {"ingest", "--project", p, "--model", model_, "--threads", "1", "--chunk-tokens", "32",
-              other_}},
+            {"ingest", ingest_args(p, model_, other_)},
             {"ask", ask(p)},
             {"set-cache-limit", {"project", "set-cache-limit", "--project", p, "1G"}},
         };
