@@ -15,6 +15,7 @@
 #include <QtTest>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -51,6 +52,8 @@ private slots:
     }
     void writesOnAFullDiskSayWhyAndLoseNothing();
     void exportOnAFullDiskLeavesNoFile();
+    void exportKeepsTheUmaskOrTheReplacedFilesMode();
+    void exportThroughASymbolicLinkWritesItsTarget();
     void folderRemovedOrRenamedWhileOpen();
     void cliIngestWhileTheWorkerUsesTheProject();
 };
@@ -146,6 +149,63 @@ void GuiStoreFaults::exportOnAFullDiskLeavesNoFile() {
     w.export_chat(chats[1], target);
     QCOMPARE(exported.count(), 1);
     QVERIFY(read_file(target.toStdString()).size() > 6000);
+}
+
+void GuiStoreFaults::exportKeepsTheUmaskOrTheReplacedFilesMode() {
+    TempDir dir;
+    const std::string doc = dir.file("notes.txt"), p = dir.file("p.spanscope");
+    std::ofstream(doc, std::ios::binary) << sample_prose(2, 800);
+    const auto chats = make_project(p, doc);
+    const std::string created = dir.file("created.md"), replaced = dir.file("replaced.md");
+    std::ofstream(replaced, std::ios::binary) << "an earlier export\n";
+    QCOMPARE(::chmod(replaced.c_str(), 0640), 0);
+    StoreWorker w;
+    QSignalSpy errors(&w, &StoreWorker::error);
+    QSignalSpy exported(&w, &StoreWorker::chat_exported);
+    w.open_project(QString::fromStdString(p));
+    // A new file gets 0666 less the umask; a file replaced keeps its mode.
+    struct Umask {
+        mode_t old = ::umask(077);
+        ~Umask() { ::umask(old); }
+    } umask_077;
+    w.export_chat(chats[1], QString::fromStdString(created));
+    w.export_chat(chats[1], QString::fromStdString(replaced));
+    QCOMPARE(errors.count(), 0);
+    QCOMPARE(exported.count(), 2);
+    struct stat st {};
+    QCOMPARE(::stat(created.c_str(), &st), 0);
+    QCOMPARE(st.st_mode & 07777, mode_t{0600});
+    QCOMPARE(::stat(replaced.c_str(), &st), 0);
+    QCOMPARE(st.st_mode & 07777, mode_t{0640});
+    QCOMPARE(read_file(replaced), read_file(created));
+    QVERIFY(read_file(created).size() > 6000);
+}
+
+void GuiStoreFaults::exportThroughASymbolicLinkWritesItsTarget() {
+    TempDir dir;
+    const std::string doc = dir.file("notes.txt"), p = dir.file("p.spanscope");
+    std::ofstream(doc, std::ios::binary) << sample_prose(2, 800);
+    const auto chats = make_project(p, doc);
+    const std::string target = dir.file("target.md"), link = dir.file("link.md");
+    const std::string reference = dir.file("reference.md");
+    std::ofstream(target, std::ios::binary) << "an earlier export\n";
+    std::filesystem::create_symlink("target.md", link);
+    StoreWorker w;
+    QSignalSpy errors(&w, &StoreWorker::error);
+    QSignalSpy exported(&w, &StoreWorker::chat_exported);
+    w.open_project(QString::fromStdString(p));
+    w.export_chat(chats[1], QString::fromStdString(reference));
+    w.export_chat(chats[1], QString::fromStdString(link));
+    QCOMPARE(errors.count(), 0);
+    QCOMPARE(exported.count(), 2);
+    // The link is still a link to the same name; its target holds the export.
+    QVERIFY(std::filesystem::is_symlink(link));
+    QCOMPARE(std::filesystem::read_symlink(link).string(), std::string("target.md"));
+    QVERIFY(read_file(reference).size() > 6000);
+    QCOMPARE(read_file(target), read_file(reference));
+    // No temporary file left beside either name.
+    for (const auto& f : files_under(dir.path))
+        QVERIFY2(f.rfind("target.md.", 0) != 0 && f.rfind("link.md.", 0) != 0, f.c_str());
 }
 
 void GuiStoreFaults::folderRemovedOrRenamedWhileOpen() {
