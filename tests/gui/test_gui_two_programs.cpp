@@ -230,12 +230,14 @@ void GuiTwoPrograms::answerSavedOnAFullDiskSaysWhyAndLosesNothing() {
     };
     ask(QStringLiteral("Where is the river?"));
     QCOMPARE(failed.count(), 0);
-    // A connection held open here keeps the write-ahead log from being reset between the
-    // answers, so each save writes past its end. An answer first, unlimited, measures how far
-    // the log grows for it (the question, the states' use times, the answer, each its own
-    // transaction); the same question in a new chat writes as much, so a limit one byte short
-    // stops its last write: the answer's.
+    // A read transaction held open here, as another program's, keeps a snapshot that the log's
+    // frames past it may not be checkpointed over nor the log restarted under (SQLite's
+    // automatic checkpoint could otherwise reset it between the answers), so each save writes
+    // past the log's end. An answer first, unlimited, measures how far the log grows for it (the
+    // question, the states' use times, the answer, each its own transaction); the same question
+    // in a new chat writes as much, so a limit one byte short stops its last write: the answer's.
     Db keep(p, /*create=*/false);
+    keep.exec("BEGIN; SELECT count(*) FROM documents;");
     const QString question = QStringLiteral("Which garden is quiet?");
     const int64_t wal_before = file_bytes(p + "-wal");
     ask(question);
@@ -276,7 +278,9 @@ void GuiTwoPrograms::answerSavedOnAFullDiskSaysWhyAndLosesNothing() {
     for (const auto& [role, text] : unanswered)
         QVERIFY2(role == "user" || text.empty(), text.c_str());
 
-    // The limit raised: the same question is answered and saved as before.
+    // The limit raised and the read transaction ended: the same question is answered and saved
+    // as before.
+    keep.exec("COMMIT");
     ask(question);
     QCOMPARE(failed.count(), 0);
     const auto later = chat_messages(p);

@@ -167,14 +167,18 @@ TEST_F(DiskFull, AskThatCannotSaveItsChatSaysSoAndKeepsTheEarlierChats) {
     const std::string p = dir_.file("p.spanscope");
     ASSERT_EQ(run(ingest(p, first_)).status, 0);
 
-    // A connection held open here keeps the write-ahead log from being reset between the asks
-    // (a second program on the project), so each ask writes past its end: a limit a little past
-    // the log's size stops the ask while it saves its chat. Limits grow until an ask saves it;
-    // each one that fails must say so and lose nothing.
+    // A read transaction held open here (a second program on the project) keeps a snapshot
+    // that the log's later frames may not be checkpointed over nor the log restarted under
+    // (SQLite's automatic checkpoint could otherwise reset it between the asks), so each ask
+    // writes past the log's end: a limit a little past the log's size stops the ask while it
+    // saves its chat. Limits grow until an ask saves it; each one that fails must say so and
+    // lose nothing. The transaction begins once the first ask has written to the log: a reader
+    // that begins on an empty log reads the database file alone and does not hold it.
     spanscope::Db keep(p, /*create=*/false);
     keep.exec("SELECT count(*) FROM chats");
     const auto first_ask = run(ask(p, "Where is the river?"));
     ASSERT_EQ(first_ask.status, 0) << first_ask.err;
+    keep.exec("BEGIN; SELECT count(*) FROM documents;");
     const auto before = dump_project(p);
     ASSERT_EQ(before.at("chats").size(), 1u);
     int failed = 0;
@@ -200,7 +204,9 @@ TEST_F(DiskFull, AskThatCannotSaveItsChatSaysSoAndKeepsTheEarlierChats) {
                     r.status == 0 ? "saved" : r.err.c_str());
     }
     EXPECT_GT(failed, 0) << "no limit made the save fail";
-    // The fault gone: an ask works and its chat is kept beside the earlier ones.
+    // The fault gone and the read transaction ended: an ask works and its chat is kept beside
+    // the earlier ones.
+    keep.exec("COMMIT");
     const auto later = run(ask(p, "What did the letter say?"));
     EXPECT_EQ(later.status, 0) << later.err;
     EXPECT_EQ(integrity_of(p), "ok");
