@@ -3,6 +3,7 @@
 // the project changed: never the old list in silence), a write stopped by the process's file
 // size limit says so (not a full disk), and a conflict inside one connection does not blame
 // another program.
+#include "project_faults.h"
 #include "storage/project.h"
 #include "storage/sqlite_db.h"
 #include "test_support.h"
@@ -165,33 +166,12 @@ TEST(SqliteErrors, AReaderThatCannotWriteTheProjectSeesItsOwnersNewDocument) {
     }
 }
 
-namespace {
-/// RLIMIT_FSIZE of this process at `bytes` while in scope (SIGXFSZ ignored: write() fails with
-/// EFBIG instead of the signal ending the process).
-struct FileSizeLimit {
-    rlimit old{};
-    explicit FileSizeLimit(int64_t bytes) {
-        signal(SIGXFSZ, SIG_IGN);
-        getrlimit(RLIMIT_FSIZE, &old);
-        const rlimit r{static_cast<rlim_t>(bytes), old.rlim_max};
-        setrlimit(RLIMIT_FSIZE, &r);
-    }
-    ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &old); }
-};
-
-int64_t bytes_of(const std::string& path) {
-    std::error_code ec;
-    const auto n = std::filesystem::file_size(path, ec);
-    return ec ? 0 : static_cast<int64_t>(n);
-}
-} // namespace
-
 TEST(SqliteErrors, AFileSizeLimitIsNamedAsSuchNotAsAFullDisk) {
     TempDir dir;
     const std::string p = dir.file("p.spanscope");
     Db db(p, /*create=*/true);
     db.exec("PRAGMA journal_mode=WAL; CREATE TABLE t(x BLOB)");
-    const int64_t limit = std::max(bytes_of(p), bytes_of(p + "-wal")) + 8192;
+    const int64_t limit = std::max(file_bytes(p), file_bytes(p + "-wal")) + 8192;
     int code = 0, sys = 0;
     std::string what;
     {
