@@ -131,6 +131,9 @@ LoadedDocument load_epub(const std::string& path, ZipContainer& zip) {
     out.source_encoding = "UTF-8";
     int64_t lines_before = 0, bytes_before = 0;
     int documents = 0;
+    // Each document at its first place in the spine only: a spine naming one chapter many
+    // times (a few bytes per itemref, compressed to less) would multiply its text.
+    std::set<std::string> placed;
     for (const xmlNode* ref = spine->children; ref; ref = ref->next) {
         if (!is_element(ref, kOpf, "itemref"))
             continue;
@@ -140,6 +143,8 @@ LoadedDocument load_epub(const std::string& path, ZipContainer& zip) {
         const Item& item = it->second;
         if (item.media_type != "application/xhtml+xml" && item.media_type != "text/html")
             continue;
+        if (!placed.insert(item.name).second)
+            continue; // read already (two itemrefs or two manifest items naming it)
         if (encrypted.count(item.name))
             throw DocumentError(path + ": is encrypted (DRM: " + item.name +
                                 "); Spanscope reads EPUB books without DRM");

@@ -199,6 +199,16 @@ std::string make_zip(const std::string& path,
     return spanscope::test::read_file(path);
 }
 
+using Entries = std::vector<std::pair<std::string, std::string>>;
+
+/// The bytes `entries` hold uncompressed, added up: what the archive inflates to.
+size_t inflated_size(const Entries& entries) {
+    size_t total = 0;
+    for (const auto& [name, content] : entries)
+        total += content.size();
+    return total;
+}
+
 const char* const kDocumentXml =
     R"(<?xml version="1.0" encoding="UTF-8"?>
 <w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>
@@ -421,6 +431,37 @@ TEST(DocumentContainers, ANoteReferencedManyTimesIsReadOnce) {
     for (int i = 1; i < references; ++i)
         expected += i == 2 ? "[2: end][1]" : "[1]";
     EXPECT_EQ(doc.text, expected) << doc.text.substr(0, 100);
+}
+
+TEST(DocumentContainers, AnEpubChapterNamedManyTimesInTheSpineIsReadOnce) {
+    TempDir dir;
+    // A 4 KB chapter named 2 000 times by the spine (and once more by a second manifest item
+    // with the same href): read at each place it made 8 MB of text from a file of a few kilobytes.
+    // Each document is read at its first place in the spine.
+    const std::string container =
+        R"(<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>)";
+    std::string spine = "<itemref idref=\"c1\"/><itemref idref=\"c2\"/><itemref idref=\"again\"/>";
+    for (int i = 0; i < 2000; ++i)
+        spine += "<itemref idref=\"c1\"/><itemref idref=\"c2\"/>";
+    const std::string opf =
+        R"(<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="2.0"><manifest><item id="c1" href="one.xhtml" media-type="application/xhtml+xml"/><item id="c2" href="two.xhtml" media-type="application/xhtml+xml"/><item id="again" href="./one.xhtml" media-type="application/xhtml+xml"/></manifest><spine>)" +
+        spine + "</spine></package>";
+    std::string one;
+    while (one.size() < 4000)
+        one += "chapter one text ";
+    one.pop_back();
+    const std::string two = "Chapter two.";
+    const Entries entries = {{"mimetype", "application/epub+zip"},
+                             {"META-INF/container.xml", container},
+                             {"content.opf", opf},
+                             {"one.xhtml", "<html><body><p>" + one + "</p></body></html>"},
+                             {"two.xhtml", "<html><body><p>" + two + "</p></body></html>"}};
+    ASSERT_FALSE(make_zip(dir.file("spine.epub"), entries).empty());
+    EXPECT_LT(fs::file_size(dir.file("spine.epub")), 16u << 10);
+    const LoadedDocument doc = load_document(dir.file("spine.epub"));
+    ASSERT_LE(doc.text.size(), inflated_size(entries));
+    EXPECT_EQ(doc.text, one + "\n\n" + two);
+    expect_anchors_ordered(doc);
 }
 
 TEST(DocumentContainers, EntitiesAreNeitherFetchedNorExpandedAndHugeTreesRefused) {
