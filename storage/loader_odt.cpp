@@ -20,6 +20,8 @@ constexpr std::string_view kStyle = "urn:oasis:names:tc:opendocument:xmlns:style
 constexpr std::string_view kManifest = "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0";
 constexpr std::string_view kSvg = "urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0";
 constexpr const char* kWhat = "ODT document";
+/// The most spaces one text:s stands for (its text:c asks for more).
+constexpr int kMaxSpaceRun = 16;
 
 /// One level of a list style (text:list-level-style-number or -bullet).
 struct ListLevel {
@@ -277,8 +279,13 @@ private:
             if (n->type != XML_ELEMENT_NODE)
                 continue;
             if (is_element(n, kText, "s")) {
+                // At most kMaxSpaceRun spaces per text:s: the element is at least 12 bytes of
+                // markup (<s t:c="9"/>), so it never makes much more text than it takes, where
+                // text:c="1000" made 40 times its size (a few kilobytes of them, compressed to
+                // less, gave megabytes of spaces). A run longer than that carries no meaning
+                // for reading; indents in code listings up to four levels keep their width.
                 const int count =
-                    std::clamp(int_value(attribute(n, kText.data(), "c"), 1), 1, 1000);
+                    std::clamp(int_value(attribute(n, kText.data(), "c"), 1), 1, kMaxSpaceRun);
                 out.append(std::string(static_cast<size_t>(count), ' '));
             } else if (is_element(n, kText, "tab")) {
                 out.tab();

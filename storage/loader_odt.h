@@ -13,7 +13,8 @@ class ZipContainer;
 /// headings and paragraphs, list items with their labels (from the list styles of content.xml
 /// and styles.xml), table rows with tab-separated cells, notes at their citation as
 /// "[citation: text]", text frames where anchored; tracked deletions and annotations left
-/// out. Runs of spaces collapse as ODF specifies (text:s, text:tab, text:line-break kept).
+/// out. Runs of spaces collapse as ODF specifies (text:s, text:tab, text:line-break kept; a
+/// text:s stands for at most 16 spaces, whatever its text:c).
 /// Anchors: one per paragraph or heading, `line` = its 1-based number in the document.
 /// Throws DocumentError: content.xml missing or damaged, the document encrypted with a
 /// password (META-INF/manifest.xml declares encryption data), and what ZipContainer::read

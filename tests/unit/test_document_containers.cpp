@@ -209,6 +209,19 @@ size_t inflated_size(const Entries& entries) {
     return total;
 }
 
+const char* const kOdtNamespaces =
+    "xmlns:office=\"urn:oasis:names:tc:opendocument:xmlns:office:1.0\" "
+    "xmlns:text=\"urn:oasis:names:tc:opendocument:xmlns:text:1.0\" "
+    "xmlns:style=\"urn:oasis:names:tc:opendocument:xmlns:style:1.0\"";
+
+/// An ODT's content.xml: `styles` (office:automatic-styles' content) and `text` (office:text's).
+std::string odt_content(const std::string& styles, const std::string& text) {
+    return std::string("<?xml version=\"1.0\"?><office:document-content ") + kOdtNamespaces +
+           "><office:automatic-styles>" + styles +
+           "</office:automatic-styles><office:body><office:text>" + text +
+           "</office:text></office:body></office:document-content>";
+}
+
 const char* const kDocumentXml =
     R"(<?xml version="1.0" encoding="UTF-8"?>
 <w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>
@@ -431,6 +444,26 @@ TEST(DocumentContainers, ANoteReferencedManyTimesIsReadOnce) {
     for (int i = 1; i < references; ++i)
         expected += i == 2 ? "[2: end][1]" : "[1]";
     EXPECT_EQ(doc.text, expected) << doc.text.substr(0, 100);
+}
+
+TEST(DocumentContainers, AnOdtRunOfSpacesIsBounded) {
+    TempDir dir;
+    // 20 000 text:s of 1000 spaces each (23 bytes of markup apiece, compressed to less): read as
+    // asked they made 20 MB of spaces from a file of a few kilobytes. A text:s stands for at most
+    // 16 spaces; a shorter run (an indent of 12) is kept as written.
+    const int runs = 20000;
+    std::string body = "<text:p>Before<text:s text:c=\"12\"/>indented";
+    for (int i = 0; i < runs; ++i)
+        body += "<text:s text:c=\"1000\"/>";
+    body += "after.</text:p>";
+    const Entries entries = {{"mimetype", "application/vnd.oasis.opendocument.text"},
+                             {"content.xml", odt_content("", body)}};
+    ASSERT_FALSE(make_zip(dir.file("spaces.odt"), entries).empty());
+    EXPECT_LT(fs::file_size(dir.file("spaces.odt")), 16u << 10);
+    const LoadedDocument doc = load_document(dir.file("spaces.odt"));
+    ASSERT_LE(doc.text.size(), inflated_size(entries));
+    EXPECT_EQ(doc.text, "Before" + std::string(12, ' ') + "indented" +
+                            std::string(static_cast<size_t>(runs) * 16, ' ') + "after.");
 }
 
 TEST(DocumentContainers, AnEpubChapterNamedManyTimesInTheSpineIsReadOnce) {
