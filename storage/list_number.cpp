@@ -28,4 +28,14 @@ std::string list_number(int n, NumberStyle style) {
     return out;
 }
 
+std::string bounded_list_label(std::string label) {
+    if (label.size() <= kMaxListLabelBytes)
+        return label;
+    size_t cut = kMaxListLabelBytes;
+    while (cut > 0 && (static_cast<unsigned char>(label[cut]) & 0xC0) == 0x80)
+        --cut; // not inside a character's continuation bytes
+    label.resize(cut);
+    return label;
+}
+
 } // namespace spanscope

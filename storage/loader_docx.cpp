@@ -138,9 +138,11 @@ private:
             return "•";
         if (levels[i].unnumbered)
             return "";
+        // The label expanded no further than its bound (a w:lvlText of kilobytes would be
+        // repeated on every item of the list).
         std::string label;
         const std::string& pattern = levels[i].text;
-        for (size_t k = 0; k < pattern.size(); ++k) {
+        for (size_t k = 0; k < pattern.size() && label.size() <= kMaxListLabelBytes; ++k) {
             if (pattern[k] == '%' && k + 1 < pattern.size() && pattern[k + 1] >= '1' &&
                 pattern[k + 1] <= '9') {
                 const auto level = static_cast<size_t>(pattern[k + 1] - '1');
@@ -151,7 +153,7 @@ private:
                 label += pattern[k];
             }
         }
-        return label;
+        return bounded_list_label(std::move(label));
     }
 
     /// Each note's text (its paragraphs joined by a space), by w:id.

@@ -11,7 +11,8 @@ class ZipContainer;
 
 /// The text of a DOCX document (word/document.xml), in reading order: paragraphs (headings and
 /// the body alike) set apart by blank lines; list items one per line with their label ("1.",
-/// "a)", "•", from word/numbering.xml); tables a row per line, cells separated by tabs;
+/// "a)", "•", from word/numbering.xml; at most kMaxListLabelBytes, 32 bytes, of list_number.h,
+/// a longer w:lvlText cut there); tables a row per line, cells separated by tabs;
 /// footnotes and endnotes at their reference as "[n: text]" (n counts the notes in the order
 /// of their first reference; a later reference to the same note is its number alone, "[n]");
 /// text boxes where they are anchored; deleted revisions, field instructions and comments left

@@ -98,7 +98,7 @@ private:
                 if (!number) {
                     const std::string b = attribute(l, kText.data(), "bullet-char");
                     if (!b.empty())
-                        level.bullet_char = b;
+                        level.bullet_char = bounded_list_label(b);
                 } else {
                     const std::string f = attribute(l, kStyle.data(), "num-format");
                     if (f.empty()) { // no number shown
@@ -110,8 +110,8 @@ private:
                                   : f == "i" ? NumberStyle::LowerRoman
                                   : f == "I" ? NumberStyle::UpperRoman
                                              : NumberStyle::Decimal;
-                    level.prefix = attribute(l, kStyle.data(), "num-prefix");
-                    level.suffix = attribute(l, kStyle.data(), "num-suffix");
+                    level.prefix = bounded_list_label(attribute(l, kStyle.data(), "num-prefix"));
+                    level.suffix = bounded_list_label(attribute(l, kStyle.data(), "num-suffix"));
                     level.start = int_value(attribute(l, kText.data(), "start-value"), 1);
                     level.display_levels =
                         int_value(attribute(l, kText.data(), "display-levels"), 1);
@@ -142,7 +142,8 @@ private:
             return level->bullet_char;
         std::string numbers;
         const int shown = std::min<int>(level->display_levels, static_cast<int>(lists.size()));
-        for (size_t i = lists.size() - static_cast<size_t>(shown); i < lists.size(); ++i) {
+        for (size_t i = lists.size() - static_cast<size_t>(shown);
+             i < lists.size() && numbers.size() <= kMaxListLabelBytes; ++i) {
             const ListFrame& outer = lists[i];
             NumberStyle s = level->style;
             if (outer.style)
@@ -152,7 +153,9 @@ private:
                 numbers += '.';
             numbers += list_number(outer.number, s);
         }
-        return level->prefix + numbers + level->suffix;
+        // At most kMaxListLabelBytes, however long the style's prefix and suffix or deep the
+        // list: the label is repeated on every item.
+        return bounded_list_label(level->prefix + numbers + level->suffix);
     }
 
     /// Block content: headings, paragraphs, lists, tables, sections.

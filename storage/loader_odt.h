@@ -11,10 +11,11 @@ class ZipContainer;
 
 /// The text of an ODT document (content.xml, office:text), with the same layout as load_docx:
 /// headings and paragraphs, list items with their labels (from the list styles of content.xml
-/// and styles.xml), table rows with tab-separated cells, notes at their citation as
-/// "[citation: text]", text frames where anchored; tracked deletions and annotations left
-/// out. Runs of spaces collapse as ODF specifies (text:s, text:tab, text:line-break kept; a
-/// text:s stands for at most 16 spaces, whatever its text:c).
+/// and styles.xml; at most kMaxListLabelBytes, 32 bytes, of list_number.h, a longer
+/// num-prefix, num-suffix or bullet cut there), table rows with tab-separated cells, notes at
+/// their citation as "[citation: text]", text frames where anchored; tracked deletions and
+/// annotations left out. Runs of spaces collapse as ODF specifies (text:s, text:tab,
+/// text:line-break kept; a text:s stands for at most 16 spaces, whatever its text:c).
 /// Anchors: one per paragraph or heading, `line` = its 1-based number in the document.
 /// Throws DocumentError: content.xml missing or damaged, the document encrypted with a
 /// password (META-INF/manifest.xml declares encryption data), and what ZipContainer::read

@@ -209,6 +209,16 @@ size_t inflated_size(const Entries& entries) {
     return total;
 }
 
+/// `s` cut to at most `max` bytes at a UTF-8 character boundary, as a list label is bounded.
+std::string utf8_prefix(const std::string& s, size_t max) {
+    if (s.size() <= max)
+        return s;
+    size_t cut = max;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+        --cut;
+    return s.substr(0, cut);
+}
+
 const char* const kOdtNamespaces =
     "xmlns:office=\"urn:oasis:names:tc:opendocument:xmlns:office:1.0\" "
     "xmlns:text=\"urn:oasis:names:tc:opendocument:xmlns:text:1.0\" "
@@ -464,6 +474,82 @@ TEST(DocumentContainers, AnOdtRunOfSpacesIsBounded) {
     ASSERT_LE(doc.text.size(), inflated_size(entries));
     EXPECT_EQ(doc.text, "Before" + std::string(12, ' ') + "indented" +
                             std::string(static_cast<size_t>(runs) * 16, ' ') + "after.");
+}
+
+TEST(DocumentContainers, ADocxListLabelIsBounded) {
+    TempDir dir;
+    // A w:lvlText of 4 000 characters on 5 000 list items: repeated on each, it made 20 MB of
+    // labels from a file of a few kilobytes. A label keeps at most 32 bytes, cut between characters
+    // (the 32nd byte of item 1's label falls inside an "é").
+    const std::string w =
+        "xmlns:w=\"http://schemas.openxmlformats.org/wordprocessingml/2006/main\"";
+    std::string pad;
+    for (int i = 0; i < 2000; ++i)
+        pad += "é";
+    const int items = 5000;
+    const std::string numbering =
+        "<?xml version=\"1.0\"?><w:numbering " + w +
+        "><w:abstractNum w:abstractNumId=\"0\"><w:lvl w:ilvl=\"0\"><w:start w:val=\"1\"/>"
+        "<w:numFmt w:val=\"decimal\"/><w:lvlText w:val=\"§%1" +
+        pad +
+        "\"/></w:lvl></w:abstractNum><w:num w:numId=\"1\"><w:abstractNumId w:val=\"0\"/>"
+        "</w:num></w:numbering>";
+    std::string xml = "<?xml version=\"1.0\"?><w:document " + w + "><w:body>";
+    for (int i = 0; i < items; ++i)
+        xml += "<w:p><w:pPr><w:numPr><w:ilvl w:val=\"0\"/><w:numId w:val=\"1\"/></w:numPr></w:pPr>"
+               "<w:r><w:t>item</w:t></w:r></w:p>";
+    xml += "</w:body></w:document>";
+    const Entries entries = {{"word/document.xml", xml}, {"word/numbering.xml", numbering}};
+    ASSERT_FALSE(make_zip(dir.file("labels.docx"), entries).empty());
+    EXPECT_LT(fs::file_size(dir.file("labels.docx")), 16u << 10);
+    const LoadedDocument doc = load_document(dir.file("labels.docx"));
+    ASSERT_LE(doc.text.size(), inflated_size(entries));
+    std::string expected;
+    for (int i = 1; i <= items; ++i) {
+        std::string label = "§";
+        label += std::to_string(i);
+        label += pad;
+        expected += (i > 1 ? "\n" : "");
+        expected += utf8_prefix(label, 32) + " item";
+    }
+    EXPECT_EQ(doc.text.substr(0, 200), expected.substr(0, 200));
+    EXPECT_EQ(doc.text, expected);
+}
+
+TEST(DocumentContainers, AnOdtListLabelIsBounded) {
+    TempDir dir;
+    // A list style's num-suffix of 4 000 characters on 5 000 items: repeated on each, it made
+    // 20 MB of labels from a file of a few kilobytes. A label keeps at most 32 bytes, cut between
+    // characters; its prefix and number stay.
+    std::string pad;
+    for (int i = 0; i < 2000; ++i)
+        pad += "é";
+    const int items = 5000;
+    const std::string styles = "<text:list-style style:name=\"L1\"><text:list-level-style-number "
+                               "text:level=\"1\" style:num-format=\"1\" style:num-prefix=\"Art. "
+                               "\" style:num-suffix=\":" +
+                               pad + "\"/></text:list-style>";
+    std::string list = "<text:list text:style-name=\"L1\">";
+    for (int i = 0; i < items; ++i)
+        list += "<text:list-item><text:p>item</text:p></text:list-item>";
+    list += "</text:list>";
+    const Entries entries = {{"mimetype", "application/vnd.oasis.opendocument.text"},
+                             {"content.xml", odt_content(styles, list)}};
+    ASSERT_FALSE(make_zip(dir.file("labels.odt"), entries).empty());
+    EXPECT_LT(fs::file_size(dir.file("labels.odt")), 16u << 10);
+    const LoadedDocument doc = load_document(dir.file("labels.odt"));
+    ASSERT_LE(doc.text.size(), inflated_size(entries));
+    std::string expected;
+    for (int i = 1; i <= items; ++i) {
+        std::string label = "Art. ";
+        label += std::to_string(i);
+        label += ":";
+        label += pad;
+        expected += (i > 1 ? "\n" : "");
+        expected += utf8_prefix(label, 32) + " item";
+    }
+    EXPECT_EQ(doc.text.substr(0, 200), expected.substr(0, 200));
+    EXPECT_EQ(doc.text, expected);
 }
 
 TEST(DocumentContainers, AnEpubChapterNamedManyTimesInTheSpineIsReadOnce) {
