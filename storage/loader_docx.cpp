@@ -310,7 +310,9 @@ private:
                 // is read once, so that references (a few bytes each, compressed to less)
                 // cannot multiply it into gigabytes, and the number still names that note.
                 if (const auto seen = numbers.find(id); seen != numbers.end()) {
-                    out.append("[" + std::to_string(seen->second) + "]");
+                    out.append("[");
+                    out.append(std::to_string(seen->second));
+                    out.append("]");
                     continue;
                 }
                 numbers[id] = ++note_count_;
