@@ -1,5 +1,5 @@
-// What test_project and test_project_states share: a fixture with a folder of its own for each
-// test, and a unit of one chunk.
+// What test_project, test_project_search and test_project_states share: a fixture with a folder
+// of its own for each test, a unit of one chunk, and the count of the full-text index's rows.
 #pragma once
 
 #include "storage/project.h"
@@ -24,6 +24,13 @@ inline DocumentUnit one_chunk_unit(int index, int64_t chars, std::vector<int32_t
     u.chunks.push_back(c);
     u.char_end = chars;
     return u;
+}
+
+/// The rows of `p`'s full-text index of units (unit_text).
+inline int64_t index_rows(Project& p) {
+    auto q = p.db().prepare("SELECT count(*) FROM unit_text");
+    q.step();
+    return q.int64(0);
 }
 
 /// Each test in a folder of its own (dir_), removed after it.
