@@ -1,12 +1,17 @@
 // What the window tests share: the real model's path (or a skip), waiting for a window signal,
-// and a meter of the gaps between the event loop's timer ticks.
+// files dropped on the window, and a meter of the gaps between the event loop's timer ticks.
 #pragma once
 
 #include "engine/model/model_locator.h"
 #include "ui/main_window.h"
 
+#include <QCoreApplication>
+#include <QDropEvent>
 #include <QElapsedTimer>
+#include <QMimeData>
+#include <QStringList>
 #include <QTimer>
+#include <QUrl>
 
 #include <fstream>
 
@@ -25,6 +30,20 @@ inline QString real_model_path(QString* why) {
         return {};
     }
     return QString::fromStdString(where.path);
+}
+
+/// Drops `files` on the window, as a file manager does.
+inline void drop(MainWindow& w, const QStringList& files) {
+    QMimeData mime;
+    QList<QUrl> urls;
+    for (const auto& f : files)
+        urls << QUrl::fromLocalFile(f);
+    mime.setUrls(urls);
+    const QPointF at(w.width() / 2.0, w.height() / 2.0);
+    QDragEnterEvent enter(at.toPoint(), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(&w, &enter);
+    QDropEvent dropped(at, Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QCoreApplication::sendEvent(&w, &dropped);
 }
 
 /// Ticks every 5 ms on the GUI thread while measuring (between resume() and pause()) and

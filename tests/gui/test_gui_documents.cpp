@@ -3,6 +3,7 @@
 // damaged file fails in its row with the reason and leaves nothing in the project, and Cancel
 // stops OCR. A tiny model the test writes does the prefilling (tests/unit/tiny_model.h).
 #include "engine/model/model_locator.h"
+#include "gui_test_support.h"
 #include "storage/page_ocr.h"
 #include "storage/project.h"
 #include "test_support.h"
@@ -10,9 +11,7 @@
 #include "ui/document_view.h"
 #include "ui/main_window.h"
 
-#include <QDropEvent>
 #include <QFile>
-#include <QMimeData>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -48,8 +47,6 @@ private:
     bool open_window(std::unique_ptr<MainWindow>& w, const QString& project, QString* why);
     /// Pages first..last of bash.pdf as an image-only PDF (pdftoppm, img2pdf); "" on failure.
     QString scan(int first, int last, const QString& name);
-    /// Drops `files` on the window, as a file manager does.
-    static void drop(MainWindow& w, const QStringList& files);
     QTemporaryDir dir_;
     QString model_;
     QString missing_; ///< why the scans or the pandoc file cannot be made, "" when they can
@@ -101,19 +98,6 @@ QString GuiDocuments::scan(int first, int last, const QString& name) {
         !run("img2pdf '" + prefix + "'-*.png -o '" + out + "' 2>/dev/null"))
         return {};
     return QString::fromStdString(out);
-}
-
-void GuiDocuments::drop(MainWindow& w, const QStringList& files) {
-    QMimeData mime;
-    QList<QUrl> urls;
-    for (const auto& f : files)
-        urls << QUrl::fromLocalFile(f);
-    mime.setUrls(urls);
-    const QPointF at(w.width() / 2.0, w.height() / 2.0);
-    QDragEnterEvent enter(at.toPoint(), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-    QCoreApplication::sendEvent(&w, &enter);
-    QDropEvent dropped(at, Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-    QCoreApplication::sendEvent(&w, &dropped);
 }
 
 void GuiDocuments::droppedDocumentsOfEveryKindBecomeReadyAndADamagedOneSaysWhy() {

@@ -7,13 +7,12 @@
 // nothing saved before is lost, and once the limit is raised the same question is answered and
 // saved. A tiny model the test writes does the prefilling and answering (tests/unit/tiny_model.h).
 #include "answering/project_settings.h"
+#include "gui_test_support.h"
 #include "project_faults.h"
 #include "storage/project.h"
 #include "tiny_model.h"
 #include "ui/main_window.h"
 
-#include <QDropEvent>
-#include <QMimeData>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QUrl>
@@ -29,20 +28,6 @@ using namespace spanscope::gui;
 using namespace spanscope::test;
 
 namespace {
-
-/// Drops `files` on the window, as a file manager does.
-void drop(MainWindow& w, const QStringList& files) {
-    QMimeData mime;
-    QList<QUrl> urls;
-    for (const auto& f : files)
-        urls << QUrl::fromLocalFile(f);
-    mime.setUrls(urls);
-    const QPointF at(w.width() / 2.0, w.height() / 2.0);
-    QDragEnterEvent enter(at.toPoint(), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-    QCoreApplication::sendEvent(&w, &enter);
-    QDropEvent dropped(at, Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
-    QCoreApplication::sendEvent(&w, &dropped);
-}
 
 /// The row of the window's document list for `path`, or nullptr.
 const DocumentRow* row_of(MainWindow& w, const std::string& path) {
