@@ -2,6 +2,7 @@
 
 #include "storage/project.h"
 #include "storage/sqlite_db.h"
+#include "tiny_model.h"
 
 #include <sqlite3.h>
 
@@ -59,6 +60,16 @@ bool kill_after(pid_t pid, double seconds, int* exit_status) {
     if (exit_status)
         *exit_status = st;
     return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+}
+
+void write_kill_model(const std::string& path) {
+    TinyGemma3Config cfg;
+    cfg.n_layer = 6;
+    cfg.n_embd = 128;
+    cfg.n_ff = 512;
+    cfg.n_ctx = 2048;
+    cfg.sliding_window = 16;
+    write_tiny_gemma3(path, cfg);
 }
 
 int kills_wanted(int default_kills) {

@@ -26,6 +26,10 @@ int wait_status(pid_t pid);
 /// already exited, with status *exit_status).
 bool kill_after(pid_t pid, double seconds, int* exit_status = nullptr);
 
+/// Write to `path` the tiny Gemma 3 model (tiny_model.h) both crash-safety tests run: 6 layers,
+/// n_embd 128, n_ff 512, a context of 2048 tokens and a sliding window of 16.
+void write_kill_model(const std::string& path);
+
 /// The number of kills a crash-safety test makes: SPANSCOPE_KILLS when set (a positive
 /// integer), else `default_kills` (the CI's short run).
 int kills_wanted(int default_kills);

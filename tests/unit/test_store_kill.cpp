@@ -13,7 +13,6 @@
 // (SPANSCOPE_KILL_SEED=N); the moments also depend on the machine's speed.
 #include "kill_support.h"
 #include "test_support.h"
-#include "tiny_model.h"
 
 #include <gtest/gtest.h>
 
@@ -46,13 +45,7 @@ protected:
         dir_ = temp_dir();
         model_ = dir_ + "/tiny.gguf";
         err_ = dir_ + "/stderr.txt";
-        TinyGemma3Config cfg;
-        cfg.n_layer = 6;
-        cfg.n_embd = 128;
-        cfg.n_ff = 512;
-        cfg.n_ctx = 2048;
-        cfg.sliding_window = 16;
-        write_tiny_gemma3(model_, cfg);
+        write_kill_model(model_);
         seed_ = 20261207;
         if (const char* s = std::getenv("SPANSCOPE_KILL_SEED"); s && *s)
             seed_ = static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
