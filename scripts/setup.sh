@@ -127,7 +127,7 @@ sanitizer_build() {
     cmake --build "$dir" -j "$JOBS"
 }
 
-# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer (docs/fuzzing.md,
+# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer (docs/faults.md,
 # "Sanitizers"). The CUDA backend is left out: its kernels run only on a GPU, where
 # scripts/gpu-check.sh runs compute-sanitizer over them.
 step_asan() {
