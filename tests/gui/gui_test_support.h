@@ -1,5 +1,6 @@
-// What the window tests share: the real model's path (or a skip), waiting for a window signal,
-// files dropped on the window, and a meter of the gaps between the event loop's timer ticks.
+// What the window tests share: the real model's path (or a skip), a window started on a
+// project, files dropped on the window, and a meter of the gaps between the event loop's timer
+// ticks.
 #pragma once
 
 #include "engine/model/model_locator.h"
@@ -9,11 +10,13 @@
 #include <QDropEvent>
 #include <QElapsedTimer>
 #include <QMimeData>
+#include <QSignalSpy>
 #include <QStringList>
 #include <QTimer>
 #include <QUrl>
 
 #include <fstream>
+#include <memory>
 
 namespace spanscope::gui {
 
@@ -44,6 +47,27 @@ inline void drop(MainWindow& w, const QStringList& files) {
     QCoreApplication::sendEvent(&w, &enter);
     QDropEvent dropped(at, Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
     QCoreApplication::sendEvent(&w, &dropped);
+}
+
+/// Makes a window with settings `s` (not saved), shows it, waits up to 30 s for its model, then
+/// opens (with `create`, creates) `project` and waits up to 30 s for it. False with the reason in
+/// `why` when the model does not load or the project does not open.
+inline bool start_window(std::unique_ptr<MainWindow>& w, const AppSettings& s,
+                         const QString& project, bool create, QString* why) {
+    w = std::make_unique<MainWindow>(s, /*persist_settings=*/false);
+    w->show();
+    QSignalSpy ready(w.get(), &MainWindow::model_ready);
+    if (!ready.wait(30000) || !ready[0][0].toBool()) {
+        *why = QStringLiteral("the model did not load: ") + w->banner_text();
+        return false;
+    }
+    QSignalSpy opened(w.get(), &MainWindow::project_ready);
+    w->open_project(project, create);
+    if (!opened.wait(30000) || opened[0][0].toLongLong() < 0) {
+        *why = QStringLiteral("the project did not open: ") + w->banner_text();
+        return false;
+    }
+    return true;
 }
 
 /// Ticks every 5 ms on the GUI thread while measuring (between resume() and pause()) and

@@ -74,20 +74,7 @@ bool GuiDocuments::open_window(std::unique_ptr<MainWindow>& w, const QString& pr
     s.model_path = model_;
     s.threads = 1;
     s.memory.policy = QStringLiteral("full");
-    w = std::make_unique<MainWindow>(s, /*persist_settings=*/false);
-    w->show();
-    QSignalSpy ready(w.get(), &MainWindow::model_ready);
-    if (!ready.wait(30000) || !ready[0][0].toBool()) {
-        *why = QStringLiteral("the tiny model did not load: ") + w->banner_text();
-        return false;
-    }
-    QSignalSpy opened(w.get(), &MainWindow::project_ready);
-    w->open_project(project, true);
-    if (!opened.wait(30000)) {
-        *why = QStringLiteral("the project did not open");
-        return false;
-    }
-    return true;
+    return start_window(w, s, project, /*create=*/true, why);
 }
 
 QString GuiDocuments::scan(int first, int last, const QString& name) {

@@ -87,20 +87,7 @@ bool GuiTwoPrograms::open_window(std::unique_ptr<MainWindow>& w, const std::stri
     s.threads = 1;
     s.memory.policy = QStringLiteral("full");
     s.generation.max_tokens = 6;
-    w = std::make_unique<MainWindow>(s, /*persist_settings=*/false);
-    w->show();
-    QSignalSpy ready(w.get(), &MainWindow::model_ready);
-    if (!ready.wait(30000) || !ready[0][0].toBool()) {
-        *why = QStringLiteral("the tiny model did not load: ") + w->banner_text();
-        return false;
-    }
-    QSignalSpy opened(w.get(), &MainWindow::project_ready);
-    w->open_project(QString::fromStdString(project), false);
-    if (!opened.wait(30000) || opened[0][0].toLongLong() < 0) {
-        *why = QStringLiteral("the project did not open: ") + w->banner_text();
-        return false;
-    }
-    return true;
+    return start_window(w, s, QString::fromStdString(project), /*create=*/false, why);
 }
 
 void GuiTwoPrograms::windowAndCliIngestTheSameProjectAtOnce() {

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 extern char** environ;
 
@@ -31,12 +33,7 @@ pid_t spawn_program(const std::string& exe, const std::vector<std::string>& args
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> argv_s{exe};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s)
-        argv.push_back(a.data());
-    argv.push_back(nullptr);
+    const ExecStrings argv(command_line(exe, args));
     pid_t pid = -1;
     const int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -62,14 +59,28 @@ bool kill_after(pid_t pid, double seconds, int* exit_status) {
     return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
 }
 
-void write_kill_model(const std::string& path) {
-    TinyGemma3Config cfg;
-    cfg.n_layer = 6;
-    cfg.n_embd = 128;
-    cfg.n_ff = 512;
-    cfg.n_ctx = 2048;
-    cfg.sliding_window = 16;
-    write_tiny_gemma3(path, cfg);
+ExecStrings::ExecStrings(std::vector<std::string> strings) : strings_(std::move(strings)) {
+    for (auto& s : strings_)
+        pointers_.push_back(s.data());
+    pointers_.push_back(nullptr);
+}
+
+std::vector<std::string> command_line(const std::string& exe,
+                                      const std::vector<std::string>& args) {
+    std::vector<std::string> line{exe};
+    line.insert(line.end(), args.begin(), args.end());
+    return line;
+}
+
+std::vector<std::string> environment_without(const std::vector<std::string>& names) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+        const std::string kv = *e;
+        const std::string name = kv.substr(0, kv.find('='));
+        if (std::find(names.begin(), names.end(), name) == names.end())
+            env.push_back(kv);
+    }
+    return env;
 }
 
 int kills_wanted(int default_kills) {

@@ -26,9 +26,25 @@ int wait_status(pid_t pid);
 /// already exited, with status *exit_status).
 bool kill_after(pid_t pid, double seconds, int* exit_status = nullptr);
 
-/// Write to `path` the tiny Gemma 3 model (tiny_model.h) both crash-safety tests run: 6 layers,
-/// n_embd 128, n_ff 512, a context of 2048 tokens and a sliding window of 16.
-void write_kill_model(const std::string& path);
+/// argv or envp for execve() or posix_spawn(): owns its strings; data() is the array of pointers
+/// into them, ended by a null pointer.
+class ExecStrings {
+public:
+    explicit ExecStrings(std::vector<std::string> strings);
+    ExecStrings(const ExecStrings&) = delete;
+    ExecStrings& operator=(const ExecStrings&) = delete;
+    char* const* data() const { return pointers_.data(); }
+
+private:
+    std::vector<std::string> strings_;
+    std::vector<char*> pointers_;
+};
+
+/// The program `exe` followed by `args`: a command line for ExecStrings.
+std::vector<std::string> command_line(const std::string& exe, const std::vector<std::string>& args);
+
+/// This process's environment ("NAME=value" entries) less the variables named in `names`.
+std::vector<std::string> environment_without(const std::vector<std::string>& names);
 
 /// The number of kills a crash-safety test makes: SPANSCOPE_KILLS when set (a positive
 /// integer), else `default_kills` (the CI's short run).

@@ -30,8 +30,6 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
-
 namespace spanscope::test {
 
 /// How the child runs: limits and identity set in it before exec.
@@ -50,22 +48,10 @@ struct ChildRun {
 /// Start spanscope-cli with `args`; stdout and stderr into out_path and err_path.
 inline pid_t start_cli(const std::vector<std::string>& args, const std::string& out_path,
                        const std::string& err_path, const ChildSetup& setup = {}) {
-    std::vector<std::string> argv_s{SPANSCOPE_CLI};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e) {
-        const std::string kv = *e;
-        if (kv.rfind("SPANSCOPE_MODEL=", 0) != 0)
-            env_s.push_back(kv);
-    }
-    env_s.insert(env_s.end(), setup.env.begin(), setup.env.end());
-    std::vector<char*> argv, envp;
-    for (auto& a : argv_s)
-        argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env_s)
-        envp.push_back(e.data());
-    envp.push_back(nullptr);
+    const ExecStrings argv(command_line(SPANSCOPE_CLI, args));
+    auto env = environment_without({"SPANSCOPE_MODEL"});
+    env.insert(env.end(), setup.env.begin(), setup.env.end());
+    const ExecStrings envp(std::move(env));
     const pid_t pid = fork();
     if (pid < 0)
         throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -88,7 +74,7 @@ inline pid_t start_cli(const std::vector<std::string>& args, const std::string& 
             if (setrlimit(RLIMIT_FSIZE, &r) != 0)
                 _exit(124);
         }
-        execve(argv[0], argv.data(), envp.data());
+        execve(SPANSCOPE_CLI, argv.data(), envp.data());
         _exit(127);
     }
     return pid;

@@ -6,6 +6,7 @@
 #include "engine/model/model.h"
 #include "engine/text/chunking.h"
 #include "engine/text/prompt.h"
+#include "kill_support.h"
 #include "storage/sqlite_db.h"
 #include "test_support.h"
 #include "tiny_model.h"
@@ -37,8 +38,6 @@
 #include <thread>
 #include <tuple>
 #include <vector>
-
-extern char** environ;
 
 using namespace spanscope::test;
 using nlohmann::json;
@@ -110,39 +109,20 @@ protected:
     /// A model slow enough that an ingest of a few thousand tokens takes a measurable time.
     std::string slow_model() {
         const std::string p = dir_ + "/slower.gguf";
-        TinyGemma3Config c;
-        c.n_layer = 6;
-        c.n_embd = 128;
-        c.n_ff = 512;
-        c.n_ctx = 2048;
-        c.sliding_window = 16;
-        write_tiny_gemma3(p, c);
+        write_tiny_gemma3(p, slower_tiny_gemma3());
         return p;
     }
 
     /// Start the CLI in an isolated environment (no installed model found by accident);
     /// stdout and stderr go to files read by finish().
     pid_t start(const std::vector<std::string>& args) {
-        std::vector<std::string> env_s;
-        for (char** e = environ; *e; ++e) {
-            const std::string kv = *e;
-            const std::string k = kv.substr(0, kv.find('='));
-            if (k != "SPANSCOPE_MODEL" && k != "HOME" && k != "XDG_DATA_HOME" &&
-                k != "XDG_DATA_DIRS")
-                env_s.push_back(kv);
-        }
-        env_s.push_back("HOME=" + dir_);
-        env_s.push_back("XDG_DATA_HOME=" + dir_ + "/xdg");
-        env_s.push_back("XDG_DATA_DIRS=" + dir_ + "/none");
-        std::vector<std::string> argv_s{SPANSCOPE_CLI};
-        argv_s.insert(argv_s.end(), args.begin(), args.end());
-        std::vector<char*> argv, envp;
-        for (auto& a : argv_s)
-            argv.push_back(a.data());
-        argv.push_back(nullptr);
-        for (auto& e : env_s)
-            envp.push_back(e.data());
-        envp.push_back(nullptr);
+        auto env =
+            environment_without({"SPANSCOPE_MODEL", "HOME", "XDG_DATA_HOME", "XDG_DATA_DIRS"});
+        env.push_back("HOME=" + dir_);
+        env.push_back("XDG_DATA_HOME=" + dir_ + "/xdg");
+        env.push_back("XDG_DATA_DIRS=" + dir_ + "/none");
+        const ExecStrings argv(command_line(SPANSCOPE_CLI, args));
+        const ExecStrings envp(std::move(env));
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);

@@ -110,7 +110,7 @@ std::vector<std::string> ingest_command(const std::string& project, const std::s
 TEST(IngestKill, RandomSigkillsLeaveAConsistentResumableProject) {
     const std::string dir = temp_dir();
     const std::string model = dir + "/tiny.gguf";
-    write_kill_model(model);
+    write_tiny_gemma3(model, slower_tiny_gemma3());
     // About 70 chunks of 32 tokens (one byte ~ one token), in two units of at most 1536 tokens.
     const std::string doc = dir + "/notes.txt";
     std::ofstream(doc, std::ios::binary) << sample_prose(7, 2200);

@@ -162,13 +162,7 @@ struct LongIngest {
 };
 LongIngest long_ingest(const std::string& dir) {
     LongIngest l{dir + "/slow.gguf", dir + "/long.txt"};
-    TinyGemma3Config c;
-    c.n_layer = 6;
-    c.n_embd = 128;
-    c.n_ff = 512;
-    c.n_ctx = 2048;
-    c.sliding_window = 16;
-    write_tiny_gemma3(l.model, c);
+    write_tiny_gemma3(l.model, slower_tiny_gemma3());
     std::ofstream(l.doc, std::ios::binary) << sample_prose(7, 2200);
     return l;
 }

@@ -13,6 +13,7 @@
 // (SPANSCOPE_KILL_SEED=N); the moments also depend on the machine's speed.
 #include "kill_support.h"
 #include "test_support.h"
+#include "tiny_model.h"
 
 #include <gtest/gtest.h>
 
@@ -45,7 +46,7 @@ protected:
         dir_ = temp_dir();
         model_ = dir_ + "/tiny.gguf";
         err_ = dir_ + "/stderr.txt";
-        write_kill_model(model_);
+        write_tiny_gemma3(model_, slower_tiny_gemma3());
         seed_ = 20261207;
         if (const char* s = std::getenv("SPANSCOPE_KILL_SEED"); s && *s)
             seed_ = static_cast<uint32_t>(std::strtoul(s, nullptr, 10));

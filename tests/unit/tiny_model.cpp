@@ -64,6 +64,16 @@ void write_tiny_vocab(GgufWriter& w, bool alternate_scores = false) {
 
 } // namespace
 
+TinyGemma3Config slower_tiny_gemma3() {
+    TinyGemma3Config c;
+    c.n_layer = 6;
+    c.n_embd = 128;
+    c.n_ff = 512;
+    c.n_ctx = 2048;
+    c.sliding_window = 16;
+    return c;
+}
+
 void write_tiny_gemma3(const std::string& path, const TinyGemma3Config& c) {
     GgufWriter w;
     const std::string a = c.architecture + ".";

@@ -44,6 +44,11 @@ std::vector<std::string> tiny_vocab();
 /// Write a tiny Gemma 3 GGUF to `path`. Weights ~ N(0, 0.02-ish), norms around 1.
 void write_tiny_gemma3(const std::string& path, const TinyGemma3Config& cfg);
 
+/// A tiny model slow enough that prefilling a few thousand tokens takes a measurable time, so a
+/// test can interrupt it: 6 layers, n_embd 128, n_ff 512, a context of 2048 tokens and a sliding
+/// window of 16 (the crash-safety, read-only and CLI-waiting tests).
+TinyGemma3Config slower_tiny_gemma3();
+
 /// A tiny Granite 4.0-H (`granitehybrid`): Mamba-2 layers and NoPE attention layers, dense
 /// SwiGLU feed-forward, Granite's multipliers; names and keys as llama.cpp's converter writes
 /// them (conversion/granite.py GraniteHybridModel, conversion/mamba.py Mamba2Model).
