@@ -37,13 +37,35 @@ protected:
         return run_cli_in(dir_.path, args, s);
     }
 
-    /// The project after an uninterrupted ingest of both documents, and its size after each.
-    void reference(const std::string& path, int64_t* after_first, int64_t* after_both) const {
+    /// An uninterrupted ingest of both documents: its states (want_) and the project's size
+    /// after each document (after_first_, after_both_).
+    void reference() {
+        const std::string path = dir_.file("reference.spanscope");
         ASSERT_EQ(run(ingest(path, first_)).status, 0);
-        *after_first = static_cast<int64_t>(std::filesystem::file_size(path));
+        after_first_ = static_cast<int64_t>(std::filesystem::file_size(path));
         const auto r = run(ingest(path, second_));
         ASSERT_EQ(r.status, 0) << r.err;
-        *after_both = static_cast<int64_t>(std::filesystem::file_size(path));
+        after_both_ = static_cast<int64_t>(std::filesystem::file_size(path));
+        want_ = states_by_chunk(path);
+    }
+
+    /// An ingest stopped by a full disk: the report (printed), and the project still passes
+    /// integrity_check with every row of `before` as it was.
+    static void expect_fault_lost_nothing(const ChildRun& r, const std::string& project,
+                                          const ProjectDump& before, const std::string& where) {
+        expect_disk_full_report(r, project, where);
+        const auto lines = message_lines(r.err);
+        std::printf("[ message ] %s\n", lines.empty() ? "" : lines.back().c_str());
+        EXPECT_EQ(integrity_of(project), "ok");
+        EXPECT_EQ(rows_lost(before, dump_project(project)), std::vector<std::string>{});
+    }
+
+    /// The fault gone: the same ingest completes, with exactly the reference's states.
+    void expect_resume_matches_reference(const std::string& project) const {
+        const auto again = run(ingest(project, second_));
+        EXPECT_EQ(again.status, 0) << again.err;
+        EXPECT_EQ(integrity_of(project), "ok");
+        EXPECT_EQ(state_differences(want_, states_by_chunk(project)), std::vector<std::string>{});
     }
 
     /// The fault's report: exit status 1 and one line that names the project file and says the
@@ -65,56 +87,47 @@ protected:
 
     TempDir dir_;
     std::string model_, first_, second_;
+    int64_t after_first_ = 0, after_both_ = 0;
+    std::map<std::string, std::string> want_;
 };
 
 } // namespace
 
 TEST_F(DiskFull, IngestStopsAtAFileSizeLimitKeepsWhatWasCommittedAndResumes) {
-    const std::string ref = dir_.file("reference.spanscope");
-    int64_t after_first = 0, after_both = 0;
-    reference(ref, &after_first, &after_both);
-    const auto want = states_by_chunk(ref);
+    ASSERT_NO_FATAL_FAILURE(reference());
 
     const std::string p = dir_.file("p.spanscope");
     ASSERT_EQ(run(ingest(p, first_)).status, 0);
     const auto before = dump_project(p);
     // The second document's writes go to the write-ahead log from its start: a limit of half
     // what they add stops the ingest in its middle (never below the 32 KiB shared-memory file).
-    const int64_t limit = std::max<int64_t>(48 << 10, (after_both - after_first) / 2);
+    const int64_t limit = std::max<int64_t>(48 << 10, (after_both_ - after_first_) / 2);
     ChildSetup s;
     s.file_size_limit = limit;
     const auto r = run(ingest(p, second_), s);
     std::printf("[ limit ] %lld bytes (the second document adds %lld)\n",
-                static_cast<long long>(limit), static_cast<long long>(after_both - after_first));
-    expect_disk_full_report(r, p, "ingest under RLIMIT_FSIZE");
-    std::printf("[ message ] %s",
-                message_lines(r.err).empty() ? "\n" : (message_lines(r.err).back() + "\n").c_str());
-    EXPECT_EQ(integrity_of(p), "ok");
-    EXPECT_EQ(rows_lost(before, dump_project(p)), std::vector<std::string>{});
+                static_cast<long long>(limit), static_cast<long long>(after_both_ - after_first_));
+    expect_fault_lost_nothing(r, p, before, "ingest under RLIMIT_FSIZE");
     const auto part = states_by_chunk(p);
     int64_t stored = 0;
     for (const auto& [k, v] : part) {
         if (k.find(second_) == 0 && k.find(" kind 1") != std::string::npos)
             ++stored;
-        const auto it = want.find(k);
+        const auto it = want_.find(k);
         // A committed attention-row state is final; a sliding tail is replaced as chunks follow.
         if (k.find(" kind 2") == std::string::npos) {
-            ASSERT_NE(it, want.end()) << k;
+            ASSERT_NE(it, want_.end()) << k;
             EXPECT_TRUE(it->second == v) << k << " differs from the uninterrupted ingest";
         }
     }
     int64_t total = 0;
-    for (const auto& [k, v] : want)
+    for (const auto& [k, v] : want_)
         total += k.find(second_) == 0 && k.find(" kind 1") != std::string::npos ? 1 : 0;
     std::printf("[ fault ] %lld of %lld chunks of the second document committed\n",
                 static_cast<long long>(stored), static_cast<long long>(total));
     EXPECT_LT(stored, total) << "the limit did not interrupt the ingest";
 
-    // The fault gone: the same command completes, with exactly the reference's states.
-    const auto again = run(ingest(p, second_));
-    EXPECT_EQ(again.status, 0) << again.err;
-    EXPECT_EQ(integrity_of(p), "ok");
-    EXPECT_EQ(state_differences(want, states_by_chunk(p)), std::vector<std::string>{});
+    expect_resume_matches_reference(p);
 }
 
 TEST_F(DiskFull, IngestOnAFullSmallFilesystemKeepsWhatWasCommittedAndResumes) {
@@ -124,10 +137,7 @@ TEST_F(DiskFull, IngestOnAFullSmallFilesystemKeepsWhatWasCommittedAndResumes) {
                      << "); the file size limit test covers the full disk";
     if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
         GTEST_SKIP() << "cannot make the mounts private: " << std::strerror(errno);
-    const std::string ref = dir_.file("reference.spanscope");
-    int64_t after_first = 0, after_both = 0;
-    reference(ref, &after_first, &after_both);
-    const auto want = states_by_chunk(ref);
+    ASSERT_NO_FATAL_FAILURE(reference());
 
     // The project after the first document, copied onto a filesystem with room for it, its
     // shared-memory file and half of what the second document adds.
@@ -135,7 +145,7 @@ TEST_F(DiskFull, IngestOnAFullSmallFilesystemKeepsWhatWasCommittedAndResumes) {
     ASSERT_EQ(run(ingest(p0, first_)).status, 0);
     const std::string small = dir_.file("small");
     std::filesystem::create_directory(small);
-    const int64_t room = after_first + (64 << 10) + (after_both - after_first) / 2;
+    const int64_t room = after_first_ + (64 << 10) + (after_both_ - after_first_) / 2;
     const std::string size = "size=" + std::to_string((room + 4095) / 4096 * 4096);
     if (mount("tmpfs", small.c_str(), "tmpfs", 0, size.c_str()) != 0)
         GTEST_SKIP() << "cannot mount a small tmpfs (" << std::strerror(errno)
@@ -148,19 +158,12 @@ TEST_F(DiskFull, IngestOnAFullSmallFilesystemKeepsWhatWasCommittedAndResumes) {
     std::filesystem::copy_file(p0, p);
     const auto before = dump_project(p);
     const auto r = run(ingest(p, second_));
-    expect_disk_full_report(r, p, "ingest on a full tmpfs");
-    std::printf("[ message ] %s",
-                message_lines(r.err).empty() ? "\n" : (message_lines(r.err).back() + "\n").c_str());
-    EXPECT_EQ(integrity_of(p), "ok");
-    EXPECT_EQ(rows_lost(before, dump_project(p)), std::vector<std::string>{});
+    expect_fault_lost_nothing(r, p, before, "ingest on a full tmpfs");
 
     // The filesystem grown: the same command completes with the reference's states.
     ASSERT_EQ(mount("tmpfs", small.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0)
         << std::strerror(errno);
-    const auto again = run(ingest(p, second_));
-    EXPECT_EQ(again.status, 0) << again.err;
-    EXPECT_EQ(integrity_of(p), "ok");
-    EXPECT_EQ(state_differences(want, states_by_chunk(p)), std::vector<std::string>{});
+    expect_resume_matches_reference(p);
 }
 
 TEST_F(DiskFull, AskThatCannotSaveItsChatSaysSoAndKeepsTheEarlierChats) {
