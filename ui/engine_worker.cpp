@@ -14,11 +14,14 @@
 #include "storage/document_loader.h"
 #include "storage/model_fingerprint.h"
 #include "storage/project.h"
+#include "storage/sqlite_db.h"
 #include "ui/answer_citations.h"
 #include "ui/answer_stats_json.h"
 #include "ui/error_text.h"
 
 #include <QFileInfo>
+
+#include <sqlite3.h>
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -201,6 +204,7 @@ void EngineWorker::open_project(const QString& path, bool create) {
         QList<DocumentRow> rows;
         qint64 restored = 0;
         listed_.clear();
+        refresh_error_.clear();
         for (const auto id : list.order) {
             rows << row_for(id);
             remember_row(rows.back());
@@ -219,6 +223,7 @@ void EngineWorker::open_project(const QString& path, bool create) {
 void EngineWorker::close_project() {
     listed_.clear();
     data_version_ = -1;
+    refresh_error_.clear();
     if (!project_)
         return;
     cache_.reset();
@@ -374,8 +379,20 @@ void EngineWorker::refresh_documents() {
             emit document_updated(row);
         listed_ = std::move(now);
         data_version_ = version;
-    } catch (const std::exception&) {
-        // The list keeps what it shows; read again at the next look.
+        refresh_error_.clear();
+    } catch (const std::exception& e) {
+        // The list keeps what it shows and is read again at the next look; the user hears why
+        // once, not every two seconds. Another program's write lock is no fault.
+        if (const auto* db = dynamic_cast<const DbError*>(&e)) {
+            const int primary = db->code() & 0xff;
+            if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+                return;
+        }
+        const QString message = describe_error(QStringLiteral("Reading the document list"), e);
+        if (message != refresh_error_) {
+            refresh_error_ = message;
+            emit error(message);
+        }
     }
 }
 

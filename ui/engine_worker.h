@@ -68,7 +68,10 @@ public slots:
     /// Documents another program (spanscope-cli, another window) added to the open project or
     /// removed from it, and states it stored for them, since this worker last looked: a
     /// document_updated or document_removed for each. Cheap when nothing changed (SQLite's
-    /// data_version of this connection); also run at the end of every ingest.
+    /// data_version of this connection); also run at the end of every ingest. A failed read
+    /// keeps the list as shown and emits error with the reason once (again only when the reason
+    /// changes or after a read that worked); a write lock held by another program
+    /// (SQLITE_BUSY or SQLITE_LOCKED) passes silently until the next look.
     void refresh_documents();
 
 signals:
@@ -124,6 +127,8 @@ private:
     /// the project's data_version when refresh_documents last read it.
     std::map<qint64, std::pair<int, qint64>> listed_;
     qint64 data_version_ = -1;
+    /// The error refresh_documents last emitted ("" after a read that worked).
+    QString refresh_error_;
     void remember_row(const DocumentRow& row);
     qint64 data_version();
 

@@ -6,11 +6,15 @@
 // limit set in this process, SIGXFSZ ignored, so write() fails with EFBIG): the window says why,
 // nothing saved before is lost, and once the limit is raised the same question is answered and
 // saved. A tiny model the test writes does the prefilling and answering (tests/unit/tiny_model.h).
+// And a project another program changed so that its document list cannot be read: the engine
+// worker says why once, not at every look, and keeps the list it showed.
 #include "answering/project_settings.h"
 #include "gui_test_support.h"
 #include "project_faults.h"
 #include "storage/project.h"
 #include "tiny_model.h"
+#include "ui/engine_worker.h"
+#include "ui/gui_types.h"
 #include "ui/main_window.h"
 
 #include <QSignalSpy>
@@ -57,6 +61,7 @@ private slots:
     void initTestCase();
     void windowAndCliIngestTheSameProjectAtOnce();
     void answerSavedOnAFullDiskSaysWhyAndLosesNothing();
+    void aListThatCannotBeReadSaysWhyOnce();
 
 private:
     /// A window on the tiny model with `project` open (created with the test's chunk size when
@@ -259,6 +264,41 @@ void GuiTwoPrograms::answerSavedOnAFullDiskSaysWhyAndLosesNothing() {
     // The calibrating answer's chat (the same question in a new chat) holds what it holds.
     QCOMPARE(later.rbegin()->second, chats_before.rbegin()->second);
     QVERIFY(rows_lost(before, dump_project(p)).empty());
+}
+
+void GuiTwoPrograms::aListThatCannotBeReadSaysWhyOnce() {
+    register_gui_types();
+    TempDir dir;
+    const std::string a = dir.file("a.txt"), p = dir.file("p.spanscope");
+    std::ofstream(a, std::ios::binary) << sample_prose(3, 400);
+    Project::open(p, /*create=*/true)->add_document(a, text_document(read_file(a)));
+    EngineWorker e; // called here directly, as its thread's event loop would call it
+    QSignalSpy opened(&e, &EngineWorker::project_opened);
+    QSignalSpy errors(&e, &EngineWorker::error);
+    QSignalSpy removed(&e, &EngineWorker::document_removed);
+    e.open_project(QString::fromStdString(p), false);
+    QCOMPARE(opened.count(), 1);
+
+    // Another program (another version of Spanscope, say) renames the table of documents.
+    Db other(p, /*create=*/false);
+    other.exec("ALTER TABLE documents RENAME TO documents_elsewhere");
+    for (int look = 0; look < 3; ++look)
+        e.refresh_documents();
+    QCOMPARE(errors.count(), 1);
+    const QString m = errors[0][0].toString();
+    qInfo("%s", qPrintable(m));
+    QVERIFY2(m.contains(QStringLiteral("document list")) && m.contains(QStringLiteral("documents")),
+             qPrintable(m));
+    QCOMPARE(removed.count(), 0); // the list as shown is kept
+
+    // Put back: the next look reads the list, silently; failing again is said again.
+    other.exec("ALTER TABLE documents_elsewhere RENAME TO documents");
+    e.refresh_documents();
+    QCOMPARE(errors.count(), 1);
+    QCOMPARE(removed.count(), 0);
+    other.exec("ALTER TABLE documents RENAME TO documents_elsewhere");
+    e.refresh_documents();
+    QCOMPARE(errors.count(), 2);
 }
 
 QTEST_MAIN(GuiTwoPrograms)
