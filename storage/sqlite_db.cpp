@@ -263,12 +263,11 @@ void Db::exec(std::string_view sql) {
     char* err = nullptr;
     const std::string s(sql);
     const int rc = sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err);
+    const std::string msg = rc == SQLITE_OK ? "" : err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err); // before check_unchanged, which may throw
     check_unchanged();
-    if (rc != SQLITE_OK) {
-        const std::string msg = err ? err : sqlite3_errstr(rc);
-        sqlite3_free(err);
+    if (rc != SQLITE_OK)
         throw_error(db_, path_, rc, msg);
-    }
 }
 
 Stmt Db::prepare(std::string_view sql) {

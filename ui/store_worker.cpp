@@ -49,7 +49,9 @@ bool write_file_whole(const QString& path, const QByteArray& bytes, QString* why
         target = real;
         std::free(real);
     }
-    const QByteArray folder = target.left(std::max<qsizetype>(target.lastIndexOf('/'), 1));
+    const qsizetype slash = target.lastIndexOf('/');
+    const QByteArray folder =
+        slash < 0 ? QByteArray(".") : target.left(std::max<qsizetype>(slash, 1));
     struct stat st {};
     const bool replaces = ::stat(target.constData(), &st) == 0;
     QByteArray tmp;
@@ -87,7 +89,9 @@ bool write_file_whole(const QString& path, const QByteArray& bytes, QString* why
     if (err == 0 && ::rename(tmp.constData(), target.constData()) != 0)
         err = errno;
     if (err == 0) {
-        // The rename itself is kept only once the folder is synced.
+        // The rename itself is kept only once the folder is synced. The file is whole and in
+        // place either way; some file systems cannot sync a folder (EINVAL), so a failure here
+        // is no failed export.
         const int dir = ::open(folder.constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir >= 0) {
             ::fsync(dir);

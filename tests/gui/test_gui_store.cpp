@@ -7,6 +7,7 @@
 #include "ui/error_text.h"
 #include "ui/store_worker.h"
 
+#include <QDir>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -157,6 +158,17 @@ void GuiStore::chatsAreListedRenamedDeletedAndExported() {
             "\n_stopped before the answer began_\n")
             .arg(doc + 41);
     QCOMPARE(md, expected);
+    // A name without a folder is written in the working directory, byte for byte the same.
+    {
+        const QString was = QDir::currentPath();
+        QVERIFY(QDir::setCurrent(dir.path()));
+        w.export_chat(a, QStringLiteral("relative.md"));
+        QVERIFY(QDir::setCurrent(was));
+        QCOMPARE(exported.count(), 2);
+        QFile r(dir.filePath("relative.md"));
+        QVERIFY(r.open(QIODevice::ReadOnly));
+        QCOMPARE(QString::fromUtf8(r.readAll()), expected);
+    }
     // Export into a directory that does not exist: an error, nothing written.
     w.export_chat(a, dir.filePath("missing/chat.md"));
     QCOMPARE(errors.count(), 1);
