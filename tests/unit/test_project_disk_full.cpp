@@ -17,6 +17,10 @@ using namespace spanscope::test;
 
 namespace {
 
+/// How the product names each fault (storage/sqlite_db.cpp): EFBIG (RLIMIT_FSIZE) and ENOSPC.
+const std::string kFileSizeLimit = "file size limit";
+const std::string kDiskFull = "disk is full";
+
 class DiskFull : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -49,11 +53,12 @@ protected:
         want_ = states_by_chunk(path);
     }
 
-    /// An ingest stopped by a full disk: the report (printed), and the project still passes
-    /// integrity_check with every row of `before` as it was.
+    /// An ingest stopped by a full disk: the report naming `cause` (printed), and the project
+    /// still passes integrity_check with every row of `before` as it was.
     static void expect_fault_lost_nothing(const ChildRun& r, const std::string& project,
-                                          const ProjectDump& before, const std::string& where) {
-        expect_disk_full_report(r, project, where);
+                                          const std::string& cause, const ProjectDump& before,
+                                          const std::string& where) {
+        expect_disk_full_report(r, project, cause, where);
         const auto lines = message_lines(r.err);
         std::printf("[ message ] %s\n", lines.empty() ? "" : lines.back().c_str());
         EXPECT_EQ(integrity_of(project), "ok");
@@ -68,20 +73,22 @@ protected:
         EXPECT_EQ(state_differences(want_, states_by_chunk(project)), std::vector<std::string>{});
     }
 
-    /// The fault's report: exit status 1 and one line that names the project file and says the
-    /// disk is full (or the file size limit was reached).
+    /// The fault's report: exit status 1 and one line that names the project file and the
+    /// fault's `cause` (kFileSizeLimit or kDiskFull), and nothing that names the other one.
     static void expect_disk_full_report(const ChildRun& r, const std::string& project,
-                                        const std::string& where) {
+                                        const std::string& cause, const std::string& where) {
         EXPECT_EQ(r.status, 1) << where << "\n" << r.err;
+        const std::string& other = cause == kFileSizeLimit ? kDiskFull : kFileSizeLimit;
         const auto lines = message_lines(r.err);
         const auto named = std::count_if(lines.begin(), lines.end(), [&](const std::string& l) {
-            return l.find(project) != std::string::npos &&
-                   (l.find("disk is full") != std::string::npos ||
-                    l.find("file size limit") != std::string::npos);
+            return l.find(project) != std::string::npos && l.find(cause) != std::string::npos;
         });
-        EXPECT_EQ(named, 1) << where << ": want one line naming " << project
-                            << " and the full disk:\n"
+        EXPECT_EQ(named, 1) << where << ": want one line naming " << project << " and \"" << cause
+                            << "\":\n"
                             << r.err;
+        EXPECT_EQ(r.err.find(other), std::string::npos)
+            << where << ": the fault is \"" << cause << "\", not \"" << other << "\":\n"
+            << r.err;
         EXPECT_EQ(r.err.find("disk I/O error"), std::string::npos) << where << "\n" << r.err;
     }
 
@@ -107,7 +114,7 @@ TEST_F(DiskFull, IngestStopsAtAFileSizeLimitKeepsWhatWasCommittedAndResumes) {
     const auto r = run(ingest(p, second_), s);
     std::printf("[ limit ] %lld bytes (the second document adds %lld)\n",
                 static_cast<long long>(limit), static_cast<long long>(after_both_ - after_first_));
-    expect_fault_lost_nothing(r, p, before, "ingest under RLIMIT_FSIZE");
+    expect_fault_lost_nothing(r, p, kFileSizeLimit, before, "ingest under RLIMIT_FSIZE");
     const auto part = states_by_chunk(p);
     int64_t stored = 0;
     for (const auto& [k, v] : part) {
@@ -158,7 +165,7 @@ TEST_F(DiskFull, IngestOnAFullSmallFilesystemKeepsWhatWasCommittedAndResumes) {
     std::filesystem::copy_file(p0, p);
     const auto before = dump_project(p);
     const auto r = run(ingest(p, second_));
-    expect_fault_lost_nothing(r, p, before, "ingest on a full tmpfs");
+    expect_fault_lost_nothing(r, p, kDiskFull, before, "ingest on a full tmpfs");
 
     // The filesystem grown: the same command completes with the reference's states.
     ASSERT_EQ(mount("tmpfs", small.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0)
@@ -201,12 +208,13 @@ TEST_F(DiskFull, AskThatCannotSaveItsChatSaysSoAndKeepsTheEarlierChats) {
             saved = true;
         } else {
             ++failed;
-            expect_disk_full_report(r, p, where);
+            expect_disk_full_report(r, p, kFileSizeLimit, where);
         }
         std::printf("[ ask ] limit %7lld bytes: %s\n", static_cast<long long>(limit),
                     r.status == 0 ? "saved" : r.err.c_str());
     }
     EXPECT_GT(failed, 0) << "no limit made the save fail";
+    EXPECT_TRUE(saved) << "no ask saved its chat under a limit below 1 MiB past the log";
     // The fault gone and the read transaction ended: an ask works and its chat is kept beside
     // the earlier ones.
     keep.exec("COMMIT");
