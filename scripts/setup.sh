@@ -7,7 +7,8 @@
 #                                on failure)
 #   bash scripts/setup.sh asan   install, build with ASan and UBSan (the lab too), run the whole
 #                                test suite under them
-#   bash scripts/setup.sh tsan   install, build with TSan, run the threaded tests under it
+#   bash scripts/setup.sh tsan   install, build with TSan, run the engine's and the store's threaded
+#                                tests under it
 #   bash scripts/setup.sh deps | model | build    one step only (model: the default model and
 #                                SmolLM2-135M-Instruct, which the BPE tokenizer tests read)
 #
@@ -140,19 +141,31 @@ step_asan() {
         ctest --test-dir "$BUILD-asan" --output-on-failure -j "$JOBS" "$@"
 }
 
-# The threaded tests (engine: thread pool, kernels, sessions; the store; the desktop
-# application's workers) under ThreadSanitizer.
-TSAN_TESTS='^(TinyGemma3|SekvMemory|Models/LlamaTiny|Archs/|AttentionMass|PicAssembly|StateCacheTest|qgemm|Simd/|ProjectTest|SekvProjectTest|ChunkState|SekvBlobs|IngestKill|StoreKill|DiskFull|TwoPrograms|ReadOnlyProject|CliProject|test_gui_)'
+# The threaded tests of the engine (thread pool, kernels, sessions) and of the store (projects,
+# two programs, kills, faults) under ThreadSanitizer. The desktop application's worker tests are
+# not in this run: Debian's Qt is not built with TSan, so the hand-over of every queued call and
+# signal between a worker and the window (Qt's event queue, futex-based QMutex, and reference
+# counts changed inside libQt6Core) is invisible to it and each test gets reports in Qt's own
+# synchronisation (docs/faults.md, "Sanitizers"). SPANSCOPE_TSAN_GUI=1 adds them, to see that.
+TSAN_TESTS='^(TinyGemma3|SekvMemory|Models/LlamaTiny|Archs/|AttentionMass|PicAssembly|StateCacheTest|qgemm|Simd/|ProjectTest|SekvProjectTest|ChunkState|SekvBlobs|IngestKill|StoreKill|DiskFull|TwoPrograms|ReadOnlyProject|CliProject|SqliteErrors)'
+TSAN_GUI_TESTS='^(TsanQtBaseline|test_gui_)'
 step_tsan() {
     echo "== building with ThreadSanitizer in $BUILD-tsan"
     sanitizer_build tsan -DSPANSCOPE_TSAN=ON -DSPANSCOPE_LAB=OFF
+    local tests="$TSAN_TESTS"
+    if [ "${SPANSCOPE_TSAN_GUI:-0}" = 1 ]; then
+        tests="$TSAN_TESTS|$TSAN_GUI_TESTS"
+    else
+        echo "note: the desktop application's worker tests are not run under TSan (Debian's Qt is" \
+            "not instrumented; docs/faults.md, \"Sanitizers\"); SPANSCOPE_TSAN_GUI=1 adds them"
+    fi
     echo "== running the threaded tests under TSan"
     # OpenBLAS single-threaded: its own worker threads synchronise by spinning on flags in the
     # uninstrumented library, which TSan reports as races; the engine's own thread pool, the
     # subject of this run, still runs every kernel on several threads.
     OPENBLAS_NUM_THREADS=1 \
     TSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1" \
-        ctest --test-dir "$BUILD-tsan" --output-on-failure -j "$JOBS" -R "$TSAN_TESTS" "$@"
+        ctest --test-dir "$BUILD-tsan" --output-on-failure -j "$JOBS" -R "$tests" "$@"
 }
 
 case "${1:-}" in
