@@ -56,14 +56,19 @@ inline pid_t start_cli(const std::vector<std::string>& args, const std::string& 
     if (pid < 0)
         throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
     if (pid == 0) { // only async-signal-safe calls from here on
-        const int in = open("/dev/null", O_RDONLY);
-        const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        // Opened close-on-exec: the program gets the copies at 0, 1 and 2 alone (dup2's copy
+        // does not keep the flag; where open() returned the number itself, the flag is
+        // cleared). Opened in this order, no descriptor is one an earlier dup2 replaced.
+        const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (in < 0 || out < 0 || err < 0)
             _exit(126);
-        dup2(in, 0);
-        dup2(out, 1);
-        dup2(err, 2);
+        const int fds[3] = {in, out, err};
+        for (int target = 0; target < 3; ++target)
+            if (fds[target] == target ? fcntl(target, F_SETFD, 0) != 0
+                                      : dup2(fds[target], target) != target)
+                _exit(126);
         if (setup.as_nobody &&
             (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
             _exit(125);

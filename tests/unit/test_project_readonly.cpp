@@ -167,6 +167,24 @@ LongIngest long_ingest(const std::string& dir) {
     return l;
 }
 
+/// The descriptors above 2 of the process `pid` that lead to one of `paths`, as "fd -> path".
+std::vector<std::string> descriptors_to(pid_t pid, const std::vector<std::string>& paths) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+    for (auto it = std::filesystem::directory_iterator(fds, ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+        const std::string fd = it->path().filename().string();
+        std::error_code lec;
+        const std::string to = std::filesystem::read_symlink(it->path(), lec).string();
+        if (std::stoi(fd) > 2 && std::find(paths.begin(), paths.end(), to) != paths.end())
+            out.push_back(fd + " -> " + to);
+    }
+    if (ec)
+        out.push_back("cannot list " + fds + ": " + ec.message());
+    return out;
+}
+
 /// An ingest started by start_ingest_until: its process, and whether it printed the progress
 /// line asked for before the wait ended.
 struct RunningIngest {
@@ -213,6 +231,10 @@ TEST_F(ReadOnlyProject, AFolderRemovedOrRenamedUnderAnIngestEndsItClearly) {
                    << r.err;
         }
         const pid_t pid = ingest.pid;
+        // start_cli's descriptors are not inherited beyond 1 and 2 (its /dev/null is left out:
+        // this process may have inherited one of its own to hand on).
+        EXPECT_EQ(descriptors_to(pid, {out_ + "/out", out_ + "/err"}), std::vector<std::string>{})
+            << where;
         const std::string moved = dir_.file("renamed-to");
         if (rename)
             std::filesystem::rename(folder, moved);
