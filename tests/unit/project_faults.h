@@ -104,6 +104,18 @@ inline ChildRun run_cli_in(const std::string& dir, const std::vector<std::string
                       dir + "/err");
 }
 
+/// Move this process into a mount namespace of its own whose mounts are private, so that what
+/// it mounts (a small tmpfs, a read-only bind mount) is its and its children's alone: "" when
+/// done, else why not (for GTEST_SKIP).
+inline std::string private_mount_namespace() {
+    if (unshare(CLONE_NEWNS) != 0)
+        return std::string("cannot make a private mount namespace (unshare: ") +
+               std::strerror(errno) + ")";
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+        return std::string("cannot make the mounts private: ") + std::strerror(errno);
+    return "";
+}
+
 /// The tiny model the fault tests' spanscope-cli runs load (context 2048, sliding window 16),
 /// written at `path`; returns `path`.
 inline std::string write_fault_model(const std::string& path) {

@@ -139,11 +139,8 @@ TEST_F(DiskFull, IngestStopsAtAFileSizeLimitKeepsWhatWasCommittedAndResumes) {
 
 TEST_F(DiskFull, IngestOnAFullSmallFilesystemKeepsWhatWasCommittedAndResumes) {
     // A private mount namespace: the filesystem is this process's and its children's alone.
-    if (unshare(CLONE_NEWNS) != 0)
-        GTEST_SKIP() << "cannot make a private mount namespace (unshare: " << std::strerror(errno)
-                     << "); the file size limit test covers the full disk";
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-        GTEST_SKIP() << "cannot make the mounts private: " << std::strerror(errno);
+    if (const std::string why = private_mount_namespace(); !why.empty())
+        GTEST_SKIP() << why << "; the file size limit test covers the full disk";
     ASSERT_NO_FATAL_FAILURE(reference());
 
     // The project after the first document, copied onto a filesystem with room for it, its

@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 using namespace spanscope::test;
@@ -27,15 +26,9 @@ protected:
     void SetUp() override {
         // Readable by the user the children may run as (root's tests run them as nobody).
         ::chmod(dir_.path.c_str(), 0755);
-        model_ = dir_.file("tiny.gguf");
-        TinyGemma3Config c;
-        c.n_ctx = 2048;
-        c.sliding_window = 16;
-        write_tiny_gemma3(model_, c);
-        doc_ = dir_.file("doc.txt");
-        other_ = dir_.file("other.txt");
-        std::ofstream(doc_, std::ios::binary) << sample_prose(3, 900);
-        std::ofstream(other_, std::ios::binary) << sample_prose(4, 500);
+        model_ = write_fault_model(dir_.file("tiny.gguf"));
+        doc_ = write_prose(dir_.file("doc.txt"), 3, 900);
+        other_ = write_prose(dir_.file("other.txt"), 4, 500);
         out_ = dir_.file("out");
         std::filesystem::create_directory(out_);
         ::chmod(out_.c_str(), 0777);
@@ -46,10 +39,7 @@ protected:
         const std::string folder = dir_.file(name);
         std::filesystem::create_directory(folder);
         const std::string p = folder + "/p.spanscope";
-        EXPECT_EQ(run({"ingest", "--project", p, "--model", model_, "--threads", "1",
-                       "--chunk-tokens", "32", doc_})
-                      .status,
-                  0);
+        EXPECT_EQ(run(ingest_args(p, model_, doc_)).status, 0);
         EXPECT_EQ(run(ask(p)).status, 0);
         return p;
     }
@@ -60,8 +50,7 @@ protected:
     }
 
     ChildRun run(const std::vector<std::string>& args, const ChildSetup& s = {}) const {
-        return finish_cli(start_cli(args, out_ + "/out", out_ + "/err", s), out_ + "/out",
-                          out_ + "/err");
+        return run_cli_in(out_, args, s);
     }
 
     /// Every command on the project `p` that cannot be written: reading ones work, writing ones
@@ -138,11 +127,8 @@ TEST_F(ReadOnlyProject, AReadOnlyFolderIsReadAndNeverWritten) {
 }
 
 TEST_F(ReadOnlyProject, AReadOnlyFilesystemIsReadAndNeverWritten) {
-    if (unshare(CLONE_NEWNS) != 0)
-        GTEST_SKIP() << "cannot make a private mount namespace (unshare: " << std::strerror(errno)
-                     << ")";
-    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-        GTEST_SKIP() << "cannot make the mounts private: " << std::strerror(errno);
+    if (const std::string why = private_mount_namespace(); !why.empty())
+        GTEST_SKIP() << why;
     const std::string p = make_project("ro");
     const std::string folder = std::filesystem::path(p).parent_path().string();
     if (mount(folder.c_str(), folder.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
@@ -163,7 +149,7 @@ struct LongIngest {
 LongIngest long_ingest(const std::string& dir) {
     LongIngest l{dir + "/slow.gguf", dir + "/long.txt"};
     write_tiny_gemma3(l.model, slower_tiny_gemma3());
-    std::ofstream(l.doc, std::ios::binary) << sample_prose(7, 2200);
+    write_prose(l.doc, 7, 2200);
     return l;
 }
 
