@@ -85,11 +85,9 @@ inline pid_t start_cli(const std::vector<std::string>& args, const std::string& 
     return pid;
 }
 
+/// Reap the child started by start_cli and read what it printed.
 inline ChildRun finish_cli(pid_t pid, const std::string& out_path, const std::string& err_path) {
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    const int st = wait_status(pid);
     ChildRun r;
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
     r.out = read_file(out_path);

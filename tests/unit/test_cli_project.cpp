@@ -139,11 +139,7 @@ protected:
     }
 
     CliRun finish(pid_t pid) {
-        int st = 0;
-        while (waitpid(pid, &st, 0) < 0)
-            if (errno != EINTR)
-                throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-        return {exit_code(st), read_file(dir_ + "/out"), read_file(dir_ + "/err")};
+        return {exit_code(wait_status(pid)), read_file(dir_ + "/out"), read_file(dir_ + "/err")};
     }
 
     CliRun run(const std::vector<std::string>& args) { return finish(start(args)); }
