@@ -6,7 +6,9 @@
 // cache limit, the chunk size and the document list, read as answering/ reads them: a damaged
 // value gives the default and a warning), the event log and the project summary. The rule: every
 // step either succeeds or raises one of the store's documented errors — ProjectError (an unusable
-// or damaged project), DbError (SQLite's own refusal of a damaged file) and, for a zoom trace blob,
+// or damaged project), DbError (SQLite's own refusal of a damaged file: only the result codes a
+// damaged or unreadable file produces, damage_refusal below; SQLITE_MISUSE, SQLITE_RANGE and the
+// like are faults in Spanscope's statements and a finding) and, for a zoom trace blob,
 // decode_zoom_trace's ZoomTraceError — never crashes, reads out of bounds, hits undefined behaviour
 // or throws anything else. The scratch file and its -wal, -shm and -journal are removed after each
 // input. Build and run: docs/fuzzing.md.
@@ -17,12 +19,15 @@
 #include "storage/project.h"
 #include "storage/zoom_trace_blob.h"
 
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -58,12 +63,54 @@ void touch(const std::vector<SourceRecord>& sources) {
     }
 }
 
+/// Whether `e` is SQLite's refusal of a damaged or unreadable file, by its primary result code
+/// (sqlite_db.h: code() is the extended one). The harness opens one connection in one process on
+/// a scratch file of its own, and the reads it makes write nothing.
+bool damage_refusal(const DbError& e) {
+    switch (e.code() & 0xff) {
+    case SQLITE_CORRUPT:  // a damaged page, record, index or FTS5 structure
+    case SQLITE_NOTADB:   // a damaged header that check_project_file let pass
+    case SQLITE_IOERR:    // the system failed to read or write the file: not the statements' fault
+    case SQLITE_CANTOPEN: // a header that asks for a -wal or -shm SQLite cannot open
+    case SQLITE_FULL:     // no room left where the scratch file lies: not the statements' fault
+    case SQLITE_READONLY: // a header write version above 2: SQLite reads the file, refuses writes
+    case SQLITE_TOOBIG:   // a cell that declares a payload above SQLite's 1 GB length limit
+    case SQLITE_NOMEM:    // a declared payload under that limit, allocated before it is read
+        return true;
+    case SQLITE_ERROR:
+        // A damaged schema: sqlite_master's SQL names other tables or columns than the
+        // statements use ("no such column"), gives FTS5 bad arguments ("error in tokenizer
+        // constructor", "unrecognized option") or renames a column of an FTS5 shadow table
+        // (FTS5 passes on a bare "SQL logic error"); FTS5's own rows ("invalid fts5 file
+        // format"); sum() over damaged values ("integer overflow"). A syntax error is never the
+        // file's: the statements and the FTS5 queries are Spanscope's text, parsed alike
+        // whatever the file holds.
+        return std::string_view(e.what()).find("syntax error") == std::string_view::npos;
+    default:
+        // SQLITE_MISUSE, SQLITE_RANGE (a bind index), SQLITE_INTERNAL: Spanscope's statements.
+        // SQLITE_CONSTRAINT, SQLITE_MISMATCH: a write, and these reads write nothing.
+        // SQLITE_BUSY, SQLITE_LOCKED, SQLITE_SCHEMA, SQLITE_PROTOCOL: nothing else holds a lock
+        // on the scratch file or changes its schema, so these are this process's own doing.
+        return false;
+    }
+}
+
+/// A DbError that is not damage_refusal's is a finding: its code and message, then a trap.
+void require_damage_refusal(const DbError& e) {
+    if (damage_refusal(e))
+        return;
+    std::fprintf(stderr, "fuzz_project: DbError with result code %d, not a damaged file's: %s\n",
+                 e.code(), e.what());
+    __builtin_trap();
+}
+
 /// Each step is tried on its own: a damaged table refuses its reads, the others still run.
 template <class F> void step(F&& f) {
     try {
         f();
     } catch (const ProjectError&) {
-    } catch (const DbError&) {
+    } catch (const DbError& e) {
+        require_damage_refusal(e);
     }
 }
 
@@ -232,8 +279,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             read_project(*project);
         } catch (const ProjectError&) {
             // Refused: empty, truncated, not SQLite, not a project, newer, damaged.
-        } catch (const DbError&) {
+        } catch (const DbError& e) {
             // SQLite's refusal (a damaged page met while opening or migrating).
+            require_damage_refusal(e);
         }
     }
     for (const char* suffix : {"-wal", "-shm", "-journal"})
