@@ -208,7 +208,8 @@ std::unique_ptr<Project> Project::open(const std::string& path, bool create) {
         if ((e.code() & 0xff) == SQLITE_BUSY || (e.code() & 0xff) == SQLITE_LOCKED)
             throw;
         throw ProjectError(path + ": cannot be read as a project (" + e.what() +
-                           "); the file was not changed");
+                               "); the file was not changed",
+                           e.code());
     }
     if (version <= 0)
         throw ProjectError(path + ": is an SQLite database but not a Spanscope project; the file "
@@ -221,7 +222,7 @@ std::unique_ptr<Project> Project::open(const std::string& path, bool create) {
                  "PRAGMA foreign_keys = ON");
         migrate(*db, version);
     } catch (const DbError& e) {
-        throw ProjectError(path + ": cannot be opened as a project (" + e.what() + ")");
+        throw ProjectError(path + ": cannot be opened as a project (" + e.what() + ")", e.code());
     }
     return std::unique_ptr<Project>(new Project(std::move(db)));
 }

@@ -24,10 +24,16 @@ namespace spanscope {
 
 /// A project file that cannot be used (empty, truncated, not SQLite, not a Spanscope project,
 /// from a newer version, damaged). The message names the file and says that nothing was
-/// changed.
+/// changed. sqlite_code(): SQLite's extended result code where SQLite refused it (reading its
+/// schema version or migrating it), 0 where Spanscope's own checks did.
 class ProjectError : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    explicit ProjectError(const std::string& what, int sqlite_code = 0)
+        : std::runtime_error(what), sqlite_code_(sqlite_code) {}
+    int sqlite_code() const { return sqlite_code_; }
+
+private:
+    int sqlite_code_;
 };
 
 struct DocumentRecord {

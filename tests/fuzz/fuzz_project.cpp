@@ -6,12 +6,13 @@
 // cache limit, the chunk size and the document list, read as answering/ reads them: a damaged
 // value gives the default and a warning), the event log and the project summary. The rule: every
 // step either succeeds or raises one of the store's documented errors — ProjectError (an unusable
-// or damaged project), DbError (SQLite's own refusal of a damaged file: only the result codes a
-// damaged or unreadable file produces, damage_refusal below; SQLITE_MISUSE, SQLITE_RANGE and the
-// like are faults in Spanscope's statements and a finding) and, for a zoom trace blob,
-// decode_zoom_trace's ZoomTraceError — never crashes, reads out of bounds, hits undefined behaviour
-// or throws anything else. The scratch file and its -wal, -shm and -journal are removed after each
-// input. Build and run: docs/fuzzing.md.
+// or damaged project; where SQLite refused underneath, with a damaged file's code), DbError
+// (SQLite's own refusal of a damaged file: only the result codes a damaged or unreadable file
+// produces, damage_refusal below; SQLITE_MISUSE, SQLITE_RANGE and the like are faults in
+// Spanscope's statements and a finding) and, for a zoom trace blob, decode_zoom_trace's
+// ZoomTraceError — never crashes, reads out of bounds, hits undefined behaviour or throws anything
+// else. The scratch file and its -wal, -shm and -journal are removed after each input. Build and
+// run: docs/fuzzing.md.
 #include "answering/document_list.h"
 #include "answering/project_settings.h"
 #include "loader_fuzz_util.h" // ScratchFile
@@ -63,11 +64,11 @@ void touch(const std::vector<SourceRecord>& sources) {
     }
 }
 
-/// Whether `e` is SQLite's refusal of a damaged or unreadable file, by its primary result code
-/// (sqlite_db.h: code() is the extended one). The harness opens one connection in one process on
-/// a scratch file of its own, and the reads it makes write nothing.
-bool damage_refusal(const DbError& e) {
-    switch (e.code() & 0xff) {
+/// Whether SQLite's result `code` (extended; its message `what`) is its refusal of a damaged or
+/// unreadable file, by the primary code. The harness opens one connection in one process on a
+/// scratch file of its own, and the reads it makes write nothing.
+bool damage_refusal(int code, std::string_view what) {
+    switch (code & 0xff) {
     case SQLITE_CORRUPT:  // a damaged page, record, index or FTS5 structure
     case SQLITE_NOTADB:   // a damaged header that check_project_file let pass
     case SQLITE_IOERR:    // the system failed to read or write the file: not the statements' fault
@@ -85,7 +86,7 @@ bool damage_refusal(const DbError& e) {
         // format"); sum() over damaged values ("integer overflow"). A syntax error is never the
         // file's: the statements and the FTS5 queries are Spanscope's text, parsed alike
         // whatever the file holds.
-        return std::string_view(e.what()).find("syntax error") == std::string_view::npos;
+        return what.find("syntax error") == std::string_view::npos;
     default:
         // SQLITE_MISUSE, SQLITE_RANGE (a bind index), SQLITE_INTERNAL: Spanscope's statements.
         // SQLITE_CONSTRAINT, SQLITE_MISMATCH: a write, and these reads write nothing.
@@ -97,10 +98,24 @@ bool damage_refusal(const DbError& e) {
 
 /// A DbError that is not damage_refusal's is a finding: its code and message, then a trap.
 void require_damage_refusal(const DbError& e) {
-    if (damage_refusal(e))
+    if (damage_refusal(e.code(), e.what()))
         return;
     std::fprintf(stderr, "fuzz_project: DbError with result code %d, not a damaged file's: %s\n",
                  e.code(), e.what());
+    __builtin_trap();
+}
+
+/// A ProjectError that SQLite raised underneath (sqlite_code() != 0: reading the schema version,
+/// migrating) must be a damaged file's refusal too; a migration also writes, so a damaged row may
+/// break a constraint or a column's type there. Spanscope's own refusals (code 0) all pass.
+void require_damage_refusal(const ProjectError& e) {
+    const int primary = e.sqlite_code() & 0xff;
+    if (e.sqlite_code() == 0 || primary == SQLITE_CONSTRAINT || primary == SQLITE_MISMATCH ||
+        damage_refusal(e.sqlite_code(), e.what()))
+        return;
+    std::fprintf(stderr,
+                 "fuzz_project: ProjectError over result code %d, not a damaged file's: %s\n",
+                 e.sqlite_code(), e.what());
     __builtin_trap();
 }
 
@@ -108,7 +123,8 @@ void require_damage_refusal(const DbError& e) {
 template <class F> void step(F&& f) {
     try {
         f();
-    } catch (const ProjectError&) {
+    } catch (const ProjectError& e) {
+        require_damage_refusal(e);
     } catch (const DbError& e) {
         require_damage_refusal(e);
     }
@@ -277,8 +293,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         try {
             auto project = Project::open(path, /*create=*/false);
             read_project(*project);
-        } catch (const ProjectError&) {
+        } catch (const ProjectError& e) {
             // Refused: empty, truncated, not SQLite, not a project, newer, damaged.
+            require_damage_refusal(e);
         } catch (const DbError& e) {
             // SQLite's refusal (a damaged page met while opening or migrating).
             require_damage_refusal(e);

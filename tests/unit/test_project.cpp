@@ -7,6 +7,8 @@
 #include "project_test_support.h"
 #include "storage/project_schema.h"
 
+#include <sqlite3.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,7 +25,8 @@ std::string read_all(const std::string& path) {
     return {std::istreambuf_iterator<char>(in), {}};
 }
 
-// Expect open() to refuse `path` with `phrase` in the message and leave it unchanged.
+// Expect open() to refuse `path` with `phrase` in the message and leave it unchanged; Spanscope's
+// own checks refuse it, before SQLite reads it (sqlite_code() 0).
 void expect_refused(const std::string& path, const std::string& phrase) {
     const auto before = read_all(path);
     try {
@@ -34,6 +37,7 @@ void expect_refused(const std::string& path, const std::string& phrase) {
         EXPECT_NE(m.find(phrase), std::string::npos) << m;
         EXPECT_NE(m.find(path), std::string::npos) << "names the file: " << m;
         EXPECT_NE(m.find("not changed"), std::string::npos) << m;
+        EXPECT_EQ(e.sqlite_code(), 0) << m;
     }
     EXPECT_EQ(read_all(path), before) << "the file was modified";
     EXPECT_FALSE(fs::exists(path + "-wal")) << "a journal was created";
@@ -274,7 +278,14 @@ TEST_F(ProjectTest, AFailedMigrationLeavesTheVersion1ProjectAsItWas) {
         Db db(copy, /*create=*/false);
         db.exec("CREATE TABLE unit_text(x)");
     }
-    EXPECT_THROW(Project::open(copy, false), ProjectError);
+    try {
+        Project::open(copy, false);
+        ADD_FAILURE() << "the blocked migration was taken for done";
+    } catch (const ProjectError& e) {
+        // SQLite refused the migration's statement: its code travels with the message.
+        EXPECT_EQ(e.sqlite_code(), SQLITE_ERROR) << e.what();
+        EXPECT_NE(std::string(e.what()).find("already exists"), std::string::npos) << e.what();
+    }
     Db db(copy, /*create=*/false);
     auto v = db.prepare("SELECT version FROM schema_version");
     ASSERT_TRUE(v.step());
