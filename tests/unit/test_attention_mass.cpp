@@ -267,11 +267,13 @@ TEST(AttentionMass, SummaryRowsCreditTheirSpanWithTheirSoftmaxWeight) {
     for (size_t s = 0; s < spans.size(); ++s)
         EXPECT_NEAR(got_span[s], want_span[s], 1e-5 + 1e-4 * want_span[s]) << "span " << s;
     const auto got_row = per_position(m, qp + 1);
-    for (int32_t p = 0; p <= qp; ++p)
-        if (!in_span[static_cast<size_t>(p)])
+    for (int32_t p = 0; p <= qp; ++p) {
+        if (!in_span[static_cast<size_t>(p)]) {
             EXPECT_NEAR(got_row[static_cast<size_t>(p)], want_row[static_cast<size_t>(p)],
                         1e-5 + 1e-4 * want_row[static_cast<size_t>(p)])
                 << "position " << p;
+        }
+    }
     EXPECT_NEAR(m.total(), 4.0, 1e-4);
 }
 
