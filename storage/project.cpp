@@ -1,7 +1,5 @@
 #include "storage/project.h"
 
-#include <sqlite3.h>
-
 #include "engine/text/text_input.h" // is_valid_utf8
 #include "storage/project_clock.h"
 #include "storage/project_schema.h"
@@ -205,7 +203,7 @@ std::unique_ptr<Project> Project::open(const std::string& path, bool create) {
         version = read_schema_version(*db);
     } catch (const DbError& e) {
         // Locked by another connection: the file is fine, the caller can try again.
-        if ((e.code() & 0xff) == SQLITE_BUSY || (e.code() & 0xff) == SQLITE_LOCKED)
+        if (e.lock_conflict())
             throw;
         throw ProjectError(path + ": cannot be read as a project (" + e.what() +
                                "); the file was not changed",

@@ -254,6 +254,10 @@ void Db::check_unchanged() {
                       SQLITE_BUSY_SNAPSHOT);
 }
 
+bool DbError::lock_conflict() const {
+    return (code_ & 0xff) == SQLITE_BUSY || (code_ & 0xff) == SQLITE_LOCKED;
+}
+
 Db::~Db() {
     sqlite3_close_v2(db_);
 }

@@ -26,6 +26,9 @@ public:
         : std::runtime_error(what), code_(code), errno_(system_errno) {}
     int code() const { return code_; }
     int system_errno() const { return errno_; }
+    /// SQLITE_BUSY or SQLITE_LOCKED (any extended code of them): a lock kept the statement from
+    /// running; the file is fine and the same statement may succeed later.
+    bool lock_conflict() const;
 
 private:
     int code_;

@@ -21,8 +21,6 @@
 
 #include <QFileInfo>
 
-#include <sqlite3.h>
-
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -383,11 +381,8 @@ void EngineWorker::refresh_documents() {
     } catch (const std::exception& e) {
         // The list keeps what it shows and is read again at the next look; the user hears why
         // once, not every two seconds. Another program's write lock is no fault.
-        if (const auto* db = dynamic_cast<const DbError*>(&e)) {
-            const int primary = db->code() & 0xff;
-            if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
-                return;
-        }
+        if (const auto* db = dynamic_cast<const DbError*>(&e); db && db->lock_conflict())
+            return;
         const QString message = describe_error(QStringLiteral("Reading the document list"), e);
         if (message != refresh_error_) {
             refresh_error_ = message;
